@@ -1,0 +1,13 @@
+"""ragmem: evaluate RAG systems and agent memory layers, with every run tracked."""
+
+__version__ = "0.1.0"
+
+
+def evaluate(*args, **kwargs):
+    """See :func:`ragmem.api.evaluate` (imported lazily so ``import ragmem`` stays cheap)."""
+    from ragmem.api import evaluate as _evaluate
+
+    return _evaluate(*args, **kwargs)
+
+
+__all__ = ["evaluate", "__version__"]

@@ -1,0 +1,32 @@
+"""Agents: what produces an answer and its contexts for a query. All are timed by the same runner.
+
+    agent.type: replay   the dataset already holds answers and contexts (latency from latency_ms)
+    agent.type: python   agent.target = "module:function" or "module:Class" (instantiated once
+                         with agent.params), called as fn(query, session_id=..., history=...)
+
+A live agent returns the answer as a string, or a dict/object with ``answer``, ``contexts``
+(strings or ``{text, id?, source?, score?}``) and optional ``timings`` (stage -> seconds), or a tuple
+``(answer, contexts[, timings])``. See :mod:`ragmem.agents.runner` for timing and failures.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ragmem.agents.python import PythonAgent
+from ragmem.agents.replay import ReplayAgent
+from ragmem.errors import ConfigError
+
+AGENT_TYPES = ("replay", "python")
+
+
+def build_agent(settings: dict[str, Any]):
+    kind = settings.get("type", "replay")
+    if kind == "replay":
+        return ReplayAgent()
+    if kind == "python":
+        target = settings.get("target")
+        if not target:
+            raise ConfigError("agent.target: required for agent.type python (e.g. 'mypkg.agent:answer')")
+        return PythonAgent(str(target), settings.get("params") or {})
+    raise ConfigError(f"agent.type: unknown agent {kind!r}; available: {', '.join(AGENT_TYPES)}")

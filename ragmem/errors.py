@@ -1,0 +1,42 @@
+"""The exceptions ragmem raises for mistakes a user can fix.
+
+    RagmemError                 base class: the CLI prints ``error: <message>`` and exits 2
+    ├── ConfigError             a config file, a ``--set`` override or a setting is wrong
+    ├── DataError               a dataset file or record is wrong (names file, record, field)
+    └── AgentLoadError          the agent named in the config cannot be imported or built
+
+Failures of a single agent call or judge call are *not* exceptions at this level: they are recorded
+per example (``error`` column) and counted, and the run goes on.
+"""
+
+from __future__ import annotations
+
+
+class RagmemError(Exception):
+    """Base class of every error caused by user input; never shown with a traceback."""
+
+
+class ConfigError(RagmemError):
+    """A configuration value is missing, of the wrong type or out of range."""
+
+
+class DataError(RagmemError):
+    """A dataset file cannot be read, or one of its records is invalid."""
+
+    def __init__(self, file: str, message: str, record: int | None = None, field: str | None = None):
+        self.file, self.record, self.field, self.detail = file, record, field, message
+        super().__init__(format_location(file, record, field) + message)
+
+
+class AgentLoadError(RagmemError):
+    """The agent spec (``module:function``) does not resolve to a callable."""
+
+
+def format_location(file: str, record: int | None = None, field: str | None = None) -> str:
+    """``file: record 3: field 'query': `` — the prefix every data message starts with."""
+    parts = [str(file)]
+    if record is not None:
+        parts.append(f"record {record}")
+    if field is not None:
+        parts.append(f"field '{field}'")
+    return ": ".join(parts) + ": "

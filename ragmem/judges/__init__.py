@@ -1,0 +1,52 @@
+"""Judges decide whether a generated answer is correct. Every judge has the same seam:
+
+    judge.judge(items: list[JudgeItem]) -> list[Judgement]     (same order, one per item)
+    judge.signature() -> str                                    (settings, for params and compare)
+
+``judge.type`` selects one: ``keyword`` (default, offline, no LLM). An LLM judge plugs in here with
+the same interface; a judge that cannot score an item returns a Judgement with ``verdict=None`` and
+an ``error`` — never a silent 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ragmem.errors import ConfigError
+from ragmem.text.keywords import KeywordExtractor
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeItem:
+    query: str
+    generated_answer: str
+    reference_answer: str
+    contexts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    verdict: int | None           # 1 correct, 0 wrong, None could not judge (see error)
+    score: float | None = None    # the judge's continuous score, when it has one (keyword overlap)
+    reason: str | None = None
+    error: str | None = None
+
+
+class Judge(Protocol):
+    name: str
+
+    def judge(self, items: list[JudgeItem]) -> list[Judgement]: ...
+
+    def signature(self) -> str: ...
+
+
+def build_judge(settings: dict[str, Any], keywords: KeywordExtractor, zero_division: float) -> Judge:
+    """The judge named by ``judge.type``."""
+    kind = settings.get("type", "keyword")
+    if kind == "keyword":
+        from ragmem.judges.keyword import KeywordJudge
+
+        return KeywordJudge(keywords, threshold=float(settings.get("threshold", 0.7)),
+                            zero_division=zero_division)
+    raise ConfigError(f"judge.type: unknown judge {kind!r}; available: keyword")

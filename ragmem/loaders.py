@@ -1,0 +1,349 @@
+"""Dataset loading: JSON, JSONL, CSV and Parquet files in ragmem's, RAGAS's or DeepEval's field names.
+
+Every record becomes an :class:`~ragmem.schema.Example`. Problems are collected per record with the
+file, the record number (1-based, in file order) and the field, so ``ragmem validate`` can report all
+of them and ``ragmem run`` can refuse bad data with one clear line instead of dropping records.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from ragmem.errors import DataError
+from ragmem.schema import CONTEXT_SOURCES, Context, Example
+
+#: Canonical field -> accepted names, first match wins. ragmem/original, RAGAS, DeepEval/eval-lib.
+FIELD_ALIASES: dict[str, tuple[str, ...]] = {
+    "query": ("query", "user_input", "question", "input"),
+    "contexts": ("context", "contexts", "retrieved_contexts", "retrieval_context"),
+    "generated_answer": ("generated_answer", "response", "answer", "actual_output"),
+    "reference_answer": ("reference_answer", "reference", "ground_truth", "expected_output"),
+}
+OPTIONAL_FIELDS = ("id", "label", "latency_ms", "timings_ms", "session_id", "history",
+                   "relevant_context_ids")
+FORMATS = ("json", "jsonl", "csv", "parquet")
+_SUFFIX_FORMAT = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv",
+                  ".parquet": "parquet", ".pq": "parquet"}
+_TRUE = {"1", "true", "yes", "y", "t"}
+_FALSE = {"0", "false", "no", "n", "f"}
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One file of a dataset, with an optional file-level label (the original two-file layout)."""
+
+    path: Path
+    label: int | None = None
+    format: str = "auto"
+
+
+@dataclass
+class Dataset:
+    """Loaded examples plus what identifies the data they came from."""
+
+    examples: list[Example]
+    files: list[DataFile]
+    sha256: str
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+
+def detect_format(path: Path, format: str = "auto") -> str:
+    if format != "auto":
+        if format not in FORMATS:
+            raise DataError(str(path), f"unknown format {format!r}; expected one of {', '.join(FORMATS)}")
+        return format
+    fmt = _SUFFIX_FORMAT.get(path.suffix.lower())
+    if fmt is None:
+        raise DataError(str(path), f"cannot tell the format from the suffix {path.suffix!r}; "
+                                   f"use .json, .jsonl, .csv or .parquet, or set data.format")
+    return fmt
+
+
+def read_records(path: Path, format: str = "auto") -> list[dict[str, Any]]:
+    """Read a file into a list of raw records (dicts), without validating them."""
+    file = str(path)
+    if not path.is_file():
+        raise DataError(file, "file not found")
+    fmt = detect_format(path, format)
+    try:
+        if fmt == "json":
+            data = json.loads(path.read_text(encoding="utf-8-sig"))
+            if isinstance(data, dict):  # {"examples": [...]} or {"data": [...]}
+                for key in ("examples", "data", "samples"):
+                    if isinstance(data.get(key), list):
+                        data = data[key]
+                        break
+            if not isinstance(data, list):
+                raise DataError(file, "expected a JSON list of records (or an object with an "
+                                      "'examples' list)")
+            return data
+        if fmt == "jsonl":
+            records = []
+            for n, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), 1):
+                if line.strip():
+                    try:
+                        records.append(json.loads(line))
+                    except json.JSONDecodeError as exc:
+                        raise DataError(file, f"line {n} is not valid JSON ({exc.msg})") from None
+            return records
+        import pandas as pd  # pandas only for the tabular formats
+
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False) if fmt == "csv" \
+            else pd.read_parquet(path)
+        return [_from_frame_row(row) for row in frame.to_dict(orient="records")]
+    except DataError:
+        raise
+    except json.JSONDecodeError as exc:
+        raise DataError(file, f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except UnicodeDecodeError:
+        raise DataError(file, "not UTF-8 text") from None
+    except Exception as exc:  # pandas/pyarrow parse errors have many types
+        raise DataError(file, f"cannot read as {fmt}: {type(exc).__name__}: {exc}".splitlines()[0]) from None
+
+
+def _from_frame_row(row: dict[str, Any]) -> dict[str, Any]:
+    """Turn a pandas row into plain Python values (numpy arrays -> lists, NaN/'' -> missing)."""
+    out = {}
+    for key, value in row.items():
+        if hasattr(value, "tolist"):
+            value = value.tolist()
+        if value is None or value == "" or (isinstance(value, float) and math.isnan(value)):
+            continue
+        out[str(key)] = value
+    return out
+
+
+def _parse_embedded(value: Any) -> Any:
+    """CSV cells hold lists/objects as JSON (or as Python reprs, as RAGAS exports them)."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if not text or text[0] not in "[{":
+        return value
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        try:
+            return ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            return value
+
+
+def parse_label(value: Any) -> int:
+    """1/0, true/false, yes/no (any case) -> 1 or 0; anything else raises ValueError."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return int(value)
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return 1
+    if text in _FALSE:
+        return 0
+    raise ValueError(f"expected 1/0 or true/false, got {value!r}")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+class _RecordReader:
+    """Turns one raw record into an Example, collecting every problem instead of stopping at one."""
+
+    def __init__(self, file: str, record: int, raw: Any):
+        self.file, self.record, self.raw = file, record, raw
+        self.problems: list[DataError] = []
+
+    def problem(self, field: str | None, message: str) -> None:
+        self.problems.append(DataError(self.file, message, self.record, field))
+
+    def pick(self, canonical: str) -> tuple[str | None, Any]:
+        present = [name for name in FIELD_ALIASES[canonical] if name in self.raw]
+        if len(present) > 1 and len({json.dumps(self.raw[n], sort_keys=True, default=str)
+                                     for n in present}) > 1:
+            self.problem(present[1], f"conflicts with '{present[0]}' (both name the {canonical})")
+        return (present[0], self.raw[present[0]]) if present else (None, None)
+
+    def text(self, canonical: str, required: bool) -> str | None:
+        name, value = self.pick(canonical)
+        if name is None:
+            if required:
+                self.problem(FIELD_ALIASES[canonical][0],
+                             f"missing (accepted names: {', '.join(FIELD_ALIASES[canonical])})")
+            return None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = str(value)
+        if not isinstance(value, str):
+            self.problem(name, f"expected a string, got {type(value).__name__}")
+            return None
+        if required and not value.strip():
+            self.problem(name, "is empty")
+        return value
+
+    def contexts(self) -> list[Context]:
+        name, value = self.pick("contexts")
+        if name is None:
+            return []
+        value = _parse_embedded(value)
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list):
+            self.problem(name, f"expected a list of strings or objects, got {type(value).__name__}")
+            return []
+        out = []
+        for i, item in enumerate(value):
+            where = f"{name}[{i}]"
+            if isinstance(item, str):
+                out.append(Context(text=item))
+                continue
+            if not isinstance(item, dict):
+                self.problem(where, f"expected a string or an object with 'text', got {type(item).__name__}")
+                continue
+            text = item.get("text", item.get("content"))
+            if not isinstance(text, str):
+                self.problem(where, "object needs a string 'text'")
+                continue
+            source = item.get("source")
+            if source is not None and source not in CONTEXT_SOURCES:
+                self.problem(f"{where}.source", f"{source!r} is not one of {', '.join(CONTEXT_SOURCES)}")
+                source = None
+            score = item.get("score")
+            if score is not None and not _is_number(score):
+                self.problem(f"{where}.score", f"expected a number, got {score!r}")
+                score = None
+            cid = item.get("id")
+            out.append(Context(text=text, id=None if cid is None else str(cid), source=source,
+                               score=None if score is None else float(score)))
+        return out
+
+    def optional(self, file_label: int | None) -> dict[str, Any]:
+        raw, out = self.raw, {}
+        if "label" in raw:
+            try:
+                out["label"] = parse_label(raw["label"])
+            except ValueError as exc:
+                self.problem("label", str(exc))
+            else:
+                if file_label is not None and out["label"] != file_label:
+                    self.problem("label", f"is {out['label']} but the file is labelled {file_label}")
+        elif file_label is not None:
+            out["label"] = file_label
+        if "latency_ms" in raw:
+            value = raw["latency_ms"]
+            try:
+                value = float(value)
+            except (TypeError, ValueError):
+                self.problem("latency_ms", f"expected a number of milliseconds, got {value!r}")
+            else:
+                if not math.isfinite(value) or value < 0:
+                    self.problem("latency_ms", f"must be a finite number >= 0, got {value!r}")
+                else:
+                    out["latency_ms"] = value
+        if "timings_ms" in raw:
+            value = _parse_embedded(raw["timings_ms"])
+            if not isinstance(value, dict) or not all(
+                    _is_number(v) and v >= 0 for v in value.values()):
+                self.problem("timings_ms", "expected an object of stage -> milliseconds (numbers >= 0)")
+            else:
+                out["timings_ms"] = {str(k): float(v) for k, v in value.items()}
+        if "session_id" in raw:
+            out["session_id"] = str(raw["session_id"])
+        if "history" in raw:
+            value = _parse_embedded(raw["history"])
+            if not isinstance(value, list) or not all(
+                    isinstance(t, dict) and isinstance(t.get("content"), str) for t in value):
+                self.problem("history", "expected a list of {role, content} turns")
+            else:
+                out["history"] = [{"role": str(t.get("role", "user")), "content": t["content"]}
+                                  for t in value]
+        if "relevant_context_ids" in raw:
+            value = _parse_embedded(raw["relevant_context_ids"])
+            if not isinstance(value, list):
+                self.problem("relevant_context_ids", "expected a list of context ids")
+            else:
+                out["relevant_context_ids"] = [str(v) for v in value]
+        return out
+
+
+def parse_record(raw: Any, file: str, record: int, file_label: int | None = None,
+                 require_answer: bool = True) -> tuple[Example | None, list[DataError]]:
+    """Validate one raw record; return the Example (None when invalid) and every problem found."""
+    reader = _RecordReader(file, record, raw)
+    if not isinstance(raw, dict):
+        reader.problem(None, f"expected an object, got {type(raw).__name__}")
+        return None, reader.problems
+    query = reader.text("query", required=True)
+    reference = reader.text("reference_answer", required=True)
+    answer = reader.text("generated_answer", required=require_answer)
+    contexts = reader.contexts()
+    optional = reader.optional(file_label)
+    rid = raw.get("id")
+    if reader.problems:
+        return None, reader.problems
+    example = Example(
+        id=str(rid) if rid is not None else f"{Path(file).stem}:{record}",
+        query=query or "", reference_answer=reference, contexts=contexts,
+        generated_answer=answer, source_file=file, record=record, **optional)
+    return example, []
+
+
+@dataclass
+class FileReport:
+    """What validating one file found."""
+
+    file: str
+    n_records: int
+    problems: list[DataError]
+    examples: list[Example]
+
+
+def check_file(data_file: DataFile, require_answer: bool = True) -> FileReport:
+    """Read and validate every record of one file; never raises for a bad record."""
+    file = str(data_file.path)
+    records = read_records(data_file.path, data_file.format)
+    problems: list[DataError] = []
+    examples: list[Example] = []
+    for index, raw in enumerate(records, 1):
+        example, found = parse_record(raw, file, index, data_file.label, require_answer)
+        problems.extend(found)
+        if example is not None:
+            examples.append(example)
+    if not records:
+        problems.append(DataError(file, "holds no records"))
+    return FileReport(file, len(records), problems, examples)
+
+
+def load_dataset(files: Iterable[DataFile], require_answer: bool = True) -> Dataset:
+    """Load and validate every file; raise the first problem (with a count of the rest).
+
+    ``require_answer`` is False when a live agent produces the answers.
+    """
+    files = list(files)
+    examples: list[Example] = []
+    digest = hashlib.sha256()
+    for data_file in files:
+        report = check_file(data_file, require_answer)
+        if report.problems:
+            first = report.problems[0]
+            more = len(report.problems) - 1
+            suffix = f" (and {more} more problem(s); run `ragmem validate {report.file}`)" if more else ""
+            raise DataError(first.file, first.detail + suffix, first.record, first.field)
+        digest.update(data_file.path.read_bytes())
+        digest.update(f"|label={data_file.label}|".encode())
+        examples.extend(report.examples)
+    seen: dict[str, Example] = {}
+    for example in examples:
+        if example.id in seen:
+            other = seen[example.id]
+            raise DataError(example.source_file, f"duplicate id {example.id!r} (also {other.source_file} "
+                                                 f"record {other.record})", example.record, "id")
+        seen[example.id] = example
+    return Dataset(examples=examples, files=files, sha256=digest.hexdigest())

@@ -1,0 +1,195 @@
+"""The evaluation steps as plain functions: load, time the agent, judge, compute metrics, summarise.
+
+Prefect tasks (``tasks/``) wrap these, the flow (``flows/evaluate.py``) chains them, and
+:func:`ragmem.api.evaluate` chains them without Prefect for notebooks and pytest.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+import pandas as pd
+
+from ragmem import __version__
+from ragmem.agents import build_agent
+from ragmem.agents.runner import run_live
+from ragmem.config import RunConfig
+from ragmem.judges import Judge, JudgeItem, Judgement, build_judge
+from ragmem.loaders import Dataset, load_dataset
+from ragmem.metrics import MetricContext, MetricResult, compute_metrics
+from ragmem.schema import AgentOutput, Example
+from ragmem.text.keywords import KeywordExtractor
+
+
+@dataclass
+class Components:
+    """What a run builds once from its config and reuses for every batch."""
+
+    keywords: KeywordExtractor
+    judge: Judge
+    agent: Any
+
+
+def build_components(cfg: RunConfig) -> Components:
+    keywords = KeywordExtractor(cfg.tokenizer, cfg.stopwords)
+    return Components(keywords, build_judge(cfg.judge, keywords, cfg.zero_division), build_agent(cfg.agent))
+
+
+def load(cfg: RunConfig) -> Dataset:
+    """Load and validate the configured files (a live agent supplies the answers itself)."""
+    cfg.require_data()
+    return load_dataset(cfg.files, require_answer=cfg.agent.get("type", "replay") == "replay")
+
+
+def batches(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+def time_agent(agent: Any, examples: Sequence[Example], cfg: RunConfig,
+               on_done: Callable[[int], None] | None = None) -> list[AgentOutput]:
+    """One output per example, in order: replayed from the data or produced by timed live calls."""
+    if not agent.live:
+        outputs = [agent.replay(e) for e in examples]
+        if on_done:
+            on_done(len(outputs))
+        return outputs
+    return run_live(agent, examples, cfg.concurrency, cfg.timeout_s, on_done)
+
+
+def judge(judge_: Judge, examples: Sequence[Example], outputs: Sequence[AgentOutput]) -> list[Judgement | None]:
+    """Judge every answered example; ``None`` where the agent call failed (nothing to judge)."""
+    todo = [i for i, o in enumerate(outputs) if o.error is None]
+    items = [JudgeItem(examples[i].query, outputs[i].answer or "", examples[i].reference_answer or "",
+                       tuple(c.text for c in outputs[i].contexts)) for i in todo]
+    verdicts = judge_.judge(items) if items else []
+    out: list[Judgement | None] = [None] * len(outputs)
+    for i, verdict in zip(todo, verdicts):
+        out[i] = verdict
+    return out
+
+
+def _keywords_text(keywords: KeywordExtractor, text: str | None) -> str:
+    return " ".join(sorted(keywords(text))) if text else ""
+
+
+def build_table(examples: Sequence[Example], outputs: Sequence[AgentOutput],
+                judgements: Sequence[Judgement | None], keywords: KeywordExtractor) -> pd.DataFrame:
+    """The per-example results table (one row per example, input order)."""
+    rows = []
+    for ex, out, jd in zip(examples, outputs, judgements):
+        row = {
+            "id": ex.id, "query": ex.query, "generated_answer": out.answer,
+            "reference_answer": ex.reference_answer, "label": ex.label,
+            "contexts": [c.to_dict() for c in out.contexts], "n_contexts": len(out.contexts),
+            "kw_reference": _keywords_text(keywords, ex.reference_answer),
+            "kw_generated": _keywords_text(keywords, out.answer),
+            "overlap": None if jd is None else jd.score,
+            "verdict": None if jd is None else jd.verdict,
+            "judge_reason": None if jd is None else jd.reason,
+            "judge_error": None if jd is None else jd.error,
+            "latency_s": out.latency_s, "error": out.error,
+            "source_file": ex.source_file, "record": ex.record,
+        }
+        for stage, seconds in out.timings_s.items():
+            row[f"stage_{stage}_s"] = seconds
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    for column in ("label", "verdict"):
+        table[column] = table[column].astype("Int64")
+    for column in ("overlap", "latency_s"):
+        table[column] = pd.to_numeric(table[column], errors="coerce").astype(float)
+    for column in ("error", "judge_error", "judge_reason"):
+        table[column] = table[column].astype(object).where(table[column].notna(), None)
+    return table
+
+
+def score(table: pd.DataFrame, cfg: RunConfig, keywords: KeywordExtractor) -> tuple[pd.DataFrame, MetricResult]:
+    """Aggregate metrics, plus their per-example columns added to a copy of the table."""
+    result = compute_metrics(table, list(cfg.metrics), MetricContext(keywords, cfg.zero_division))
+    table = table.copy()
+    for name, values in result.columns.items():
+        table[name] = pd.Series(values, index=table.index, dtype=float)
+    return table, result
+
+
+def git_commit(cwd: str | Path | None = None) -> str:
+    """The commit of the working directory's git checkout, or ``none`` outside one."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return "none"
+    return out.stdout.strip() if out.returncode == 0 else "none"
+
+
+def run_params(cfg: RunConfig, dataset: Dataset, components: Components) -> dict[str, str]:
+    """Everything that produced the numbers, as MLflow params (strings). No secrets: configs name
+    environment variables, never keys."""
+    agent = cfg.agent
+    return {
+        "data.path": ";".join(str(f.path) for f in dataset.files),
+        "data.labels": ";".join("-" if f.label is None else str(f.label) for f in dataset.files),
+        "data.sha256": dataset.sha256,
+        "n_examples": str(len(dataset)),
+        "agent.type": str(agent.get("type")),
+        "agent.target": str(agent.get("target")),
+        "agent.concurrency": str(cfg.concurrency),
+        "agent.timeout_s": str(cfg.timeout_s),
+        "judge.type": components.judge.name,
+        "judge.threshold": str(cfg.judge.get("threshold")),
+        "judge.signature": components.judge.signature(),
+        "keywords.tokenizer": cfg.tokenizer,
+        "keywords.stopwords": components.keywords.stopword_signature(),
+        "keywords.signature": components.keywords.signature(),
+        "metrics": ",".join(cfg.metrics),
+        "zero_division": str(cfg.raw["zero_division"]),
+        "seed": str(cfg.seed),
+        "ragmem_version": __version__,
+        "git_commit": git_commit(),
+    }
+
+
+def counts(table: pd.DataFrame, result: MetricResult) -> dict[str, int]:
+    """How many examples each kind of trouble touched (logged as metrics, shown in the summary)."""
+    out = {
+        "n_examples": int(len(table)),
+        "n_agent_errors": int(table["error"].notna().sum()),
+        "n_judge_errors": int(table["judge_error"].notna().sum()),
+        "n_unlabelled": int(table["label"].isna().sum()),
+    }
+    out["n_errors"] = int((table["error"].notna() | table["judge_error"].notna()).sum())
+    out.update({f"undefined_{k}": int(v) for k, v in result.undefined.items()})
+    return out
+
+
+def clean_number(value: float | None) -> float | None:
+    """JSON has no NaN: a missing or NaN value is ``null``."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return float(value)
+
+
+def summary(run_id: str | None, cfg: RunConfig, result: MetricResult, table: pd.DataFrame,
+            params: dict[str, str]) -> dict[str, Any]:
+    """The summary JSON contract: run_id, experiment, n_examples, n_errors, metrics, params."""
+    c = counts(table, result)
+    return {
+        "run_id": run_id,
+        "experiment": cfg.experiment,
+        "n_examples": c["n_examples"],
+        "n_errors": c["n_errors"],
+        "metrics": {k: clean_number(v) for k, v in result.values.items()},
+        "params": params,
+        "counts": c,
+        "notes": result.notes,
+    }
+
+
+def write_json(path: str | Path, payload: dict[str, Any]) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(payload, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")

@@ -1,0 +1,66 @@
+"""The in-memory shape of an evaluation example and of what an agent returns for it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Where a context item came from. ``None`` when the dataset does not say.
+CONTEXT_SOURCES = ("rag", "memory_short", "memory_long")
+
+#: Stages an agent may report timings for (seconds); others are kept too, these are the known ones.
+STAGES = ("embed", "retrieve", "rerank", "llm")
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """One retrieved chunk or recalled memory."""
+
+    text: str
+    id: str | None = None
+    source: str | None = None
+    score: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in (("text", self.text), ("id", self.id), ("source", self.source),
+                                  ("score", self.score)) if v is not None}
+
+
+@dataclass(slots=True)
+class Example:
+    """One evaluation example, after loading and validation.
+
+    ``generated_answer``/``contexts``/``latency_ms``/``timings_ms`` are what was recorded when the
+    answers were produced earlier (replay); a live agent replaces them.
+    """
+
+    id: str
+    query: str
+    reference_answer: str | None
+    contexts: list[Context] = field(default_factory=list)
+    generated_answer: str | None = None
+    label: int | None = None
+    latency_ms: float | None = None
+    timings_ms: dict[str, float] | None = None
+    session_id: str | None = None
+    history: list[dict[str, str]] | None = None
+    relevant_context_ids: list[str] | None = None
+    source_file: str = ""
+    record: int = 0
+
+
+@dataclass(slots=True)
+class AgentOutput:
+    """What timing one agent call produced for one example.
+
+    ``latency_s`` is ``None`` when it was not measured (replay without ``latency_ms``): never a
+    made-up number. ``error`` holds the reason when the call failed; answer and contexts are then
+    empty and the example is excluded from quality metrics (and counted).
+    """
+
+    example_id: str
+    answer: str | None
+    contexts: list[Context]
+    latency_s: float | None
+    timings_s: dict[str, float] = field(default_factory=dict)
+    error: str | None = None

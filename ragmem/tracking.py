@@ -1,0 +1,152 @@
+"""Every MLflow call ragmem makes lives here.
+
+The client is always given run ids explicitly (``MlflowClient``): MLflow's active run is per thread,
+and Prefect runs tasks on worker threads, where ``mlflow.log_metric`` would silently open an orphan
+run. Default store: ``sqlite:///mlruns/mlflow.db`` (MLflow 3 refuses a bare ``./mlruns`` file store)
+with artifacts under ``mlruns/artifacts/<experiment>``, passed explicitly at experiment creation
+(MLflow otherwise stores the working directory of whoever created the experiment).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+os.environ.setdefault("MLFLOW_ENABLE_ASYNC_LOGGING", "false")
+
+_PARAM_LIMIT = 6000  # MLflow's limit for a param value
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "experiment"
+
+
+def _prepare_local_store(uri: str) -> None:
+    """Create the folder of a relative or absolute sqlite file so MLflow can open it."""
+    if uri.startswith("sqlite:///"):
+        Path(uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+
+
+class Tracker:
+    """A thin, explicit-run-id wrapper over ``MlflowClient``."""
+
+    def __init__(self, uri: str, artifact_root: str = "mlruns/artifacts"):
+        from mlflow import MlflowClient
+
+        _prepare_local_store(uri)
+        self.uri = uri
+        self.artifact_root = artifact_root
+        self.client = MlflowClient(tracking_uri=uri)
+
+    def experiment_id(self, name: str) -> str:
+        found = self.client.get_experiment_by_name(name)
+        if found is not None:
+            if found.lifecycle_stage == "deleted":
+                self.client.restore_experiment(found.experiment_id)
+            return found.experiment_id
+        location = None
+        if not re.match(r"^[a-z][a-z0-9+.-]*://", self.artifact_root):
+            location = (Path(self.artifact_root).resolve() / _slug(name)).as_uri()
+        else:
+            location = f"{self.artifact_root.rstrip('/')}/{_slug(name)}"
+        try:
+            return self.client.create_experiment(name, artifact_location=location)
+        except Exception:  # created concurrently by another process: use theirs
+            found = self.client.get_experiment_by_name(name)
+            if found is None:
+                raise
+            return found.experiment_id
+
+    def start_run(self, experiment: str, run_name: str | None = None, tags: dict[str, str] | None = None,
+                  parent_run_id: str | None = None) -> str:
+        tags = dict(tags or {})
+        if parent_run_id:
+            tags["mlflow.parentRunId"] = parent_run_id
+        run = self.client.create_run(self.experiment_id(experiment), run_name=run_name, tags=tags)
+        return run.info.run_id
+
+    def log_params(self, run_id: str, params: dict[str, Any]) -> None:
+        from mlflow.entities import Param
+
+        items = []
+        for key, value in params.items():
+            text = str(value)
+            if len(text) > _PARAM_LIMIT:
+                text = text[: _PARAM_LIMIT - 20] + "...(truncated)"
+            items.append(Param(key, text))
+        for start in range(0, len(items), 100):
+            self.client.log_batch(run_id, params=items[start:start + 100])
+
+    def log_metrics(self, run_id: str, metrics: dict[str, float | None], step: int = 0) -> None:
+        """Log the defined metrics; ``None``/NaN (not measured, undefined) are not logged as numbers."""
+        from mlflow.entities import Metric
+        import time
+
+        now = int(time.time() * 1000)
+        items = [Metric(k, float(v), now, step) for k, v in metrics.items()
+                 if v is not None and not (isinstance(v, float) and math.isnan(v))]
+        for start in range(0, len(items), 500):
+            self.client.log_batch(run_id, metrics=items[start:start + 500])
+
+    def set_tags(self, run_id: str, tags: dict[str, str]) -> None:
+        for key, value in tags.items():
+            self.client.set_tag(run_id, key, value)
+
+    def log_json(self, run_id: str, payload: Any, artifact_file: str) -> None:
+        self.client.log_dict(run_id, payload, artifact_file)
+
+    def log_text(self, run_id: str, text: str, artifact_file: str) -> None:
+        self.client.log_text(run_id, text, artifact_file)
+
+    def log_table(self, run_id: str, table: pd.DataFrame, name: str) -> None:
+        """The table twice: ``<name>.csv`` for spreadsheets and ``<name>.json`` as an MLflow table
+        (shown in the UI's Evaluation/Artifacts view)."""
+        flat = table.copy()
+        for column in flat.columns:
+            if flat[column].map(lambda v: isinstance(v, (list, dict))).any():
+                flat[column] = flat[column].map(lambda v: json.dumps(v, ensure_ascii=False))
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / f"{name}.csv"
+            flat.to_csv(path, index=False)
+            self.client.log_artifact(run_id, str(path))
+        self.client.log_table(run_id, data=flat.astype(object).where(flat.notna(), None), artifact_file=f"{name}.json")
+
+    def log_file(self, run_id: str, path: str | Path, artifact_path: str | None = None) -> None:
+        self.client.log_artifact(run_id, str(path), artifact_path)
+
+    def log_figure(self, run_id: str, figure: Any, artifact_file: str) -> None:
+        self.client.log_figure(run_id, figure, artifact_file)
+
+    def finish(self, run_id: str, status: str = "FINISHED") -> None:
+        self.client.set_terminated(run_id, status=status)
+
+
+def record_run(tracker: Tracker, run_id: str, resolved_config: dict[str, Any], params: dict[str, str],
+               metrics: dict[str, float | None], counts: dict[str, int], table: pd.DataFrame,
+               summary: dict[str, Any], extra_files: list[Path] | None = None) -> None:
+    """Log one evaluation run: params, metrics (+ counts), the resolved config, ``summary.json``,
+    the per-example table (CSV + MLflow table) and the plots."""
+    from ragmem import plots
+
+    tracker.log_params(run_id, params)
+    tracker.log_metrics(run_id, {**metrics, **{k: float(v) for k, v in counts.items()}})
+    tracker.log_json(run_id, resolved_config, "config.json")
+    tracker.log_json(run_id, summary, "summary.json")
+    tracker.log_table(run_id, table, "examples")
+    if metrics.get("confusion_tp") is not None:
+        fig = plots.confusion_matrix_figure(metrics)
+        tracker.log_figure(run_id, fig, "plots/confusion_matrix.png")
+        plots.close(fig)
+    if table["latency_s"].notna().any():
+        fig = plots.latency_histogram_figure(table)
+        tracker.log_figure(run_id, fig, "plots/latency_histogram.png")
+        plots.close(fig)
+    for path in extra_files or []:
+        tracker.log_file(run_id, path)
