@@ -10,8 +10,8 @@ with artifacts under ``mlruns/artifacts/<experiment>``, passed explicitly at exp
 from __future__ import annotations
 
 import json
+import logging
 import math
-import os
 import re
 import tempfile
 from pathlib import Path
@@ -19,7 +19,9 @@ from typing import Any
 
 import pandas as pd
 
-os.environ.setdefault("MLFLOW_ENABLE_ASYNC_LOGGING", "false")
+# MLflow announces creating and migrating its sqlite tables at INFO on first use; not news to users.
+for _name in ("mlflow.store.db.utils", "alembic"):
+    logging.getLogger(_name).setLevel(logging.WARNING)
 
 _PARAM_LIMIT = 6000  # MLflow's limit for a param value
 

@@ -1,0 +1,1 @@
+"""Prefect flows: each reads like the pipeline it runs."""

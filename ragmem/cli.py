@@ -1,0 +1,200 @@
+"""The ``ragmem`` command line. Every user mistake ends as one ``error: ...`` line and exit code 2."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, List, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ragmem.errors import RagmemError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Evaluate RAG systems and agent memory layers; every run is tracked in MLflow.")
+server_app = typer.Typer(no_args_is_help=True, help="The local Prefect server ragmem manages.")
+app.add_typer(server_app, name="server")
+out = Console()
+err = Console(stderr=True)
+log = logging.getLogger("ragmem")
+
+
+def _setup_logging(verbose: bool) -> None:
+    if not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("ragmem | %(message)s"))
+        log.addHandler(handler)
+    log.setLevel(logging.DEBUG if verbose else logging.INFO)
+    log.propagate = False
+
+
+def _fmt(name: str, value: Any) -> str:
+    if value is None:
+        return "n/a"
+    if name.startswith(("confusion_", "n_")):
+        return str(int(value))
+    if isinstance(value, float):
+        return f"{value:.4f}" if abs(value) < 1e5 else f"{value:.4g}"
+    return str(value)
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    table = Table(title=f"{summary['experiment']}: n={summary['n_examples']}, errors={summary['n_errors']}",
+                  title_justify="left")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for name, value in summary["metrics"].items():
+        table.add_row(name, _fmt(name, value))
+    out.print(table)
+    counts = {k: v for k, v in summary.get("counts", {}).items() if v and k not in ("n_examples",)}
+    if counts:
+        out.print("counts: " + ", ".join(f"{k}={v}" for k, v in counts.items()))
+    for note in summary.get("notes", []):
+        out.print(f"note: {note}")
+    if summary.get("run_id"):
+        out.print(f"MLflow run {summary['run_id']} in experiment '{summary['experiment']}' "
+                  f"(open with: ragmem ui)")
+
+
+@app.command()
+def run(
+    config: Path = typer.Argument(..., help="YAML config (see configs/default.yaml)."),
+    data: Optional[str] = typer.Option(None, "--data", help="Dataset file; replaces data.files."),
+    set_: List[str] = typer.Option([], "--set", help="Override a setting: dotted.key=value (repeatable)."),
+    output: Path = typer.Option(Path("summary.json"), "--output", "-o", help="Where to write the summary JSON."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's own logs too."),
+) -> None:
+    """Run the evaluation flow: load -> time the agent -> judge -> metrics -> MLflow."""
+    _setup_logging(verbose)
+    from ragmem.config import RunConfig, resolve_config
+
+    resolved = resolve_config(config, overrides=set_, data=data)
+    RunConfig.from_dict(resolved).require_data()
+
+    from ragmem.orchestration import prefect_context, resolve_api_url
+
+    api_url = resolve_api_url(log=log.info)
+    log.info("Prefect API: %s", api_url)
+    with prefect_context(api_url, quiet=not verbose):
+        from flows.evaluate import evaluate_flow
+
+        summary = evaluate_flow(resolved)
+    print_summary(summary)
+    from ragmem.pipeline import write_json
+
+    write_json(output, summary)
+    out.print(f"summary written to {output}")
+
+
+@app.command()
+def validate(
+    data: Path = typer.Argument(..., help="Dataset file (JSON, JSONL, CSV or Parquet)."),
+    label: Optional[int] = typer.Option(None, "--label", help="File-level label (1 correct, 0 wrong)."),
+    format: str = typer.Option("auto", "--format", help="json, jsonl, csv, parquet or auto (by suffix)."),
+    no_answer: bool = typer.Option(False, "--no-answer", help="Answers come from a live agent: do not require them."),
+) -> None:
+    """Report every invalid record; exit 0 when the file is valid, 2 when not."""
+    from ragmem.loaders import DataFile, check_file
+
+    if label not in (None, 0, 1):
+        raise RagmemError(f"--label: expected 0 or 1, got {label}")
+    report = check_file(DataFile(data, label, format), require_answer=not no_answer)
+    for problem in report.problems:
+        err.print(f"invalid: {problem}", markup=False, highlight=False)
+    n_bad = len({p.record for p in report.problems})
+    if report.problems:
+        err.print(f"{data}: {report.n_records} records, {n_bad} invalid, {len(report.problems)} problem(s)",
+                  markup=False, highlight=False)
+        raise typer.Exit(2)
+    out.print(f"{data}: {report.n_records} records, all valid", markup=False, highlight=False)
+
+
+@app.command()
+def ui(
+    port: int = typer.Option(5000, "--port", help="Port of the MLflow UI."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (127.0.0.1 keeps it local)."),
+    tracking_uri: Optional[str] = typer.Option(None, "--tracking-uri",
+                                               help="Store to show (default: MLFLOW_TRACKING_URI or sqlite:///mlruns/mlflow.db)."),
+) -> None:
+    """Serve the MLflow UI for the tracking store on 127.0.0.1."""
+    from ragmem.config import DEFAULT_ARTIFACT_ROOT, DEFAULT_TRACKING_URI
+    from ragmem.tracking import _prepare_local_store
+
+    uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
+    _prepare_local_store(uri)
+    out.print(f"MLflow UI for {uri} at http://{host}:{port} (Ctrl+C to stop)")
+    command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
+               "--default-artifact-root", str(Path(DEFAULT_ARTIFACT_ROOT).resolve()),
+               "--host", host, "--port", str(port)]
+    os.execv(sys.executable, command)
+
+
+@server_app.command("start")
+def server_start() -> None:
+    """Start (or find) the local Prefect server on 127.0.0.1."""
+    _setup_logging(False)
+    from ragmem.orchestration import ensure_managed_server
+
+    server = ensure_managed_server(log=log.info)
+    out.print(f"Prefect server {'started' if server.started else 'already running'} at {server.api_url}")
+
+
+@server_app.command("status")
+def server_status() -> None:
+    """Show which Prefect API runs report to."""
+    from ragmem.orchestration import configured_api_url, healthy, managed_port
+
+    url = configured_api_url()
+    if url:
+        out.print(f"PREFECT_API_URL={url} ({'answering' if healthy(url) else 'not answering'})")
+        return
+    url = f"http://127.0.0.1:{managed_port()}/api"
+    out.print(f"local server {url}: {'running' if healthy(url) else 'not running (started by the next run)'}")
+
+
+@server_app.command("stop")
+def server_stop() -> None:
+    """Stop the local Prefect server ragmem started."""
+    from ragmem.orchestration import stop_managed_server
+
+    out.print("stopped" if stop_managed_server() else "no server started by ragmem is running")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: user mistakes -> ``error: ...`` + exit 2; bugs -> short message + log file."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except RagmemError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False)
+        sys.exit(2)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        err.print("interrupted", markup=False)
+        sys.exit(130)
+    except Exception as exc:  # click usage errors carry their own exit code
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            sys.exit(2)
+        if isinstance(exc, click.exceptions.Abort):
+            sys.exit(130)
+        from ragmem.orchestration import ragmem_home
+
+        path = ragmem_home() / "last-error.log"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(traceback.format_exc())
+        err.print(f"error: internal error: {type(exc).__name__}: {exc} (traceback in {path})",
+                  markup=False, highlight=False)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

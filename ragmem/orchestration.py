@@ -1,0 +1,171 @@
+"""Where the Prefect API lives for a run, so that no user has to set Prefect up.
+
+Prefect's "ephemeral" mode (no API URL) starts a temporary server inside every process; measured on
+these machines it loses task-run records (0-243 of 200-800 recorded) and prints
+``task_run_recorder ... CancelledError`` tracebacks at exit. Against a standing server every record
+arrived and the output stayed clean. So ragmem never uses ephemeral mode:
+
+1. ``PREFECT_API_URL`` set (environment or the active Prefect profile): report to that server.
+2. Otherwise a *managed local server*: reuse the one answering on ``127.0.0.1:$RAGMEM_PREFECT_PORT``
+   (default 4200), or start ``prefect server start --host 127.0.0.1`` in the background with its
+   database under ``$RAGMEM_HOME/prefect`` (default ``.ragmem/prefect`` in the working directory).
+   The first start takes 10-25 s (database migrations); it keeps running so later runs start at
+   once. ``ragmem server status`` shows it, ``ragmem server stop`` stops it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from ragmem.errors import RagmemError
+
+DEFAULT_PORT = 4200
+START_TIMEOUT_S = 120.0
+QUIET_ENV = {"DO_NOT_TRACK": "true", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+
+
+def ragmem_home() -> Path:
+    return Path(os.environ.get("RAGMEM_HOME", ".ragmem")).resolve()
+
+
+def managed_port() -> int:
+    return int(os.environ.get("RAGMEM_PREFECT_PORT", DEFAULT_PORT))
+
+
+def healthy(api_url: str, timeout: float = 2.0) -> bool:
+    try:
+        with urllib.request.urlopen(f"{api_url.rstrip('/')}/health", timeout=timeout) as reply:
+            return reply.status == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def configured_api_url() -> str | None:
+    """PREFECT_API_URL from the environment or the active Prefect profile, if any."""
+    if os.environ.get("PREFECT_API_URL"):
+        return os.environ["PREFECT_API_URL"]
+    from prefect.settings import get_current_settings
+
+    url = get_current_settings().api.url
+    return str(url) if url else None
+
+
+@dataclass
+class ManagedServer:
+    api_url: str
+    pid: int | None
+    started: bool
+
+
+def _pid_file() -> Path:
+    return ragmem_home() / "prefect-server.pid"
+
+
+def ensure_managed_server(port: int | None = None, log=print) -> ManagedServer:
+    """Reuse or start the local Prefect server on 127.0.0.1 and wait until it answers."""
+    port = port or managed_port()
+    api_url = f"http://127.0.0.1:{port}/api"
+    if healthy(api_url):
+        pid = int(_pid_file().read_text()) if _pid_file().is_file() else None
+        return ManagedServer(api_url, pid, started=False)
+    home = ragmem_home()
+    (home / "prefect").mkdir(parents=True, exist_ok=True)
+    log_path = home / "prefect-server.log"
+    env = {**os.environ, **QUIET_ENV, "PREFECT_HOME": str(home / "prefect")}
+    env.pop("PREFECT_API_URL", None)
+    log(f"starting a local Prefect server on 127.0.0.1:{port} (first start takes ~20 s; log: {log_path})")
+    with open(log_path, "ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+            start_new_session=True)
+    _pid_file().write_text(str(proc.pid))
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if healthy(api_url, timeout=1.0):
+            return ManagedServer(api_url, proc.pid, started=True)
+        if proc.poll() is not None:
+            tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
+            raise RagmemError(f"the local Prefect server exited with code {proc.returncode}: {tail[0]} "
+                              f"(see {log_path}; is port {port} taken? set RAGMEM_PREFECT_PORT)")
+        time.sleep(0.5)
+    proc.terminate()
+    raise RagmemError(f"the local Prefect server did not answer within {START_TIMEOUT_S:.0f} s (see {log_path})")
+
+
+def stop_managed_server() -> bool:
+    """Stop the server this project started; False when none was running."""
+    pid_file = _pid_file()
+    if not pid_file.is_file():
+        return False
+    pid = int(pid_file.read_text())
+    pid_file.unlink()
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    for _ in range(50):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+    return True
+
+
+def resolve_api_url(log=print) -> str:
+    """The API URL a flow run should report to (see the module docstring)."""
+    return configured_api_url() or ensure_managed_server(log=log).api_url
+
+
+class _DropUserErrors(logging.Filter):
+    """Prefect logs a failed task/flow with its traceback; for a user mistake (a RagmemError) the
+    CLI prints one ``error:`` line instead, so those records are dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, RagmemError):
+            return False
+        message = record.getMessage()
+        return not any(name in message for name in ("DataError", "ConfigError", "AgentLoadError", "RagmemError"))
+
+
+@contextlib.contextmanager
+def prefect_context(api_url: str, quiet: bool = True) -> Iterator[None]:
+    """Settings for flow runs started from this process: the API URL, no per-flow heartbeat thread
+    (≈1 s per flow run), no telemetry, and (``quiet``) Prefect's own logs at WARNING."""
+    for key, value in QUIET_ENV.items():
+        os.environ.setdefault(key, value)
+    from prefect.settings import (PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
+                                  PREFECT_LOGGING_LEVEL, temporary_settings)
+
+    updates = {PREFECT_API_URL: api_url, PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
+    if quiet:
+        updates[PREFECT_LOGGING_LEVEL] = "WARNING"
+    drop = _DropUserErrors()
+    loggers = [logging.getLogger(n) for n in ("prefect", "prefect.flow_runs", "prefect.task_runs")]
+    with temporary_settings(updates=updates):
+        if quiet:
+            for logger in loggers:
+                logger.setLevel(logging.WARNING)
+        handlers = {h for lg in [*loggers, logging.getLogger()] for h in lg.handlers}
+        for handler in handlers:
+            handler.addFilter(drop)
+        try:
+            yield
+        finally:
+            for handler in handlers:
+                handler.removeFilter(drop)

@@ -1,0 +1,98 @@
+"""Keyword extraction: Chinese is segmented, English words and numbers stay whole."""
+
+import pytest
+
+from ragmem.errors import ConfigError
+from ragmem.judges.keyword import KeywordJudge
+from ragmem.text.keywords import KeywordExtractor, normalize
+
+K = KeywordExtractor()
+
+# (text, expected keyword set)
+KEYWORD_CASES = [
+    ("RAG系统依赖向量检索", {"rag", "系统", "依赖", "向量", "检索"}),
+    ("向量数据库如Qdrant用于存储embedding", {"向量", "数据库", "qdrant", "用于", "存储", "embedding"}),
+    ("The retriever returns the top 5 chunks.", {"retriever", "returns", "top", "5", "chunks"}),
+    ("ＲＡＧ２ uses GPT-4o, 3.5 s", {"rag2", "uses", "gpt", "4o", "3.5", "s"}),  # NFKC folds full width
+    ("的 是 什么 the of is", set()),  # only stopwords
+    ("", set()),
+    ("？！，。", set()),  # punctuation only
+]
+
+
+@pytest.mark.parametrize("text, expected", KEYWORD_CASES)
+def test_keywords(text, expected):
+    assert set(K(text)) == expected
+
+
+def test_the_original_regex_problem_is_gone():
+    # `\b\w+\b` saw this whole sentence as one "word"; segmentation yields the words.
+    assert len(K("短期记忆中存储最近对话内容")) >= 4
+
+
+def test_normalize_is_nfkc_lowercase():
+    assert normalize("ＡＢＣ１２３ Ｑｄｒａｎｔ") == "abc123 qdrant"
+
+
+# Overlap = |K(ref) ∩ K(gen)| / |K(ref)|, hand-computed.
+OVERLAP_CASES = [
+    # Chinese answer that reorders the reference's words: every keyword shared.
+    ("向量数据库用于存储embedding", "embedding存储用于向量数据库", 1.0),
+    # Chinese answer sharing no word with the reference.
+    ("长期记忆保存用户偏好", "重排序提高检索质量", 0.0),
+    # K(ref) = {短期, 记忆, 保存, 最近, 对话}; K(gen) = {短期, 记忆, 保存, 用户, 偏好} -> 3/5
+    ("短期记忆保存最近对话", "短期记忆保存用户偏好", 3 / 5),
+    # English: K(ref) = {reranker, rescores, retrieved, candidates}; gen shares reranker, candidates -> 2/4
+    ("The reranker rescores retrieved candidates", "A reranker sorts candidates", 2 / 4),
+    ("The reranker rescores retrieved candidates", "candidates retrieved rescores reranker", 1.0),
+]
+
+
+@pytest.mark.parametrize("reference, generated, expected", OVERLAP_CASES)
+def test_overlap(reference, generated, expected):
+    value, undefined = KeywordJudge(K).overlap(reference, generated)
+    assert value == pytest.approx(expected) and not undefined
+
+
+def test_verdict_is_strictly_above_threshold():
+    judge = KeywordJudge(K, threshold=0.6)
+    # overlap exactly 0.6 (3/5) is not > 0.6
+    from ragmem.judges import JudgeItem
+
+    (j,) = judge.judge([JudgeItem("q", "短期记忆保存用户偏好", "短期记忆保存最近对话")])
+    assert j.verdict == 0 and j.score == pytest.approx(0.6)
+
+
+def test_empty_reference_follows_zero_division():
+    from ragmem.judges import JudgeItem
+
+    item = JudgeItem("q", "anything", "的")
+    assert KeywordJudge(K, zero_division=0.0).judge([item])[0].verdict == 0
+    nan_judge = KeywordJudge(K, zero_division=float("nan"))
+    (j,) = nan_judge.judge([item])
+    assert j.verdict is None and "no keywords" in j.error and nan_judge.n_undefined == 1
+
+
+def test_char_tokenizer_and_signature():
+    C = KeywordExtractor(tokenizer="char", stopwords=[])
+    assert set(C("向量abc")) == {"向", "量", "abc"}
+    assert C.signature().startswith("tok:char|sw:none")
+    assert "jieba-" in K.signature() and "stopwords-iso" in K.signature()
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"tokenizer": "nope"}, "keywords.tokenizer"),
+    ({"stopwords": ["martian:xx"]}, "keywords.stopwords"),
+    ({"stopwords": ["stopwords-iso:xx"]}, "no language"),
+])
+def test_bad_settings(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        KeywordExtractor(**kwargs)
+
+
+def test_jieba_prints_nothing(capfd):
+    import subprocess, sys
+
+    code = "from ragmem.text.keywords import KeywordExtractor; print(sorted(KeywordExtractor()('向量检索')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stderr == ""

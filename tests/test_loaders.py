@@ -1,0 +1,150 @@
+"""Every format and field-name set loads to the same examples; bad records are named precisely."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from ragmem.errors import DataError
+from ragmem.loaders import DataFile, check_file, load_dataset
+
+RECORDS = [
+    {"id": "a", "query": "向量数据库有什么作用？", "context": ["向量数据库存储embedding", "支持近似最近邻搜索"],
+     "generated_answer": "存储embedding", "reference_answer": "向量数据库存储embedding", "label": 1,
+     "latency_ms": 120.5},
+    {"id": "b", "query": "What is BM25?", "context": ["BM25 is a sparse ranking function"],
+     "generated_answer": "A ranking function", "reference_answer": "A sparse ranking function", "label": 0},
+]
+
+ALIASES = {
+    "ragmem": {"query": "query", "context": "context", "generated_answer": "generated_answer",
+               "reference_answer": "reference_answer"},
+    "ragas": {"query": "user_input", "context": "retrieved_contexts", "generated_answer": "response",
+              "reference_answer": "reference"},
+    "ragas-legacy": {"query": "question", "context": "contexts", "generated_answer": "answer",
+                     "reference_answer": "ground_truth"},
+    "deepeval": {"query": "input", "context": "retrieval_context", "generated_answer": "actual_output",
+                 "reference_answer": "expected_output"},
+}
+
+
+def _renamed(names):
+    return [{names.get(k, k): v for k, v in r.items()} for r in RECORDS]
+
+
+def _write(tmp_path, fmt, records):
+    path = tmp_path / f"data.{fmt}"
+    if fmt == "json":
+        path.write_text(json.dumps(records, ensure_ascii=False), encoding="utf-8")
+    elif fmt == "jsonl":
+        path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in records), encoding="utf-8")
+    else:
+        frame = pd.DataFrame(records)
+        if fmt == "csv":
+            for column in frame.columns:  # lists are stored as JSON in CSV cells
+                frame[column] = frame[column].map(
+                    lambda v: json.dumps(v, ensure_ascii=False) if isinstance(v, list) else v)
+            frame.to_csv(path, index=False)
+        else:
+            frame.to_parquet(path)
+    return path
+
+
+def _key(example):
+    return (example.id, example.query, [c.text for c in example.contexts], example.generated_answer,
+            example.reference_answer, example.label, example.latency_ms)
+
+
+@pytest.mark.parametrize("fmt", ["json", "jsonl", "csv", "parquet"])
+@pytest.mark.parametrize("alias", list(ALIASES))
+def test_every_format_and_alias_set_loads_the_same(tmp_path, fmt, alias):
+    (tmp_path / "ref").mkdir()
+    reference = load_dataset([DataFile(_write(tmp_path / "ref", "json", RECORDS))])
+    loaded = load_dataset([DataFile(_write(tmp_path, fmt, _renamed(ALIASES[alias])))])
+    assert [_key(e) for e in loaded.examples] == [_key(e) for e in reference.examples]
+    assert loaded.examples[0].latency_ms == 120.5 and loaded.examples[1].latency_ms is None
+
+
+def test_seed_two_file_layout(seed_dir):
+    dataset = load_dataset([DataFile(seed_dir / "evaluation_samples_true.json", 1),
+                            DataFile(seed_dir / "evaluation_samples_false.json", 0)])
+    assert len(dataset) == 16
+    assert [e.label for e in dataset.examples] == [1] * 8 + [0] * 8
+    assert len({e.id for e in dataset.examples}) == 16
+    assert len(dataset.sha256) == 64
+
+
+def test_context_objects_and_optional_fields(tmp_path):
+    record = {"query": "q", "reference_answer": "r", "generated_answer": "g", "label": "true",
+              "context": [{"text": "t1", "id": 7, "source": "memory_long", "score": 0.5}, "t2"],
+              "timings_ms": {"retrieve": 12, "llm": 300}, "session_id": "s1",
+              "history": [{"role": "user", "content": "hi"}], "relevant_context_ids": [7]}
+    (example,) = load_dataset([DataFile(_write(tmp_path, "json", [record]))]).examples
+    assert example.contexts[0].id == "7" and example.contexts[0].source == "memory_long"
+    assert example.contexts[1].source is None and example.label == 1
+    assert example.timings_ms == {"retrieve": 12.0, "llm": 300.0} and example.relevant_context_ids == ["7"]
+    assert example.id == "data:1"  # file stem + 1-based record number when no id is given
+
+
+BAD_RECORDS = [
+    ({"reference_answer": "r", "generated_answer": "g"}, "record 1: field 'query': missing"),
+    ({"query": "q", "generated_answer": "g"}, "record 1: field 'reference_answer': missing"),
+    ({"query": "q", "reference_answer": "r"}, "record 1: field 'generated_answer': missing"),
+    ({"query": 3.5, "reference_answer": [], "generated_answer": "g"}, "field 'reference_answer': expected a string"),
+    ({"query": "q", "reference_answer": "r", "generated_answer": "g", "context": 5}, "field 'context': expected a list"),
+    ({"query": "q", "reference_answer": "r", "generated_answer": "g", "context": [{"id": 1}]},
+     "field 'context[0]': object needs a string 'text'"),
+    ({"query": "q", "reference_answer": "r", "generated_answer": "g", "context": [{"text": "t", "source": "web"}]},
+     "field 'context[0].source': 'web' is not one of rag, memory_short, memory_long"),
+    ({"query": "q", "reference_answer": "r", "generated_answer": "g", "label": "maybe"}, "field 'label'"),
+    ({"query": "q", "reference_answer": "r", "generated_answer": "g", "latency_ms": -1}, "field 'latency_ms'"),
+    ({"query": "q", "answer": "a", "response": "b", "reference": "r"}, "field 'answer': conflicts with 'response'"),
+    ("just a string", "record 1: expected an object"),
+]
+
+
+@pytest.mark.parametrize("record, message", BAD_RECORDS)
+def test_bad_record_names_file_record_and_field(tmp_path, record, message):
+    path = _write(tmp_path, "json", [record])
+    with pytest.raises(DataError) as info:
+        load_dataset([DataFile(path)])
+    assert str(path) in str(info.value) and message in str(info.value)
+
+
+def test_validation_reports_every_problem(tmp_path):
+    good = RECORDS[0]
+    path = _write(tmp_path, "json", [good, {"query": "q"}, good | {"id": "c", "label": 3}])
+    report = check_file(DataFile(path))
+    assert report.n_records == 3
+    assert [(p.record, p.field) for p in report.problems] == [
+        (2, "reference_answer"), (2, "generated_answer"), (3, "label")]
+
+
+@pytest.mark.parametrize("content, suffix, message", [
+    ("[{", ".json", "not valid JSON"),
+    ('{"a": 1}', ".json", "expected a JSON list"),
+    ("[]", ".json", "holds no records"),
+    ("{}\n{bad", ".jsonl", "line 2 is not valid JSON"),
+    ("x", ".txt", "cannot tell the format"),
+])
+def test_unreadable_files(tmp_path, content, suffix, message):
+    path = tmp_path / f"d{suffix}"
+    path.write_text(content)
+    with pytest.raises(DataError, match=message):
+        load_dataset([DataFile(path)])
+
+
+def test_missing_file_and_label_conflict_and_duplicates(tmp_path):
+    with pytest.raises(DataError, match="file not found"):
+        load_dataset([DataFile(tmp_path / "nope.json")])
+    path = _write(tmp_path, "json", RECORDS)
+    with pytest.raises(DataError, match="record 2: field 'label': is 0 but the file is labelled 1"):
+        load_dataset([DataFile(path, label=1)])
+    with pytest.raises(DataError, match="duplicate id 'a'"):
+        load_dataset([DataFile(path), DataFile(path)])
+
+
+def test_live_agent_does_not_need_answers(tmp_path):
+    path = _write(tmp_path, "json", [{"query": "q", "reference_answer": "r"}])
+    (example,) = load_dataset([DataFile(path)], require_answer=False).examples
+    assert example.generated_answer is None
