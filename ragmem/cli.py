@@ -21,7 +21,6 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 server_app = typer.Typer(no_args_is_help=True, help="The local Prefect server ragmem manages.")
 app.add_typer(server_app, name="server")
 out = Console()
-err = Console(stderr=True)
 log = logging.getLogger("ragmem")
 
 
@@ -106,13 +105,13 @@ def validate(
         raise RagmemError(f"--label: expected 0 or 1, got {label}")
     report = check_file(DataFile(data, label, format), require_answer=not no_answer)
     for problem in report.problems:
-        err.print(f"invalid: {problem}", markup=False, highlight=False)
+        print(f"invalid: {problem}", file=sys.stderr)
     n_bad = len({p.record for p in report.problems})
     if report.problems:
-        err.print(f"{data}: {report.n_records} records, {n_bad} invalid, {len(report.problems)} problem(s)",
-                  markup=False, highlight=False)
+        print(f"{data}: {report.n_records} records, {n_bad} invalid, {len(report.problems)} problem(s)",
+              file=sys.stderr)
         raise typer.Exit(2)
-    out.print(f"{data}: {report.n_records} records, all valid", markup=False, highlight=False)
+    print(f"{data}: {report.n_records} records, all valid")
 
 
 @app.command()
@@ -169,14 +168,14 @@ def server_stop() -> None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user mistakes -> ``error: ...`` + exit 2; bugs -> short message + log file."""
     try:
-        app(args=argv, standalone_mode=False)
+        code = app(args=argv, standalone_mode=False)
     except RagmemError as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False)
+        print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
-        err.print("interrupted", markup=False)
+        print("interrupted", file=sys.stderr)
         sys.exit(130)
     except Exception as exc:  # click usage errors carry their own exit code
         import click
@@ -191,9 +190,9 @@ def main(argv: list[str] | None = None) -> None:
         path = ragmem_home() / "last-error.log"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(traceback.format_exc())
-        err.print(f"error: internal error: {type(exc).__name__}: {exc} (traceback in {path})",
-                  markup=False, highlight=False)
+        print(f"error: internal error: {type(exc).__name__}: {exc} (traceback in {path})", file=sys.stderr)
         sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

@@ -156,16 +156,35 @@ def prefect_context(api_url: str, quiet: bool = True) -> Iterator[None]:
     if quiet:
         updates[PREFECT_LOGGING_LEVEL] = "WARNING"
     drop = _DropUserErrors()
-    loggers = [logging.getLogger(n) for n in ("prefect", "prefect.flow_runs", "prefect.task_runs")]
+    # Prefect's run loggers create their records on these loggers, so a logger-level filter sees
+    # them whether or not Prefect has attached its handlers yet.
+    loggers = [logging.getLogger(n) for n in ("prefect.flow_runs", "prefect.task_runs", "prefect.flow_engine",
+                                              "prefect.task_engine")]
     with temporary_settings(updates=updates):
-        if quiet:
-            for logger in loggers:
+        previous = [lg.level for lg in loggers]
+        for logger in loggers:
+            logger.addFilter(drop)
+            if quiet:
                 logger.setLevel(logging.WARNING)
-        handlers = {h for lg in [*loggers, logging.getLogger()] for h in lg.handlers}
-        for handler in handlers:
-            handler.addFilter(drop)
         try:
             yield
         finally:
-            for handler in handlers:
-                handler.removeFilter(drop)
+            _drain_prefect_workers()
+            for logger, level in zip(loggers, previous):
+                logger.removeFilter(drop)
+                logger.setLevel(level)
+
+
+def _drain_prefect_workers(timeout: float = 30.0) -> None:
+    """Deliver the queued events and logs of finished runs to the server now, while it is certain
+    to be up, instead of at interpreter exit. Their workers log "Still processing items: N items
+    remaining..." whenever a drain starts with a non-empty queue; that is progress, not a problem,
+    so it is kept below the user's terminal (the items are still delivered: we wait for them)."""
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    for name in ("EventsWorker", "APILogWorker"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    for worker in (APILogWorker, EventsWorker):
+        with contextlib.suppress(Exception):
+            worker.drain_all(timeout=timeout)

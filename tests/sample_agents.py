@@ -1,0 +1,37 @@
+"""Agents used by the tests (imported as ``tests.sample_agents:...``)."""
+
+import random
+import time
+
+
+def echo(query):
+    return {"answer": query, "contexts": [{"text": query, "id": "c1", "source": "rag"}],
+            "timings": {"retrieve": 0.001, "llm": 0.002}}
+
+
+def with_history(query, session_id=None, history=None):
+    return f"{session_id}:{len(history or [])}:{query}"
+
+
+def sometimes_fails(query):
+    if "fail" in query:
+        raise RuntimeError("backend unavailable")
+    if "slow" in query:
+        time.sleep(1.0)
+    if "bad" in query:
+        return {"answer": 42}
+    return query, ["ctx " + query]
+
+
+def jittery(query):
+    time.sleep(random.uniform(0, 0.02))
+    return query
+
+
+class Counter:
+    def __init__(self, prefix="n"):
+        self.prefix, self.calls = prefix, 0
+
+    def __call__(self, query):
+        self.calls += 1
+        return f"{self.prefix}{self.calls}"

@@ -1,0 +1,146 @@
+"""The ``ragmem`` command end to end: Prefect flow on a local server, MLflow store read back."""
+
+import json
+import time
+import urllib.request
+
+import pytest
+from mlflow import MlflowClient
+
+from tests.conftest import ROOT, free_port, run_cli
+
+pytestmark = pytest.mark.prefect
+
+EXPECTED_METRICS = {"accuracy", "precision", "recall", "f1", "avg_coverage", "reference_coverage",
+                    "avg_latency", "latency_p50", "latency_p95", "latency_p99", "latency_max"}
+EXPECTED_PARAMS = {"data.path", "data.sha256", "data.labels", "n_examples", "agent.type", "judge.type",
+                   "judge.threshold", "judge.signature", "keywords.tokenizer", "keywords.stopwords",
+                   "ragmem_version", "git_commit", "metrics", "seed", "zero_division"}
+
+
+def _post(api_url, path, body):
+    request = urllib.request.Request(f"{api_url}{path}", data=json.dumps(body).encode(),
+                                     headers={"content-type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as reply:
+        return json.loads(reply.read())
+
+
+def _task_run_names(api_url, flow_run_id, expected, timeout=20.0):
+    """Task runs reach the server asynchronously; wait until the expected number arrived."""
+    deadline = time.monotonic() + timeout
+    while True:
+        runs = _post(api_url, "/task_runs/filter", {"flow_runs": {"id": {"any_": [flow_run_id]}}})
+        if len(runs) >= expected or time.monotonic() > deadline:
+            return sorted(r["name"] for r in runs)
+        time.sleep(0.5)
+
+
+def test_run_on_the_two_seed_files(prefect_env, seed_dir, tmp_path):
+    done = run_cli(["run", str(ROOT / "configs" / "seed_samples.yaml"), "--output", "out/summary.json"],
+                   env=prefect_env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr + done.stdout and "CancelledError" not in done.stderr
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert set(summary) >= {"run_id", "experiment", "n_examples", "n_errors", "metrics", "params"}
+    assert summary["n_examples"] == 16 and summary["n_errors"] == 0
+    assert EXPECTED_METRICS <= set(summary["metrics"])
+    # hand-checked on this data: only one example passes overlap > 0.7 (a label-0 one)
+    assert summary["metrics"]["confusion_fp"] == 1 and summary["metrics"]["accuracy"] == pytest.approx(7 / 16)
+
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlruns/mlflow.db")
+    run = client.get_run(summary["run_id"])
+    assert run.info.status == "FINISHED"
+    assert client.get_experiment(run.info.experiment_id).name == "seed-samples"
+    assert EXPECTED_PARAMS <= set(run.data.params)
+    assert run.data.params["n_examples"] == "16" and run.data.params["data.labels"] == "1;0"
+    assert run.data.params["keywords.tokenizer"] == "jieba"
+    for name in ("accuracy", "precision", "recall", "f1", "avg_coverage", "reference_coverage"):
+        assert run.data.metrics[name] == pytest.approx(summary["metrics"][name])
+    assert run.data.metrics["n_latency_measured"] == 0  # replayed without latency_ms: not measured
+    assert "avg_latency" not in run.data.metrics           # ...and never logged as a number
+    top = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"config.json", "summary.json", "examples.csv", "examples.json", "agent_outputs.jsonl"} <= top
+    plots = {a.path for a in client.list_artifacts(run.info.run_id, "plots")}
+    assert plots == {"plots/confusion_matrix.png"}
+    # (MlflowClient.load_table's search does not find tables in a sqlite store; read the artifact)
+    table = json.loads(open(client.download_artifacts(run.info.run_id, "examples.json", str(tmp_path))).read())
+    assert len(table["data"]) == 16
+    assert {"query", "kw_reference", "overlap", "verdict", "coverage", "error"} <= set(table["columns"])
+
+    # every task run of the flow reached the Prefect server
+    api_url = f"http://127.0.0.1:{prefect_env['RAGMEM_PREFECT_PORT']}/api"
+    names = _task_run_names(api_url, run.data.tags["prefect.flow_run_id"], expected=6)
+    assert [n.rsplit("-", 1)[0] for n in names] == \
+        ["judge-batch", "load", "log-run", "metrics", "start-run", "time-agent-batch"]
+
+
+def test_run_with_a_live_agent_and_overrides(prefect_env, tmp_path):
+    data = tmp_path / "data.jsonl"
+    data.write_text("\n".join(json.dumps({"query": q, "reference_answer": q, "label": 1}, ensure_ascii=False)
+                              for q in ["向量数据库存储embedding", "fail here", "BM25 ranks documents"]))
+    env = {**prefect_env, "PYTHONPATH": str(ROOT)}
+    done = run_cli(["run", str(ROOT / "configs" / "default.yaml"), "--data", str(data),
+                    "--set", "agent.type=python", "--set", "agent.target=tests.sample_agents:echo",
+                    "--set", "agent.batch_size=2", "--set", "experiment=live"], env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["metrics"]["recall"] == 1.0 and summary["metrics"]["n_latency_measured"] == 3
+    assert summary["metrics"]["retrieve_latency_avg"] == pytest.approx(0.001)
+    assert summary["params"]["agent.target"] == "tests.sample_agents:echo"
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlruns/mlflow.db")
+    plots = {a.path for a in client.list_artifacts(summary["run_id"], "plots")}
+    assert plots == {"plots/confusion_matrix.png", "plots/latency_histogram.png"}
+
+
+def test_prefect_api_url_is_honoured(prefect_env, tmp_path):
+    api_url = f"http://127.0.0.1:{prefect_env['RAGMEM_PREFECT_PORT']}/api"
+    env = {**prefect_env, "PREFECT_API_URL": api_url, "RAGMEM_PREFECT_PORT": str(free_port()),
+           "RAGMEM_HOME": str(tmp_path / "home")}
+    done = run_cli(["run", str(ROOT / "configs" / "demo.yaml"), "--set", "experiment=remote"],
+                   env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "starting a local Prefect server" not in done.stderr and api_url in done.stderr
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    run = MlflowClient(f"sqlite:///{tmp_path}/mlruns/mlflow.db").get_run(summary["run_id"])
+    flow_run = _post(api_url, "/flow_runs/filter", {"flow_runs": {"id": {"any_": [run.data.tags["prefect.flow_run_id"]]}}})
+    assert flow_run and flow_run[0]["state_type"] == "COMPLETED"
+
+
+BAD_INPUT = [
+    (["run", "missing.yaml"], "missing.yaml: config file not found"),
+    (["run", "{config}", "--set", "judge.threshold=2"], "judge.threshold: must be between 0 and 1"),
+    (["run", "{config}", "--set", "judge.treshold=0.5"], "judge.treshold: unknown setting"),
+    (["run", "{config}", "--set", "metrics=[f1, mrr]"], "metrics: unknown metric(s) 'mrr'"),
+    (["run", "{config}"], "data.files: no dataset given"),
+    (["run", "{config}", "--data", "{bad}"], "record 2: field 'query': missing"),
+    (["run", "{config}", "--data", "{bad}", "--set", "agent.type=python", "--set", "agent.target=nope:f"],
+     "agent.target: cannot import module 'nope'"),
+    (["validate", "{bad}", "--label", "7"], "--label: expected 0 or 1"),
+]
+
+
+@pytest.mark.parametrize("args, message", BAD_INPUT)
+def test_bad_input_is_one_line_and_exit_2(prefect_env, tmp_path, args, message):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps([{"query": "q", "reference_answer": "r", "generated_answer": "g"},
+                               {"reference_answer": "r", "generated_answer": "g"}]))
+    args = [a.format(config=ROOT / "configs" / "default.yaml", bad=bad) for a in args]
+    done = run_cli(args, env=prefect_env, cwd=tmp_path)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    lines = [line for line in done.stderr.splitlines() if not line.startswith("ragmem | ")]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_validate(tmp_path):
+    good = tmp_path / "good.csv"
+    good.write_text('query,context,generated_answer,reference_answer\nq,"[""c""]",g,r\n')
+    done = run_cli(["validate", str(good)])
+    assert done.returncode == 0 and "1 records, all valid" in done.stdout
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"query": "q"}\n{"query": "q", "reference_answer": "r", "generated_answer": "g", "label": 5}\n')
+    done = run_cli(["validate", str(bad), "--label", "1"])
+    assert done.returncode == 2
+    problems = [line for line in done.stderr.splitlines() if line.startswith("invalid: ")]
+    assert len(problems) == 3 and "record 2: field 'label'" in problems[2]
+    assert "2 records, 2 invalid, 3 problem(s)" in done.stderr
