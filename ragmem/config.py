@@ -17,7 +17,8 @@ import yaml
 
 from ragmem.errors import ConfigError
 from ragmem.loaders import DataFile, parse_label
-from ragmem.metrics import METRIC_NAMES, validate_selection
+from ragmem.metrics import DEFAULT_METRICS, RELEVANCE_MODES, expand_selection
+from ragmem.metrics.ranking import DEFAULT_KS
 from ragmem.metrics._division import parse_zero_division
 from ragmem.text.keywords import DEFAULT_STOPWORDS, DEFAULT_TOKENIZER
 
@@ -32,8 +33,16 @@ DEFAULTS: dict[str, Any] = {
     "agent": {"type": "replay", "target": None, "params": {}, "concurrency": 4,
               "timeout_s": 60.0, "batch_size": 256},
     "judge": {"type": "keyword", "threshold": 0.7},
+    # the reference agent (agent.type: reference)
+    "corpus": {"path": "bundled", "chunk_size": 200, "chunk_overlap": 40},
+    "retriever": {"type": "bm25", "top_k": 5, "reranker": "none", "rerank_candidates": 20},
+    "memory": {"short_window": 4, "long_top_k": 2},
+    "generator": {"type": "extractive", "model": None, "base_url": None, "api_key_env": None,
+                  "temperature": 0.0, "timeout_s": 60},
+    "embeddings": {"model": None, "base_url": None, "api_key_env": None, "timeout_s": 60},
     "keywords": {"tokenizer": DEFAULT_TOKENIZER, "stopwords": list(DEFAULT_STOPWORDS)},
-    "metrics": list(METRIC_NAMES),
+    "metrics": list(DEFAULT_METRICS),
+    "ranking": {"k": list(DEFAULT_KS), "relevance": "auto", "keyword_threshold": 0.5},
     "zero_division": 0,
     "tracking": {"enabled": True, "uri": None, "artifact_root": DEFAULT_ARTIFACT_ROOT},
 }
@@ -143,6 +152,9 @@ class RunConfig:
     tokenizer: str
     stopwords: tuple[str, ...]
     metrics: tuple[str, ...]
+    ks: tuple[int, ...]
+    relevance: str
+    keyword_threshold: float
     zero_division: float
     tracking_enabled: bool
     tracking_uri: str
@@ -184,7 +196,16 @@ class RunConfig:
             raise ConfigError("keywords.stopwords: expected a list such as [stopwords-iso:zh, stopwords:en]")
         metrics = config["metrics"]
         if not isinstance(metrics, list) or not metrics:
-            raise ConfigError(f"metrics: expected a non-empty list of names from {', '.join(METRIC_NAMES)}")
+            raise ConfigError(f"metrics: expected a non-empty list of names from {', '.join(DEFAULT_METRICS)}")
+        ks = config["ranking"]["k"]
+        if not isinstance(ks, list) or not ks or not all(isinstance(k, int) and not isinstance(k, bool)
+                                                         and k >= 1 for k in ks):
+            raise ConfigError(f"ranking.k: expected a list of integers >= 1, got {ks!r}")
+        if config["ranking"]["relevance"] not in RELEVANCE_MODES:
+            raise ConfigError(f"ranking.relevance: expected one of {', '.join(RELEVANCE_MODES)}, "
+                              f"got {config['ranking']['relevance']!r}")
+        keyword_threshold = _number(config, "ranking.keyword_threshold", 0.0)
+        expand_selection(metrics, ks)
         tracking = config["tracking"]
         uri = tracking["uri"] or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
         timeout = _number(config, "agent.timeout_s", 0.001, allow_none=True)
@@ -193,7 +214,8 @@ class RunConfig:
             seed=_number(config, "seed", 0, integer=True), files=tuple(files),
             agent=config["agent"], judge=judge,
             tokenizer=str(config["keywords"]["tokenizer"]), stopwords=tuple(map(str, stopwords)),
-            metrics=tuple(validate_selection(list(metrics))),
+            metrics=tuple(metrics), ks=tuple(sorted(set(ks))),
+            relevance=config["ranking"]["relevance"], keyword_threshold=float(keyword_threshold),
             zero_division=parse_zero_division(config["zero_division"]),
             tracking_enabled=bool(tracking["enabled"]), tracking_uri=str(uri),
             artifact_root=str(tracking["artifact_root"] or DEFAULT_ARTIFACT_ROOT),

@@ -26,7 +26,7 @@ FIELD_ALIASES: dict[str, tuple[str, ...]] = {
     "reference_answer": ("reference_answer", "reference", "ground_truth", "expected_output"),
 }
 OPTIONAL_FIELDS = ("id", "label", "latency_ms", "timings_ms", "session_id", "history",
-                   "relevant_context_ids")
+                   "relevant_context_ids", "relevance")
 FORMATS = ("json", "jsonl", "csv", "parquet")
 _SUFFIX_FORMAT = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv",
                   ".parquet": "parquet", ".pq": "parquet"}
@@ -270,6 +270,12 @@ class _RecordReader:
                 self.problem("relevant_context_ids", "expected a list of context ids")
             else:
                 out["relevant_context_ids"] = [str(v) for v in value]
+        if "relevance" in raw:
+            value = _parse_embedded(raw["relevance"])
+            if not isinstance(value, dict) or not all(_is_number(v) and v >= 0 for v in value.values()):
+                self.problem("relevance", "expected an object of context id -> grade (numbers >= 0)")
+            else:
+                out["relevance"] = {str(k): float(v) for k, v in value.items()}
         return out
 
 

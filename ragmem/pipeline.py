@@ -37,7 +37,7 @@ class Components:
 
 def build_components(cfg: RunConfig) -> Components:
     keywords = KeywordExtractor(cfg.tokenizer, cfg.stopwords)
-    return Components(keywords, build_judge(cfg.judge, keywords, cfg.zero_division), build_agent(cfg.agent))
+    return Components(keywords, build_judge(cfg.judge, keywords, cfg.zero_division), build_agent(cfg.raw))
 
 
 def load(cfg: RunConfig) -> Dataset:
@@ -87,6 +87,7 @@ def build_table(examples: Sequence[Example], outputs: Sequence[AgentOutput],
             "id": ex.id, "query": ex.query, "generated_answer": out.answer,
             "reference_answer": ex.reference_answer, "label": ex.label,
             "contexts": [c.to_dict() for c in out.contexts], "n_contexts": len(out.contexts),
+            "gold_relevance": ex.gold_relevance(),
             "kw_reference": _keywords_text(keywords, ex.reference_answer),
             "kw_generated": _keywords_text(keywords, out.answer),
             "overlap": None if jd is None else jd.score,
@@ -111,7 +112,8 @@ def build_table(examples: Sequence[Example], outputs: Sequence[AgentOutput],
 
 def score(table: pd.DataFrame, cfg: RunConfig, keywords: KeywordExtractor) -> tuple[pd.DataFrame, MetricResult]:
     """Aggregate metrics, plus their per-example columns added to a copy of the table."""
-    result = compute_metrics(table, list(cfg.metrics), MetricContext(keywords, cfg.zero_division))
+    ctx = MetricContext(keywords, cfg.zero_division, cfg.ks, cfg.relevance, cfg.keyword_threshold)
+    result = compute_metrics(table, list(cfg.metrics), ctx)
     table = table.copy()
     for name, values in result.columns.items():
         table[name] = pd.Series(values, index=table.index, dtype=float)
@@ -127,28 +129,42 @@ def git_commit(cwd: str | Path | None = None) -> str:
     return out.stdout.strip() if out.returncode == 0 else "none"
 
 
+def flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``; lists and free-form mappings (``agent.params``) stay whole."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict) and value and dotted != "agent.params":
+            out.update(flatten(value, dotted + "."))
+        else:
+            out[dotted] = value
+    return out
+
+
+_SECRET = ("api_key", "apikey", "password", "secret", "token")
+
+
+def _param_text(key: str, value: Any) -> str:
+    if any(word in key.lower() for word in _SECRET) and not key.lower().endswith("_env"):
+        return "***"  # a config should name an environment variable, never hold the secret itself
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
 def run_params(cfg: RunConfig, dataset: Dataset, components: Components) -> dict[str, str]:
-    """Everything that produced the numbers, as MLflow params (strings). No secrets: configs name
-    environment variables, never keys."""
-    agent = cfg.agent
-    return {
+    """Everything that produced the numbers, as MLflow params (strings): every setting by its
+    dotted key, plus data identity, signatures and versions. Secret-looking values are masked."""
+    params = {key: _param_text(key, value) for key, value in flatten(cfg.raw).items()
+              if key not in ("data.files", "metrics", "ranking.k")}
+    return params | {
         "data.path": ";".join(str(f.path) for f in dataset.files),
         "data.labels": ";".join("-" if f.label is None else str(f.label) for f in dataset.files),
         "data.sha256": dataset.sha256,
         "n_examples": str(len(dataset)),
-        "agent.type": str(agent.get("type")),
-        "agent.target": str(agent.get("target")),
-        "agent.concurrency": str(cfg.concurrency),
-        "agent.timeout_s": str(cfg.timeout_s),
-        "judge.type": components.judge.name,
-        "judge.threshold": str(cfg.judge.get("threshold")),
         "judge.signature": components.judge.signature(),
-        "keywords.tokenizer": cfg.tokenizer,
         "keywords.stopwords": components.keywords.stopword_signature(),
         "keywords.signature": components.keywords.signature(),
         "metrics": ",".join(cfg.metrics),
-        "zero_division": str(cfg.raw["zero_division"]),
-        "seed": str(cfg.seed),
+        "ranking.k": ",".join(map(str, cfg.ks)),
         "ragmem_version": __version__,
         "git_commit": git_commit(),
     }

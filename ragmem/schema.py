@@ -45,8 +45,18 @@ class Example:
     session_id: str | None = None
     history: list[dict[str, str]] | None = None
     relevant_context_ids: list[str] | None = None
+    relevance: dict[str, float] | None = None
     source_file: str = ""
     record: int = 0
+
+    def gold_relevance(self) -> dict[str, float] | None:
+        """Graded gold relevance by context id: ``relevance`` if given, else ``relevant_context_ids``
+        as grade 1, else ``None`` (no gold ids)."""
+        if self.relevance is not None:
+            return dict(self.relevance)
+        if self.relevant_context_ids is not None:
+            return {cid: 1.0 for cid in self.relevant_context_ids}
+        return None
 
 
 @dataclass(slots=True)

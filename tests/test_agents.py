@@ -13,7 +13,7 @@ def ex(i, query, **kw):
 
 
 def test_function_agent_with_contexts_and_timings():
-    agent = build_agent({"type": "python", "target": "tests.sample_agents:echo"})
+    agent = build_agent({"agent": {"type": "python", "target": "tests.sample_agents:echo"}})
     (out,) = run_live(agent, [ex(1, "hello")])
     assert out.answer == "hello" and out.contexts[0].source == "rag" and out.error is None
     assert out.timings_s == {"retrieve": 0.001, "llm": 0.002}
@@ -21,19 +21,19 @@ def test_function_agent_with_contexts_and_timings():
 
 
 def test_session_and_history_are_passed_when_accepted():
-    agent = build_agent({"type": "python", "target": "tests.sample_agents:with_history"})
+    agent = build_agent({"agent": {"type": "python", "target": "tests.sample_agents:with_history"}})
     (out,) = run_live(agent, [ex(1, "q", session_id="s9", history=[{"role": "user", "content": "a"}])])
     assert out.answer == "s9:1:q"
 
 
 def test_class_agent_is_built_once_with_params():
-    agent = build_agent({"type": "python", "target": "tests.sample_agents:Counter", "params": {"prefix": "k"}})
+    agent = build_agent({"agent": {"type": "python", "target": "tests.sample_agents:Counter", "params": {"prefix": "k"}}})
     outs = run_live(agent, [ex(i, "q") for i in range(3)])
     assert [o.answer for o in outs] == ["k1", "k2", "k3"]
 
 
 def test_failures_are_recorded_per_example_and_the_rest_go_on():
-    agent = build_agent({"type": "python", "target": "tests.sample_agents:sometimes_fails"})
+    agent = build_agent({"agent": {"type": "python", "target": "tests.sample_agents:sometimes_fails"}})
     queries = ["ok1", "fail", "slow", "bad", "ok2"]
     outs = run_live(agent, [ex(i, q) for i, q in enumerate(queries)], concurrency=2, timeout_s=0.3)
     assert [o.example_id for o in outs] == ["0", "1", "2", "3", "4"]
@@ -45,7 +45,7 @@ def test_failures_are_recorded_per_example_and_the_rest_go_on():
 
 
 def test_concurrency_keeps_input_order():
-    agent = build_agent({"type": "python", "target": "tests.sample_agents:jittery"})
+    agent = build_agent({"agent": {"type": "python", "target": "tests.sample_agents:jittery"}})
     outs = run_live(agent, [ex(i, f"q{i}") for i in range(40)], concurrency=8)
     assert [o.answer for o in outs] == [f"q{i}" for i in range(40)]
 
@@ -70,4 +70,4 @@ def test_reply_shapes(reply, expected):
 ])
 def test_agent_spec_errors(settings, error, message):
     with pytest.raises(error, match=message):
-        build_agent(settings)
+        build_agent({"agent": settings})

@@ -3,6 +3,8 @@
     agent.type: replay   the dataset already holds answers and contexts (latency from latency_ms)
     agent.type: python   agent.target = "module:function" or "module:Class" (instantiated once
                          with agent.params), called as fn(query, session_id=..., history=...)
+    agent.type: reference  the bundled reference RAG + memory agent (ragmem.reference), set up by
+                         the top-level sections corpus, retriever, memory, generator, embeddings
 
 A live agent returns the answer as a string, or a dict/object with ``answer``, ``contexts``
 (strings or ``{text, id?, source?, score?}``) and optional ``timings`` (stage -> seconds), or a tuple
@@ -17,11 +19,17 @@ from ragmem.agents.python import PythonAgent
 from ragmem.agents.replay import ReplayAgent
 from ragmem.errors import ConfigError
 
-AGENT_TYPES = ("replay", "python")
+AGENT_TYPES = ("replay", "python", "reference")
+REFERENCE_SECTIONS = ("corpus", "retriever", "memory", "generator", "embeddings", "keywords")
 
 
-def build_agent(settings: dict[str, Any]):
+def build_agent(config: dict[str, Any]):
+    """The agent named by ``agent.type`` in a resolved config."""
+    settings = config["agent"]
     kind = settings.get("type", "replay")
+    if kind == "reference":
+        return PythonAgent("ragmem.reference.agent:ReferenceAgent",
+                           {"settings": {k: config[k] for k in REFERENCE_SECTIONS}})
     if kind == "replay":
         return ReplayAgent()
     if kind == "python":

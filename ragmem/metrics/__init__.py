@@ -3,22 +3,27 @@
 Metrics read the per-example results table (one row per example, see :mod:`ragmem.pipeline`) and
 return aggregates, per-example columns and counts of undefined cases. A family computes several
 names from the same statistics; the config key ``metrics`` selects names, and only the families
-that produce a selected name run. Later metrics plug in by adding a family here.
+that produce a selected name run. Ranking metrics are selected per family with ``{family}_at_k``
+(expanded to every k in ``ranking.k``) or one at a time (``ndcg_at_10``). Later metrics plug in by
+adding a family here.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
 
 import pandas as pd
 
 from ragmem.errors import ConfigError
-from ragmem.metrics import classification, latency
+from ragmem.metrics import classification, latency, ranking
 from ragmem.metrics.base import MetricResult, nanmean
 from ragmem.metrics.coverage import coverage
 from ragmem.schema import STAGES
 from ragmem.text.keywords import KeywordExtractor
+
+RELEVANCE_MODES = ("auto", "ids", "keyword")
 
 
 @dataclass(frozen=True)
@@ -27,6 +32,10 @@ class MetricContext:
 
     keywords: KeywordExtractor
     zero_division: float = 0.0
+    ks: tuple[int, ...] = ranking.DEFAULT_KS
+    relevance: str = "auto"            # where gold relevance comes from (see README: Ranking)
+    keyword_threshold: float = 0.5     # a context is relevant when it holds > this share of K(reference)
+    extra: dict = field(default_factory=dict)
 
 
 def _scored(table: pd.DataFrame) -> pd.DataFrame:
@@ -82,47 +91,131 @@ def _latency(table: pd.DataFrame, ctx: MetricContext) -> MetricResult:
     return MetricResult(values=values, notes=notes)
 
 
+def _gold_id(context_id: str | None, relevance: dict[str, float]) -> str | None:
+    """A context matches a gold id exactly, or by its document part (``doc-3#c2`` -> ``doc-3``)."""
+    if context_id is None or context_id in relevance:
+        return context_id
+    base = context_id.split("#", 1)[0]
+    return base if base in relevance else context_id
+
+
+def example_relevance(row, ctx: MetricContext) -> tuple[list[str | None], dict[str, float]] | None:
+    """Ranked ids and gold relevance of one example, from gold ids or (offline) keyword overlap."""
+    gold = row.gold_relevance if isinstance(row.gold_relevance, dict) else None
+    if gold is not None and ctx.relevance in ("auto", "ids"):
+        return [_gold_id(c.get("id"), gold) for c in row.contexts], gold
+    if ctx.relevance == "ids":
+        return None
+    # Offline: a retrieved context is relevant when it holds more than keyword_threshold of the
+    # reference's keywords; R counts relevant contexts among those retrieved.
+    reference = ctx.keywords(row.reference_answer or "")
+    if not reference:
+        return None
+    ids, rel = [], {}
+    for i, c in enumerate(row.contexts):
+        key = c.get("id") or f"#{i}"
+        ids.append(key)
+        share = len(ctx.keywords(c["text"]) & reference) / len(reference)
+        if share > ctx.keyword_threshold and key not in rel:
+            rel[key] = 1.0
+    return ids, rel
+
+
+def _ranking(table: pd.DataFrame, ctx: MetricContext) -> MetricResult:
+    names = ranking.metric_names(ctx.ks)
+    columns: dict[str, list[float | None]] = {n: [] for n in names}
+    no_relevant = 0
+    used_ids = used_keyword = 0
+    for row in table.itertuples(index=False):
+        found = None if isinstance(row.error, str) else example_relevance(row, ctx)
+        values = None
+        if found is not None:
+            values = ranking.query_metrics(found[0], found[1], ctx.ks)
+            if isinstance(row.gold_relevance, dict) and ctx.relevance != "keyword":
+                used_ids += 1
+            else:
+                used_keyword += 1
+        if values is None and not isinstance(row.error, str):
+            no_relevant += 1
+        for name in names:
+            columns[name].append(None if values is None else values[name])
+    aggregates = {name: nanmean(col) for name, col in columns.items()}
+    aggregates["n_ranking_no_relevant"] = float(no_relevant)
+    notes = []
+    if used_keyword:
+        notes.append(f"ranking: {used_keyword} example(s) without gold ids judged relevant by keyword overlap "
+                     f"> {ctx.keyword_threshold} with the reference (approximation)")
+    if no_relevant:
+        notes.append(f"ranking: {no_relevant} example(s) with no relevant context left out of the means")
+    return MetricResult(values=aggregates, columns=columns, notes=notes)
+
+
 @dataclass(frozen=True)
 class Family:
-    names: tuple[str, ...]
+    names: Callable[[MetricContext], Sequence[str]]
     compute: Callable[[pd.DataFrame, MetricContext], MetricResult]
+    companions: tuple[str, ...] = ()
 
 
 FAMILIES: tuple[Family, ...] = (
-    Family(classification.NAMES, _classification),
-    Family(("avg_coverage", "reference_coverage"), _coverage),
-    Family(latency.NAMES, _latency),
+    Family(lambda ctx: classification.NAMES, _classification,
+           ("confusion_tp", "confusion_fn", "confusion_fp", "confusion_tn", "n_classified")),
+    Family(lambda ctx: ("avg_coverage", "reference_coverage"), _coverage),
+    Family(lambda ctx: latency.NAMES, _latency, ("n_latency_measured",)),
+    Family(lambda ctx: ranking.metric_names(ctx.ks), _ranking, ("n_ranking_no_relevant",)),
 )
 
-#: Every selectable metric name, in display order. The default selection is all of them.
-METRIC_NAMES: tuple[str, ...] = tuple(n for f in FAMILIES for n in f.names)
+BASE_METRICS: tuple[str, ...] = (*classification.NAMES, "avg_coverage", "reference_coverage", *latency.NAMES)
+RANKING_SELECTORS: tuple[str, ...] = tuple(f"{f}_at_k" for f in ranking.RANKING_FAMILIES)
+#: The default selection: every metric (ranking families at every k of ``ranking.k``).
+DEFAULT_METRICS: tuple[str, ...] = (*BASE_METRICS, *RANKING_SELECTORS)
+_AT_K = re.compile(r"^(%s)_at_(\d+)$" % "|".join(ranking.RANKING_FAMILIES))
 
 
-def validate_selection(names: list[str]) -> list[str]:
-    unknown = [n for n in names if n not in METRIC_NAMES]
+def expand_selection(names: Sequence[str], ks: Sequence[int] = ranking.DEFAULT_KS) -> list[str]:
+    """Selector names -> output names; unknown names are a ConfigError listing what exists."""
+    out: list[str] = []
+    unknown = []
+    for name in names:
+        if name in BASE_METRICS:
+            out.append(name)
+        elif name in RANKING_SELECTORS:
+            out.extend(f"{name[:-5]}_at_{k}" for k in ks)
+        elif _AT_K.match(name):
+            out.append(name)
+        else:
+            unknown.append(name)
     if unknown:
-        raise ConfigError(f"metrics: unknown metric(s) {', '.join(map(repr, unknown))}; "
-                          f"available: {', '.join(METRIC_NAMES)}")
-    return list(names)
+        raise ConfigError(f"metrics: unknown metric(s) {', '.join(map(repr, unknown))}; available: "
+                          f"{', '.join(BASE_METRICS + RANKING_SELECTORS)} (or e.g. ndcg_at_10)")
+    return list(dict.fromkeys(out))
 
 
-def compute_metrics(table: pd.DataFrame, selected: list[str], ctx: MetricContext) -> MetricResult:
+def compute_metrics(table: pd.DataFrame, selected: Sequence[str], ctx: MetricContext) -> MetricResult:
     """Run the families that produce a selected name; keep the selected names plus their
     companions (confusion counts, per-stage latencies, measured counts)."""
-    selected = validate_selection(selected)
+    wanted_all = expand_selection(selected, ctx.ks)
+    if "gold_relevance" not in table:
+        table = table.assign(gold_relevance=None)
     merged = MetricResult(values={})
     for family in FAMILIES:
-        wanted = [n for n in family.names if n in selected]
+        # ranking metrics at a k outside ranking.k are computed too when named one by one
+        extra_ks = tuple(sorted({int(m.group(2)) for n in wanted_all if (m := _AT_K.match(n))} - set(ctx.ks)))
+        fctx = ctx if family.compute is not _ranking or not extra_ks else \
+            MetricContext(ctx.keywords, ctx.zero_division, tuple(ctx.ks) + extra_ks, ctx.relevance,
+                          ctx.keyword_threshold, ctx.extra)
+        names = set(family.names(fctx))
+        wanted = [n for n in wanted_all if n in names]
         if not wanted:
             continue
-        result = family.compute(table, ctx)
-        dropped = set(family.names) - set(wanted)
+        result = family.compute(table, fctx)
+        dropped = names - set(wanted)
         stage_suffix = {latency._SUFFIXES[n] for n in dropped} if family.compute is _latency else set()
         for name, value in result.values.items():
-            if name in dropped or name.rsplit("_", 1)[-1] in stage_suffix and "_latency_" in name:
+            if name in dropped or ("_latency_" in name and name.rsplit("_", 1)[-1] in stage_suffix):
                 continue
             merged.values[name] = value
-        merged.columns.update(result.columns)
+        merged.columns.update({k: v for k, v in result.columns.items() if k not in dropped})
         merged.undefined.update({k: v for k, v in result.undefined.items() if k in wanted})
         merged.notes.extend(result.notes)
     return merged

@@ -1,0 +1,95 @@
+"""The reference agent: retrieve chunks, recall memories, generate, and time each stage."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ragmem.errors import ConfigError
+from ragmem.reference.corpus import chunk_corpus, load_corpus
+from ragmem.reference.generator import build_generator
+from ragmem.reference.memory import BM25Memory, short_term
+from ragmem.reference.retrievers import build_retriever, get_index
+from ragmem.text.keywords import KeywordExtractor
+
+RERANKERS = ("none", "keyword")
+
+
+class ReferenceAgent:
+    """RAG over the bundled (or a given) corpus plus a two-level memory.
+
+    Call it as ``agent(query, session_id=..., history=...)``; ``session_id`` names the user whose
+    long-term memories are searched, ``history`` holds the session's earlier turns (short-term
+    memory keeps the last ``memory.short_window``). Contexts come back round-robin by rank across
+    sources (rag 1, memory_long 1, memory_short 1, rag 2, ...), each with ``id``, ``source`` and
+    ``score``; timings: ``embed`` (query encoding), ``retrieve`` (chunk search), ``memory``
+    (memory search), ``rerank``, ``llm`` (generation), in seconds.
+    """
+
+    def __init__(self, settings: dict[str, Any]):
+        corpus_s, retr, mem, gen = (settings[k] for k in ("corpus", "retriever", "memory", "generator"))
+        kw = settings.get("keywords", {})
+        self.keywords = KeywordExtractor(kw.get("tokenizer", "jieba"), kw.get("stopwords", ("stopwords-iso:zh", "stopwords:en")))
+        self.top_k = int(retr["top_k"])
+        self.reranker = str(retr.get("reranker") or "none")
+        if self.reranker not in RERANKERS:
+            raise ConfigError(f"retriever.reranker: unknown reranker {self.reranker!r}; available: {', '.join(RERANKERS)}")
+        self.rerank_candidates = int(retr.get("rerank_candidates", 20))
+        self.short_window = int(mem["short_window"])
+        self.long_top_k = int(mem["long_top_k"])
+        if self.top_k < 0 or self.short_window < 0 or self.long_top_k < 0:
+            raise ConfigError("retriever.top_k, memory.short_window and memory.long_top_k must be >= 0")
+        corpus = load_corpus(corpus_s.get("path") or "bundled")
+        size, overlap = int(corpus_s["chunk_size"]), int(corpus_s["chunk_overlap"])
+        embeddings = settings.get("embeddings") or {}
+        key = (corpus.sha256, size, overlap, retr["type"], self.keywords.signature(),
+               embeddings.get("model"), embeddings.get("base_url"))
+
+        def build():
+            chunks = chunk_corpus(corpus, size, overlap)
+            return chunks, build_retriever(retr["type"], chunks, self.keywords, embeddings)
+
+        self.chunks, self.retriever = get_index(key, build)
+        self.memory = BM25Memory(self.keywords)
+        for fact in corpus.memories:
+            self.memory.add([{"content": fact["text"], "id": fact["id"]}], fact["user_id"], fact.get("timestamp"))
+        self.generate = build_generator(gen, self.keywords)
+
+    def _rerank(self, query: str, hits: list[tuple[int, float]]) -> list[tuple[int, float]]:
+        """Keyword reranker: share of the query's keywords each candidate holds; ties keep rank."""
+        q = self.keywords(query)
+        scored = [(i, len(q & self.keywords(self.chunks[i].text)) / len(q) if q else 0.0) for i, _ in hits]
+        return [hit for _, hit in sorted(enumerate(scored), key=lambda p: (-p[1][1], p[0]))]
+
+    def __call__(self, query: str, session_id: str | None = None, history: list | None = None) -> dict[str, Any]:
+        timings: dict[str, float] = {}
+        t = time.perf_counter()
+        prepared = self.retriever.prepare(query)
+        timings["embed"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        depth = max(self.top_k, self.rerank_candidates) if self.reranker != "none" else self.top_k
+        hits = self.retriever.search(prepared, depth) if depth else []
+        timings["retrieve"] = time.perf_counter() - t
+        if self.reranker != "none":
+            t = time.perf_counter()
+            hits = self._rerank(query, hits)
+            timings["rerank"] = time.perf_counter() - t
+        hits = hits[: self.top_k]
+
+        t = time.perf_counter()
+        long_term = self.memory.search(query, session_id or "", self.long_top_k) if session_id else []
+        recent = short_term(history, self.short_window)
+        timings["memory"] = time.perf_counter() - t
+
+        lists = [
+            [{"id": self.chunks[i].id, "text": self.chunks[i].text, "source": "rag", "score": s} for i, s in hits],
+            [{"id": m["id"], "text": m["text"], "source": "memory_long", "score": m["score"]} for m in long_term],
+            [{**m, "source": "memory_short"} for m in recent],
+        ]
+        contexts = [lst[r] for r in range(max(map(len, lists), default=0)) for lst in lists if r < len(lst)]
+
+        t = time.perf_counter()
+        answer = self.generate(query, [c["text"] for c in contexts])
+        timings["llm"] = time.perf_counter() - t
+        return {"answer": answer, "contexts": contexts, "timings": timings}

@@ -1,0 +1,76 @@
+"""Answer generators: an offline extractive answerer (default) or an OpenAI-compatible chat model."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Sequence
+
+from ragmem.errors import ConfigError
+from ragmem.text.keywords import KeywordExtractor
+
+_SENTENCES = re.compile(r"[^。！？!?.]+(?:[。！？!?]|\.(?=\s|$))?")
+GENERATOR_TYPES = ("extractive", "openai")
+
+
+class ExtractiveGenerator:
+    """Answers with the context sentence that shares the largest share of the query's keywords.
+
+    ``score(s) = |K(query) ∩ K(s)| / |K(query)|``; ties go to the earlier context (better ranked),
+    then the earlier sentence. With no keyword in common it answers the first sentence of the first
+    context, and with no context at all it says it does not know.
+    """
+
+    name = "extractive"
+
+    def __init__(self, keywords: KeywordExtractor):
+        self.keywords = keywords
+
+    def __call__(self, query: str, contexts: Sequence[str]) -> str:
+        q = self.keywords(query)
+        best, best_score = None, -1.0
+        for text in contexts:
+            for match in _SENTENCES.finditer(text):
+                sentence = match.group().strip()
+                if not sentence:
+                    continue
+                score = len(q & self.keywords(sentence)) / len(q) if q else 0.0
+                if score > best_score:
+                    best, best_score = sentence, score
+        return best if best is not None else "I don't know."
+
+
+class ChatGenerator:
+    """An OpenAI-compatible chat model answering from the numbered contexts."""
+
+    name = "openai"
+    SYSTEM = ("Answer the question using only the numbered context passages. Answer in the language of "
+              "the question, in one or two sentences. If the passages do not contain the answer, say so.")
+
+    def __init__(self, settings: dict[str, Any]):
+        from openai import OpenAI
+
+        if not settings.get("model"):
+            raise ConfigError("generator.model: required for generator.type openai")
+        key_env = settings.get("api_key_env") or "OPENAI_API_KEY"
+        self.model = settings["model"]
+        self.temperature = float(settings.get("temperature", 0.0))
+        self.client = OpenAI(base_url=settings.get("base_url"), api_key=os.environ.get(key_env) or "not-needed",
+                             timeout=float(settings.get("timeout_s", 60)), max_retries=3)
+
+    def __call__(self, query: str, contexts: Sequence[str]) -> str:
+        passages = "\n".join(f"[{i}] {text}" for i, text in enumerate(contexts, 1)) or "(no passages)"
+        reply = self.client.chat.completions.create(
+            model=self.model, temperature=self.temperature,
+            messages=[{"role": "system", "content": self.SYSTEM},
+                      {"role": "user", "content": f"<passages>\n{passages}\n</passages>\n<question>{query}</question>"}])
+        return (reply.choices[0].message.content or "").strip()
+
+
+def build_generator(settings: dict[str, Any], keywords: KeywordExtractor):
+    kind = settings.get("type", "extractive")
+    if kind == "extractive":
+        return ExtractiveGenerator(keywords)
+    if kind == "openai":
+        return ChatGenerator(settings)
+    raise ConfigError(f"generator.type: unknown generator {kind!r}; available: {', '.join(GENERATOR_TYPES)}")

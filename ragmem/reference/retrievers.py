@@ -1,0 +1,167 @@
+"""Retrievers over chunks: BM25, TF-IDF, dense embeddings, and hybrid (reciprocal rank fusion).
+
+Each retriever is built once per distinct indexing setting (see :func:`get_index`) and answers
+``search(query, top_k) -> [(chunk index, score)]``, best first, ties broken by chunk order.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Protocol, Sequence
+
+import numpy as np
+
+from ragmem.errors import ConfigError
+from ragmem.reference.corpus import Chunk
+from ragmem.text.keywords import KeywordExtractor
+
+RETRIEVER_TYPES = ("bm25", "tfidf", "dense", "hybrid")
+RRF_K = 60  # the constant of Cormack et al. (2009); ranks matter, scores do not
+
+
+class Retriever(Protocol):
+    """``prepare`` encodes the query (tokens, a sparse or a dense vector: the agent's ``embed``
+    stage); ``search`` ranks chunks for the prepared query (its ``retrieve`` stage)."""
+
+    def prepare(self, query: str) -> Any: ...
+
+    def search(self, prepared: Any, top_k: int) -> list[tuple[int, float]]: ...
+
+
+def _top(scores: np.ndarray, top_k: int) -> list[tuple[int, float]]:
+    order = np.lexsort((np.arange(len(scores)), -scores))[:top_k]
+    return [(int(i), float(scores[i])) for i in order if scores[i] > 0]
+
+
+class BM25Retriever:
+    """bm25s over jieba/word tokens (the keyword tokenizer, stopwords removed)."""
+
+    def __init__(self, chunks: Sequence[Chunk], keywords: KeywordExtractor, k1: float = 1.5, b: float = 0.75):
+        import bm25s
+
+        self.keywords = keywords
+        self.model = bm25s.BM25(k1=k1, b=b)
+        self.model.index([keywords.tokens(c.text) or ["<empty>"] for c in chunks], show_progress=False)
+        self.vocab = set(self.model.vocab_dict)
+        self.n = len(chunks)
+
+    def prepare(self, query: str) -> list[str]:
+        return [t for t in self.keywords.tokens(query) if t in self.vocab]
+
+    def search(self, prepared: list[str], top_k: int) -> list[tuple[int, float]]:
+        if not prepared:
+            return []
+        return _top(np.asarray(self.model.get_scores(prepared), dtype=float), top_k)
+
+
+class TfidfRetriever:
+    """scikit-learn TF-IDF (sublinear tf) over the same tokens; cosine similarity."""
+
+    def __init__(self, chunks: Sequence[Chunk], keywords: KeywordExtractor):
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        self.vectorizer = TfidfVectorizer(analyzer=keywords.tokens, sublinear_tf=True)
+        self.matrix = self.vectorizer.fit_transform([c.text for c in chunks])
+
+    def prepare(self, query: str):
+        return self.vectorizer.transform([query])
+
+    def search(self, prepared, top_k: int) -> list[tuple[int, float]]:
+        return _top((self.matrix @ prepared.T).toarray().ravel(), top_k)
+
+
+class DenseRetriever:
+    """Cosine similarity of embeddings from an OpenAI-compatible endpoint or a local
+    sentence-transformers model (``embeddings.model`` = ``local:NAME``)."""
+
+    def __init__(self, chunks: Sequence[Chunk], settings: dict[str, Any]):
+        self.embed = make_embedder(settings)
+        vectors = self.embed([c.text for c in chunks])
+        self.matrix = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+
+    def prepare(self, query: str) -> np.ndarray:
+        q = self.embed([query])[0]
+        return q / max(np.linalg.norm(q), 1e-12)
+
+    def search(self, prepared: np.ndarray, top_k: int) -> list[tuple[int, float]]:
+        return _top(self.matrix @ prepared, top_k)
+
+
+def make_embedder(settings: dict[str, Any]):
+    """texts -> array of vectors, from ``embeddings.{model, base_url, api_key_env}``."""
+    model = settings.get("model")
+    if not model:
+        raise ConfigError("embeddings.model: required for the dense retriever (an embeddings model name, "
+                          "or local:NAME for a sentence-transformers model)")
+    if str(model).startswith("local:"):
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError:
+            raise ConfigError("embeddings.model: local models need sentence-transformers "
+                              "(pip install sentence-transformers)") from None
+        st = SentenceTransformer(str(model)[6:])
+        return lambda texts: np.asarray(st.encode(list(texts)), dtype=float)
+    from openai import OpenAI
+
+    key_env = settings.get("api_key_env") or "OPENAI_API_KEY"
+    client = OpenAI(base_url=settings.get("base_url"), api_key=os.environ.get(key_env) or "not-needed",
+                    timeout=float(settings.get("timeout_s", 60)), max_retries=3)
+
+    def embed(texts):
+        vectors = []
+        texts = list(texts)
+        for start in range(0, len(texts), 64):
+            reply = client.embeddings.create(model=model, input=texts[start:start + 64])
+            vectors.extend(item.embedding for item in sorted(reply.data, key=lambda d: d.index))
+        return np.asarray(vectors, dtype=float)
+
+    return embed
+
+
+class HybridRetriever:
+    """Reciprocal rank fusion: ``score(d) = Σ_r 1 / (RRF_K + rank_r(d))`` over the member retrievers."""
+
+    def __init__(self, members: Sequence[Retriever], depth: int = 50):
+        self.members, self.depth = list(members), depth
+
+    def prepare(self, query: str) -> list[Any]:
+        return [member.prepare(query) for member in self.members]
+
+    def search(self, prepared: list[Any], top_k: int) -> list[tuple[int, float]]:
+        fused: dict[int, float] = {}
+        for member, query in zip(self.members, prepared):
+            for rank, (index, _) in enumerate(member.search(query, max(self.depth, top_k)), 1):
+                fused[index] = fused.get(index, 0.0) + 1.0 / (RRF_K + rank)
+        return sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:top_k]
+
+
+def build_retriever(kind: str, chunks: Sequence[Chunk], keywords: KeywordExtractor,
+                    embeddings: dict[str, Any]) -> Retriever:
+    if kind == "bm25":
+        return BM25Retriever(chunks, keywords)
+    if kind == "tfidf":
+        return TfidfRetriever(chunks, keywords)
+    if kind == "dense":
+        return DenseRetriever(chunks, embeddings)
+    if kind == "hybrid":
+        members: list[Retriever] = [BM25Retriever(chunks, keywords), TfidfRetriever(chunks, keywords)]
+        if embeddings.get("model"):
+            members.append(DenseRetriever(chunks, embeddings))
+        return HybridRetriever(members)
+    raise ConfigError(f"retriever.type: unknown retriever {kind!r}; available: {', '.join(RETRIEVER_TYPES)}")
+
+
+_INDEXES: dict[tuple, Any] = {}
+_INDEX_LOCK = threading.Lock()
+INDEX_BUILDS = {"count": 0}
+
+
+def get_index(key: tuple, build):
+    """The index for one indexing setting, built once per process and shared by every agent (and
+    every sweep child) with that setting. ``INDEX_BUILDS['count']`` counts real builds."""
+    with _INDEX_LOCK:
+        if key not in _INDEXES:
+            _INDEXES[key] = build()
+            INDEX_BUILDS["count"] += 1
+        return _INDEXES[key]
