@@ -15,6 +15,7 @@ import pandas as pd
 
 from ragmem import pipeline
 from ragmem.config import RunConfig, resolve_config
+from ragmem.loaders import Dataset
 
 
 @dataclass
@@ -54,29 +55,42 @@ def evaluate(data: str | Path | list[dict[str, Any]] | None = None, config: str 
     return run_evaluation(cfg, track=track and cfg.tracking_enabled)
 
 
-def run_evaluation(cfg: RunConfig, track: bool = True) -> EvaluationResult:
-    """load -> time the agent -> judge -> metrics -> log, as plain function calls."""
-    components = pipeline.build_components(cfg)
-    dataset = pipeline.load(cfg)
-    outputs = pipeline.time_agent(components.agent, dataset.examples, cfg)
-    judgements = pipeline.judge(components.judge, dataset.examples, outputs)
-    table = pipeline.build_table(dataset.examples, outputs, judgements, components.keywords)
-    table, result = pipeline.score(table, cfg, components.keywords)
-    params = pipeline.run_params(cfg, dataset, components)
-    run_id = None
-    if track:
-        from ragmem.tracking import Tracker, record_run
+def run_evaluation(cfg: RunConfig, track: bool = True, *, parent_run_id: str | None = None,
+                   dataset: Dataset | None = None, run_name: str | None = None,
+                   tags: dict[str, str] | None = None, run_id: str | None = None) -> EvaluationResult:
+    """load -> time the agent -> judge -> metrics -> log, as plain function calls.
+
+    The MLflow run is opened first, so a configuration that fails (a sweep child with a bad
+    setting, an agent that cannot be built) is recorded as a FAILED run. ``dataset`` reuses data
+    loaded once (sweeps); ``parent_run_id`` nests the run under a parent; ``run_id`` logs into a run
+    created beforehand (a sweep creates its children's runs up front).
+    """
+    tracker = None
+    if track or run_id is not None:
+        from ragmem.tracking import Tracker
 
         tracker = Tracker(cfg.tracking_uri, cfg.artifact_root)
-        run_id = tracker.start_run(cfg.experiment, cfg.run_name, tags={"ragmem.entry": "python-api"})
+        run_id = run_id or tracker.start_run(cfg.experiment, run_name or cfg.run_name,
+                                   tags={"ragmem.entry": "python-api", **(tags or {})}, parent_run_id=parent_run_id)
+    try:
+        components = pipeline.build_components(cfg)
+        dataset = dataset if dataset is not None else pipeline.load(cfg)
+        outputs = pipeline.time_agent(components.agent, dataset.examples, cfg)
+        judgements = pipeline.judge(components.judge, dataset.examples, outputs)
+        table = pipeline.build_table(dataset.examples, outputs, judgements, components.keywords)
+        table, result = pipeline.score(table, cfg, components.keywords)
+        params = pipeline.run_params(cfg, dataset, components)
         summary = pipeline.summary(run_id, cfg, result, table, params)
-        try:
+        if tracker is not None:
+            from ragmem.tracking import record_run
+
             record_run(tracker, run_id, cfg.raw, params, result.values, pipeline.counts(table, result),
                        table, summary)
-        except BaseException:
+    except BaseException as exc:
+        if tracker is not None:
+            tracker.set_tags(run_id, {"ragmem.error": f"{type(exc).__name__}: {exc}"[:5000]})
             tracker.finish(run_id, "FAILED")
-            raise
+        raise
+    if tracker is not None:
         tracker.finish(run_id)
-    else:
-        summary = pipeline.summary(None, cfg, result, table, params)
     return EvaluationResult(result.values, table, summary, run_id, params)

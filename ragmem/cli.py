@@ -20,7 +20,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Evaluate RAG systems and agent memory layers; every run is tracked in MLflow.")
 server_app = typer.Typer(no_args_is_help=True, help="The local Prefect server ragmem manages.")
 app.add_typer(server_app, name="server")
-out = Console()
+out = Console(width=max(Console().width, 120))
 log = logging.getLogger("ragmem")
 
 
@@ -89,6 +89,59 @@ def run(
 
     write_json(output, summary)
     out.print(f"summary written to {output}")
+
+
+@app.command()
+def sweep(
+    config: Path = typer.Argument(..., help="YAML config with a sweep section (see configs/sweep_retriever.yaml)."),
+    data: Optional[str] = typer.Option(None, "--data", help="Dataset file; replaces data.files."),
+    set_: List[str] = typer.Option([], "--set", help="Override a setting: dotted.key=value (repeatable)."),
+    output: Path = typer.Option(Path("sweep.json"), "--output", "-o", help="Where to write the sweep JSON."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's own logs too."),
+) -> None:
+    """Evaluate every configuration of a grid: one MLflow parent run, one child run each."""
+    _setup_logging(verbose)
+    from ragmem.config import RunConfig, resolve_config
+    from ragmem.sweep import expand, parse_sweep
+
+    resolved = resolve_config(config, overrides=set_, data=data)
+    spec = parse_sweep(resolved.get("sweep"))
+    RunConfig.from_dict(resolved).require_data()
+    expand(spec)
+    from ragmem.orchestration import prefect_context, resolve_api_url
+
+    api_url = resolve_api_url(log=log.info)
+    log.info("Prefect API: %s", api_url)
+    with prefect_context(api_url, quiet=not verbose):
+        from flows.sweep import run_sweep
+
+        result = run_sweep(resolved)
+    print_sweep(result, spec)
+    from ragmem.pipeline import write_json
+
+    write_json(output, result)
+    out.print(f"sweep written to {output}")
+
+
+def print_sweep(result: dict[str, Any], spec) -> None:
+    metric = spec.metric
+    extra = [m for m in ("reference_coverage", "hit_rate_at_10", "latency_p95") if m != metric]
+    table = Table(title=f"sweep {result['experiment']}: {len(result['children'])} configurations, "
+                        f"objective {spec.goal} {metric}", title_justify="left")
+    for column in [*(k.rsplit(".", 1)[-1] for k in spec.keys), metric, *extra, "status"]:
+        table.add_column(column, overflow="fold")
+    best_id = (result.get("best") or {}).get("run_id")
+    for child in result["children"]:
+        m = child["metrics"]
+        style = "bold green" if child["run_id"] == best_id else None
+        table.add_row(*[str(child["params"][k]) for k in spec.keys], *[_fmt(n, m.get(n)) for n in [metric, *extra]],
+                      "ok" if not child["error"] else f"FAILED: {child['error'][:60]}", style=style)
+    out.print(table)
+    if best_id:
+        out.print(f"best: {result['best']['params']} ({metric}={_fmt(metric, result['best']['metrics'][metric])}), "
+                  f"run {best_id}; parent run {result['parent_run_id']}")
+    else:
+        out.print(f"no configuration met the objective and constraints; parent run {result['parent_run_id']}")
 
 
 @app.command()

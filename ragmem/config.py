@@ -45,9 +45,10 @@ DEFAULTS: dict[str, Any] = {
     "ranking": {"k": list(DEFAULT_KS), "relevance": "auto", "keyword_threshold": 0.5},
     "zero_division": 0,
     "tracking": {"enabled": True, "uri": None, "artifact_root": DEFAULT_ARTIFACT_ROOT},
+    "sweep": {},  # see ragmem.sweep (used by `ragmem sweep`; ignored by `ragmem run`)
 }
 #: Keys whose value is free-form (not checked against DEFAULTS).
-_OPEN_KEYS = {"agent.params"}
+_OPEN_KEYS = {"agent.params", "sweep"}
 
 
 def _merge(base: dict[str, Any], update: dict[str, Any], where: str = "") -> dict[str, Any]:

@@ -44,3 +44,40 @@ def latency_histogram_figure(table: pd.DataFrame):
 
 def close(fig) -> None:
     plt.close(fig)
+
+
+def metric_by_setting_figure(table: pd.DataFrame, metric: str, keys: list[str]):
+    """One panel per swept key: the metric of every child (dots) and its mean per value (line)."""
+    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.4), squeeze=False)
+    for ax, key in zip(axes[0], keys):
+        values = list(dict.fromkeys(table[key].tolist()))
+        positions = {v: i for i, v in enumerate(values)}
+        x = table[key].map(positions)
+        ax.scatter(x, table[metric], alpha=0.6, color="#4c72b0")
+        means = table.groupby(table[key].map(positions))[metric].mean()
+        ax.plot(means.index, means.values, color="#c44e52", marker="o", label="mean")
+        ax.set_xticks(range(len(values)), [str(v) for v in values])
+        ax.set_xlabel(key)
+        ax.set_ylabel(metric)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"{metric} by setting")
+    fig.tight_layout()
+    return fig
+
+
+def pareto_figure(latency: list[float], quality: list[float], labels: list[str], front: list[int],
+                  quality_name: str, latency_name: str):
+    """Quality against latency; the Pareto front (no child faster and better) is joined and ringed."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    ax.scatter(latency, quality, color="#4c72b0", alpha=0.7)
+    pts = sorted((latency[i], quality[i]) for i in front)
+    ax.plot([p[0] for p in pts], [p[1] for p in pts], color="#c44e52", marker="o", mfc="none", ms=11,
+            label="Pareto front")
+    for i in front:
+        ax.annotate(labels[i], (latency[i], quality[i]), fontsize=7, xytext=(4, 4), textcoords="offset points")
+    ax.set_xlabel(f"{latency_name} (s)")
+    ax.set_ylabel(quality_name)
+    ax.set_title("Quality against latency")
+    ax.legend()
+    fig.tight_layout()
+    return fig

@@ -6,6 +6,7 @@ Each retriever is built once per distinct indexing setting (see :func:`get_index
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from typing import Any, Protocol, Sequence
@@ -17,6 +18,7 @@ from ragmem.reference.corpus import Chunk
 from ragmem.text.keywords import KeywordExtractor
 
 RETRIEVER_TYPES = ("bm25", "tfidf", "dense", "hybrid")
+logging.getLogger("bm25s").setLevel(logging.WARNING)  # "Building index from tokens" per index is noise
 RRF_K = 60  # the constant of Cormack et al. (2009); ranks matter, scores do not
 
 
