@@ -54,7 +54,8 @@ def evaluate_flow(config: dict[str, Any]) -> dict[str, Any]:
         params = pipeline.run_params(cfg, dataset, components)
         summary = pipeline.summary(run_id, cfg, result, table, params)
         if run_id is not None:
-            log_run(run_id, cfg, params, result, quote(table), summary, journal)
+            log_run(run_id, cfg, params, result, quote(table), summary, quote(dataset.examples),
+                    quote(outputs), journal)
     except BaseException:
         if run_id is not None:
             fail_run(cfg, run_id)

@@ -84,8 +84,10 @@ def run_evaluation(cfg: RunConfig, track: bool = True, *, parent_run_id: str | N
         if tracker is not None:
             from ragmem.tracking import record_run
 
-            record_run(tracker, run_id, cfg.raw, params, result.values, pipeline.counts(table, result),
-                       table, summary)
+            n_traces = tracker.log_agent_traces(run_id, cfg.experiment, dataset.examples, outputs,
+                                                int(cfg.raw["tracking"]["max_traces"]))
+            record_run(tracker, run_id, cfg.raw, params, result.values,
+                       {**pipeline.counts(table, result), "n_traces": n_traces}, table, summary)
     except BaseException as exc:
         if tracker is not None:
             tracker.set_tags(run_id, {"ragmem.error": f"{type(exc).__name__}: {exc}"[:5000]})

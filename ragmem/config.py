@@ -30,8 +30,8 @@ DEFAULTS: dict[str, Any] = {
     "run_name": None,
     "seed": 0,
     "data": {"files": [], "format": "auto"},
-    "agent": {"type": "replay", "target": None, "params": {}, "concurrency": 4,
-              "timeout_s": 60.0, "batch_size": 256},
+    "agent": {"type": "replay", "target": None, "params": {}, "url": None, "api_key_env": None,
+              "concurrency": 4, "timeout_s": 60.0, "retries": 2, "retry_backoff_s": 0.5, "batch_size": 256},
     "judge": {"type": "keyword", "threshold": 0.7},
     # the reference agent (agent.type: reference)
     "corpus": {"path": "bundled", "chunk_size": 200, "chunk_overlap": 40},
@@ -44,7 +44,7 @@ DEFAULTS: dict[str, Any] = {
     "metrics": list(DEFAULT_METRICS),
     "ranking": {"k": list(DEFAULT_KS), "relevance": "auto", "keyword_threshold": 0.5},
     "zero_division": 0,
-    "tracking": {"enabled": True, "uri": None, "artifact_root": DEFAULT_ARTIFACT_ROOT},
+    "tracking": {"enabled": True, "uri": None, "artifact_root": DEFAULT_ARTIFACT_ROOT, "max_traces": 200},
     "sweep": {},  # see ragmem.sweep (used by `ragmem sweep`; ignored by `ragmem run`)
 }
 #: Keys whose value is free-form (not checked against DEFAULTS).
@@ -210,6 +210,9 @@ class RunConfig:
         tracking = config["tracking"]
         uri = tracking["uri"] or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
         timeout = _number(config, "agent.timeout_s", 0.001, allow_none=True)
+        _number(config, "agent.retries", 0, integer=True)
+        _number(config, "agent.retry_backoff_s", 0.0)
+        _number(config, "tracking.max_traces", 0, integer=True)
         return cls(
             raw=config, experiment=config["experiment"], run_name=config["run_name"],
             seed=_number(config, "seed", 0, integer=True), files=tuple(files),

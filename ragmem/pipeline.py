@@ -59,7 +59,8 @@ def time_agent(agent: Any, examples: Sequence[Example], cfg: RunConfig,
         if on_done:
             on_done(len(outputs))
         return outputs
-    return run_live(agent, examples, cfg.concurrency, cfg.timeout_s, on_done)
+    return run_live(agent, examples, cfg.concurrency, cfg.timeout_s, on_done,
+                    retries=int(cfg.agent.get("retries") or 0), backoff_s=float(cfg.agent.get("retry_backoff_s") or 0))
 
 
 def judge(judge_: Judge, examples: Sequence[Example], outputs: Sequence[AgentOutput]) -> list[Judgement | None]:
@@ -94,7 +95,7 @@ def build_table(examples: Sequence[Example], outputs: Sequence[AgentOutput],
             "verdict": None if jd is None else jd.verdict,
             "judge_reason": None if jd is None else jd.reason,
             "judge_error": None if jd is None else jd.error,
-            "latency_s": out.latency_s, "error": out.error,
+            "latency_s": out.latency_s, "attempts": out.attempts, "error": out.error,
             "source_file": ex.source_file, "record": ex.record,
         }
         for stage, seconds in out.timings_s.items():

@@ -74,3 +74,5 @@ class AgentOutput:
     latency_s: float | None
     timings_s: dict[str, float] = field(default_factory=dict)
     error: str | None = None
+    started_at_ns: int | None = None   # wall clock (time.time_ns) when the last attempt started
+    attempts: int = 1

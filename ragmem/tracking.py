@@ -42,7 +42,12 @@ class Tracker:
     def __init__(self, uri: str, artifact_root: str = "mlruns/artifacts"):
         from mlflow import MlflowClient
 
+        import mlflow
+
         _prepare_local_store(uri)
+        # MLflow exports traces to the *global* tracking URI, whatever client started them, so the
+        # process-wide URI is set too (a process tracks to one store at a time here).
+        mlflow.set_tracking_uri(uri)
         self.uri = uri
         self.artifact_root = artifact_root
         self.client = MlflowClient(tracking_uri=uri)
@@ -125,6 +130,37 @@ class Tracker:
 
     def log_figure(self, run_id: str, figure: Any, artifact_file: str) -> None:
         self.client.log_figure(run_id, figure, artifact_file)
+
+    def log_agent_traces(self, run_id: str, experiment: str, examples, outputs, limit: int) -> int:
+        """One MLflow trace per timed agent call, with a span per reported stage, so a slow or wrong
+        answer can be opened in the UI. Writing a trace to sqlite costs ~60 ms (measured), so at most
+        ``limit`` calls are traced: failed calls first, then the slowest. Returns how many."""
+        import mlflow
+
+        timed = [(ex, out) for ex, out in zip(examples, outputs) if out.started_at_ns is not None]
+        timed.sort(key=lambda pair: (pair[1].error is None, -(pair[1].latency_s or 0.0)))
+        experiment_id = self.experiment_id(experiment)
+        for ex, out in timed[:limit]:
+            start = out.started_at_ns
+            end = start + int((out.latency_s or 0.0) * 1e9)
+            root = self.client.start_trace(
+                "agent", span_type="AGENT", inputs={"query": ex.query, "session_id": ex.session_id},
+                experiment_id=experiment_id, start_time_ns=start, run_id=run_id,
+                tags={"ragmem.example_id": ex.id}, attributes={"attempts": str(out.attempts)})
+            cursor = start
+            for stage, seconds in out.timings_s.items():
+                kind = {"retrieve": "RETRIEVER", "llm": "LLM", "embed": "EMBEDDING", "rerank": "RERANKER"}.get(stage, "UNKNOWN")
+                span = self.client.start_span(stage, trace_id=root.trace_id, parent_id=root.span_id,
+                                              span_type=kind, start_time_ns=cursor)
+                cursor = min(end, cursor + int(seconds * 1e9))
+                outputs = [c.to_dict() for c in out.contexts if stage == "retrieve" and c.source == "rag"] or None
+                self.client.end_span(root.trace_id, span.span_id, outputs=outputs, end_time_ns=cursor)
+            self.client.end_trace(root.trace_id, outputs={"answer": out.answer, "n_contexts": len(out.contexts),
+                                                          "error": out.error},
+                                  status="ERROR" if out.error else "OK", end_time_ns=end)
+        if timed[:limit]:
+            mlflow.flush_trace_async_logging()
+        return min(limit, len(timed))
 
     def finish(self, run_id: str, status: str = "FINISHED") -> None:
         self.client.set_terminated(run_id, status=status)

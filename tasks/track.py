@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import pandas as pd
 from prefect import task
@@ -12,6 +12,7 @@ from prefect.cache_policies import NO_CACHE
 from ragmem import pipeline
 from ragmem.config import RunConfig
 from ragmem.metrics import MetricResult
+from ragmem.schema import AgentOutput, Example
 from ragmem.tracking import Tracker, record_run
 
 
@@ -23,12 +24,16 @@ def start_run(cfg: RunConfig, tags: dict[str, str]) -> str:
 
 @task(name="log-run", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=1)
 def log_run(run_id: str, cfg: RunConfig, params: dict[str, str], result: MetricResult,
-            table: pd.DataFrame, summary: dict[str, Any], journal: Path | None = None) -> None:
-    """Params, metrics, config, summary, per-example table and plots; then mark the run finished."""
+            table: pd.DataFrame, summary: dict[str, Any], examples: Sequence[Example],
+            outputs: Sequence[AgentOutput], journal: Path | None = None) -> None:
+    """Agent-call traces, params, metrics, config, summary, per-example table and plots; then
+    mark the run finished."""
     tracker = Tracker(cfg.tracking_uri, cfg.artifact_root)
+    n_traces = tracker.log_agent_traces(run_id, cfg.experiment, examples, outputs,
+                                        int(cfg.raw["tracking"]["max_traces"]))
     extra = [journal] if journal is not None and journal.is_file() else []
-    record_run(tracker, run_id, cfg.raw, params, result.values, pipeline.counts(table, result),
-               table, summary, extra)
+    record_run(tracker, run_id, cfg.raw, params, result.values,
+               {**pipeline.counts(table, result), "n_traces": n_traces}, table, summary, extra)
     tracker.finish(run_id)
 
 

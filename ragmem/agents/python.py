@@ -69,5 +69,10 @@ class PythonAgent:
             kwargs["history"] = example.history
         return self._fn(example.query, **kwargs)
 
+    @staticmethod
+    def retryable(exc: BaseException) -> bool:
+        """A Python agent's exception is retried (it may be a passing backend failure)."""
+        return True
+
     def signature(self) -> str:
         return f"agent:python|target:{self.target}"

@@ -4,6 +4,7 @@ input order, one failure recorded per example without stopping the others.
 
 from __future__ import annotations
 
+import random
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, Callable, Sequence
@@ -67,19 +68,32 @@ def parse_reply(raw: Any) -> tuple[str, list[Context], dict[str, float]]:
 
 
 def _timed_call(agent: Callable[[Example], Any], example: Example, starts: dict[int, float],
-                index: int) -> tuple[Any, BaseException | None, float]:
-    start = time.perf_counter()
-    starts[index] = start
-    try:
-        raw = agent(example)
-        return raw, None, time.perf_counter() - start
-    except Exception as exc:  # any failure of the user's agent is recorded for that example
-        return None, exc, time.perf_counter() - start
+                index: int, retries: int, backoff_s: float) -> tuple[Any, BaseException | None, float, int, int]:
+    """Call with retries on retryable failures (exponential backoff with jitter); the latency is
+    that of the last attempt, timed with the monotonic clock."""
+    retryable = getattr(agent, "retryable", lambda exc: False)
+    attempt = 0
+    while True:
+        attempt += 1
+        wall = time.time_ns()
+        start = time.perf_counter()
+        starts[index] = start
+        try:
+            raw = agent(example)
+            return raw, None, time.perf_counter() - start, wall, attempt
+        except Exception as exc:  # any failure of the user's agent is recorded for that example
+            elapsed = time.perf_counter() - start
+            if attempt > retries or not retryable(exc):
+                return None, exc, elapsed, wall, attempt
+        starts.pop(index, None)  # backing off: not "running" for the timeout watch
+        time.sleep(backoff_s * (2 ** (attempt - 1)) * random.uniform(0.5, 1.5))
 
 
 def run_live(agent: Callable[[Example], Any], examples: Sequence[Example], concurrency: int = 1,
-             timeout_s: float | None = None, on_done: Callable[[int], None] | None = None) -> list[AgentOutput]:
-    """Call ``agent`` once per example; outputs are in input order.
+             timeout_s: float | None = None, on_done: Callable[[int], None] | None = None,
+             retries: int = 0, backoff_s: float = 0.5) -> list[AgentOutput]:
+    """Call ``agent`` once per example (plus ``retries`` on retryable failures); outputs are in
+    input order.
 
     A call that raises, returns a malformed reply or runs past ``timeout_s`` yields an output with
     ``error`` set (its latency is what was measured, the timeout for a timed-out call). A timed-out
@@ -89,7 +103,7 @@ def run_live(agent: Callable[[Example], Any], examples: Sequence[Example], concu
     starts: dict[int, float] = {}
     pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="ragmem-agent")
     try:
-        futures: dict[Future, int] = {pool.submit(_timed_call, agent, ex, starts, i): i
+        futures: dict[Future, int] = {pool.submit(_timed_call, agent, ex, starts, i, retries, backoff_s): i
                                       for i, ex in enumerate(examples)}
         pending = set(futures)
         while pending:
@@ -106,7 +120,8 @@ def run_live(agent: Callable[[Example], Any], examples: Sequence[Example], concu
                     i = futures[future]
                     future.cancel()
                     outputs[i] = AgentOutput(examples[i].id, None, [], timeout_s, {},
-                                             error=f"timeout: no reply within {timeout_s:g} s")
+                                             error=f"timeout: no reply within {timeout_s:g} s",
+                                             started_at_ns=time.time_ns() - int(timeout_s * 1e9))
                 pending -= expired
                 if on_done and expired:
                     on_done(len(expired))
@@ -115,12 +130,14 @@ def run_live(agent: Callable[[Example], Any], examples: Sequence[Example], concu
     return [o for o in outputs if o is not None]
 
 
-def _to_output(example: Example, raw: Any, exc: BaseException | None, seconds: float) -> AgentOutput:
+def _to_output(example: Example, raw: Any, exc: BaseException | None, seconds: float, wall: int,
+               attempts: int) -> AgentOutput:
     if exc is not None:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        return AgentOutput(example.id, None, [], seconds, {}, error=f"{type(exc).__name__}: {message}".rstrip(": "))
+        return AgentOutput(example.id, None, [], seconds, {}, f"{type(exc).__name__}: {message}".rstrip(": "),
+                           wall, attempts)
     try:
         answer, contexts, timings = parse_reply(raw)
     except ReplyError as err:
-        return AgentOutput(example.id, None, [], seconds, {}, error=f"malformed reply: {err}")
-    return AgentOutput(example.id, answer, contexts, seconds, timings)
+        return AgentOutput(example.id, None, [], seconds, {}, f"malformed reply: {err}", wall, attempts)
+    return AgentOutput(example.id, answer, contexts, seconds, timings, None, wall, attempts)
