@@ -10,6 +10,7 @@ import traceback
 from pathlib import Path
 from typing import Any, List, Optional
 
+import pandas as pd
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -142,6 +143,64 @@ def print_sweep(result: dict[str, Any], spec) -> None:
                   f"run {best_id}; parent run {result['parent_run_id']}")
     else:
         out.print(f"no configuration met the objective and constraints; parent run {result['parent_run_id']}")
+
+
+@app.command()
+def compare(
+    runs: List[str] = typer.Argument(None, help="Two run ids for a paired comparison; none for a table of runs."),
+    experiment: str = typer.Option("ragmem", "--experiment", "-e", help="Experiment whose runs to list."),
+    metric: str = typer.Option("f1", "--metric", "-m", help="Metric to sort by (best first)."),
+    last: int = typer.Option(20, "--last", "-n", help="How many of the latest runs to list."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write the comparison as JSON."),
+    tracking_uri: Optional[str] = typer.Option(None, "--tracking-uri", help="Default: MLFLOW_TRACKING_URI or sqlite:///mlruns/mlflow.db."),
+) -> None:
+    """Compare runs: the latest runs of an experiment sorted by a metric, or two runs example by example."""
+    from ragmem.compare import list_runs
+    from ragmem.config import DEFAULT_TRACKING_URI
+    from ragmem.tracking import Tracker
+
+    uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
+    client = Tracker(uri).client
+    if runs:
+        raise RagmemError("compare RUN_A RUN_B: paired comparison is not available in this version")
+    table, warnings = list_runs(client, experiment, metric, last)
+    view = Table(title=f"{experiment}: {len(table)} run(s), sorted by {metric}", title_justify="left")
+    for column in table.columns:
+        view.add_column("run" if column == "run_id" else column.rsplit(".", 1)[-1], overflow="fold")
+    for _, row in table.iterrows():
+        view.add_row(*[(str(v)[:8] if c == "run_id" else _fmt(c, None if pd.isna(v) else v) if isinstance(v, float)
+                        else ("" if v is None else str(v))) for c, v in row.items()])
+    out.print(view)
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    if output:
+        from ragmem.pipeline import write_json
+
+        write_json(output, {"experiment": experiment, "metric": metric, "warnings": warnings,
+                            "runs": json.loads(table.to_json(orient="records"))})
+
+
+@app.command()
+def serve(
+    config: Path = typer.Argument(..., help="YAML config of the run (or sweep) to schedule."),
+    cron: str = typer.Option(..., "--cron", help='Cron schedule, e.g. "0 2 * * *" (02:00 every day).'),
+    name: Optional[str] = typer.Option(None, "--name", help="Deployment name (default: the experiment)."),
+    flow_kind: str = typer.Option("auto", "--flow", help="evaluate, sweep, or auto (sweep when the config has sweep.grid)."),
+    timezone: str = typer.Option("UTC", "--timezone", help="Time zone of the cron schedule."),
+    data: Optional[str] = typer.Option(None, "--data", help="Dataset file; replaces data.files."),
+    set_: List[str] = typer.Option([], "--set", help="Override a setting: dotted.key=value (repeatable)."),
+) -> None:
+    """Serve the evaluate (or sweep) flow as a Prefect deployment on a cron schedule (runs until Ctrl+C)."""
+    _setup_logging(False)
+    from ragmem.config import RunConfig, resolve_config
+    from ragmem.orchestration import resolve_api_url
+    from ragmem.scheduling import serve_flow
+
+    resolved = resolve_config(config, overrides=set_, data=data)
+    RunConfig.from_dict(resolved).require_data()
+    api_url = resolve_api_url(log=log.info)
+    serve_flow(resolved, cron=cron, name=name, flow_kind=flow_kind, timezone=timezone, api_url=api_url,
+               log=lambda message: out.print(message, markup=False, highlight=False))
 
 
 @app.command()

@@ -1,0 +1,67 @@
+"""Scheduled runs: serve the evaluate or sweep flow as a Prefect deployment with a cron schedule.
+
+``flow.serve`` creates (or updates) the deployment on the Prefect server and then runs every
+scheduled (or manually triggered) flow run in a subprocess, until it is stopped. Paths in the
+parameters are made absolute, so a scheduled run writes to the same MLflow store as a manual run
+from this folder.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+from ragmem.config import RunConfig
+from ragmem.errors import ConfigError
+from ragmem.orchestration import QUIET_ENV, prefect_context, ragmem_home
+
+
+def absolute_paths(config: dict[str, Any]) -> dict[str, Any]:
+    """The config with the tracking store, artifact root and data paths as absolute paths."""
+    config = copy.deepcopy(config)
+    uri = RunConfig.from_dict(config).tracking_uri
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        uri = "sqlite:///" + str(Path(uri[len("sqlite:///"):]).resolve())
+    config["tracking"]["uri"] = uri
+    root = config["tracking"]["artifact_root"]
+    if "://" not in str(root):
+        config["tracking"]["artifact_root"] = str(Path(root).resolve())
+    for item in config["data"]["files"]:
+        if isinstance(item, dict):
+            item["path"] = str(Path(item["path"]).resolve())
+    return config
+
+
+def pick_flow(config: dict[str, Any], flow_kind: str):
+    if flow_kind not in ("auto", "evaluate", "sweep"):
+        raise ConfigError(f"--flow: expected evaluate, sweep or auto, got {flow_kind!r}")
+    is_sweep = flow_kind == "sweep" or (flow_kind == "auto" and (config.get("sweep") or {}).get("grid"))
+    if is_sweep:
+        from flows.sweep import sweep_flow
+
+        return sweep_flow
+    from flows.evaluate import evaluate_flow
+
+    return evaluate_flow
+
+
+def serve_flow(config: dict[str, Any], cron: str, name: str | None, flow_kind: str, timezone: str,
+               api_url: str, log: Callable[[str], None] = print) -> None:
+    from prefect.schedules import Cron
+
+    try:
+        schedule = Cron(cron, timezone=timezone)
+    except Exception as exc:
+        raise ConfigError(f"--cron: {cron!r} is not a valid cron schedule ({str(exc).splitlines()[0]})") from None
+    # the served runs execute in subprocesses: they read these from the environment
+    os.environ.update({**QUIET_ENV, "PREFECT_API_URL": api_url, "RAGMEM_HOME": str(ragmem_home())})
+    parameters = {"config": absolute_paths(config)}
+    flow = pick_flow(config, flow_kind)
+    deployment = name or config.get("experiment") or "ragmem"
+    log(f"serving {flow.name}/{deployment} on '{cron}' ({timezone}) at {api_url}; "
+        f"trigger now with: prefect deployment run '{flow.name}/{deployment}'; Ctrl+C to stop")
+    with prefect_context(api_url, quiet=False):
+        flow.serve(name=deployment, schedule=schedule, parameters=parameters, pause_on_shutdown=False,
+                   print_starting_message=False, limit=1)
