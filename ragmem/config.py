@@ -58,10 +58,22 @@ def _merge(base: dict[str, Any], update: dict[str, Any], where: str = "") -> dic
         if key not in base:
             known = ", ".join(sorted(base)) or "(none)"
             raise ConfigError(f"{dotted}: unknown setting; known at this level: {known}")
-        if isinstance(base[key], dict) and dotted not in _OPEN_KEYS:
+        if dotted in _OPEN_KEYS and isinstance(base[key], dict) and isinstance(value, dict):
+            out[key] = _deep_update(base[key], value)  # free-form: merged, not checked
+        elif isinstance(base[key], dict):
             if not isinstance(value, dict):
                 raise ConfigError(f"{dotted}: expected a mapping, got {type(value).__name__}")
             out[key] = _merge(base[key], value, dotted + ".")
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _deep_update(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in update.items():
+        if isinstance(out.get(key), dict) and isinstance(value, dict):
+            out[key] = _deep_update(out[key], value)
         else:
             out[key] = copy.deepcopy(value)
     return out
@@ -79,10 +91,30 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     return key.strip().split("."), value
 
 
-def _nest(path: list[str], value: Any) -> dict[str, Any]:
-    out: Any = value
-    for part in reversed(path):
-        out = {part: out}
+def assign(config: dict[str, Any], keys: list[str], value: Any) -> dict[str, Any]:
+    """A copy of ``config`` with the setting at ``keys`` replaced by ``value`` (``--set`` semantics:
+    the value replaces what was there; unknown keys are errors outside free-form sections)."""
+    out = copy.deepcopy(config)
+    node, defaults, open_section = out, DEFAULTS, False
+    for depth, part in enumerate(keys):
+        dotted = ".".join(keys[: depth + 1])
+        last = depth == len(keys) - 1
+        if not open_section and (not isinstance(defaults, dict) or part not in defaults):
+            known = ", ".join(sorted(defaults)) if isinstance(defaults, dict) else "(none)"
+            raise ConfigError(f"{dotted}: unknown setting; known at this level: {known}")
+        if last:
+            if not open_section and isinstance(defaults[part], dict) and dotted not in _OPEN_KEYS:
+                if not isinstance(value, dict):
+                    raise ConfigError(f"{dotted}: expected a mapping, got {type(value).__name__}")
+                node[part] = _merge(defaults[part], value, dotted + ".")
+            else:
+                node[part] = copy.deepcopy(value)
+            return out
+        if not isinstance(node.get(part), dict):
+            node[part] = {}
+        node = node[part]
+        open_section = open_section or dotted in _OPEN_KEYS
+        defaults = defaults[part] if not open_section else None
     return out
 
 
@@ -117,7 +149,7 @@ def resolve_config(path: str | Path | None = None, overrides: list[str] | None =
         config = _merge(config, extra)
     for text in overrides or []:
         keys, value = parse_override(text)
-        config = _merge(config, _nest(keys, value))
+        config = assign(config, keys, value)
     if data is not None:
         config["data"]["files"] = [{"path": str(Path(data).resolve())}]
     RunConfig.from_dict(config)  # validate now, so errors name the setting before any work starts

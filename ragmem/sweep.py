@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from ragmem.config import _merge, _nest
+from ragmem.config import assign
 from ragmem.errors import ConfigError
 
 SWEEP_DEFAULTS: dict[str, Any] = {
@@ -95,7 +95,7 @@ def apply_point(base: dict[str, Any], point: dict[str, Any]) -> dict[str, Any]:
     """The base config with one grid point's values set (validated like ``--set``)."""
     config = copy.deepcopy(base)
     for key, value in point.items():
-        config = _merge(config, _nest(key.split("."), value))
+        config = assign(config, key.split("."), value)
     return config
 
 

@@ -1,0 +1,121 @@
+"""Sweeps, scheduled deployments and run comparison, end to end on a local Prefect server."""
+
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+from mlflow import MlflowClient
+
+from tests.conftest import ROOT, run_cli
+
+pytestmark = pytest.mark.prefect
+
+
+def _get(api_url, path):
+    with urllib.request.urlopen(f"{api_url}{path}", timeout=10) as reply:
+        return json.loads(reply.read())
+
+
+def _post(api_url, path, body):
+    request = urllib.request.Request(f"{api_url}{path}", data=json.dumps(body).encode(),
+                                     headers={"content-type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as reply:
+        return json.loads(reply.read())
+
+
+def test_sweep_retriever_config(prefect_env, tmp_path):
+    done = run_cli(["sweep", str(ROOT / "configs" / "sweep_retriever.yaml"), "--output", "sweep.json"],
+                   env=prefect_env, cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stderr
+    result = json.loads((tmp_path / "sweep.json").read_text())
+    assert set(result) >= {"parent_run_id", "children", "best"}
+    children = result["children"]
+    assert len(children) == 18 and all(c["status"] == "FINISHED" for c in children)
+    assert result["index_builds"] == 3  # one index per retriever type, shared by its 6 children
+
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlruns/mlflow.db")
+    parent = client.get_run(result["parent_run_id"])
+    kids = client.search_runs([parent.info.experiment_id],
+                              filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
+    assert len(kids) == 18
+    keys = ("retriever.type", "retriever.top_k", "memory.short_window")
+    assert len({tuple(k.data.params[p] for p in keys) for k in kids}) == 18
+    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"comparison.csv", "comparison.json", "sweep.json"} <= artifacts
+    plots = {a.path for a in client.list_artifacts(parent.info.run_id, "plots")}
+    assert {"plots/f1_by_setting.png", "plots/hit_rate_at_10_by_setting.png", "plots/quality_vs_latency.png"} <= plots
+    assert parent.data.tags["best_run_id"] == result["best"]["run_id"]
+
+    # hit rate and reference coverage do not fall as top_k grows (other settings fixed)
+    by_point = {(c["params"]["retriever.type"], c["params"]["memory.short_window"], c["params"]["retriever.top_k"]):
+                c["metrics"] for c in children}
+    for kind in ("bm25", "tfidf", "hybrid"):
+        for window in (1, 4):
+            for metric in ("hit_rate_at_10", "reference_coverage"):
+                series = [by_point[(kind, window, k)][metric] for k in (1, 3, 5)]
+                assert series == sorted(series), (kind, window, metric, series)
+            assert by_point[(kind, window, 5)]["hit_rate_at_10"] > by_point[(kind, window, 1)]["hit_rate_at_10"]
+
+    listing = run_cli(["compare", "--experiment", "sweep-retriever", "--metric", "hit_rate_at_10", "--last", "5",
+                       "--output", "cmp.json"], env=prefect_env, cwd=tmp_path)
+    assert listing.returncode == 0, listing.stderr
+    rows = json.loads((tmp_path / "cmp.json").read_text())["runs"]
+    values = [r["hit_rate_at_10"] for r in rows if r.get("hit_rate_at_10") is not None]
+    assert len(rows) == 5 and values == sorted(values, reverse=True)
+
+
+def test_a_failing_child_is_recorded_and_the_sweep_goes_on(prefect_env, tmp_path):
+    # chunk_overlap 300 >= chunk_size 200 is invalid: that child fails, the other one runs
+    done = run_cli(["sweep", str(ROOT / "configs" / "sweep_retriever.yaml"), "--set", "experiment=sweep-fail",
+                    "--set", "sweep.grid={corpus.chunk_overlap: [40, 300]}"], env=prefect_env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    children = json.loads((tmp_path / "sweep.json").read_text())["children"]
+    assert [c["status"] for c in children] == ["FINISHED", "FAILED"]
+    assert "corpus.chunk_overlap: must be >= 0 and < chunk_size" in children[1]["error"]
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlruns/mlflow.db")
+    failed = client.get_run(children[1]["run_id"])
+    assert failed.info.status == "FAILED" and "chunk_overlap" in failed.data.tags["ragmem.error"]
+
+
+def test_scheduled_deployment_and_a_triggered_run(prefect_env, tmp_path):
+    api_url = f"http://127.0.0.1:{prefect_env['RAGMEM_PREFECT_PORT']}/api"
+    serve = subprocess.Popen([sys.executable, "-m", "ragmem.cli", "serve", str(ROOT / "configs" / "demo.yaml"),
+                              "--cron", "0 2 * * *", "--name", "nightly-test"], env=prefect_env, cwd=tmp_path,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deployment = None
+        for _ in range(120):
+            try:
+                deployment = _get(api_url, "/deployments/name/ragmem-evaluate/nightly-test")
+                break
+            except urllib.error.HTTPError:
+                time.sleep(0.5)
+        assert deployment is not None, "deployment not created"
+        assert [s["schedule"]["cron"] for s in deployment["schedules"]] == ["0 2 * * *"]
+        assert deployment["parameters"]["config"]["experiment"] == "demo"
+
+        flow_run = _post(api_url, f"/deployments/{deployment['id']}/create_flow_run", {})
+        state = None
+        for _ in range(180):
+            state = _get(api_url, f"/flow_runs/{flow_run['id']}")["state_type"]
+            if state in ("COMPLETED", "FAILED", "CRASHED"):
+                break
+            time.sleep(0.5)
+        assert state == "COMPLETED"
+        client = MlflowClient(f"sqlite:///{tmp_path}/mlruns/mlflow.db")
+        experiment = client.get_experiment_by_name("demo")
+        runs = client.search_runs([experiment.experiment_id],
+                                  filter_string=f"tags.`prefect.flow_run_id` = '{flow_run['id']}'")
+        assert len(runs) == 1 and runs[0].info.status == "FINISHED"
+        assert runs[0].data.metrics["f1"] > 0
+    finally:
+        serve.terminate()
+        serve.wait(timeout=30)
+
+
+def test_bad_cron_is_a_user_error(prefect_env, tmp_path):
+    done = run_cli(["serve", str(ROOT / "configs" / "demo.yaml"), "--cron", "every day"], env=prefect_env, cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.strip().splitlines()[-1].startswith("error: --cron:")
