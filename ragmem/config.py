@@ -43,6 +43,8 @@ DEFAULTS: dict[str, Any] = {
     "keywords": {"tokenizer": DEFAULT_TOKENIZER, "stopwords": list(DEFAULT_STOPWORDS)},
     "metrics": list(DEFAULT_METRICS),
     "ranking": {"k": list(DEFAULT_KS), "relevance": "auto", "keyword_threshold": 0.5},
+    "generation": {"tokenizer": "jieba", "bleu_tokenize": "zh"},
+    "stats": {"resamples": 1000, "confidence": 0.95},
     "zero_division": 0,
     "tracking": {"enabled": True, "uri": None, "artifact_root": DEFAULT_ARTIFACT_ROOT, "max_traces": 200},
     "sweep": {},  # see ragmem.sweep (used by `ragmem sweep`; ignored by `ragmem run`)

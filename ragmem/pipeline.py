@@ -113,11 +113,13 @@ def build_table(examples: Sequence[Example], outputs: Sequence[AgentOutput],
 
 def score(table: pd.DataFrame, cfg: RunConfig, keywords: KeywordExtractor) -> tuple[pd.DataFrame, MetricResult]:
     """Aggregate metrics, plus their per-example columns added to a copy of the table."""
-    ctx = MetricContext(keywords, cfg.zero_division, cfg.ks, cfg.relevance, cfg.keyword_threshold)
+    ctx = MetricContext(keywords, cfg.zero_division, cfg.ks, cfg.relevance, cfg.keyword_threshold,
+                        generation=dict(cfg.raw["generation"]))
     result = compute_metrics(table, list(cfg.metrics), ctx)
     table = table.copy()
     for name, values in result.columns.items():
-        table[name] = pd.Series(values, index=table.index, dtype=float)
+        is_list = any(isinstance(v, list) for v in values)
+        table[name] = pd.Series(values, index=table.index, dtype=object if is_list else float)
     return table, result
 
 

@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 import pandas as pd
 
 from ragmem.errors import ConfigError
-from ragmem.metrics import classification, latency, ranking
+from ragmem.metrics import classification, generation, latency, ranking
 from ragmem.metrics.base import MetricResult, nanmean
 from ragmem.metrics.coverage import coverage
 from ragmem.schema import STAGES
@@ -35,7 +35,14 @@ class MetricContext:
     ks: tuple[int, ...] = ranking.DEFAULT_KS
     relevance: str = "auto"            # where gold relevance comes from (see README: Ranking)
     keyword_threshold: float = 0.5     # a context is relevant when it holds > this share of K(reference)
+    generation: dict = field(default_factory=dict)  # generation.tokenizer, generation.bleu_tokenize
     extra: dict = field(default_factory=dict)
+
+    def generation_scorer(self) -> "generation.GenerationScorer":
+        if "scorer" not in self.extra:
+            self.extra["scorer"] = generation.GenerationScorer(self.generation.get("tokenizer", "jieba"),
+                                                               self.generation.get("bleu_tokenize", "zh"))
+        return self.extra["scorer"]
 
 
 def _scored(table: pd.DataFrame) -> pd.DataFrame:
@@ -150,6 +157,26 @@ def _ranking(table: pd.DataFrame, ctx: MetricContext) -> MetricResult:
     return MetricResult(values=aggregates, columns=columns, notes=notes)
 
 
+def _generation(table: pd.DataFrame, ctx: MetricContext) -> MetricResult:
+    scorer = ctx.generation_scorer()
+    columns: dict[str, list] = {n: [] for n in (*generation.NAMES, "bleu_stats", "chrf_stats")}
+    for row in table.itertuples(index=False):
+        if isinstance(row.error, str):
+            for values in columns.values():
+                values.append(None)
+            continue
+        for name, value in scorer.score(row.generated_answer or "", row.reference_answer or "").items():
+            columns[name].append(value)
+    values: dict[str, float | None] = {n: nanmean(columns[n]) for n in generation.NAMES}
+    bleu_stats = [s for s in columns["bleu_stats"] if s is not None]
+    chrf_stats = [s for s in columns["chrf_stats"] if s is not None]
+    values["bleu"] = scorer.bleu_from_stats([sum(c) for c in zip(*bleu_stats)]) if bleu_stats else None
+    values["chrf"] = scorer.chrf_from_stats([sum(c) for c in zip(*chrf_stats)]) if chrf_stats else None
+    values["bleu_sentence_mean"] = nanmean(columns["bleu"])
+    values["chrf_sentence_mean"] = nanmean(columns["chrf"])
+    return MetricResult(values=values, columns=columns)
+
+
 @dataclass(frozen=True)
 class Family:
     names: Callable[[MetricContext], Sequence[str]]
@@ -163,9 +190,11 @@ FAMILIES: tuple[Family, ...] = (
     Family(lambda ctx: ("avg_coverage", "reference_coverage"), _coverage),
     Family(lambda ctx: latency.NAMES, _latency, ("n_latency_measured",)),
     Family(lambda ctx: ranking.metric_names(ctx.ks), _ranking, ("n_ranking_no_relevant",)),
+    Family(lambda ctx: generation.NAMES, _generation, ("bleu_sentence_mean", "chrf_sentence_mean")),
 )
 
-BASE_METRICS: tuple[str, ...] = (*classification.NAMES, "avg_coverage", "reference_coverage", *latency.NAMES)
+BASE_METRICS: tuple[str, ...] = (*classification.NAMES, "avg_coverage", "reference_coverage", *latency.NAMES,
+                                 *generation.NAMES)
 RANKING_SELECTORS: tuple[str, ...] = tuple(f"{f}_at_k" for f in ranking.RANKING_FAMILIES)
 #: The default selection: every metric (ranking families at every k of ``ranking.k``).
 DEFAULT_METRICS: tuple[str, ...] = (*BASE_METRICS, *RANKING_SELECTORS)
@@ -215,7 +244,8 @@ def compute_metrics(table: pd.DataFrame, selected: Sequence[str], ctx: MetricCon
             if name in dropped or ("_latency_" in name and name.rsplit("_", 1)[-1] in stage_suffix):
                 continue
             merged.values[name] = value
-        merged.columns.update({k: v for k, v in result.columns.items() if k not in dropped})
+        merged.columns.update({k: v for k, v in result.columns.items()
+                               if k not in dropped or k in ("bleu", "chrf")})
         merged.undefined.update({k: v for k, v in result.undefined.items() if k in wanted})
         merged.notes.extend(result.notes)
     return merged

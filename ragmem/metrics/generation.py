@@ -1,0 +1,139 @@
+"""Generation metrics: the generated answer against the reference answer, right in Chinese.
+
+Every score is on a 0-1 scale (sacrebleu's 0-100 divided by 100). Texts are scored whole: a
+multi-sentence answer is one segment, never just its first sentence.
+
+- ``bleu``: sacrebleu corpus BLEU over all examples (computed from the summed per-example
+  sufficient statistics, so bootstrap intervals never re-tokenize); per example, sentence BLEU with
+  effective order. Tokenizer ``generation.bleu_tokenize`` (default ``zh``: CJK characters split,
+  other text by 13a, so mixed Chinese/English keeps both).
+- ``chrf``: sacrebleu chrF (character 6-grams, beta 2), corpus and per example.
+- ``bleu_1``: unigram BLEU as LoCoMo/mem0 report it (nltk ``sentence_bleu`` with weights (1,0,0,0)
+  and smoothing method1, which for a single order never applies: nltk returns 0 when no unigram
+  matches): ``BP * p1`` with ``p1 = clipped unigram matches / |hyp|`` and ``BP = 1`` if
+  ``|hyp| > |ref|`` else ``exp(1 - |ref| / |hyp|)``; 0 for an empty hypothesis. Mean over examples.
+- ``rouge_1``, ``rouge_2``, ``rouge_l``: rouge-score F-measures with a tokenizer that segments CJK
+  with jieba (rouge-score's default tokenizer deletes every non-ASCII character: identical Chinese
+  texts would score 0). Mean over examples.
+- ``token_f1``, ``exact_match``: SQuAD-style: lowercase, punctuation and the articles a/an/the
+  removed, CJK segmented; F1 over the token multisets (1 when both are empty, 0 when one is).
+
+Tokens for bleu_1, ROUGE, token_f1 and exact_match: NFKC + lowercase, CJK runs segmented by the
+configured tokenizer (``generation.tokenizer``, default jieba), other runs split into words and
+numbers, punctuation dropped; stopwords are kept (they are part of an answer's wording).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from importlib import metadata
+from typing import Sequence
+
+from ragmem.text.keywords import normalize
+from ragmem.text.tokenizers import get_tokenizer
+
+NAMES = ("bleu", "bleu_1", "chrf", "rouge_1", "rouge_2", "rouge_l", "token_f1", "exact_match")
+_ARTICLES = frozenset({"a", "an", "the"})
+
+
+class _RougeTokenizer:
+    """The ``tokenize(text)`` object rouge-score accepts in place of its ASCII-only default."""
+
+    def __init__(self, tokens):
+        self._tokens = tokens
+
+    def tokenize(self, text: str) -> list[str]:
+        return self._tokens(text)
+
+
+class GenerationScorer:
+    def __init__(self, tokenizer: str = "jieba", bleu_tokenize: str = "zh"):
+        from rouge_score import rouge_scorer
+        from sacrebleu.metrics import BLEU, CHRF
+
+        self.tokenizer = get_tokenizer(tokenizer)
+        self.bleu_tokenize = bleu_tokenize
+        self._bleu = BLEU(tokenize=bleu_tokenize)
+        self._sentence_bleu = BLEU(tokenize=bleu_tokenize, effective_order=True)
+        self._chrf = CHRF()
+        self._rouge = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"],
+                                               tokenizer=_RougeTokenizer(self.tokens))
+
+    def tokens(self, text: str) -> list[str]:
+        return self.tokenizer(normalize(text or ""))
+
+    def squad_tokens(self, text: str) -> list[str]:
+        return [t for t in self.tokens(text) if t not in _ARTICLES]
+
+    # ---- per example -------------------------------------------------------------------------
+    def bleu_stats(self, hyp: str, ref: str) -> list[int]:
+        """sacrebleu's sufficient statistics: [hyp_len, ref_len, correct 1-4, total 1-4].
+        (``_extract_corpus_statistics`` is private in sacrebleu 2.x; the tests pin its output
+        against ``corpus_score``.)"""
+        return [int(x) for x in self._bleu._extract_corpus_statistics([hyp], [[ref]])[0]]
+
+    def chrf_stats(self, hyp: str, ref: str) -> list[int]:
+        return [int(x) for x in self._chrf._extract_corpus_statistics([hyp], [[ref]])[0]]
+
+    def bleu_from_stats(self, stats: Sequence[float]) -> float:
+        """Corpus BLEU (0-1) from summed statistics."""
+        stats = [int(round(s)) for s in stats]
+        return self._bleu.compute_bleu(stats[2:6], stats[6:10], stats[0], stats[1]).score / 100.0
+
+    def chrf_from_stats(self, stats: Sequence[float]) -> float:
+        return self._chrf._compute_score_from_stats([int(round(s)) for s in stats]).score / 100.0
+
+    def sentence_bleu(self, hyp: str, ref: str) -> float:
+        return self._sentence_bleu.sentence_score(hyp, [ref]).score / 100.0
+
+    def sentence_chrf(self, hyp: str, ref: str) -> float:
+        return self._chrf.sentence_score(hyp, [ref]).score / 100.0
+
+    def bleu_1(self, hyp: str, ref: str) -> float:
+        h, r = self.tokens(hyp), self.tokens(ref)
+        if not h:
+            return 0.0
+        ref_counts = Counter(r)
+        matches = sum(min(c, ref_counts[t]) for t, c in Counter(h).items())
+        if matches == 0:
+            return 0.0
+        bp = 1.0 if len(h) > len(r) else math.exp(1 - len(r) / len(h))
+        return bp * matches / len(h)
+
+    def rouge(self, hyp: str, ref: str) -> dict[str, float]:
+        scores = self._rouge.score(ref, hyp)  # rouge-score's order: (target, prediction)
+        return {"rouge_1": scores["rouge1"].fmeasure, "rouge_2": scores["rouge2"].fmeasure,
+                "rouge_l": scores["rougeL"].fmeasure}
+
+    def token_f1(self, hyp: str, ref: str) -> float:
+        h, r = self.squad_tokens(hyp), self.squad_tokens(ref)
+        if not h or not r:
+            return float(h == r)
+        common = sum((Counter(h) & Counter(r)).values())
+        if common == 0:
+            return 0.0
+        precision, recall = common / len(h), common / len(r)
+        return 2 * precision * recall / (precision + recall)
+
+    def exact_match(self, hyp: str, ref: str) -> float:
+        return float(self.squad_tokens(hyp) == self.squad_tokens(ref))
+
+    def score(self, hyp: str, ref: str) -> dict[str, object]:
+        """Every per-example score, plus the BLEU/chrF statistics corpus scores are built from."""
+        out: dict[str, object] = {"bleu": self.sentence_bleu(hyp, ref), "bleu_1": self.bleu_1(hyp, ref),
+                                  "chrf": self.sentence_chrf(hyp, ref), **self.rouge(hyp, ref),
+                                  "token_f1": self.token_f1(hyp, ref), "exact_match": self.exact_match(hyp, ref),
+                                  "bleu_stats": self.bleu_stats(hyp, ref), "chrf_stats": self.chrf_stats(hyp, ref)}
+        return out
+
+    def signature(self) -> str:
+        def version(name):
+            try:
+                return metadata.version(name)
+            except metadata.PackageNotFoundError:
+                return "unknown"
+
+        return (f"bleu:{self._bleu.get_signature()}|chrf:{self._chrf.get_signature()}"
+                f"|rouge:rouge-score-{version('rouge-score')},tok:{self.tokenizer.signature()}"
+                f"|f1,em:squad,tok:{self.tokenizer.signature()}|scale:0-1")
