@@ -49,8 +49,12 @@ def print_summary(summary: dict[str, Any]) -> None:
                   title_justify="left")
     table.add_column("metric")
     table.add_column("value", justify="right")
+    table.add_column("CI (bootstrap)", justify="right")
+    intervals = summary.get("ci", {})
     for name, value in summary["metrics"].items():
-        table.add_row(name, _fmt(name, value))
+        interval = intervals.get(name)
+        shown = f"[{_fmt(name, interval[0])}, {_fmt(name, interval[1])}]" if interval else ""
+        table.add_row(name, _fmt(name, value), shown)
     out.print(table)
     counts = {k: v for k, v in summary.get("counts", {}).items() if v and k not in ("n_examples",)}
     if counts:

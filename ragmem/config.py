@@ -247,6 +247,10 @@ class RunConfig:
         _number(config, "agent.retries", 0, integer=True)
         _number(config, "agent.retry_backoff_s", 0.0)
         _number(config, "tracking.max_traces", 0, integer=True)
+        _number(config, "stats.resamples", 0, integer=True)
+        confidence = _number(config, "stats.confidence", 0.0)
+        if not 0 < confidence < 1:
+            raise ConfigError(f"stats.confidence: must be between 0 and 1, got {confidence}")
         return cls(
             raw=config, experiment=config["experiment"], run_name=config["run_name"],
             seed=_number(config, "seed", 0, integer=True), files=tuple(files),

@@ -120,7 +120,18 @@ def score(table: pd.DataFrame, cfg: RunConfig, keywords: KeywordExtractor) -> tu
     for name, values in result.columns.items():
         is_list = any(isinstance(v, list) for v in values)
         table[name] = pd.Series(values, index=table.index, dtype=object if is_list else float)
+    result.ci = confidence_intervals(table, result, cfg)
     return table, result
+
+
+def confidence_intervals(table: pd.DataFrame, result: MetricResult, cfg: RunConfig) -> dict[str, tuple[float, float] | None]:
+    """Seeded bootstrap intervals (``stats.resamples``, ``stats.confidence``) of every aggregate."""
+    from ragmem import stats
+
+    settings = cfg.raw["stats"]
+    names = [n for n, v in result.values.items() if v is not None]
+    aggs = stats.aggregators(table, names, cfg.zero_division)
+    return stats.bootstrap(aggs, len(table), int(settings["resamples"]), cfg.seed, float(settings["confidence"]))
 
 
 def git_commit(cwd: str | Path | None = None) -> str:
@@ -164,6 +175,11 @@ def run_params(cfg: RunConfig, dataset: Dataset, components: Components) -> dict
         "data.sha256": dataset.sha256,
         "n_examples": str(len(dataset)),
         "judge.signature": components.judge.signature(),
+        "ranking.signature": f"k:{','.join(map(str, cfg.ks))}|rel:{cfg.relevance}|kw_thr:{cfg.keyword_threshold}"
+                             f"|dup:first|no_rel:excluded",
+        "generation.signature": generation_signature(cfg),
+        "stats.signature": f"bootstrap:{cfg.raw['stats']['resamples']}|conf:{cfg.raw['stats']['confidence']}"
+                           f"|seed:{cfg.seed}",
         "keywords.stopwords": components.keywords.stopword_signature(),
         "keywords.signature": components.keywords.signature(),
         "metrics": ",".join(cfg.metrics),
@@ -171,6 +187,13 @@ def run_params(cfg: RunConfig, dataset: Dataset, components: Components) -> dict
         "ragmem_version": __version__,
         "git_commit": git_commit(),
     }
+
+
+def generation_signature(cfg: RunConfig) -> str:
+    from ragmem.metrics.generation import GenerationScorer
+
+    settings = cfg.raw["generation"]
+    return GenerationScorer(settings["tokenizer"], settings["bleu_tokenize"]).signature()
 
 
 def counts(table: pd.DataFrame, result: MetricResult) -> dict[str, int]:
@@ -203,6 +226,7 @@ def summary(run_id: str | None, cfg: RunConfig, result: MetricResult, table: pd.
         "n_examples": c["n_examples"],
         "n_errors": c["n_errors"],
         "metrics": {k: clean_number(v) for k, v in result.values.items()},
+        "ci": {k: list(v) for k, v in result.ci.items() if v is not None},
         "params": params,
         "counts": c,
         "notes": result.notes,

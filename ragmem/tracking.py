@@ -169,12 +169,14 @@ class Tracker:
 def record_run(tracker: Tracker, run_id: str, resolved_config: dict[str, Any], params: dict[str, str],
                metrics: dict[str, float | None], counts: dict[str, int], table: pd.DataFrame,
                summary: dict[str, Any], extra_files: list[Path] | None = None) -> None:
-    """Log one evaluation run: params, metrics (+ counts), the resolved config, ``summary.json``,
-    the per-example table (CSV + MLflow table) and the plots."""
+    """Log one evaluation run: params, metrics (+ counts and ``{metric}_ci_low/high``), the resolved
+    config, ``summary.json``, the per-example table (CSV + MLflow table) and the plots."""
     from ragmem import plots
 
+    intervals = {f"{name}_ci_{side}": bound for name, (low, high) in summary.get("ci", {}).items()
+                 for side, bound in (("low", low), ("high", high))}
     tracker.log_params(run_id, params)
-    tracker.log_metrics(run_id, {**metrics, **{k: float(v) for k, v in counts.items()}})
+    tracker.log_metrics(run_id, {**metrics, **intervals, **{k: float(v) for k, v in counts.items()}})
     tracker.log_json(run_id, resolved_config, "config.json")
     tracker.log_json(run_id, summary, "summary.json")
     tracker.log_table(run_id, table, "examples")

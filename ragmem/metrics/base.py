@@ -16,6 +16,7 @@ class MetricResult:
     columns: dict[str, list[Any]] = field(default_factory=dict)
     undefined: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    ci: dict[str, tuple[float, float] | None] = field(default_factory=dict)  # bootstrap intervals
 
 
 def nanmean(values: Iterable[float | None]) -> float | None:

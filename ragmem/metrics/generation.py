@@ -57,6 +57,9 @@ class GenerationScorer:
         self._bleu = BLEU(tokenize=bleu_tokenize)
         self._sentence_bleu = BLEU(tokenize=bleu_tokenize, effective_order=True)
         self._chrf = CHRF()
+        # sacrebleu's signatures name the number of references, known once a score was computed
+        self._bleu.corpus_score(["a"], [["a"]])
+        self._chrf.corpus_score(["a"], [["a"]])
         self._rouge = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"],
                                                tokenizer=_RougeTokenizer(self.tokens))
 

@@ -43,8 +43,9 @@ class BM25Memory:
     def _user_index(self, user_id: str):
         with self._lock:
             if user_id not in self._index:
-                import bm25s
+                from ragmem.reference.retrievers import import_bm25s
 
+                bm25s = import_bm25s()
                 facts = self._facts.get(user_id, [])
                 model = bm25s.BM25()
                 if facts:

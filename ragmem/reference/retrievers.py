@@ -18,7 +18,6 @@ from ragmem.reference.corpus import Chunk
 from ragmem.text.keywords import KeywordExtractor
 
 RETRIEVER_TYPES = ("bm25", "tfidf", "dense", "hybrid")
-logging.getLogger("bm25s").setLevel(logging.WARNING)  # "Building index from tokens" per index is noise
 RRF_K = 60  # the constant of Cormack et al. (2009); ranks matter, scores do not
 
 
@@ -31,6 +30,15 @@ class Retriever(Protocol):
     def search(self, prepared: Any, top_k: int) -> list[tuple[int, float]]: ...
 
 
+def import_bm25s():
+    """bm25s sets its logger to DEBUG when imported ("Building index from tokens" for every index);
+    that is noise in a user's terminal."""
+    import bm25s
+
+    logging.getLogger("bm25s").setLevel(logging.WARNING)
+    return bm25s
+
+
 def _top(scores: np.ndarray, top_k: int) -> list[tuple[int, float]]:
     order = np.lexsort((np.arange(len(scores)), -scores))[:top_k]
     return [(int(i), float(scores[i])) for i in order if scores[i] > 0]
@@ -40,8 +48,7 @@ class BM25Retriever:
     """bm25s over jieba/word tokens (the keyword tokenizer, stopwords removed)."""
 
     def __init__(self, chunks: Sequence[Chunk], keywords: KeywordExtractor, k1: float = 1.5, b: float = 0.75):
-        import bm25s
-
+        bm25s = import_bm25s()
         self.keywords = keywords
         self.model = bm25s.BM25(k1=k1, b=b)
         self.model.index([keywords.tokens(c.text) or ["<empty>"] for c in chunks], show_progress=False)
