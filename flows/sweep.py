@@ -51,13 +51,15 @@ def sweep_flow(config: dict[str, Any]) -> dict[str, Any]:
     builds_before = INDEX_BUILDS["count"]
     futures = [evaluate_config.submit(base, point, i, child_ids[i], quote(dataset))
                for i, point in enumerate(points)]
-    children = []
+    children, tables = [], {}
     for i, (point, future) in enumerate(zip(points, futures)):
         future.wait()
         state = future.state
         child = {"run_id": child_ids[i], "params": point, "metrics": {}, "status": "FINISHED", "error": None}
         if state.is_completed():
-            child["metrics"] = future.result()
+            outcome = future.result()
+            child["metrics"] = outcome["metrics"]
+            tables[i] = outcome["table"]
         else:
             child["status"] = "FAILED"
             child["error"] = _failure_message(state)
@@ -70,6 +72,8 @@ def sweep_flow(config: dict[str, Any]) -> dict[str, Any]:
 
     index_builds = INDEX_BUILDS["count"] - builds_before
     best = pick_best(children, spec)
+    if best is not None:
+        mark_against_best(children, tables, children.index(best), spec, cfg)
     summary = {"parent_run_id": parent, "experiment": cfg.experiment,
                "objective": {"metric": spec.metric, "goal": spec.goal, "constraints": list(spec.constraints)},
                "index_builds": index_builds,
@@ -79,6 +83,32 @@ def sweep_flow(config: dict[str, Any]) -> dict[str, Any]:
                                                   "config": apply_point(base, best["params"])}}
     log_sweep(cfg, parent, spec, children, best, summary)
     return summary
+
+
+def mark_against_best(children: list[dict[str, Any]], tables: dict, best: int, spec, cfg: RunConfig) -> None:
+    """Each finished child's objective against the best child's, on the same examples: difference,
+    paired-bootstrap interval, randomization p-value, and whether it is significantly worse."""
+    from ragmem import stats
+
+    resamples = int(cfg.raw["stats"]["resamples"])
+    best_table = tables[best].set_index("id")
+    for i, child in enumerate(children):
+        if i not in tables:
+            continue
+        if i == best:
+            child["vs_best"] = {"diff": 0.0, "ci_low": 0.0, "ci_high": 0.0, "p_value": 1.0,
+                                "significantly_worse": False, "is_best": True}
+            continue
+        shared = [x for x in tables[i]["id"] if x in best_table.index]
+        a = stats.aggregators(best_table.loc[shared].reset_index(), [spec.metric], cfg.zero_division)
+        b = stats.aggregators(tables[i].set_index("id").loc[shared].reset_index(), [spec.metric], cfg.zero_division)
+        if spec.metric not in a or spec.metric not in b:
+            continue
+        result = stats.paired(spec.metric, a[spec.metric], b[spec.metric], resamples, cfg.seed).to_dict()
+        worse = result["diff"] is not None and (result["diff"] < 0 if spec.goal == "maximize" else result["diff"] > 0)
+        child["vs_best"] = {k: result[k] for k in ("diff", "ci_low", "ci_high", "p_value")} | {
+            "significantly_worse": bool(worse and result["p_value"] is not None and result["p_value"] < 0.05),
+            "is_best": False}
 
 
 def _failure_message(state) -> str:

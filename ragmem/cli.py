@@ -133,15 +133,24 @@ def print_sweep(result: dict[str, Any], spec) -> None:
     extra = [m for m in ("reference_coverage", "hit_rate_at_10", "latency_p95") if m != metric]
     table = Table(title=f"sweep {result['experiment']}: {len(result['children'])} configurations, "
                         f"objective {spec.goal} {metric}", title_justify="left")
-    for column in [*(k.rsplit(".", 1)[-1] for k in spec.keys), metric, *extra, "status"]:
+    for column in [*(k.rsplit(".", 1)[-1] for k in spec.keys), metric, *extra, "vs best (p)", "status"]:
         table.add_column(column, overflow="fold")
     best_id = (result.get("best") or {}).get("run_id")
     for child in result["children"]:
         m = child["metrics"]
         style = "bold green" if child["run_id"] == best_id else None
+        versus = child.get("vs_best") or {}
+        if versus.get("is_best"):
+            shown = "best"
+        elif versus:
+            shown = f"{versus['diff']:+.4f} ({versus['p_value']:.3f}){' worse*' if versus['significantly_worse'] else ''}"
+        else:
+            shown = ""
         table.add_row(*[str(child["params"][k]) for k in spec.keys], *[_fmt(n, m.get(n)) for n in [metric, *extra]],
-                      "ok" if not child["error"] else f"FAILED: {child['error'][:60]}", style=style)
+                      shown, "ok" if not child["error"] else f"FAILED: {child['error'][:60]}", style=style)
     out.print(table)
+    out.print("vs best: objective difference to the best child on the same examples (randomization "
+              "p-value); worse* = significantly worse at p < 0.05")
     if best_id:
         out.print(f"best: {result['best']['params']} ({metric}={_fmt(metric, result['best']['metrics'][metric])}), "
                   f"run {best_id}; parent run {result['parent_run_id']}")
@@ -151,12 +160,15 @@ def print_sweep(result: dict[str, Any], spec) -> None:
 
 @app.command()
 def compare(
-    runs: List[str] = typer.Argument(None, help="Two run ids for a paired comparison; none for a table of runs."),
+    runs: List[str] = typer.Argument(None, help="RUN_A RUN_B for a paired comparison; none for a table of runs."),
     experiment: str = typer.Option("ragmem", "--experiment", "-e", help="Experiment whose runs to list."),
     metric: str = typer.Option("f1", "--metric", "-m", help="Metric to sort by (best first)."),
     last: int = typer.Option(20, "--last", "-n", help="How many of the latest runs to list."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write the comparison as JSON."),
     tracking_uri: Optional[str] = typer.Option(None, "--tracking-uri", help="Default: MLFLOW_TRACKING_URI or sqlite:///mlruns/mlflow.db."),
+    metrics: List[str] = typer.Option([], "--metrics", help="Paired mode: only these metrics (repeatable)."),
+    resamples: int = typer.Option(1000, "--resamples", help="Paired mode: bootstrap/randomization resamples."),
+    seed: int = typer.Option(0, "--seed", help="Paired mode: random seed."),
 ) -> None:
     """Compare runs: the latest runs of an experiment sorted by a metric, or two runs example by example."""
     from ragmem.compare import list_runs
@@ -166,7 +178,17 @@ def compare(
     uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
     client = Tracker(uri).client
     if runs:
-        raise RagmemError("compare RUN_A RUN_B: paired comparison is not available in this version")
+        if len(runs) != 2:
+            raise RagmemError(f"compare: give two run ids (RUN_A RUN_B) or none, got {len(runs)}")
+        from ragmem.compare import paired_comparison
+
+        result = paired_comparison(client, runs[0], runs[1], list(metrics) or None, resamples, seed)
+        print_paired(result)
+        if output:
+            from ragmem.pipeline import write_json
+
+            write_json(output, result)
+        return
     table, warnings = list_runs(client, experiment, metric, last)
     view = Table(title=f"{experiment}: {len(table)} run(s), sorted by {metric}", title_justify="left")
     for column in table.columns:
@@ -182,6 +204,28 @@ def compare(
 
         write_json(output, {"experiment": experiment, "metric": metric, "warnings": warnings,
                             "runs": json.loads(table.to_json(orient="records"))})
+
+
+def print_paired(result: dict[str, Any]) -> None:
+    view = Table(title=f"B - A on {result['n_shared']} shared examples (A = {result['run_a'][:8]}, "
+                       f"B = {result['run_b'][:8]}; {result['resamples']} resamples)", title_justify="left")
+    for column in ("metric", "A", "B", "B - A", "95% CI", "p-value", ""):
+        view.add_column(column, justify="left" if column in ("metric", "") else "right")
+    for row in result["metrics"]:
+        name = row["metric"]
+        ci = f"[{_fmt(name, row['ci_low'])}, {_fmt(name, row['ci_high'])}]" if row["ci_low"] is not None else "n/a"
+        p = row["p_value"]
+        mark = "*" if p is not None and p < 0.05 else ""
+        view.add_row(name, _fmt(name, row["a"]), _fmt(name, row["b"]),
+                     "n/a" if row["diff"] is None else f"{row['diff']:+.4f}", ci,
+                     "n/a" if p is None else f"{p:.4f}", mark)
+    out.print(view)
+    out.print("* p < 0.05 (approximate randomization test, two-sided); CI: paired bootstrap")
+    if result["settings_that_differ"]:
+        shown = ", ".join(f"{k}: {a} -> {b}" for k, (a, b) in list(result["settings_that_differ"].items())[:8])
+        out.print(f"settings that differ: {shown}", markup=False, highlight=False)
+    for warning in result["warnings"]:
+        print(f"warning: {warning}", file=sys.stderr)
 
 
 @app.command()

@@ -60,3 +60,56 @@ def list_runs(client, experiment: str, metric: str = "f1", last: int = 20) -> tu
     if (table["status"] == "FINISHED").all():
         table = table.drop(columns="status")
     return table.reset_index(drop=True), signature_warnings(params)
+
+
+def load_run_table(client, run_id: str) -> pd.DataFrame:
+    """The per-example table a run logged (``examples.json``)."""
+    import json
+    import tempfile
+
+    try:
+        run = client.get_run(run_id)
+    except Exception:
+        raise RagmemError(f"run {run_id!r} not found in the tracking store") from None
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            path = client.download_artifacts(run_id, "examples.json", tmp)
+        except Exception:
+            raise RagmemError(f"run {run_id} has no examples.json artifact (was it logged by ragmem run?)") from None
+        with open(path, encoding="utf-8") as handle:
+            payload = json.load(handle)
+    table = pd.DataFrame(payload["data"], columns=payload["columns"])
+    table.attrs["run"] = run
+    return table
+
+
+def paired_comparison(client, run_a: str, run_b: str, metrics: list[str] | None = None,
+                      resamples: int = 1000, seed: int = 0, confidence: float = 0.95) -> dict[str, Any]:
+    """Every metric both runs logged and the per-example tables support, compared on the examples
+    the two runs share (matched by example id): ``B - A``, its interval and p-value."""
+    from ragmem import stats
+    from ragmem.metrics._division import parse_zero_division
+
+    a, b = load_run_table(client, run_a), load_run_table(client, run_b)
+    run_a_info, run_b_info = a.attrs["run"], b.attrs["run"]
+    shared = [i for i in a["id"] if i in set(b["id"])]
+    if not shared:
+        raise RagmemError(f"runs {run_a} and {run_b} share no example ids: nothing to compare")
+    a = a.set_index("id").loc[shared].reset_index()
+    b = b.set_index("id").loc[shared].reset_index()
+    logged = [m for m in run_a_info.data.metrics if m in run_b_info.data.metrics and not m.endswith(("_ci_low", "_ci_high"))
+              and not m.startswith(("confusion_", "n_", "undefined_"))]
+    names = metrics or logged
+    zd = parse_zero_division(run_a_info.data.params.get("zero_division", "0"))
+    aggs_a, aggs_b = stats.aggregators(a, names, zd), stats.aggregators(b, names, zd)
+    rows = [stats.paired(n, aggs_a[n], aggs_b[n], resamples, seed, confidence).to_dict()
+            for n in names if n in aggs_a and n in aggs_b]
+    warnings = signature_warnings([run_a_info.data.params, run_b_info.data.params])
+    if len(shared) < max(len(a), len(b)):
+        warnings.append(f"compared on the {len(shared)} examples the runs share")
+    settings_a, settings_b = run_a_info.data.params, run_b_info.data.params
+    differing = {k: [settings_a.get(k), settings_b.get(k)] for k in sorted(set(settings_a) | set(settings_b))
+                 if settings_a.get(k) != settings_b.get(k) and k not in _VOLATILE}
+    return {"run_a": run_a, "run_b": run_b, "n_shared": len(shared), "resamples": resamples, "seed": seed,
+            "confidence": confidence, "test": "paired bootstrap CI; approximate randomization p-value (two-sided)",
+            "settings_that_differ": differing, "warnings": warnings, "metrics": rows}

@@ -146,6 +146,9 @@ def comparison_table(children: list[dict[str, Any]], spec: SweepSpec) -> pd.Data
     for c in children:
         row = {"run_id": c.get("run_id"), "status": c.get("status"), **{k: c["params"].get(k) for k in spec.keys}}
         row.update(c.get("metrics", {}))
+        versus = c.get("vs_best") or {}
+        row.update({"vs_best_diff": versus.get("diff"), "vs_best_p_value": versus.get("p_value"),
+                    "significantly_worse_than_best": versus.get("significantly_worse")})
         row["error"] = c.get("error")
         rows.append(row)
     return pd.DataFrame(rows)

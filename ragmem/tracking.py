@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import re
 import tempfile
 from pathlib import Path
@@ -19,8 +20,10 @@ from typing import Any
 
 import pandas as pd
 
+# a download progress bar per artifact is noise in a terminal table (users may set it back)
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 # MLflow announces creating and migrating its sqlite tables at INFO on first use; not news to users.
-for _name in ("mlflow.store.db.utils", "alembic"):
+for _name in ("mlflow.store.db.utils", "alembic", "mlflow.tracing.export.async_export_queue"):
     logging.getLogger(_name).setLevel(logging.WARNING)
 
 _PARAM_LIMIT = 6000  # MLflow's limit for a param value

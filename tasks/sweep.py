@@ -21,7 +21,7 @@ def evaluate_config(base: dict[str, Any], point: dict[str, Any], index: int, run
     """Evaluate one grid point into its (already created) child run; raises when it fails."""
     cfg = RunConfig.from_dict(apply_point(base, point))
     result = run_evaluation(cfg, run_id=run_id, dataset=dataset)
-    return {k: v for k, v in result.metrics.items() if v is not None}
+    return {"metrics": {k: v for k, v in result.metrics.items() if v is not None}, "table": result.table}
 
 
 @task(name="log-sweep", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=1)

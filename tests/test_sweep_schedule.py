@@ -119,3 +119,29 @@ def test_scheduled_deployment_and_a_triggered_run(prefect_env, tmp_path):
 def test_bad_cron_is_a_user_error(prefect_env, tmp_path):
     done = run_cli(["serve", str(ROOT / "configs" / "demo.yaml"), "--cron", "every day"], env=prefect_env, cwd=tmp_path)
     assert done.returncode == 2 and done.stderr.strip().splitlines()[-1].startswith("error: --cron:")
+
+
+def test_paired_compare_top_k_1_vs_5(prefect_env, tmp_path):
+    config = str(ROOT / "configs" / "reference_agent.yaml")
+    ids = []
+    for k in (1, 5):
+        done = run_cli(["run", config, "--set", f"retriever.top_k={k}", "--output", f"k{k}.json"], env=prefect_env, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        summary = json.loads((tmp_path / f"k{k}.json").read_text())
+        assert {"f1", "hit_rate_at_10"} <= set(summary["ci"])  # intervals in the summary ...
+        ids.append(summary["run_id"])
+    run = MlflowClient(f"sqlite:///{tmp_path}/mlruns/mlflow.db").get_run(ids[0])
+    assert run.data.metrics["f1_ci_low"] <= run.data.metrics["f1"] <= run.data.metrics["f1_ci_high"]  # ... and in MLflow
+    done = run_cli(["compare", *ids, "--output", "paired.json"], env=prefect_env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "95% CI" in done.stdout and "p-value" in done.stdout and "retriever.top_k: 1 -> 5" in done.stdout
+    result = json.loads((tmp_path / "paired.json").read_text())
+    rows = {r["metric"]: r for r in result["metrics"]}
+    assert result["n_shared"] == 64 and {"f1", "hit_rate_at_10", "reference_coverage", "bleu", "latency_p95"} <= set(rows)
+    coverage = rows["reference_coverage"]
+    assert coverage["diff"] > 0 and coverage["ci_low"] > 0 and coverage["p_value"] < 0.05
+    for row in rows.values():
+        assert row["p_value"] is None or 0 < row["p_value"] <= 1
+
+    bad = run_cli(["compare", ids[0]], env=prefect_env, cwd=tmp_path)
+    assert bad.returncode == 2 and "give two run ids" in bad.stderr

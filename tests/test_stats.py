@@ -1,0 +1,86 @@
+"""Bootstrap intervals and paired comparisons from per-example statistics."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ragmem import stats
+
+
+def _table(values, labels=None, verdicts=None):
+    n = len(values)
+    return pd.DataFrame({"id": [f"e{i}" for i in range(n)], "error": [None] * n, "coverage": values,
+                         "label": labels or [1] * n, "verdict": verdicts or [1] * n,
+                         "latency_s": np.linspace(0.1, 1.0, n)})
+
+
+def test_mean_interval_matches_a_manual_bootstrap():
+    rng = np.random.default_rng(5)
+    values = rng.random(50)
+    aggs = stats.aggregators(_table(list(values)), ["avg_coverage"])
+    low, high = stats.bootstrap(aggs, 50, resamples=2000, seed=3)["avg_coverage"]
+    idx = stats.resample_indices(50, 2000, 3)
+    manual = values[idx].mean(axis=1)
+    assert (low, high) == pytest.approx((np.quantile(manual, 0.025), np.quantile(manual, 0.975)))
+    assert low < values.mean() < high
+
+
+def test_intervals_are_reproducible_and_cover_every_kind():
+    labels = [1, 0, 1, 1, 0, 1, 0, 1] * 5
+    verdicts = [1, 0, 0, 1, 1, 1, 0, 1] * 5
+    table = _table([0.5] * 40, labels, verdicts)
+    names = ["accuracy", "precision", "recall", "f1", "avg_coverage", "latency_p95", "avg_latency"]
+    aggs = stats.aggregators(table, names)
+    assert set(aggs) == set(names)
+    first = stats.bootstrap(aggs, 40, 500, seed=1)
+    assert first == stats.bootstrap(aggs, 40, 500, seed=1)
+    assert first["avg_coverage"] == (0.5, 0.5)  # no spread, no interval width
+    for name in names:
+        low, high = first[name]
+        assert low <= aggs[name].value() <= high
+
+
+def test_classification_aggregator_equals_the_metric():
+    from ragmem.metrics.classification import classification_metrics
+
+    labels, verdicts = [1, 1, 0, 0, 1, 0], [1, 0, 1, 0, 1, 0]
+    aggs = stats.aggregators(_table([0.0] * 6, labels, verdicts), ["accuracy", "precision", "recall", "f1"])
+    expected = classification_metrics(labels, verdicts).values
+    for name, agg in aggs.items():
+        assert agg.value() == pytest.approx(expected[name])
+
+
+def test_paired_identical_runs_and_a_clear_difference():
+    rng = np.random.default_rng(0)
+    a_values = rng.random(80)
+    a = stats.aggregators(_table(list(a_values)), ["avg_coverage"])["avg_coverage"]
+    same = stats.paired("avg_coverage", a, a, 500, 0)
+    assert same.diff == 0 and same.p_value == 1.0 and same.ci == (0.0, 0.0)
+    b = stats.aggregators(_table(list(np.clip(a_values + 0.2, 0, 1))), ["avg_coverage"])["avg_coverage"]
+    better = stats.paired("avg_coverage", a, b, 500, 0)
+    assert better.diff > 0.1 and better.ci[0] > 0 and better.p_value < 0.01
+
+
+def test_corpus_bleu_interval_from_stats():
+    from ragmem.metrics.generation import GenerationScorer
+
+    scorer = GenerationScorer()
+    pairs = [("向量数据库存储向量", "向量数据库保存向量"), ("检索增强生成", "检索增强生成"), ("长期记忆", "短期记忆保存对话")] * 10
+    table = pd.DataFrame({"id": range(30), "error": None,
+                          "bleu_stats": [scorer.bleu_stats(h, r) for h, r in pairs]})
+    agg = stats.aggregators(table, ["bleu"])["bleu"]
+    from sacrebleu.metrics import BLEU
+
+    assert agg.value() == pytest.approx(BLEU(tokenize="zh").corpus_score([h for h, _ in pairs], [[r for _, r in pairs]]).score / 100)
+    low, high = stats.bootstrap({"bleu": agg}, 30, 300, 0)["bleu"]
+    assert low <= agg.value() <= high
+
+
+def test_compare_warns_when_signatures_differ():
+    from ragmem.compare import signature_warnings
+
+    a = {"keywords.signature": "tok:jieba-0.42.1|sw:none", "judge.signature": "judge:keyword|thr:0.7", "data.sha256": "x"}
+    b = dict(a, **{"keywords.signature": "tok:char|sw:none"})
+    assert signature_warnings([a, a]) == []
+    (warning,) = signature_warnings([a, b])
+    assert "keywords.signature" in warning and "not directly comparable" in warning
