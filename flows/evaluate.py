@@ -50,7 +50,7 @@ def evaluate_flow(config: dict[str, Any]) -> dict[str, Any]:
                      sum(o.error is not None for o in outputs))
 
         table, result = compute_metrics(quote(dataset.examples), quote(outputs), quote(judgements),
-                                        quote(components.keywords), cfg)
+                                        quote(components), cfg)
         params = pipeline.run_params(cfg, dataset, components)
         summary = pipeline.summary(run_id, cfg, result, table, params)
         if run_id is not None:

@@ -78,7 +78,7 @@ def run_evaluation(cfg: RunConfig, track: bool = True, *, parent_run_id: str | N
         outputs = pipeline.time_agent(components.agent, dataset.examples, cfg)
         judgements = pipeline.judge(components.judge, dataset.examples, outputs)
         table = pipeline.build_table(dataset.examples, outputs, judgements, components.keywords)
-        table, result = pipeline.score(table, cfg, components.keywords)
+        table, result = pipeline.score(table, cfg, components)
         params = pipeline.run_params(cfg, dataset, components)
         summary = pipeline.summary(run_id, cfg, result, table, params)
         if tracker is not None:

@@ -32,14 +32,19 @@ DEFAULTS: dict[str, Any] = {
     "data": {"files": [], "format": "auto"},
     "agent": {"type": "replay", "target": None, "params": {}, "url": None, "api_key_env": None,
               "concurrency": 4, "timeout_s": 60.0, "retries": 2, "retry_backoff_s": 0.5, "batch_size": 256},
-    "judge": {"type": "keyword", "threshold": 0.7},
+    "judge": {"type": "keyword", "threshold": 0.7, "model": None, "base_url": None, "api_key_env": None,
+              "max_concurrency": 8, "timeout_s": 60, "max_retries": 4, "retry_backoff_s": 1.0,
+              "temperature": 0.0, "seed": 0, "response_format": "auto", "cache": True, "cache_dir": None,
+              "prices": {}},
+    "rag_metrics": {"threshold": 0.5, "contextual_precision_top_k": None, "relevancy_questions": 3},
     # the reference agent (agent.type: reference)
     "corpus": {"path": "bundled", "chunk_size": 200, "chunk_overlap": 40},
     "retriever": {"type": "bm25", "top_k": 5, "reranker": "none", "rerank_candidates": 20},
     "memory": {"short_window": 4, "long_top_k": 2},
     "generator": {"type": "extractive", "model": None, "base_url": None, "api_key_env": None,
                   "temperature": 0.0, "timeout_s": 60},
-    "embeddings": {"model": None, "base_url": None, "api_key_env": None, "timeout_s": 60},
+    "embeddings": {"model": None, "base_url": None, "api_key_env": None, "timeout_s": 60, "max_concurrency": 8,
+                   "max_retries": 4, "retry_backoff_s": 1.0, "cache": True, "cache_dir": None},
     "keywords": {"tokenizer": DEFAULT_TOKENIZER, "stopwords": list(DEFAULT_STOPWORDS)},
     "metrics": list(DEFAULT_METRICS),
     "ranking": {"k": list(DEFAULT_KS), "relevance": "auto", "keyword_threshold": 0.5},
@@ -50,7 +55,7 @@ DEFAULTS: dict[str, Any] = {
     "sweep": {},  # see ragmem.sweep (used by `ragmem sweep`; ignored by `ragmem run`)
 }
 #: Keys whose value is free-form (not checked against DEFAULTS).
-_OPEN_KEYS = {"agent.params", "sweep"}
+_OPEN_KEYS = {"agent.params", "sweep", "judge.prices"}
 
 
 def _merge(base: dict[str, Any], update: dict[str, Any], where: str = "") -> dict[str, Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import pandas as pd
 
-from ragmem import __version__
+from ragmem import __version__, prompts
 from ragmem.agents import build_agent
 from ragmem.agents.runner import run_live
 from ragmem.config import RunConfig
@@ -33,11 +34,23 @@ class Components:
     keywords: KeywordExtractor
     judge: Judge
     agent: Any
+    llm: Any = None        # ragmem.llm.JudgeClient when judge.type is llm
+    embedder: Any = None   # ragmem.llm.EmbeddingClient when embeddings.model is set
 
 
 def build_components(cfg: RunConfig) -> Components:
     keywords = KeywordExtractor(cfg.tokenizer, cfg.stopwords)
-    return Components(keywords, build_judge(cfg.judge, keywords, cfg.zero_division), build_agent(cfg.raw))
+    llm = embedder = None
+    if cfg.judge.get("type") == "llm":
+        from ragmem.llm import JudgeClient
+
+        llm = JudgeClient(cfg.judge)
+    if cfg.raw["embeddings"].get("model") and set(cfg.metrics) & {"answer_relevancy"}:
+        from ragmem.llm import EmbeddingClient
+
+        embedder = EmbeddingClient(cfg.raw["embeddings"])
+    judge_ = build_judge(cfg.judge, keywords, cfg.zero_division, llm)
+    return Components(keywords, judge_, build_agent(cfg.raw), llm, embedder)
 
 
 def load(cfg: RunConfig) -> Dataset:
@@ -95,6 +108,7 @@ def build_table(examples: Sequence[Example], outputs: Sequence[AgentOutput],
             "verdict": None if jd is None else jd.verdict,
             "judge_reason": None if jd is None else jd.reason,
             "judge_error": None if jd is None else jd.error,
+            "keyword_verdict": None if jd is None else jd.keyword_verdict,
             "latency_s": out.latency_s, "attempts": out.attempts, "error": out.error,
             "source_file": ex.source_file, "record": ex.record,
         }
@@ -102,8 +116,11 @@ def build_table(examples: Sequence[Example], outputs: Sequence[AgentOutput],
             row[f"stage_{stage}_s"] = seconds
         rows.append(row)
     table = pd.DataFrame(rows)
-    for column in ("label", "verdict"):
-        table[column] = table[column].astype("Int64")
+    if table["keyword_verdict"].isna().all():
+        table = table.drop(columns="keyword_verdict")
+    for column in ("label", "verdict", "keyword_verdict"):
+        if column in table:
+            table[column] = table[column].astype("Int64")
     for column in ("overlap", "latency_s"):
         table[column] = pd.to_numeric(table[column], errors="coerce").astype(float)
     for column in ("error", "judge_error", "judge_reason"):
@@ -111,16 +128,18 @@ def build_table(examples: Sequence[Example], outputs: Sequence[AgentOutput],
     return table
 
 
-def score(table: pd.DataFrame, cfg: RunConfig, keywords: KeywordExtractor) -> tuple[pd.DataFrame, MetricResult]:
+def score(table: pd.DataFrame, cfg: RunConfig, components: Components) -> tuple[pd.DataFrame, MetricResult]:
     """Aggregate metrics, plus their per-example columns added to a copy of the table."""
-    ctx = MetricContext(keywords, cfg.zero_division, cfg.ks, cfg.relevance, cfg.keyword_threshold,
-                        generation=dict(cfg.raw["generation"]))
+    ctx = MetricContext(components.keywords, cfg.zero_division, cfg.ks, cfg.relevance, cfg.keyword_threshold,
+                        generation=dict(cfg.raw["generation"]), rag=dict(cfg.raw["rag_metrics"]),
+                        extra={"llm": components.llm, "embedder": components.embedder})
     result = compute_metrics(table, list(cfg.metrics), ctx)
     table = table.copy()
     for name, values in result.columns.items():
         is_list = any(isinstance(v, list) for v in values)
         table[name] = pd.Series(values, index=table.index, dtype=object if is_list else float)
     result.ci = confidence_intervals(table, result, cfg)
+    result.values.update(usage_metrics(components))
     return table, result
 
 
@@ -155,12 +174,14 @@ def flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-_SECRET = ("api_key", "apikey", "password", "secret", "token")
+_SECRET = re.compile(r"(^|[._])(api_?key|password|passwd|secret|token|access_token|auth)$", re.IGNORECASE)
 
 
 def _param_text(key: str, value: Any) -> str:
-    if any(word in key.lower() for word in _SECRET) and not key.lower().endswith("_env"):
+    if _SECRET.search(key):
         return "***"  # a config should name an environment variable, never hold the secret itself
+    if isinstance(value, dict):
+        value = {k: ("***" if _SECRET.search(str(k)) else v) for k, v in value.items()}
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 
 
@@ -175,6 +196,8 @@ def run_params(cfg: RunConfig, dataset: Dataset, components: Components) -> dict
         "data.sha256": dataset.sha256,
         "n_examples": str(len(dataset)),
         "judge.signature": components.judge.signature(),
+        "judge.prompt_version": prompts.PROMPT_VERSION,
+        "judge.prompt_hash": prompts.prompt_hash(),
         "ranking.signature": f"k:{','.join(map(str, cfg.ks))}|rel:{cfg.relevance}|kw_thr:{cfg.keyword_threshold}"
                              f"|dup:first|no_rel:excluded",
         "generation.signature": generation_signature(cfg),
@@ -194,6 +217,17 @@ def generation_signature(cfg: RunConfig) -> str:
 
     settings = cfg.raw["generation"]
     return GenerationScorer(settings["tokenizer"], settings["bleu_tokenize"]).signature()
+
+
+def usage_metrics(components: Components) -> dict[str, float]:
+    """judge_calls, judge_failures, judge_cache_hits, judge_tokens_in/out, judge_cost_usd (and the
+    same for embeddings) when an LLM was used."""
+    out: dict[str, float] = {}
+    if components.llm is not None:
+        out.update(components.llm.usage.as_metrics("judge"))
+    if components.embedder is not None:
+        out.update(components.embedder.usage.as_metrics("embeddings"))
+    return out
 
 
 def counts(table: pd.DataFrame, result: MetricResult) -> dict[str, int]:

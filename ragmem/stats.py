@@ -24,7 +24,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from ragmem.metrics import classification, generation, latency, ranking
+from ragmem.metrics import classification, generation, latency, rag, ranking
 
 _BLOCK_ELEMENTS = 20_000_000  # resamples are processed in blocks of at most this many gathered values
 
@@ -165,7 +165,7 @@ def aggregators(table: pd.DataFrame, names: list[str], zero_division: float = 0.
                 out[name] = Aggregator("apply", values, _apply(_LATENCY_FNS[suffix]), _vapply(_LATENCY_VFNS[suffix]))
         else:
             column = _COLUMN_OF.get(name, name)
-            if column in table and (name in _COLUMN_OF or name in generation.NAMES
+            if column in table and (name in _COLUMN_OF or name in generation.NAMES or name in rag.NAMES
                                     or name.split("_at_")[0] in ranking.RANKING_FAMILIES):
                 out[name] = Aggregator("sum", _mean_matrix(table[column].where(ok, None)), _mean, _vmean)
     return out

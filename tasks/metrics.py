@@ -13,13 +13,12 @@ from ragmem.config import RunConfig
 from ragmem.judges import Judgement
 from ragmem.metrics import MetricResult
 from ragmem.schema import AgentOutput, Example
-from ragmem.text.keywords import KeywordExtractor
 
 
 @task(name="metrics", cache_policy=NO_CACHE)
 def compute_metrics(examples: Sequence[Example], outputs: Sequence[AgentOutput],
-                    judgements: Sequence[Judgement | None], keywords: KeywordExtractor,
+                    judgements: Sequence[Judgement | None], components: pipeline.Components,
                     cfg: RunConfig) -> tuple[pd.DataFrame, MetricResult]:
-    """Per-example table with metric columns, and the aggregates."""
-    table = pipeline.build_table(examples, outputs, judgements, keywords)
-    return pipeline.score(table, cfg, keywords)
+    """Per-example table with metric columns, and the aggregates (LLM metrics batched here)."""
+    table = pipeline.build_table(examples, outputs, judgements, components.keywords)
+    return pipeline.score(table, cfg, components)

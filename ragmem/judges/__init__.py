@@ -31,6 +31,7 @@ class Judgement:
     score: float | None = None    # the judge's continuous score, when it has one (keyword overlap)
     reason: str | None = None
     error: str | None = None
+    keyword_verdict: int | None = None  # the offline verdict, kept beside an LLM verdict for agreement
 
 
 class Judge(Protocol):
@@ -41,12 +42,16 @@ class Judge(Protocol):
     def signature(self) -> str: ...
 
 
-def build_judge(settings: dict[str, Any], keywords: KeywordExtractor, zero_division: float) -> Judge:
-    """The judge named by ``judge.type``."""
-    kind = settings.get("type", "keyword")
-    if kind == "keyword":
-        from ragmem.judges.keyword import KeywordJudge
+def build_judge(settings: dict[str, Any], keywords: KeywordExtractor, zero_division: float, client=None) -> Judge:
+    """The judge named by ``judge.type`` (``llm`` needs the :class:`ragmem.llm.JudgeClient`)."""
+    from ragmem.judges.keyword import KeywordJudge
 
-        return KeywordJudge(keywords, threshold=float(settings.get("threshold", 0.7)),
-                            zero_division=zero_division)
-    raise ConfigError(f"judge.type: unknown judge {kind!r}; available: keyword")
+    kind = settings.get("type", "keyword")
+    keyword = KeywordJudge(keywords, threshold=float(settings.get("threshold", 0.7)), zero_division=zero_division)
+    if kind == "keyword":
+        return keyword
+    if kind == "llm":
+        from ragmem.judges.llm import LLMJudge
+
+        return LLMJudge(client, keyword)
+    raise ConfigError(f"judge.type: unknown judge {kind!r}; available: keyword, llm")

@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 import pandas as pd
 
 from ragmem.errors import ConfigError
-from ragmem.metrics import classification, generation, latency, ranking
+from ragmem.metrics import classification, generation, latency, rag, ranking
 from ragmem.metrics.base import MetricResult, nanmean
 from ragmem.metrics.coverage import coverage
 from ragmem.schema import STAGES
@@ -36,6 +36,7 @@ class MetricContext:
     relevance: str = "auto"            # where gold relevance comes from (see README: Ranking)
     keyword_threshold: float = 0.5     # a context is relevant when it holds > this share of K(reference)
     generation: dict = field(default_factory=dict)  # generation.tokenizer, generation.bleu_tokenize
+    rag: dict = field(default_factory=dict)         # rag_metrics.*
     extra: dict = field(default_factory=dict)
 
     def generation_scorer(self) -> "generation.GenerationScorer":
@@ -177,6 +178,19 @@ def _generation(table: pd.DataFrame, ctx: MetricContext) -> MetricResult:
     return MetricResult(values=values, columns=columns)
 
 
+def _rag(table: pd.DataFrame, ctx: MetricContext, wanted: Sequence[str] = rag.NAMES) -> MetricResult:
+    computer = rag.RagMetrics(ctx, ctx.rag)
+    merged = MetricResult(values={})
+    for name in rag.NAMES:
+        if name in wanted:
+            result = getattr(computer, name)(table)
+            merged.values.update(result.values)
+            merged.columns.update(result.columns)
+            merged.undefined.update(result.undefined)
+    merged.notes.extend(computer.notes)
+    return merged
+
+
 @dataclass(frozen=True)
 class Family:
     names: Callable[[MetricContext], Sequence[str]]
@@ -191,10 +205,11 @@ FAMILIES: tuple[Family, ...] = (
     Family(lambda ctx: latency.NAMES, _latency, ("n_latency_measured",)),
     Family(lambda ctx: ranking.metric_names(ctx.ks), _ranking, ("n_ranking_no_relevant",)),
     Family(lambda ctx: generation.NAMES, _generation, ("bleu_sentence_mean", "chrf_sentence_mean")),
+    Family(lambda ctx: rag.NAMES, _rag),
 )
 
 BASE_METRICS: tuple[str, ...] = (*classification.NAMES, "avg_coverage", "reference_coverage", *latency.NAMES,
-                                 *generation.NAMES)
+                                 *generation.NAMES, *rag.NAMES)
 RANKING_SELECTORS: tuple[str, ...] = tuple(f"{f}_at_k" for f in ranking.RANKING_FAMILIES)
 #: The default selection: every metric (ranking families at every k of ``ranking.k``).
 DEFAULT_METRICS: tuple[str, ...] = (*BASE_METRICS, *RANKING_SELECTORS)
@@ -237,11 +252,11 @@ def compute_metrics(table: pd.DataFrame, selected: Sequence[str], ctx: MetricCon
         wanted = [n for n in wanted_all if n in names]
         if not wanted:
             continue
-        result = family.compute(table, fctx)
+        result = family.compute(table, fctx, wanted) if family.compute is _rag else family.compute(table, fctx)
         dropped = names - set(wanted)
         stage_suffix = {latency._SUFFIXES[n] for n in dropped} if family.compute is _latency else set()
         for name, value in result.values.items():
-            if name in dropped or ("_latency_" in name and name.rsplit("_", 1)[-1] in stage_suffix):
+            if name in dropped and family.compute is not _rag or ("_latency_" in name and name.rsplit("_", 1)[-1] in stage_suffix):
                 continue
             merged.values[name] = value
         merged.columns.update({k: v for k, v in result.columns.items()

@@ -1,0 +1,311 @@
+"""The one seam to LLM and embedding endpoints (any OpenAI-compatible server: OpenAI, Azure, Ollama,
+vLLM, LM Studio, llama.cpp).
+
+- Async calls with at most ``max_concurrency`` in flight; ``run`` is the synchronous entry point.
+- Retries with exponential backoff and jitter on 429, 5xx, timeouts and connection errors, honouring
+  ``Retry-After``; the SDK's own retries are off so that this policy is the only one.
+- Temperature 0 and a seed by default. JSON replies are requested with ``response_format`` json_schema;
+  an endpoint that rejects it (HTTP 400) is asked with json_object, then plain text, and the mode that
+  worked is remembered. Every reply is validated against :mod:`ragmem.prompts`; an invalid one gets
+  one repair request, then the item is recorded as failed with its reason (never a silent 0).
+- A persistent cache (diskcache) keyed by endpoint, model, prompt version and the full request: a
+  rerun or a sweep pays nothing twice, and two models never share entries. Failures are not cached.
+- Token usage and cost (``prices``: USD per million input/output tokens per model) are counted.
+The API key is read from the environment variable named by ``api_key_env``; it is never stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import random
+import re
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from ragmem import prompts
+from ragmem.errors import ConfigError
+
+RESPONSE_MODES = ("json_schema", "json_object", "text")
+_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
+
+
+@dataclass
+class Result:
+    value: Any = None
+    error: str | None = None
+
+
+@dataclass
+class Usage:
+    calls: int = 0            # requests sent to the endpoint (repairs and retries included)
+    failures: int = 0         # items that ended without a valid reply
+    cache_hits: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+    items: int = 0            # items asked for (cached or not)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, **counts: float) -> None:
+        with self._lock:
+            for key, value in counts.items():
+                setattr(self, key, getattr(self, key) + value)
+
+    def as_metrics(self, prefix: str) -> dict[str, float]:
+        out = {f"{prefix}_calls": self.calls, f"{prefix}_failures": self.failures,
+               f"{prefix}_cache_hits": self.cache_hits, f"{prefix}_tokens_in": self.tokens_in,
+               f"{prefix}_tokens_out": self.tokens_out, f"{prefix}_cost_usd": round(self.cost_usd, 8)}
+        if self.items:
+            out[f"{prefix}_cache_hit_rate"] = self.cache_hits / self.items
+        return {k: float(v) for k, v in out.items()}
+
+
+def _retry_after(exc: Exception) -> float | None:
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None) or {}
+    value = headers.get("retry-after") if hasattr(headers, "get") else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _transient(exc: Exception) -> bool:
+    import openai
+
+    if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError)):
+        return True
+    return isinstance(exc, openai.APIStatusError) and exc.status_code >= 500
+
+
+def _rejects_format(exc: Exception) -> bool:
+    import openai
+
+    text = str(exc).lower()
+    return isinstance(exc, openai.BadRequestError) and ("response_format" in text or "json_schema" in text
+                                                        or "json_object" in text)
+
+
+def _describe(exc: Exception) -> str:
+    status = getattr(exc, "status_code", None)
+    first = (str(exc).strip().splitlines() or [""])[0][:200]
+    return f"{type(exc).__name__}{f' (HTTP {status})' if status else ''}: {first}"
+
+
+def parse_json(content: str | None) -> tuple[Any, str | None]:
+    if not content or not content.strip():
+        return None, "empty reply"
+    text = _FENCE.sub("", content.strip())
+    try:
+        return json.loads(text), None
+    except json.JSONDecodeError as exc:
+        return None, f"not valid JSON ({exc.msg} at char {exc.pos})"
+
+
+class _Endpoint:
+    """Settings shared by the chat and the embeddings clients."""
+
+    def __init__(self, settings: dict[str, Any], section: str):
+        self.section = section
+        self.model = settings.get("model")
+        if not self.model:
+            raise ConfigError(f"{section}.model: required (the model name the endpoint serves)")
+        self.base_url = settings.get("base_url")
+        self.api_key_env = settings.get("api_key_env")
+        self.timeout_s = float(settings.get("timeout_s") or 60)
+        self.max_retries = int(settings.get("max_retries", 4))
+        self.backoff_s = float(settings.get("retry_backoff_s", 1.0))
+        self.max_concurrency = int(settings.get("max_concurrency") or 8)
+        if self.max_concurrency < 1:
+            raise ConfigError(f"{section}.max_concurrency: must be >= 1")
+        if self.api_key_env and not os.environ.get(self.api_key_env):
+            raise ConfigError(f"{section}.api_key_env: the environment variable {self.api_key_env} is not set")
+        cache_dir = settings.get("cache_dir")
+        self.cache = None
+        if settings.get("cache", True):
+            import diskcache
+
+            path = Path(cache_dir or Path(os.environ.get("RAGMEM_HOME", ".ragmem")) / "judge-cache")
+            path.mkdir(parents=True, exist_ok=True)
+            self.cache = diskcache.Cache(str(path))
+        self.usage = Usage()
+
+    def _client(self):
+        from openai import AsyncOpenAI
+
+        key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        # a local server (Ollama, vLLM) needs no key, but the SDK wants a string
+        return AsyncOpenAI(base_url=self.base_url, api_key=key or "not-needed", timeout=self.timeout_s, max_retries=0)
+
+    def _key(self, payload: dict[str, Any]) -> str:
+        blob = json.dumps({"endpoint": self.base_url or "openai", "model": self.model,
+                           "prompt_version": prompts.PROMPT_VERSION, **payload}, sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    async def _with_retries(self, call):
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                self.usage.add(calls=1)
+                return await call()
+            except Exception as exc:
+                if not _transient(exc) or attempt > self.max_retries:
+                    raise
+                wait = _retry_after(exc)
+                if wait is None:
+                    wait = self.backoff_s * (2 ** (attempt - 1)) * random.uniform(0.5, 1.5)
+                await asyncio.sleep(min(wait, 60.0))
+
+    def run_async(self, coros_factory) -> list[Result]:
+        """Run ``coros_factory(client, semaphore) -> list[coroutine]`` to completion from sync code."""
+        async def main():
+            client = self._client()
+            semaphore = asyncio.Semaphore(self.max_concurrency)
+            try:
+                return await asyncio.gather(*coros_factory(client, semaphore))
+            finally:
+                await client.close()
+
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(main())
+        box: dict[str, Any] = {}  # called from inside a running loop: use a thread of our own
+        thread = threading.Thread(target=lambda: box.setdefault("r", asyncio.run(main())))
+        thread.start()
+        thread.join()
+        return box["r"]
+
+    def signature(self) -> str:
+        return f"{self.section}:{self.model}@{self.base_url or 'openai'}"
+
+
+class JudgeClient(_Endpoint):
+    """Chat completions that must return a JSON object of a given kind."""
+
+    def __init__(self, settings: dict[str, Any]):
+        super().__init__(settings, "judge")
+        self.temperature = float(settings.get("temperature", 0.0))
+        self.seed = settings.get("seed", 0)
+        mode = settings.get("response_format", "auto")
+        if mode not in ("auto", *RESPONSE_MODES):
+            raise ConfigError(f"judge.response_format: expected auto, {', '.join(RESPONSE_MODES)}; got {mode!r}")
+        self.mode = "json_schema" if mode == "auto" else mode
+        self.fallback = mode == "auto"
+        self.prices = settings.get("prices") or {}
+
+    def _format(self, kind: str) -> dict[str, Any] | None:
+        if self.mode == "json_schema":
+            return {"type": "json_schema", "json_schema": {"name": kind, "schema": prompts.SCHEMAS[kind], "strict": True}}
+        if self.mode == "json_object":
+            return {"type": "json_object"}
+        return None
+
+    def _cost(self, tokens_in: int, tokens_out: int) -> float:
+        price = self.prices.get(self.model) or {}
+        return (tokens_in * float(price.get("input", 0)) + tokens_out * float(price.get("output", 0))) / 1e6
+
+    async def _complete(self, client, messages, kind):
+        while True:
+            fmt = self._format(kind)
+            kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature}
+            if self.seed is not None:
+                kwargs["seed"] = self.seed
+            if fmt is not None:
+                kwargs["response_format"] = fmt
+            try:
+                reply = await self._with_retries(lambda: client.chat.completions.create(**kwargs))
+            except Exception as exc:
+                if self.fallback and fmt is not None and _rejects_format(exc):
+                    self.mode = RESPONSE_MODES[RESPONSE_MODES.index(self.mode) + 1]
+                    continue
+                raise
+            usage = getattr(reply, "usage", None)
+            tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
+            tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
+            self.usage.add(tokens_in=tokens_in, tokens_out=tokens_out, cost_usd=self._cost(tokens_in, tokens_out))
+            choices = getattr(reply, "choices", None) or []
+            return choices[0].message.content if choices else None
+
+    async def _ask(self, client, semaphore, task: str, fields: dict[str, str]) -> Result:
+        kind = prompts.TASKS[task]["kind"]
+        messages = prompts.build_messages(task, **fields)
+        key = self._key({"task": task, "messages": messages, "temperature": self.temperature, "seed": self.seed})
+        self.usage.add(items=1)
+        if self.cache is not None:
+            cached = self.cache.get(key)
+            if cached is not None:
+                self.usage.add(cache_hits=1)
+                return Result(cached)
+        async with semaphore:
+            try:
+                content = await self._complete(client, messages, kind)
+                value, problem = parse_json(content)
+                problem = problem or prompts.validate(kind, value)
+                if problem:  # one repair attempt
+                    repaired = messages + [{"role": "assistant", "content": content or ""},
+                                           prompts.repair_message(kind, problem)]
+                    content = await self._complete(client, repaired, kind)
+                    value, problem = parse_json(content)
+                    problem = problem or prompts.validate(kind, value)
+                    if problem:
+                        self.usage.add(failures=1)
+                        return Result(error=f"invalid reply after one repair: {problem}")
+            except Exception as exc:
+                self.usage.add(failures=1)
+                return Result(error=_describe(exc))
+        if self.cache is not None:
+            self.cache.set(key, value)
+        return Result(value)
+
+    def run(self, requests: Sequence[tuple[str, dict[str, str]]]) -> list[Result]:
+        """``[(task, fields), ...]`` -> one Result per request, in order."""
+        if not requests:
+            return []
+        return self.run_async(lambda client, sem: [self._ask(client, sem, t, f) for t, f in requests])
+
+    def signature(self) -> str:
+        return (f"judge:llm|model:{self.model}|endpoint:{self.base_url or 'openai'}|prompts:{prompts.PROMPT_VERSION}"
+                f"#{prompts.prompt_hash()}|temp:{self.temperature}|seed:{self.seed}")
+
+
+class EmbeddingClient(_Endpoint):
+    """Embeddings of texts, cached per (endpoint, model, text)."""
+
+    def __init__(self, settings: dict[str, Any]):
+        super().__init__(settings, "embeddings")
+
+    async def _embed_one(self, client, semaphore, text: str) -> Result:
+        key = self._key({"embed": text})
+        self.usage.add(items=1)
+        if self.cache is not None:
+            cached = self.cache.get(key)
+            if cached is not None:
+                self.usage.add(cache_hits=1)
+                return Result(cached)
+        async with semaphore:
+            try:
+                reply = await self._with_retries(lambda: client.embeddings.create(model=self.model, input=[text]))
+                vector = [float(x) for x in reply.data[0].embedding]
+                usage = getattr(reply, "usage", None)
+                self.usage.add(tokens_in=int(getattr(usage, "prompt_tokens", 0) or 0))
+            except Exception as exc:
+                self.usage.add(failures=1)
+                return Result(error=_describe(exc))
+        if self.cache is not None:
+            self.cache.set(key, vector)
+        return Result(vector)
+
+    def embed(self, texts: Sequence[str]) -> list[Result]:
+        unique = list(dict.fromkeys(texts))
+        if not unique:
+            return []
+        results = self.run_async(lambda client, sem: [self._embed_one(client, sem, t) for t in unique])
+        by_text = dict(zip(unique, results))
+        return [by_text[t] for t in texts]

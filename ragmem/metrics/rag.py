@@ -1,0 +1,359 @@
+"""LLM-based RAG metrics, each with an offline approximation (``judge.type: keyword``).
+
+Per example each metric gives a value (a column of the same name) or a failure with its reason
+(``{metric}_error``); the aggregate is the mean over the examples that were scored, failures are
+counted in ``{metric}_failures`` (never scored 0), and ``{metric}_pass_rate`` is the share of scored
+examples with a value >= ``rag_metrics.threshold`` (default 0.5).
+
+- ``answer_correctness``: the judge's verdict (1 correct / 0 wrong). With ``judge.type: llm`` an LLM
+  decides from the question, reference and answer; offline it is the keyword-overlap verdict. With
+  labels, ``judge_label_kappa`` is Cohen's kappa between verdicts and labels; with the LLM judge,
+  ``keyword_llm_agreement`` is the share of examples where the keyword verdict agrees with it.
+- ``contextual_precision`` (as eval-lib's ContextualPrecisionMetric): one relevance verdict ``v_k``
+  per retrieved chunk (the top ``rag_metrics.contextual_precision_top_k``, default all);
+  ``Σ_k (precision@k · v_k) / (relevant chunks in the top K)``, 0 when none is relevant.
+  [relevant, irrelevant, relevant] -> (1 + 2/3) / 2 = 0.8333. Verdicts come from the dataset's gold
+  ids when it has them (no LLM), else from the LLM, else (offline) keyword overlap with the reference
+  above ``ranking.keyword_threshold``.
+- ``answer_relevancy`` (as RAGAS/Athina): N questions (``rag_metrics.relevancy_questions``, 3)
+  generated from the answer; mean cosine similarity between each one's embedding and the original
+  question's; 0 when every generation flags the answer noncommittal. Offline: the cosine between the
+  query and the answer (embeddings when ``embeddings.model`` is set, else keyword-count vectors).
+- ``context_entity_recall`` (as RAGAS): ``|E(contexts) ∩ E(reference)| / |E(reference)|`` over
+  entities normalised by NFKC, case and whitespace. Extractor: the LLM, or offline (jieba part of
+  speech for Chinese person/place/organisation/other proper noun/numeral/time, capitalised spans and
+  numbers for English).
+- ``faithfulness``: claims of the answer (LLM, or offline: its sentences), each judged supported by
+  the contexts (LLM verdict, or offline: the contexts hold at least half of its keywords); supported /
+  all claims. An answer without claims is undefined (``zero_division``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections import Counter
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ragmem.metrics.base import MetricResult, nanmean
+
+NAMES = ("answer_correctness", "contextual_precision", "answer_relevancy", "context_entity_recall", "faithfulness")
+_SENTENCES = re.compile(r"[^。！？!?.;；\n]+[。！？!?.;；]?")
+_CAPITALISED = re.compile(r"\b[A-Z][\w'’-]*(?:\s+(?:of|the|de|van|von)?\s*[A-Z][\w'’-]*)*")
+_NUMBER = re.compile(r"\b\d+(?:[.,]\d+)*\b")
+_POS_KEEP = ("nr", "ns", "nt", "nz", "m", "t")
+
+
+def contextual_precision(verdicts: Sequence[int]) -> float:
+    """``Σ_k (precision@k · v_k) / (number of relevant)``; 0 when nothing is relevant.
+
+    >>> round(contextual_precision([1, 0, 1]), 4)
+    0.8333
+    """
+    relevant = sum(verdicts)
+    if relevant == 0:
+        return 0.0
+    total, hits = 0.0, 0
+    for k, v in enumerate(verdicts, 1):
+        if v:
+            hits += 1
+            total += hits / k
+    return total / relevant
+
+
+def normalize_entity(text: str) -> str:
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+def entity_recall(context_entities: set[str], reference_entities: set[str]) -> float | None:
+    if not reference_entities:
+        return None
+    return len(context_entities & reference_entities) / len(reference_entities)
+
+
+class OfflineEntities:
+    """jieba part-of-speech tags for Chinese; capitalised spans and numbers for English."""
+
+    def __init__(self, stopwords: frozenset[str]):
+        self.stopwords = stopwords
+
+    def __call__(self, text: str) -> set[str]:
+        import jieba.posseg as posseg
+
+        from ragmem.text.tokenizers import JiebaTokenizer
+
+        JiebaTokenizer()._ensure_loaded()
+        found: set[str] = set()
+        for span in _CAPITALISED.findall(text):
+            if not (len(span.split()) == 1 and span.lower() in self.stopwords):
+                found.add(span)
+        found.update(_NUMBER.findall(text))
+        cjk = "".join(c if "\u3400" <= c <= "\u9fff" else " " for c in text)
+        if cjk.strip():
+            for word, flag in posseg.lcut(cjk):
+                if word.strip() and flag.startswith(_POS_KEEP):
+                    found.add(word)
+        return {normalize_entity(e) for e in found}
+
+
+def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    denominator = np.linalg.norm(a) * np.linalg.norm(b)
+    return float(a @ b / denominator) if denominator else 0.0
+
+
+def _bag_cosine(tokens_a: list[str], tokens_b: list[str]) -> float:
+    ca, cb = Counter(tokens_a), Counter(tokens_b)
+    dot = sum(ca[t] * cb[t] for t in ca)
+    norm = math.sqrt(sum(v * v for v in ca.values())) * math.sqrt(sum(v * v for v in cb.values()))
+    return dot / norm if norm else 0.0
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCES.findall(text or "") if s.strip(" 。.!?！？;；")]
+
+
+class RagMetrics:
+    """Computes the selected RAG metrics for a results table, batching every LLM request."""
+
+    def __init__(self, ctx, settings: dict[str, Any]):
+        self.ctx = ctx
+        self.llm = ctx.extra.get("llm")
+        self.embedder = ctx.extra.get("embedder")
+        self.threshold = float(settings.get("threshold", 0.5))
+        self.top_k = settings.get("contextual_precision_top_k")
+        self.n_questions = int(settings.get("relevancy_questions", 3))
+        self.notes: list[str] = []
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _ask(self, requests):
+        return self.llm.run(requests) if requests else []
+
+    def _finish(self, name: str, values: list[float | None], errors: list[str | None], undefined: int = 0) -> MetricResult:
+        scored = [v for v in values if v is not None and not math.isnan(v)]
+        failures = sum(e is not None for e in errors)
+        out = {name: nanmean(values), f"{name}_failures": float(failures),
+               f"{name}_pass_rate": (sum(v >= self.threshold for v in scored) / len(scored)) if scored else None}
+        return MetricResult(values=out, columns={name: values, f"{name}_error": errors},
+                            undefined={name: undefined})
+
+    def _rows(self, table: pd.DataFrame):
+        return [None if isinstance(r.error, str) else r for r in table.itertuples(index=False)]
+
+    # -- metrics -----------------------------------------------------------------------------
+    def answer_correctness(self, table: pd.DataFrame) -> MetricResult:
+        values = [None if isinstance(r.error, str) or pd.isna(r.verdict) else float(r.verdict)
+                  for r in table.itertuples(index=False)]
+        errors = [r.judge_error if isinstance(r.judge_error, str) else None for r in table.itertuples(index=False)]
+        result = self._finish("answer_correctness", values, errors)
+        labelled = [(int(r.label), int(r.verdict)) for r in table.itertuples(index=False)
+                    if not isinstance(r.error, str) and not pd.isna(r.label) and not pd.isna(r.verdict)]
+        if labelled and len({lab for lab, _ in labelled} | {v for _, v in labelled}) > 1:
+            from sklearn.metrics import cohen_kappa_score
+
+            result.values["judge_label_kappa"] = float(cohen_kappa_score([a for a, _ in labelled], [b for _, b in labelled]))
+        if "keyword_verdict" in table:
+            pairs = [(r.keyword_verdict, r.verdict) for r in table.itertuples(index=False)
+                     if not pd.isna(r.keyword_verdict) and not pd.isna(r.verdict)]
+            if pairs:
+                result.values["keyword_llm_agreement"] = sum(int(a) == int(b) for a, b in pairs) / len(pairs)
+        return result
+
+    def contextual_precision(self, table: pd.DataFrame) -> MetricResult:
+        from ragmem.metrics import _gold_id
+
+        rows = self._rows(table)
+        plan: list[Any] = []
+        requests = []
+        for row in rows:
+            if row is None:
+                plan.append(None)
+                continue
+            contexts = list(row.contexts)[: self.top_k] if self.top_k else list(row.contexts)
+            gold = row.gold_relevance if isinstance(row.gold_relevance, dict) else None
+            if gold is not None:
+                plan.append([1 if gold.get(_gold_id(c.get("id"), gold) or "", 0) > 0 else 0 for c in contexts])
+            elif self.llm is not None:
+                start = len(requests)
+                requests += [("chunk_relevance", {"question": row.query, "reference": row.reference_answer or "",
+                                                  "context": c["text"]}) for c in contexts]
+                plan.append(("llm", start, len(contexts)))
+            else:
+                K = self.ctx.keywords
+                ref = K(row.reference_answer or "")
+                plan.append([1 if ref and len(K(c["text"]) & ref) / len(ref) > self.ctx.keyword_threshold else 0
+                             for c in contexts])
+        answers = self._ask(requests)
+        values, errors = [], []
+        for item in plan:
+            if item is None:
+                values.append(None), errors.append(None)
+                continue
+            if isinstance(item, tuple):
+                _, start, count = item
+                got = answers[start:start + count]
+                failed = [r.error for r in got if r.error]
+                if failed:
+                    values.append(None), errors.append(failed[0])
+                    continue
+                item = [1 if r.value["verdict"].strip().lower() == "yes" else 0 for r in got]
+            values.append(contextual_precision(item)), errors.append(None)
+        return self._finish("contextual_precision", values, errors)
+
+    def answer_relevancy(self, table: pd.DataFrame) -> MetricResult:
+        rows = self._rows(table)
+        values: list[float | None] = []
+        errors: list[str | None] = []
+        if self.llm is None:
+            queries = [r.query if r is not None else "" for r in rows]
+            answers = [(r.generated_answer or "") if r is not None else "" for r in rows]
+            vectors = self._embed(queries + answers) if self.embedder is not None else None
+            for i, row in enumerate(rows):
+                if row is None:
+                    values.append(None), errors.append(None)
+                elif vectors is not None:
+                    q, a = vectors[i], vectors[len(rows) + i]
+                    if q.error or a.error:
+                        values.append(None), errors.append(q.error or a.error)
+                    else:
+                        values.append(_cosine(q.value, a.value)), errors.append(None)
+                else:
+                    tokens = self.ctx.keywords.tokens
+                    values.append(_bag_cosine(tokens(row.query), tokens(row.generated_answer or ""))), errors.append(None)
+            if self.embedder is None:
+                self.notes.append("answer_relevancy offline: keyword-count cosine of query and answer (approximation)")
+            return self._finish("answer_relevancy", values, errors)
+        if self.embedder is None:
+            from ragmem.errors import ConfigError
+
+            raise ConfigError("embeddings.model: answer_relevancy with judge.type llm needs an embeddings endpoint "
+                              "(embeddings.model, embeddings.base_url, embeddings.api_key_env)")
+        requests = []
+        for row in rows:
+            if row is not None:
+                requests += [("question", {"answer": row.generated_answer or "",
+                                           "variant": f"{v + 1} of {self.n_questions}"}) for v in range(self.n_questions)]
+        generated = self._ask(requests)
+        texts = []
+        cursor = 0
+        per_row = []
+        for row in rows:
+            if row is None:
+                per_row.append(None)
+                continue
+            got = generated[cursor:cursor + self.n_questions]
+            cursor += self.n_questions
+            per_row.append(got)
+            texts += [row.query] + [g.value["question"] for g in got if not g.error]
+        vectors = dict(zip(texts, self._embed(texts))) if texts else {}
+        for row, got in zip(rows, per_row):
+            if got is None:
+                values.append(None), errors.append(None)
+                continue
+            failed = [g.error for g in got if g.error]
+            if failed:
+                values.append(None), errors.append(failed[0])
+                continue
+            if all(int(g.value["noncommittal"]) == 1 for g in got):
+                values.append(0.0), errors.append(None)
+                continue
+            q = vectors[row.query]
+            embedded = [vectors[g.value["question"]] for g in got]
+            bad = [e.error for e in [q, *embedded] if e.error]
+            if bad:
+                values.append(None), errors.append(bad[0])
+                continue
+            values.append(float(np.mean([_cosine(q.value, e.value) for e in embedded]))), errors.append(None)
+        return self._finish("answer_relevancy", values, errors)
+
+    def _embed(self, texts):
+        return self.embedder.embed(texts)
+
+    def context_entity_recall(self, table: pd.DataFrame) -> MetricResult:
+        rows = self._rows(table)
+        texts: list[str] = []
+        for row in rows:
+            if row is not None:
+                texts += [row.reference_answer or ""] + [c["text"] for c in row.contexts]
+        unique = list(dict.fromkeys(texts))
+        entities: dict[str, set[str] | str] = {}
+        if self.llm is not None:
+            for text, result in zip(unique, self._ask([("entities", {"text": t}) for t in unique])):
+                entities[text] = result.error if result.error else {normalize_entity(e) for e in result.value["entities"]}
+        else:
+            extract = OfflineEntities(self.ctx.keywords.stopwords)
+            entities = {t: extract(t) for t in unique}
+        values, errors, undefined = [], [], 0
+        for row in rows:
+            if row is None:
+                values.append(None), errors.append(None)
+                continue
+            parts = [entities[row.reference_answer or ""]] + [entities[c["text"]] for c in row.contexts]
+            failed = [p for p in parts if isinstance(p, str)]
+            if failed:
+                values.append(None), errors.append(failed[0])
+                continue
+            context_entities = set().union(*parts[1:]) if len(parts) > 1 else set()
+            value = entity_recall(context_entities, parts[0])
+            if value is None:
+                undefined += 1
+                value = self.ctx.zero_division
+            values.append(value), errors.append(None)
+        return self._finish("context_entity_recall", values, errors, undefined)
+
+    def faithfulness(self, table: pd.DataFrame) -> MetricResult:
+        rows = self._rows(table)
+        values, errors, undefined = [], [], 0
+        if self.llm is None:
+            K = self.ctx.keywords
+            for row in rows:
+                if row is None:
+                    values.append(None), errors.append(None)
+                    continue
+                claims = _sentences(row.generated_answer or "")
+                context_kw = K.union(c["text"] for c in row.contexts)
+                judged = [len(K(c) & context_kw) / len(K(c)) >= 0.5 for c in claims if K(c)]
+                if not judged:
+                    undefined += 1
+                    values.append(self.ctx.zero_division), errors.append(None)
+                else:
+                    values.append(sum(judged) / len(judged)), errors.append(None)
+            return self._finish("faithfulness", values, errors, undefined)
+        extracted = self._ask([("claims", {"question": row.query, "answer": row.generated_answer or ""})
+                               for row in rows if row is not None])
+        requests, plan, cursor = [], [], 0
+        for row in rows:
+            if row is None:
+                plan.append(None)
+                continue
+            claims = extracted[cursor]
+            cursor += 1
+            if claims.error:
+                plan.append(claims.error)
+                continue
+            contexts = "\n".join(f"[{i}] {c['text']}" for i, c in enumerate(row.contexts, 1)) or "(no contexts)"
+            start = len(requests)
+            requests += [("claim_support", {"contexts": contexts, "claim": claim}) for claim in claims.value["claims"]]
+            plan.append((start, len(claims.value["claims"])))
+        verdicts = self._ask(requests)
+        for item in plan:
+            if item is None:
+                values.append(None), errors.append(None)
+            elif isinstance(item, str):
+                values.append(None), errors.append(item)
+            elif item[1] == 0:
+                undefined += 1
+                values.append(self.ctx.zero_division), errors.append(None)
+            else:
+                got = verdicts[item[0]:item[0] + item[1]]
+                failed = [g.error for g in got if g.error]
+                if failed:
+                    values.append(None), errors.append(failed[0])
+                else:
+                    supported = sum(g.value["verdict"].strip().lower() == "yes" for g in got)
+                    values.append(supported / item[1]), errors.append(None)
+        return self._finish("faithfulness", values, errors, undefined)
