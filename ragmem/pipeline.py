@@ -136,8 +136,8 @@ def score(table: pd.DataFrame, cfg: RunConfig, components: Components) -> tuple[
     result = compute_metrics(table, list(cfg.metrics), ctx)
     table = table.copy()
     for name, values in result.columns.items():
-        is_list = any(isinstance(v, list) for v in values)
-        table[name] = pd.Series(values, index=table.index, dtype=object if is_list else float)
+        numeric = all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in values)
+        table[name] = pd.Series(values, index=table.index, dtype=float if numeric else object)
     result.ci = confidence_intervals(table, result, cfg)
     result.values.update(usage_metrics(components))
     return table, result

@@ -89,8 +89,11 @@ class OfflineEntities:
         JiebaTokenizer()._ensure_loaded()
         found: set[str] = set()
         for span in _CAPITALISED.findall(text):
-            if not (len(span.split()) == 1 and span.lower() in self.stopwords):
-                found.add(span)
+            words = span.split()
+            while words and words[0].lower() in self.stopwords:  # "The Taj Mahal" -> "Taj Mahal"
+                words = words[1:]
+            if words:
+                found.add(" ".join(words))
         found.update(_NUMBER.findall(text))
         cjk = "".join(c if "\u3400" <= c <= "\u9fff" else " " for c in text)
         if cjk.strip():

@@ -1,0 +1,109 @@
+"""A local OpenAI-compatible HTTP server for the tests (127.0.0.1 only, no network).
+
+``Stub(chat=fn, embed=fn)``: ``chat(request_json) -> dict`` returns the reply object for a chat
+completion (it is serialised as the message content), ``embed(text) -> list[float]``. Failures are
+injected with ``fail(request_number) -> None | "429" | "500" | "timeout" | "truncated"``. Every request
+is recorded in ``requests``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+
+class Stub:
+    def __init__(self, chat: Callable[[dict], Any] | None = None, embed: Callable[[str], list[float]] | None = None,
+                 fail: Callable[[int], str | None] | None = None, latency_s: float = 0.0,
+                 reject_json_schema: bool = False, retry_after: str = "0"):
+        self.chat, self.embed, self.fail = chat, embed, fail
+        self.latency_s, self.reject_json_schema, self.retry_after = latency_s, reject_json_schema, retry_after
+        self.requests: list[dict] = []
+        self.headers: list[dict] = []
+        self._lock = threading.Lock()
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def handle(self):  # a client that timed out closed its socket: not an error here
+                try:
+                    super().handle()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            def _send(self, status, payload, headers=None):
+                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                for key, value in (headers or {}).items():
+                    self.send_header(key, value)
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                with stub._lock:
+                    stub.requests.append(body)
+                    stub.headers.append(dict(self.headers))
+                    number = len(stub.requests)
+                if stub.latency_s:
+                    time.sleep(stub.latency_s)
+                failure = stub.fail(number) if stub.fail else None
+                if failure == "429":
+                    return self._send(429, {"error": {"message": "rate limited", "type": "rate_limit"}},
+                                      {"retry-after": stub.retry_after})
+                if failure == "500":
+                    return self._send(500, {"error": {"message": "internal error"}})
+                if failure == "timeout":
+                    time.sleep(3.0)
+                    return self._send(500, {"error": {"message": "too late"}})
+                if self.path.endswith("/embeddings"):
+                    texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+                    data = [{"object": "embedding", "index": i, "embedding": stub.embed(t)} for i, t in enumerate(texts)]
+                    return self._send(200, {"object": "list", "data": data, "model": body["model"],
+                                            "usage": {"prompt_tokens": 3 * len(texts), "total_tokens": 3 * len(texts)}})
+                fmt = (body.get("response_format") or {}).get("type")
+                if stub.reject_json_schema and fmt == "json_schema":
+                    return self._send(400, {"error": {"message": "response_format json_schema is not supported",
+                                                      "param": "response_format"}})
+                reply = stub.chat(body)
+                content = reply if isinstance(reply, str) else json.dumps(reply, ensure_ascii=False)
+                if failure == "truncated":
+                    content = content[: len(content) // 2]
+                return self._send(200, {
+                    "id": f"chatcmpl-{number}", "object": "chat.completion", "created": 0, "model": body["model"],
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": content}}],
+                    "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}})
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def __enter__(self) -> "Stub":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def user_text(request: dict) -> str:
+    """The last user message of a chat request."""
+    return [m["content"] for m in request["messages"] if m["role"] == "user"][-1]
+
+
+def data_block(request: dict, name: str) -> str:
+    text = [m["content"] for m in request["messages"] if m["role"] == "user"][0]
+    start = text.index(f'<data name="{name}">\n') + len(f'<data name="{name}">\n')
+    return text[start:text.index("\n</data>", start)]
