@@ -44,18 +44,39 @@ def _fmt(name: str, value: Any) -> str:
     return str(value)
 
 
-def print_summary(summary: dict[str, Any]) -> None:
+def _headline(name: str, max_k: int | None) -> bool:
+    """The metrics the terminal table shows by default (all are in the JSON and in MLflow)."""
+    import re
+
+    if name.startswith(("confusion_", "n_", "undefined_", "judge_cache_hit_rate", "embeddings_")):
+        return False
+    if name.endswith(("_failures", "_pass_rate", "_sentence_mean")) or re.search(r"_latency_(avg|p50|p99|max)$", name):
+        return False
+    if any(name.endswith(f"_{s}") for s in ("rag", "memory_short", "memory_long")):
+        return name.startswith(("context_share_", "hit_rate_"))
+    at_k = re.match(r".*_at_(\d+)$", name)
+    return not at_k or max_k is None or int(at_k.group(1)) == max_k
+
+
+def print_summary(summary: dict[str, Any], show_all: bool = False) -> None:
     table = Table(title=f"{summary['experiment']}: n={summary['n_examples']}, errors={summary['n_errors']}",
                   title_justify="left")
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column("CI (bootstrap)", justify="right")
     intervals = summary.get("ci", {})
+    ks = [int(k) for k in str(summary.get("params", {}).get("ranking.k", "")).split(",") if k.strip().isdigit()]
+    hidden = 0
     for name, value in summary["metrics"].items():
+        if not show_all and not _headline(name, max(ks) if ks else None):
+            hidden += 1
+            continue
         interval = intervals.get(name)
         shown = f"[{_fmt(name, interval[0])}, {_fmt(name, interval[1])}]" if interval else ""
         table.add_row(name, _fmt(name, value), shown)
     out.print(table)
+    if hidden:
+        out.print(f"({hidden} more metrics in the summary JSON and in MLflow; --all shows them here)")
     counts = {k: v for k, v in summary.get("counts", {}).items() if v and k not in ("n_examples",)}
     if counts:
         out.print("counts: " + ", ".join(f"{k}={v}" for k, v in counts.items()))
@@ -73,6 +94,7 @@ def run(
     set_: List[str] = typer.Option([], "--set", help="Override a setting: dotted.key=value (repeatable)."),
     output: Path = typer.Option(Path("summary.json"), "--output", "-o", help="Where to write the summary JSON."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's own logs too."),
+    show_all: bool = typer.Option(False, "--all", help="Print every metric, not only the headline ones."),
 ) -> None:
     """Run the evaluation flow: load -> time the agent -> judge -> metrics -> MLflow."""
     _setup_logging(verbose)
@@ -89,7 +111,7 @@ def run(
         from flows.evaluate import evaluate_flow
 
         summary = evaluate_flow(resolved)
-    print_summary(summary)
+    print_summary(summary, show_all)
     from ragmem.pipeline import write_json
 
     write_json(output, summary)
@@ -249,6 +271,65 @@ def serve(
     api_url = resolve_api_url(log=log.info)
     serve_flow(resolved, cron=cron, name=name, flow_kind=flow_kind, timezone=timezone, api_url=api_url,
                log=lambda message: out.print(message, markup=False, highlight=False))
+
+
+@app.command("bench-memory")
+def bench_memory(
+    config: Path = typer.Argument(..., help="YAML config with a bench section (see configs/locomo.yaml)."),
+    data: Optional[str] = typer.Option(None, "--data", help="LoCoMo data: locomo10.zip, a folder, a file or locomo10.json."),
+    limit_conversations: Optional[int] = typer.Option(None, "--limit-conversations", help="Only the first N conversations."),
+    limit_questions: Optional[int] = typer.Option(None, "--limit-questions", help="Only the first N questions of each."),
+    set_: List[str] = typer.Option([], "--set", help="Override a setting: dotted.key=value (repeatable)."),
+    output: Path = typer.Option(Path("summary.json"), "--output", "-o", help="Where to write the summary JSON."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's own logs too."),
+) -> None:
+    """Benchmark memory layers on LoCoMo: ingest, recall, answer, score; baselines beside them."""
+    _setup_logging(verbose)
+    from ragmem.config import RunConfig, resolve_config
+
+    extra = [f"bench.limit_conversations={limit_conversations}"] if limit_conversations else []
+    extra += [f"bench.limit_questions={limit_questions}"] if limit_questions else []
+    resolved = resolve_config(config, overrides=[*set_, *extra])
+    if data:
+        resolved["bench"]["data"] = str(Path(data).resolve())
+    if not resolved["bench"].get("data"):
+        raise RagmemError("bench.data: no LoCoMo data given; pass --data PATH or set bench.data in the config")
+    for key in ("limit_conversations", "limit_questions"):
+        value = resolved["bench"].get(key)
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise RagmemError(f"--{key.replace('_', '-')}: expected a positive integer, got {value!r}")
+    RunConfig.from_dict(resolved)
+    from flows.bench_memory import method_specs
+    from ragmem.locomo import load_locomo
+
+    method_specs(resolved["bench"]["methods"])
+    load_locomo(resolved["bench"]["data"])  # a malformed file fails here, with file, conversation, turn
+    from ragmem.orchestration import prefect_context, resolve_api_url
+
+    api_url = resolve_api_url(log=log.info)
+    log.info("Prefect API: %s", api_url)
+    with prefect_context(api_url, quiet=not verbose):
+        from flows.bench_memory import bench_memory_flow
+
+        result = bench_memory_flow(resolved)
+    print_bench(result)
+    from ragmem.pipeline import write_json
+
+    write_json(output, result)
+    out.print(f"summary written to {output}")
+
+
+def print_bench(result: dict[str, Any]) -> None:
+    rows = result["results_table"]
+    view = Table(title=f"{result['experiment']}: {result['n_conversations']} conversations, "
+                       f"{result['n_questions']} questions (F1 token F1, B1 BLEU-1, J judge)", title_justify="left")
+    view.add_column("metric")
+    for row in rows:
+        view.add_column(row["method"], justify="right")
+    for column in [c for c in rows[0] if c != "method"]:
+        view.add_row(column, *[_fmt(column, row[column]) for row in rows])
+    out.print(view)
+    out.print(f"parent run {result['parent_run_id']} (table: locomo_results.json; one child run per method)")
 
 
 @app.command()

@@ -53,9 +53,13 @@ DEFAULTS: dict[str, Any] = {
     "zero_division": 0,
     "tracking": {"enabled": True, "uri": None, "artifact_root": DEFAULT_ARTIFACT_ROOT, "max_traces": 200},
     "sweep": {},  # see ragmem.sweep (used by `ragmem sweep`; ignored by `ragmem run`)
+    # the memory benchmark (`ragmem bench-memory`), see ragmem.memory_bench
+    "bench": {"data": None, "methods": ["reference", "full_context", "no_memory"], "top_k": 10,
+              "full_context_tokens": 4000, "include_adversarial": False, "limit_conversations": None,
+              "limit_questions": None},
 }
 #: Keys whose value is free-form (not checked against DEFAULTS).
-_OPEN_KEYS = {"agent.params", "sweep", "judge.prices"}
+_OPEN_KEYS = {"agent.params", "sweep", "judge.prices", "bench.methods"}
 
 
 def _merge(base: dict[str, Any], update: dict[str, Any], where: str = "") -> dict[str, Any]:
@@ -137,6 +141,9 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping of settings at the top level")
+    bench = raw.get("bench")
+    if isinstance(bench, dict) and isinstance(bench.get("data"), str) and not Path(bench["data"]).is_absolute():
+        bench["data"] = str((path.parent / bench["data"]).resolve())
     files = (raw.get("data") or {}).get("files") if isinstance(raw.get("data"), dict) else None
     if isinstance(files, list):  # resolve data paths against the config file's folder
         for item in files:

@@ -189,7 +189,7 @@ def run_params(cfg: RunConfig, dataset: Dataset, components: Components) -> dict
     """Everything that produced the numbers, as MLflow params (strings): every setting by its
     dotted key, plus data identity, signatures and versions. Secret-looking values are masked."""
     params = {key: _param_text(key, value) for key, value in flatten(cfg.raw).items()
-              if key not in ("data.files", "metrics", "ranking.k") and not key.startswith("sweep")}
+              if key not in ("data.files", "metrics", "ranking.k") and not key.startswith(("sweep", "bench"))}
     return params | {
         "data.path": ";".join(str(f.path) for f in dataset.files),
         "data.labels": ";".join("-" if f.label is None else str(f.label) for f in dataset.files),

@@ -20,7 +20,7 @@ from ragmem.errors import ConfigError
 from ragmem.metrics import classification, generation, latency, rag, ranking
 from ragmem.metrics.base import MetricResult, nanmean
 from ragmem.metrics.coverage import coverage
-from ragmem.schema import STAGES
+from ragmem.schema import CONTEXT_SOURCES, STAGES
 from ragmem.text.keywords import KeywordExtractor
 
 RELEVANCE_MODES = ("auto", "ids", "keyword")
@@ -178,6 +178,59 @@ def _generation(table: pd.DataFrame, ctx: MetricContext) -> MetricResult:
     return MetricResult(values=values, columns=columns)
 
 
+PER_SOURCE_KINDS = ("context_share", "coverage", "reference_coverage", "hit_rate", "answer_source_share")
+PER_SOURCE_NAMES = tuple(f"{kind}_{source}" for source in CONTEXT_SOURCES for kind in PER_SOURCE_KINDS)
+
+
+def _per_source(table: pd.DataFrame, ctx: MetricContext) -> MetricResult:
+    """Per context source (rag, memory_short, memory_long), over the examples whose call succeeded:
+
+    - ``context_share_{s}``: share of all retrieved contexts that came from s;
+    - ``coverage_{s}`` / ``reference_coverage_{s}``: mean share of the answer's / reference's keywords
+      held by the contexts from s (0 for an example without contexts from s);
+    - ``hit_rate_{s}``: share of examples with gold ids where a context from s is relevant;
+    - ``answer_source_share_{s}``: mean share of the answer's keywords found only in s's contexts.
+    """
+    K = ctx.keywords
+    totals = {s: 0 for s in CONTEXT_SOURCES}
+    n_contexts = 0
+    cov = {s: [] for s in CONTEXT_SOURCES}
+    ref_cov = {s: [] for s in CONTEXT_SOURCES}
+    only = {s: [] for s in CONTEXT_SOURCES}
+    hits = {s: [] for s in CONTEXT_SOURCES}
+    any_source = False
+    for row in table.itertuples(index=False):
+        if isinstance(row.error, str):
+            continue
+        by_source = {s: [c for c in row.contexts if c.get("source") == s] for s in CONTEXT_SOURCES}
+        any_source |= any(by_source.values())
+        n_contexts += len(row.contexts)
+        answer, reference = K(row.generated_answer or ""), K(row.reference_answer or "")
+        kws = {s: K.union(c["text"] for c in cs) for s, cs in by_source.items()}
+        gold = row.gold_relevance if isinstance(row.gold_relevance, dict) else None
+        for s in CONTEXT_SOURCES:
+            totals[s] += len(by_source[s])
+            if answer:
+                cov[s].append(len(kws[s] & answer) / len(answer))
+                others = set().union(*(kws[t] for t in CONTEXT_SOURCES if t != s))
+                only[s].append(len((kws[s] - others) & answer) / len(answer))
+            if reference:
+                ref_cov[s].append(len(kws[s] & reference) / len(reference))
+            if gold:
+                hits[s].append(float(any(gold.get(_gold_id(c.get("id"), gold) or "", 0) > 0 for c in by_source[s])))
+    if not any_source:
+        return MetricResult(values={n: None for n in PER_SOURCE_NAMES},
+                            notes=["per-source metrics: no context carries a source"])
+    values: dict[str, float | None] = {}
+    for s in CONTEXT_SOURCES:
+        values[f"context_share_{s}"] = totals[s] / n_contexts if n_contexts else None
+        values[f"coverage_{s}"] = nanmean(cov[s])
+        values[f"reference_coverage_{s}"] = nanmean(ref_cov[s])
+        values[f"hit_rate_{s}"] = nanmean(hits[s])
+        values[f"answer_source_share_{s}"] = nanmean(only[s])
+    return MetricResult(values=values)
+
+
 def _rag(table: pd.DataFrame, ctx: MetricContext, wanted: Sequence[str] = rag.NAMES) -> MetricResult:
     computer = rag.RagMetrics(ctx, ctx.rag)
     merged = MetricResult(values={})
@@ -206,13 +259,14 @@ FAMILIES: tuple[Family, ...] = (
     Family(lambda ctx: ranking.metric_names(ctx.ks), _ranking, ("n_ranking_no_relevant",)),
     Family(lambda ctx: generation.NAMES, _generation, ("bleu_sentence_mean", "chrf_sentence_mean")),
     Family(lambda ctx: rag.NAMES, _rag),
+    Family(lambda ctx: PER_SOURCE_NAMES, _per_source),
 )
 
 BASE_METRICS: tuple[str, ...] = (*classification.NAMES, "avg_coverage", "reference_coverage", *latency.NAMES,
                                  *generation.NAMES, *rag.NAMES)
 RANKING_SELECTORS: tuple[str, ...] = tuple(f"{f}_at_k" for f in ranking.RANKING_FAMILIES)
-#: The default selection: every metric (ranking families at every k of ``ranking.k``).
-DEFAULT_METRICS: tuple[str, ...] = (*BASE_METRICS, *RANKING_SELECTORS)
+#: The default selection: every metric (ranking families at every k of ``ranking.k``, per-source).
+DEFAULT_METRICS: tuple[str, ...] = (*BASE_METRICS, *RANKING_SELECTORS, "per_source")
 _AT_K = re.compile(r"^(%s)_at_(\d+)$" % "|".join(ranking.RANKING_FAMILIES))
 
 
@@ -225,13 +279,18 @@ def expand_selection(names: Sequence[str], ks: Sequence[int] = ranking.DEFAULT_K
             out.append(name)
         elif name in RANKING_SELECTORS:
             out.extend(f"{name[:-5]}_at_{k}" for k in ks)
+        elif name == "per_source":
+            out.extend(PER_SOURCE_NAMES)
+        elif name in PER_SOURCE_NAMES:
+            out.append(name)
         elif _AT_K.match(name):
             out.append(name)
         else:
             unknown.append(name)
     if unknown:
         raise ConfigError(f"metrics: unknown metric(s) {', '.join(map(repr, unknown))}; available: "
-                          f"{', '.join(BASE_METRICS + RANKING_SELECTORS)} (or e.g. ndcg_at_10)")
+                          f"{', '.join(BASE_METRICS + RANKING_SELECTORS)}, per_source (or e.g. ndcg_at_10, "
+                          f"coverage_memory_long)")
     return list(dict.fromkeys(out))
 
 

@@ -1,0 +1,245 @@
+"""The memory benchmark: ingest each conversation through a memory layer, answer its questions from
+what the layer recalls, and score the answers as the published LoCoMo evaluations do.
+
+Per question: ``search`` (timed) returns memories; the generator answers from them (timed); the
+answer is scored against the gold answer with ``token_f1``, ``bleu_1``, the judge (``judge_score``:
+an LLM's generous correct/wrong verdict, or offline the keyword verdict) and ``evidence_recall``
+(share of the question's evidence turns among the recalled memories). Aggregates overall and per
+category (``_cat{N}``): those means, ``search_latency_p50/_p95``, ``answer_latency_p50/_p95``
+(search + generation), ``context_tokens_mean`` (tokens of recalled context per query, counted with
+the generation tokenizer: words and CJK words, not model tokens) and ``add_latency_p50/_p95`` (per
+ingested session).
+
+Memory layers (``methods`` in ``configs/locomo.yaml``): anything with ``add(messages, user_id,
+timestamp)``, ``search(query, user_id, top_k)`` and optional ``reset()``:
+
+- ``reference``: ragmem's BM25 memory (:class:`ragmem.reference.memory.BM25Memory`);
+- ``full_context``: baseline, every turn in the prompt, most recent first until ``full_context_tokens``;
+- ``no_memory``: baseline, nothing recalled;
+- ``python``: ``target: module:Class`` (built with ``params``), a user's own layer (mem0-like);
+- ``http``: ``url``: ``POST {url}/add {messages, user_id, timestamp}``, ``POST {url}/search
+  {query, user_id, top_k}`` -> ``{"results": [{text, id?, score?, timestamp?}]}``, ``POST {url}/reset
+  {user_id}``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from ragmem.errors import ConfigError
+from ragmem.locomo import Conversation, QA
+from ragmem.reference.memory import BM25Memory
+from ragmem.text.keywords import KeywordExtractor
+
+METHOD_TYPES = ("reference", "full_context", "no_memory", "python", "http")
+
+
+def turn_text(turn, date: str | None) -> str:
+    caption = f" [shares an image: {turn.caption}]" if turn.caption else ""
+    stamp = f"({date}) " if date else ""
+    return f"{stamp}{turn.speaker}: {turn.text}{caption}"
+
+
+class FullContext:
+    """Baseline: every turn, newest first, until the token budget is spent."""
+
+    def __init__(self, budget_tokens: int, count_tokens):
+        self.budget, self.count = budget_tokens, count_tokens
+        self._turns: dict[str, list[dict[str, Any]]] = {}
+
+    def add(self, messages, user_id, timestamp=None):
+        self._turns.setdefault(user_id, []).extend(
+            {"id": m.get("id"), "text": m["content"], "timestamp": m.get("timestamp", timestamp)} for m in messages)
+
+    def search(self, query, user_id, top_k):
+        out, used = [], 0
+        for memory in reversed(self._turns.get(user_id, [])):
+            cost = self.count(memory["text"])
+            if used + cost > self.budget:
+                break
+            out.append({**memory, "score": None})
+            used += cost
+        return out
+
+    def reset(self):
+        self._turns.clear()
+
+
+class NoMemory:
+    """Baseline: recalls nothing (what the generator knows without memory)."""
+
+    def add(self, messages, user_id, timestamp=None):
+        pass
+
+    def search(self, query, user_id, top_k):
+        return []
+
+    def reset(self):
+        pass
+
+
+class HttpMemory:
+    """A memory layer behind HTTP (see the module docstring for the routes)."""
+
+    def __init__(self, url: str, timeout_s: float = 60.0):
+        import httpx
+
+        if not str(url).startswith(("http://", "https://")):
+            raise ConfigError(f"methods[].url: expected an http(s) URL, got {url!r}")
+        self.url = str(url).rstrip("/")
+        self.client = httpx.Client(timeout=timeout_s)
+
+    def _post(self, route: str, body: dict[str, Any]) -> Any:
+        reply = self.client.post(f"{self.url}/{route}", json=body)
+        reply.raise_for_status()
+        return reply.json() if reply.content else None
+
+    def add(self, messages, user_id, timestamp=None):
+        self._post("add", {"messages": list(messages), "user_id": user_id, "timestamp": timestamp})
+
+    def search(self, query, user_id, top_k):
+        reply = self._post("search", {"query": query, "user_id": user_id, "top_k": top_k})
+        results = reply.get("results") if isinstance(reply, dict) else reply
+        if not isinstance(results, list):
+            raise ValueError(f"search reply from {self.url} has no 'results' list")
+        return results
+
+    def reset(self):
+        self._post("reset", {})
+
+
+def build_layer(spec: dict[str, Any], keywords: KeywordExtractor, count_tokens, full_context_tokens: int):
+    kind = spec.get("type", spec.get("name"))
+    if kind == "reference":
+        return BM25Memory(keywords)
+    if kind == "full_context":
+        return FullContext(int(spec.get("budget_tokens", full_context_tokens)), count_tokens)
+    if kind == "no_memory":
+        return NoMemory()
+    if kind == "http":
+        return HttpMemory(spec.get("url", ""), float(spec.get("timeout_s", 60)))
+    if kind == "python":
+        from ragmem.agents.python import resolve
+
+        cls = resolve(str(spec.get("target") or ""))
+        try:
+            layer = cls(**(spec.get("params") or {}))
+        except Exception as exc:
+            raise ConfigError(f"methods[].target: building {spec.get('target')} failed: {type(exc).__name__}: {exc}") from None
+        for name in ("add", "search"):
+            if not callable(getattr(layer, name, None)):
+                raise ConfigError(f"methods[].target: {spec.get('target')} has no {name}() method")
+        return layer
+    raise ConfigError(f"methods[].type: unknown memory layer {kind!r}; available: {', '.join(METHOD_TYPES)}")
+
+
+@dataclass
+class Answered:
+    conversation: str
+    question: QA
+    answer: str | None
+    memories: list[dict[str, Any]]
+    search_s: float | None
+    answer_s: float | None
+    error: str | None = None
+
+
+def run_conversation(layer, conversation: Conversation, qas: Sequence[QA], top_k: int, generate) -> tuple[list[Answered], list[float]]:
+    """Reset, ingest every session in order (one ``add`` per session, timed), then answer."""
+    reset = getattr(layer, "reset", None)
+    if callable(reset):
+        reset()
+    user = f"locomo-{conversation.id}"
+    add_times = []
+    for session in conversation.sessions:
+        messages = [{"role": "user", "content": turn_text(t, session.date_time), "id": t.dia_id,
+                     "timestamp": session.date_time, "speaker": t.speaker} for t in session.turns]
+        start = time.perf_counter()
+        layer.add(messages, user, session.date_time)
+        add_times.append(time.perf_counter() - start)
+    answered = []
+    for qa in qas:
+        start = time.perf_counter()
+        try:
+            memories = list(layer.search(qa.question, user, top_k))
+            search_s = time.perf_counter() - start
+            answer = generate(qa.question, [str(m.get("text", "")) for m in memories])
+            answered.append(Answered(conversation.id, qa, answer, memories, search_s, time.perf_counter() - start))
+        except Exception as exc:  # one failing call is recorded for that question; the run goes on
+            answered.append(Answered(conversation.id, qa, None, [], None, None,
+                                     f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"))
+    return answered, add_times
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    return float(np.percentile(values, q)) if values else None
+
+
+def score(answered: Sequence[Answered], add_times: Sequence[float], scorer, judge_verdicts: Sequence[int | None],
+          count_tokens) -> tuple[list[dict[str, Any]], dict[str, float | None]]:
+    """Per-question rows and the aggregate metrics (overall and ``_cat{N}``)."""
+    rows = []
+    for item, verdict in zip(answered, judge_verdicts):
+        qa = item.question
+        retrieved = {str(m.get("id")) for m in item.memories if m.get("id") is not None}
+        evidence = set(qa.evidence)
+        ok = item.error is None
+        rows.append({
+            "conversation": item.conversation, "question": qa.question, "gold_answer": qa.answer,
+            "category": qa.category, "answer": item.answer,
+            "token_f1": scorer.token_f1(item.answer or "", qa.answer) if ok else None,
+            "bleu_1": scorer.bleu_1(item.answer or "", qa.answer) if ok else None,
+            "judge_score": None if verdict is None else float(verdict),
+            "evidence_recall": (len(retrieved & evidence) / len(evidence)) if ok and evidence else None,
+            "search_latency_s": item.search_s, "answer_latency_s": item.answer_s,
+            "context_tokens": sum(count_tokens(str(m.get("text", ""))) for m in item.memories) if ok else None,
+            "n_memories": len(item.memories), "retrieved_ids": sorted(retrieved), "evidence": list(qa.evidence),
+            "error": item.error,
+        })
+
+    def aggregate(subset, suffix):
+        def mean(key):
+            values = [r[key] for r in subset if r[key] is not None]
+            return float(np.mean(values)) if values else None
+
+        search = [r["search_latency_s"] for r in subset if r["search_latency_s"] is not None]
+        total = [r["answer_latency_s"] for r in subset if r["answer_latency_s"] is not None]
+        return {f"token_f1{suffix}": mean("token_f1"), f"bleu_1{suffix}": mean("bleu_1"),
+                f"judge_score{suffix}": mean("judge_score"), f"evidence_recall{suffix}": mean("evidence_recall"),
+                f"search_latency_p50{suffix}": _percentile(search, 50), f"search_latency_p95{suffix}": _percentile(search, 95),
+                f"answer_latency_p50{suffix}": _percentile(total, 50), f"answer_latency_p95{suffix}": _percentile(total, 95),
+                f"context_tokens_mean{suffix}": mean("context_tokens"), f"n_questions{suffix}": float(len(subset))}
+
+    metrics = aggregate(rows, "")
+    for category in sorted({r["category"] for r in rows}):
+        metrics.update(aggregate([r for r in rows if r["category"] == category], f"_cat{category}"))
+    metrics["add_latency_p50"] = _percentile(list(add_times), 50)
+    metrics["add_latency_p95"] = _percentile(list(add_times), 95)
+    metrics["n_errors"] = float(sum(r["error"] is not None for r in rows))
+    metrics["n_judge_failures"] = float(sum(r["judge_score"] is None and r["error"] is None for r in rows))
+    return rows, metrics
+
+
+def results_table(methods: dict[str, dict[str, float | None]], categories: Sequence[int]) -> list[dict[str, Any]]:
+    """One row per method, shaped like the published LoCoMo tables: F1 / B1 / J per category and
+    overall, then latency and context size."""
+    from ragmem.locomo import CATEGORIES
+
+    table = []
+    for method, m in methods.items():
+        row: dict[str, Any] = {"method": method}
+        for c in categories:
+            name = CATEGORIES[c]
+            row.update({f"{name} F1": m.get(f"token_f1_cat{c}"), f"{name} B1": m.get(f"bleu_1_cat{c}"),
+                        f"{name} J": m.get(f"judge_score_cat{c}")})
+        row.update({"overall F1": m.get("token_f1"), "overall B1": m.get("bleu_1"), "overall J": m.get("judge_score"),
+                    "evidence recall": m.get("evidence_recall"),
+                    "search p50 (s)": m.get("search_latency_p50"), "search p95 (s)": m.get("search_latency_p95"),
+                    "total p50 (s)": m.get("answer_latency_p50"), "total p95 (s)": m.get("answer_latency_p95"),
+                    "context tokens": m.get("context_tokens_mean")})
+        table.append(row)
+    return table
