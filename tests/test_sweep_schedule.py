@@ -145,3 +145,35 @@ def test_paired_compare_top_k_1_vs_5(prefect_env, tmp_path):
 
     bad = run_cli(["compare", ids[0]], env=prefect_env, cwd=tmp_path)
     assert bad.returncode == 2 and "give two run ids" in bad.stderr
+
+
+def test_bench_memory_two_conversations_with_baselines(prefect_env, tmp_path):
+    from tests.conftest import SHARED
+
+    if not (SHARED / "locomo" / "locomo10.zip").is_file():
+        pytest.skip(f"LoCoMo data not found under {SHARED} (the workplace's shared/data folder is absent)")
+    started = time.monotonic()
+    done = run_cli(["bench-memory", str(ROOT / "configs" / "locomo.yaml"), "--limit-conversations", "2",
+                    "--output", "bench.json"], env=prefect_env, cwd=tmp_path, timeout=600)
+    elapsed = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    assert elapsed < 300
+    result = json.loads((tmp_path / "bench.json").read_text())
+    assert result["n_conversations"] == 2 and result["n_questions"] > 200
+    assert [m["method"] for m in result["methods"]] == ["reference", "full_context", "no_memory"]
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlruns/mlflow.db")
+    experiment = client.get_experiment_by_name("locomo")
+    runs = {r.data.tags.get("bench.method"): r for r in client.search_runs([experiment.experiment_id])
+            if r.data.tags.get("bench.method")}
+    assert set(runs) == {"reference", "full_context", "no_memory"}  # baselines beside it, same experiment
+    reference = runs["reference"].data.metrics
+    for name in ("token_f1", "bleu_1", "judge_score", "evidence_recall", "search_latency_p50", "search_latency_p95",
+                 "answer_latency_p50", "answer_latency_p95", "context_tokens_mean"):
+        assert name in reference
+    for category in (1, 2, 3, 4):
+        assert {f"token_f1_cat{category}", f"bleu_1_cat{category}", f"judge_score_cat{category}"} <= set(reference)
+    assert "token_f1_cat5" not in reference  # adversarial excluded by default
+    assert reference["evidence_recall"] > runs["no_memory"].data.metrics.get("evidence_recall", 0)
+    assert runs["no_memory"].data.metrics["context_tokens_mean"] == 0
+    artifacts = {a.path for a in client.list_artifacts(result["parent_run_id"])}
+    assert {"locomo_results.csv", "locomo_results.json"} <= artifacts

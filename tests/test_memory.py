@@ -1,0 +1,208 @@
+"""Memory-layer evaluation: the LoCoMo loader, per-source metrics, memory-layer adapters, the bench."""
+
+import json
+import threading
+import zipfile
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pandas as pd
+import pytest
+
+from ragmem.errors import DataError
+from ragmem.locomo import ADVERSARIAL_ANSWER, load_locomo, questions
+from tests.conftest import SHARED
+
+LOCOMO = SHARED / "locomo" / "locomo10.zip"
+
+
+@pytest.fixture
+def locomo_zip():
+    if not LOCOMO.is_file():
+        pytest.skip(f"LoCoMo data not found at {LOCOMO} (the workplace's shared/data folder is absent)")
+    return LOCOMO
+
+
+def test_all_conversations_and_questions_load(locomo_zip):
+    conversations = load_locomo(locomo_zip)
+    assert len(conversations) == 10
+    assert sum(len(c.sessions) for c in conversations) == 272 and sum(c.n_turns for c in conversations) == 5882
+    from collections import Counter
+
+    counts = Counter(q.category for c in conversations for q in c.qa)
+    assert sum(counts.values()) == 1986
+    assert [counts[k] for k in (1, 2, 3, 4, 5)] == [282, 321, 96, 841, 446]
+    first = conversations[0]
+    assert first.sessions[0].turns[0].dia_id == "D1:1" and first.sessions[0].date_time
+    assert all(q.answer == ADVERSARIAL_ANSWER for q in first.qa if q.category == 5)
+    assert len(questions(first)) == len([q for q in first.qa if q.category != 5])
+    assert len(questions(first, include_adversarial=True)) == len(first.qa)
+    assert len(questions(first, limit=5)) == 5
+
+
+def _conversation(turns=None, qa=None):
+    return {"speaker_a": "Ann", "speaker_b": "Bob", "session_1_date_time": "1:00 pm on 1 May, 2023",
+            "session_1": turns or [{"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a cat named Miso."},
+                                   {"speaker": "Bob", "dia_id": "D1:2", "text": "Lovely! I went to Paris."}],
+            "session_2_date_time": "2:00 pm on 8 May, 2023",
+            "session_2": [{"speaker": "Ann", "dia_id": "D2:1", "text": "Miso is now three months old."}],
+            "qa": qa or [{"question": "What is the name of Ann's cat?", "answer": "Miso", "evidence": ["D1:1"], "category": 4},
+                         {"question": "Where did Bob go?", "answer": "Paris", "evidence": ["D1:2"], "category": 4},
+                         {"question": "How old is Miso?", "answer": 3, "evidence": ["D2:1"], "category": 1},
+                         {"question": "What is Bob's cat called?", "evidence": ["D1:1"], "category": 5,
+                          "adversarial_answer": "Miso"}]}
+
+
+def test_list_shape_and_per_conversation_shape_load_the_same(tmp_path):
+    single = tmp_path / "c1.json"
+    single.write_text(json.dumps(_conversation()))
+    listed = tmp_path / "locomo10.json"
+    listed.write_text(json.dumps([{"sample_id": "c1", "conversation": {k: v for k, v in _conversation().items() if k != "qa"},
+                                   "qa": _conversation()["qa"]}]))
+    archive = tmp_path / "set.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("data/c1.json", json.dumps(_conversation()))
+    loaded = [load_locomo(p)[0] for p in (single, listed, archive, tmp_path / "set.zip")]
+    for conversation in loaded:
+        assert conversation.id == "c1" and [len(s.turns) for s in conversation.sessions] == [2, 1]
+        assert [q.answer for q in conversation.qa] == ["Miso", "Paris", "3", ADVERSARIAL_ANSWER]
+
+
+@pytest.mark.parametrize("turns, message", [
+    ([{"speaker": "Ann", "text": "hi"}], "session_1 turn 1: field 'dia_id': missing"),
+    ([{"dia_id": "D1:1", "text": "hi"}], "session_1 turn 1: field 'speaker': missing"),
+    ([{"speaker": "Ann", "dia_id": "D1:1", "text": 5}], "session_1 turn 1: field 'text': missing or not a string"),
+    (["just text"], "session_1 turn 1: expected an object"),
+])
+def test_malformed_turns_give_clear_errors(tmp_path, turns, message):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(_conversation(turns=turns)))
+    with pytest.raises(DataError) as info:
+        load_locomo(path)
+    assert str(path) in str(info.value) and "conversation bad" in str(info.value) and message in str(info.value)
+
+
+def test_bad_questions_and_files(tmp_path):
+    path = tmp_path / "q.json"
+    path.write_text(json.dumps(_conversation(qa=[{"question": "q", "answer": "a", "category": 9}])))
+    with pytest.raises(DataError, match="qa 1: field 'category': expected 1-5"):
+        load_locomo(path)
+    with pytest.raises(DataError, match="file not found"):
+        load_locomo(tmp_path / "missing.zip")
+
+
+def test_per_source_metrics_hand_computed():
+    from ragmem.metrics import MetricContext, compute_metrics
+    from ragmem.text.keywords import KeywordExtractor
+
+    table = pd.DataFrame([{
+        "error": None, "generated_answer": "用户偏好Qdrant向量数据库", "reference_answer": "用户偏好Qdrant",
+        "gold_relevance": {"mem-1": 1.0},
+        "contexts": [{"id": "doc#c0", "text": "向量数据库存储向量", "source": "rag"},
+                     {"id": "mem-1", "text": "用户偏好Qdrant", "source": "memory_long"},
+                     {"id": "turn-0", "text": "我们聊过Qdrant", "source": "memory_short"},
+                     {"id": "turn-1", "text": "今天天气很好", "source": "memory_short"}],
+    }])
+    v = compute_metrics(table, ["per_source"], MetricContext(KeywordExtractor())).values
+    # K(answer) = {用户, 偏好, qdrant, 向量, 数据库}; rag holds {向量, 数据库}; long {用户, 偏好, qdrant}; short {qdrant}
+    assert v["context_share_rag"] == 0.25 and v["context_share_memory_short"] == 0.5
+    assert v["coverage_rag"] == pytest.approx(2 / 5) and v["coverage_memory_long"] == pytest.approx(3 / 5)
+    assert v["coverage_memory_short"] == pytest.approx(1 / 5)
+    assert v["answer_source_share_rag"] == pytest.approx(2 / 5)          # 向量, 数据库 only in rag
+    assert v["answer_source_share_memory_long"] == pytest.approx(2 / 5)  # 用户, 偏好 (qdrant also in short)
+    assert v["answer_source_share_memory_short"] == 0.0
+    assert v["reference_coverage_memory_long"] == 1.0
+    assert (v["hit_rate_rag"], v["hit_rate_memory_long"], v["hit_rate_memory_short"]) == (0.0, 1.0, 0.0)
+
+
+class KeywordMemory:
+    """A user's own memory layer (mem0-like), plugged in as ``type: python``."""
+
+    def __init__(self, prefix=""):
+        self.items = {}
+
+    def add(self, messages, user_id, timestamp=None):
+        self.items.setdefault(user_id, []).extend(messages)
+
+    def search(self, query, user_id, top_k):
+        import re
+
+        def words(text):
+            return set(re.findall(r"[a-z0-9']+", text.lower())) - {"what", "is", "the", "of", "did", "where", "a"}
+
+        scored = [(len(words(query) & words(m["content"])), m) for m in self.items.get(user_id, [])]
+        return [{"text": m["content"], "id": m["id"], "score": s} for s, m in sorted(scored, key=lambda p: -p[0])[:top_k] if s]
+
+    def reset(self):
+        self.items.clear()
+
+
+def _layer_run(spec, tmp_path):
+    from ragmem.locomo import load_locomo
+    from ragmem.memory_bench import build_layer, run_conversation
+    from ragmem.reference.generator import ExtractiveGenerator
+    from ragmem.text.keywords import KeywordExtractor
+
+    path = tmp_path / "c1.json"
+    path.write_text(json.dumps(_conversation()))
+    conversation = load_locomo(path)[0]
+    keywords = KeywordExtractor()
+    layer = build_layer(spec, keywords, lambda t: len(t.split()), 4000)
+    return run_conversation(layer, conversation, questions(conversation), 3, ExtractiveGenerator(keywords))
+
+
+def test_python_memory_layer_plugs_in(tmp_path):
+    answered, add_times = _layer_run({"type": "python", "target": "tests.test_memory:KeywordMemory"}, tmp_path)
+    assert len(add_times) == 2 and all(t >= 0 for t in add_times)
+    assert answered[0].memories[0]["id"] == "D1:1" and "Miso" in answered[0].answer
+    assert answered[0].search_s is not None and answered[0].answer_s >= answered[0].search_s
+
+
+def test_http_memory_layer_plugs_in(tmp_path):
+    store = KeywordMemory()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+            route = self.path.rsplit("/", 1)[-1]
+            if route == "add":
+                store.add(body["messages"], body["user_id"], body["timestamp"])
+                reply = {}
+            elif route == "search":
+                reply = {"results": store.search(body["query"], body["user_id"], body["top_k"])}
+            else:
+                store.reset()
+                reply = {}
+            data = json.dumps(reply).encode()
+            self.send_response(200)
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/memory"
+        answered, _ = _layer_run({"type": "http", "url": url}, tmp_path)
+    finally:
+        server.shutdown()
+    assert answered[1].memories[0]["id"] == "D1:2" and answered[1].answer in answered[1].memories[0]["text"]
+
+
+def test_failing_memory_layer_is_recorded_per_question(tmp_path):
+    from ragmem.memory_bench import run_conversation
+    from ragmem.locomo import load_locomo
+
+    class Broken(KeywordMemory):
+        def search(self, query, user_id, top_k):
+            if "Bob" in query:
+                raise TimeoutError("memory service timed out")
+            return super().search(query, user_id, top_k)
+
+    path = tmp_path / "c1.json"
+    path.write_text(json.dumps(_conversation()))
+    conversation = load_locomo(path)[0]
+    answered, _ = run_conversation(Broken(), conversation, questions(conversation), 3, lambda q, c: c[0] if c else "")
+    assert answered[1].error == "TimeoutError: memory service timed out" and answered[0].error is None
