@@ -144,3 +144,27 @@ def test_validate(tmp_path):
     problems = [line for line in done.stderr.splitlines() if line.startswith("invalid: ")]
     assert len(problems) == 3 and "record 2: field 'label'" in problems[2]
     assert "2 records, 2 invalid, 3 problem(s)" in done.stderr
+
+
+def test_ui_serves_the_store_on_localhost(tmp_path):
+    import subprocess
+    import sys
+    import urllib.error
+
+    port = free_port()
+    ui = subprocess.Popen([sys.executable, "-m", "ragmem.cli", "ui", "--port", str(port)], cwd=tmp_path,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        for _ in range(120):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as reply:
+                    if reply.status == 200:
+                        break
+            except (urllib.error.URLError, OSError):
+                time.sleep(0.5)
+        experiments = _post(f"http://127.0.0.1:{port}/api/2.0/mlflow", "/experiments/search", {"max_results": 5})
+        assert [e["name"] for e in experiments["experiments"]] == ["Default"]
+        assert (tmp_path / "mlruns" / "mlflow.db").is_file()
+    finally:
+        ui.terminate()
+        ui.wait(timeout=30)
