@@ -87,6 +87,26 @@ def print_summary(summary: dict[str, Any], show_all: bool = False) -> None:
                   f"(open with: ragmem ui)")
 
 
+def _run_flow(target: str, config: dict[str, Any], verbose: bool) -> dict[str, Any]:
+    """Run a flow (``module:function``) against the resolved Prefect API (see ragmem.orchestration)."""
+    import importlib
+
+    from ragmem.orchestration import prefect_context, resolve_api_url
+
+    api_url = resolve_api_url(log=log.info)
+    log.info("Prefect API: %s", api_url)
+    module, _, name = target.partition(":")
+    with prefect_context(api_url, quiet=not verbose):
+        return getattr(importlib.import_module(module), name)(config)
+
+
+def _write(path: Path, payload: dict[str, Any], what: str) -> None:
+    from ragmem.pipeline import write_json
+
+    write_json(path, payload)
+    out.print(f"{what} written to {path}")
+
+
 @app.command()
 def run(
     config: Path = typer.Argument(..., help="YAML config (see configs/default.yaml)."),
@@ -103,19 +123,9 @@ def run(
     resolved = resolve_config(config, overrides=set_, data=data)
     RunConfig.from_dict(resolved).require_data()
 
-    from ragmem.orchestration import prefect_context, resolve_api_url
-
-    api_url = resolve_api_url(log=log.info)
-    log.info("Prefect API: %s", api_url)
-    with prefect_context(api_url, quiet=not verbose):
-        from flows.evaluate import evaluate_flow
-
-        summary = evaluate_flow(resolved)
+    summary = _run_flow("flows.evaluate:evaluate_flow", resolved, verbose)
     print_summary(summary, show_all)
-    from ragmem.pipeline import write_json
-
-    write_json(output, summary)
-    out.print(f"summary written to {output}")
+    _write(output, summary, "summary")
 
 
 @app.command()
@@ -135,19 +145,9 @@ def sweep(
     spec = parse_sweep(resolved.get("sweep"))
     RunConfig.from_dict(resolved).require_data()
     expand(spec)
-    from ragmem.orchestration import prefect_context, resolve_api_url
-
-    api_url = resolve_api_url(log=log.info)
-    log.info("Prefect API: %s", api_url)
-    with prefect_context(api_url, quiet=not verbose):
-        from flows.sweep import run_sweep
-
-        result = run_sweep(resolved)
+    result = _run_flow("flows.sweep:run_sweep", resolved, verbose)
     print_sweep(result, spec)
-    from ragmem.pipeline import write_json
-
-    write_json(output, result)
-    out.print(f"sweep written to {output}")
+    _write(output, result, "sweep")
 
 
 def print_sweep(result: dict[str, Any], spec) -> None:
@@ -207,9 +207,7 @@ def compare(
         result = paired_comparison(client, runs[0], runs[1], list(metrics) or None, resamples, seed)
         print_paired(result)
         if output:
-            from ragmem.pipeline import write_json
-
-            write_json(output, result)
+            _write(output, result, "comparison")
         return
     table, warnings = list_runs(client, experiment, metric, last)
     view = Table(title=f"{experiment}: {len(table)} run(s), sorted by {metric}", title_justify="left")
@@ -222,10 +220,8 @@ def compare(
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
     if output:
-        from ragmem.pipeline import write_json
-
-        write_json(output, {"experiment": experiment, "metric": metric, "warnings": warnings,
-                            "runs": json.loads(table.to_json(orient="records"))})
+        _write(output, {"experiment": experiment, "metric": metric, "warnings": warnings,
+                        "runs": json.loads(table.to_json(orient="records"))}, "comparison")
 
 
 def print_paired(result: dict[str, Any]) -> None:
@@ -304,19 +300,9 @@ def bench_memory(
 
     method_specs(resolved["bench"]["methods"])
     load_locomo(resolved["bench"]["data"])  # a malformed file fails here, with file, conversation, turn
-    from ragmem.orchestration import prefect_context, resolve_api_url
-
-    api_url = resolve_api_url(log=log.info)
-    log.info("Prefect API: %s", api_url)
-    with prefect_context(api_url, quiet=not verbose):
-        from flows.bench_memory import bench_memory_flow
-
-        result = bench_memory_flow(resolved)
+    result = _run_flow("flows.bench_memory:bench_memory_flow", resolved, verbose)
     print_bench(result)
-    from ragmem.pipeline import write_json
-
-    write_json(output, result)
-    out.print(f"summary written to {output}")
+    _write(output, result, "summary")
 
 
 def print_bench(result: dict[str, Any]) -> None:

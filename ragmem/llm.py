@@ -142,6 +142,16 @@ class _Endpoint:
         # a local server (Ollama, vLLM) needs no key, but the SDK wants a string
         return AsyncOpenAI(base_url=self.base_url, api_key=key or "not-needed", timeout=self.timeout_s, max_retries=0)
 
+    def _cached(self, key: str) -> Any:
+        """The cached reply for ``key`` (counted as a hit), or None; every lookup counts one item."""
+        self.usage.add(items=1)
+        if self.cache is None:
+            return None
+        value = self.cache.get(key)
+        if value is not None:
+            self.usage.add(cache_hits=1)
+        return value
+
     def _key(self, payload: dict[str, Any]) -> str:
         blob = json.dumps({"endpoint": self.base_url or "openai", "model": self.model,
                            "prompt_version": prompts.PROMPT_VERSION, **payload}, sort_keys=True, ensure_ascii=False)
@@ -237,12 +247,9 @@ class JudgeClient(_Endpoint):
         kind = prompts.TASKS[task]["kind"]
         messages = prompts.build_messages(task, **fields)
         key = self._key({"task": task, "messages": messages, "temperature": self.temperature, "seed": self.seed})
-        self.usage.add(items=1)
-        if self.cache is not None:
-            cached = self.cache.get(key)
-            if cached is not None:
-                self.usage.add(cache_hits=1)
-                return Result(cached)
+        cached = self._cached(key)
+        if cached is not None:
+            return Result(cached)
         async with semaphore:
             try:
                 content = await self._complete(client, messages, kind)
@@ -283,12 +290,9 @@ class EmbeddingClient(_Endpoint):
 
     async def _embed_one(self, client, semaphore, text: str) -> Result:
         key = self._key({"embed": text})
-        self.usage.add(items=1)
-        if self.cache is not None:
-            cached = self.cache.get(key)
-            if cached is not None:
-                self.usage.add(cache_hits=1)
-                return Result(cached)
+        cached = self._cached(key)
+        if cached is not None:
+            return Result(cached)
         async with semaphore:
             try:
                 reply = await self._with_retries(lambda: client.embeddings.create(model=self.model, input=[text]))
