@@ -252,7 +252,13 @@ class RunConfig:
             raise ConfigError(f"ranking.relevance: expected one of {', '.join(RELEVANCE_MODES)}, "
                               f"got {config['ranking']['relevance']!r}")
         keyword_threshold = _number(config, "ranking.keyword_threshold", 0.0)
-        expand_selection(metrics, ks)
+        selected = expand_selection(metrics, ks)
+        if judge.get("type") == "llm":
+            if not judge.get("model"):
+                raise ConfigError("judge.model: required with judge.type llm (the model name the endpoint serves)")
+            if "answer_relevancy" in selected and not config["embeddings"].get("model"):
+                raise ConfigError("embeddings.model: answer_relevancy with judge.type llm needs an embeddings endpoint "
+                                  "(set embeddings.model and embeddings.base_url, or leave answer_relevancy out of metrics)")
         tracking = config["tracking"]
         uri = tracking["uri"] or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
         timeout = _number(config, "agent.timeout_s", 0.001, allow_none=True)
