@@ -49,8 +49,15 @@ class Tracker:
 
         _prepare_local_store(uri)
         # MLflow exports traces to the *global* tracking URI, whatever client started them, so the
-        # process-wide URI is set too (a process tracks to one store at a time here).
+        # process-wide URI is set too (a process tracks to one store at a time here). set_tracking_uri
+        # also writes MLFLOW_TRACKING_URI into os.environ; that would leak into the next run's default
+        # and into subprocesses, so the variable is put back as it was.
+        previous = os.environ.get("MLFLOW_TRACKING_URI")
         mlflow.set_tracking_uri(uri)
+        if previous is None:
+            os.environ.pop("MLFLOW_TRACKING_URI", None)
+        else:
+            os.environ["MLFLOW_TRACKING_URI"] = previous
         self.uri = uri
         self.artifact_root = artifact_root
         self.client = MlflowClient(tracking_uri=uri)
