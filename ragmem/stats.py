@@ -24,7 +24,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from ragmem.metrics import classification, generation, latency, rag, ranking
+from ragmem.metrics import classification, generation, rag, ranking
 
 _BLOCK_ELEMENTS = 20_000_000  # resamples are processed in blocks of at most this many gathered values
 

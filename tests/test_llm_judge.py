@@ -2,7 +2,6 @@
 ``openai`` client: worked examples, retries, repair, failures, cache, cost, secrets."""
 
 import json
-import math
 import random
 import time
 from pathlib import Path
