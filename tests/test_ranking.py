@@ -101,6 +101,9 @@ def test_registry_uses_gold_ids_doc_prefix_and_keyword_fallback():
     assert "hit_rate_at_1" not in result.values and result.columns["mrr_at_3"][2] is None
     assert any("keyword overlap" in n for n in result.notes)
 
+    beyond = compute_metrics(table, ["mrr_at_7"], MetricContext(KeywordExtractor(), ks=(1, 3)))
+    assert beyond.values["mrr_at_7"] == pytest.approx((1 / 2 + 1) / 2)  # a k outside ranking.k, named alone
+
     only_ids = compute_metrics(table, ["hit_rate_at_1"], MetricContext(KeywordExtractor(), ks=(1,), relevance="ids"))
     assert only_ids.values["hit_rate_at_1"] == 0.0 and only_ids.values["n_ranking_no_relevant"] == 2
 

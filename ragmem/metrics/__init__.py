@@ -11,7 +11,7 @@ adding a family here.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 import pandas as pd
@@ -301,12 +301,11 @@ def compute_metrics(table: pd.DataFrame, selected: Sequence[str], ctx: MetricCon
     if "gold_relevance" not in table:
         table = table.assign(gold_relevance=None)
     merged = MetricResult(values={})
+    # ranking metrics at a k outside ranking.k are computed too when named one by one
+    extra_ks = tuple(sorted({int(m.group(2)) for n in wanted_all if (m := _AT_K.match(n))} - set(ctx.ks)))
+    ranking_ctx = replace(ctx, ks=tuple(ctx.ks) + extra_ks) if extra_ks else ctx
     for family in FAMILIES:
-        # ranking metrics at a k outside ranking.k are computed too when named one by one
-        extra_ks = tuple(sorted({int(m.group(2)) for n in wanted_all if (m := _AT_K.match(n))} - set(ctx.ks)))
-        fctx = ctx if family.compute is not _ranking or not extra_ks else \
-            MetricContext(ctx.keywords, ctx.zero_division, tuple(ctx.ks) + extra_ks, ctx.relevance,
-                          ctx.keyword_threshold, ctx.extra)
+        fctx = ranking_ctx if family.compute is _ranking else ctx
         names = set(family.names(fctx))
         wanted = [n for n in wanted_all if n in names]
         if not wanted:
