@@ -25,8 +25,6 @@ FIELD_ALIASES: dict[str, tuple[str, ...]] = {
     "generated_answer": ("generated_answer", "response", "answer", "actual_output"),
     "reference_answer": ("reference_answer", "reference", "ground_truth", "expected_output"),
 }
-OPTIONAL_FIELDS = ("id", "label", "latency_ms", "timings_ms", "session_id", "history",
-                   "relevant_context_ids", "relevance")
 FORMATS = ("json", "jsonl", "csv", "parquet")
 _SUFFIX_FORMAT = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv",
                   ".parquet": "parquet", ".pq": "parquet"}
