@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -19,6 +23,33 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _call(request, attempts=30):
+    """One JSON call to a local REST API (Prefect's, MLflow's), retried on 503 as Prefect's own client does.
+
+    The server answers 503 "Service Unavailable" when its SQLite database is busy (SQLITE_BUSY,
+    prefect.server.api.server.is_client_retryable_exception): the request is meant to be retried.
+    A raw urllib call does not retry, so under load (the runner polling, a flow run writing) the
+    test failed on a 503 in CI.
+    """
+    for attempt in range(attempts):
+        try:
+            with urllib.request.urlopen(request, timeout=10) as reply:
+                return json.loads(reply.read())
+        except urllib.error.HTTPError as error:
+            if error.code != 503 or attempt == attempts - 1:
+                raise
+            time.sleep(min(0.2 * 2 ** attempt, 2.0))
+
+
+def api_get(api_url, path):
+    return _call(f"{api_url}{path}")
+
+
+def api_post(api_url, path, body):
+    return _call(urllib.request.Request(f"{api_url}{path}", data=json.dumps(body).encode(),
+                                        headers={"content-type": "application/json"}))
 
 
 @pytest.fixture

@@ -1,13 +1,16 @@
 """The ``ragmem`` command end to end: Prefect flow on a local server, MLflow store read back."""
 
 import json
+import subprocess
+import sys
 import time
+import urllib.error
 import urllib.request
 
 import pytest
 from mlflow import MlflowClient
 
-from tests.conftest import ROOT, free_port, run_cli
+from tests.conftest import ROOT, api_post, free_port, run_cli
 
 pytestmark = pytest.mark.prefect
 
@@ -18,18 +21,11 @@ EXPECTED_PARAMS = {"data.path", "data.sha256", "data.labels", "n_examples", "age
                    "ragmem_version", "git_commit", "metrics", "seed", "zero_division"}
 
 
-def _post(api_url, path, body):
-    request = urllib.request.Request(f"{api_url}{path}", data=json.dumps(body).encode(),
-                                     headers={"content-type": "application/json"})
-    with urllib.request.urlopen(request, timeout=10) as reply:
-        return json.loads(reply.read())
-
-
-def _task_run_names(api_url, flow_run_id, expected, timeout=20.0):
+def _task_run_names(api_url, flow_run_id, expected, timeout=60.0):
     """Task runs reach the server asynchronously; wait until the expected number arrived."""
     deadline = time.monotonic() + timeout
     while True:
-        runs = _post(api_url, "/task_runs/filter", {"flow_runs": {"id": {"any_": [flow_run_id]}}})
+        runs = api_post(api_url, "/task_runs/filter", {"flow_runs": {"id": {"any_": [flow_run_id]}}})
         if len(runs) >= expected or time.monotonic() > deadline:
             return sorted(r["name"] for r in runs)
         time.sleep(0.5)
@@ -102,7 +98,7 @@ def test_prefect_api_url_is_honoured(prefect_env, tmp_path):
     assert "starting a local Prefect server" not in done.stderr and api_url in done.stderr
     summary = json.loads((tmp_path / "summary.json").read_text())
     run = MlflowClient(f"sqlite:///{tmp_path}/mlruns/mlflow.db").get_run(summary["run_id"])
-    flow_run = _post(api_url, "/flow_runs/filter", {"flow_runs": {"id": {"any_": [run.data.tags["prefect.flow_run_id"]]}}})
+    flow_run = api_post(api_url, "/flow_runs/filter", {"flow_runs": {"id": {"any_": [run.data.tags["prefect.flow_run_id"]]}}})
     assert flow_run and flow_run[0]["state_type"] == "COMPLETED"
 
 
@@ -147,10 +143,6 @@ def test_validate(tmp_path):
 
 
 def test_ui_serves_the_store_on_localhost(tmp_path):
-    import subprocess
-    import sys
-    import urllib.error
-
     port = free_port()
     ui = subprocess.Popen([sys.executable, "-m", "ragmem.cli", "ui", "--port", str(port)], cwd=tmp_path,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -162,7 +154,7 @@ def test_ui_serves_the_store_on_localhost(tmp_path):
                         break
             except (urllib.error.URLError, OSError):
                 time.sleep(0.5)
-        experiments = _post(f"http://127.0.0.1:{port}/api/2.0/mlflow", "/experiments/search", {"max_results": 5})
+        experiments = api_post(f"http://127.0.0.1:{port}/api/2.0/mlflow", "/experiments/search", {"max_results": 5})
         assert [e["name"] for e in experiments["experiments"]] == ["Default"]
         assert (tmp_path / "mlruns" / "mlflow.db").is_file()
     finally:

@@ -4,26 +4,14 @@ import json
 import subprocess
 import sys
 import time
-import urllib.request
+import urllib.error
 
 import pytest
 from mlflow import MlflowClient
 
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, api_get, api_post, run_cli
 
 pytestmark = pytest.mark.prefect
-
-
-def _get(api_url, path):
-    with urllib.request.urlopen(f"{api_url}{path}", timeout=10) as reply:
-        return json.loads(reply.read())
-
-
-def _post(api_url, path, body):
-    request = urllib.request.Request(f"{api_url}{path}", data=json.dumps(body).encode(),
-                                     headers={"content-type": "application/json"})
-    with urllib.request.urlopen(request, timeout=10) as reply:
-        return json.loads(reply.read())
 
 
 def test_sweep_retriever_config(prefect_env, tmp_path):
@@ -89,7 +77,7 @@ def test_scheduled_deployment_and_a_triggered_run(prefect_env, tmp_path):
         deployment = None
         for _ in range(120):
             try:
-                deployment = _get(api_url, "/deployments/name/ragmem-evaluate/nightly-test")
+                deployment = api_get(api_url, "/deployments/name/ragmem-evaluate/nightly-test")
                 break
             except urllib.error.HTTPError:
                 time.sleep(0.5)
@@ -97,10 +85,10 @@ def test_scheduled_deployment_and_a_triggered_run(prefect_env, tmp_path):
         assert [s["schedule"]["cron"] for s in deployment["schedules"]] == ["0 2 * * *"]
         assert deployment["parameters"]["config"]["experiment"] == "demo"
 
-        flow_run = _post(api_url, f"/deployments/{deployment['id']}/create_flow_run", {})
+        flow_run = api_post(api_url, f"/deployments/{deployment['id']}/create_flow_run", {})
         state = None
         for _ in range(180):
-            state = _get(api_url, f"/flow_runs/{flow_run['id']}")["state_type"]
+            state = api_get(api_url, f"/flow_runs/{flow_run['id']}")["state_type"]
             if state in ("COMPLETED", "FAILED", "CRASHED"):
                 break
             time.sleep(0.5)
@@ -152,12 +140,9 @@ def test_bench_memory_two_conversations_with_baselines(prefect_env, tmp_path):
 
     if not (SHARED / "locomo" / "locomo10.zip").is_file():
         pytest.skip(f"LoCoMo data not found under {SHARED} (the workplace's shared/data folder is absent)")
-    started = time.monotonic()
     done = run_cli(["bench-memory", str(ROOT / "configs" / "locomo.yaml"), "--limit-conversations", "2",
                     "--output", "bench.json"], env=prefect_env, cwd=tmp_path, timeout=600)
-    elapsed = time.monotonic() - started
-    assert done.returncode == 0, done.stderr
-    assert elapsed < 300
+    assert done.returncode == 0, done.stderr  # its speed is measured by benchmarks/, not asserted here
     result = json.loads((tmp_path / "bench.json").read_text())
     assert result["n_conversations"] == 2 and result["n_questions"] > 200
     assert [m["method"] for m in result["methods"]] == ["reference", "full_context", "no_memory"]
