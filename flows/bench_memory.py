@@ -17,7 +17,7 @@ from ragmem.config import RunConfig
 from ragmem.errors import ConfigError
 from ragmem.judges import build_judge
 from ragmem.locomo import CATEGORIES, questions
-from ragmem.metrics.generation import GenerationScorer
+from ragmem.metrics.generation import scorer_for
 from ragmem.reference.generator import build_generator
 from ragmem.text.keywords import KeywordExtractor
 from ragmem.tracking import Tracker
@@ -54,7 +54,7 @@ def bench_memory_flow(config: dict[str, Any]) -> dict[str, Any]:
     log.info("bench-memory: %d conversations, %d questions, %d methods", len(conversations), n_questions, len(specs))
 
     keywords = KeywordExtractor(cfg.tokenizer, cfg.stopwords)
-    scorer = GenerationScorer(cfg.raw["generation"]["tokenizer"], cfg.raw["generation"]["bleu_tokenize"])
+    scorer = scorer_for(cfg.raw["generation"]["tokenizer"], cfg.raw["generation"]["bleu_tokenize"])
     count_tokens = lambda text: len(scorer.tokens(text))  # noqa: E731
     generate = build_generator(cfg.raw["generator"], keywords)
     client = None

@@ -213,10 +213,10 @@ def run_params(cfg: RunConfig, dataset: Dataset, components: Components) -> dict
 
 
 def generation_signature(cfg: RunConfig) -> str:
-    from ragmem.metrics.generation import GenerationScorer
+    from ragmem.metrics.generation import scorer_for
 
     settings = cfg.raw["generation"]
-    return GenerationScorer(settings["tokenizer"], settings["bleu_tokenize"]).signature()
+    return scorer_for(settings["tokenizer"], settings["bleu_tokenize"]).signature()
 
 
 def usage_metrics(components: Components) -> dict[str, float]:

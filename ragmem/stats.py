@@ -149,7 +149,7 @@ def aggregators(table: pd.DataFrame, names: list[str], zero_division: float = 0.
                         "recall": (tp, tp + fn), "f1": (2 * tp, 2 * tp + fp + fn)}[name]
             out[name] = Aggregator("sum", np.column_stack([num, den]), _ratio(zero_division), _vratio(zero_division))
         elif name in ("bleu", "chrf") and f"{name}_stats" in table:
-            scorer = scorer or generation.GenerationScorer()
+            scorer = scorer or generation.scorer_for()
             width = 10 if name == "bleu" else 18
             reduce_stats = scorer.bleu_from_stats if name == "bleu" else scorer.chrf_from_stats
             matrix = _stats_matrix(table[f"{name}_stats"].where(ok, None), width)

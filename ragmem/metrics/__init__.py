@@ -40,10 +40,8 @@ class MetricContext:
     extra: dict = field(default_factory=dict)
 
     def generation_scorer(self) -> "generation.GenerationScorer":
-        if "scorer" not in self.extra:
-            self.extra["scorer"] = generation.GenerationScorer(self.generation.get("tokenizer", "jieba"),
-                                                               self.generation.get("bleu_tokenize", "zh"))
-        return self.extra["scorer"]
+        return generation.scorer_for(self.generation.get("tokenizer", "jieba"),
+                                     self.generation.get("bleu_tokenize", "zh"))
 
 
 def _scored(table: pd.DataFrame) -> pd.DataFrame:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from functools import lru_cache
 from importlib import metadata
 from typing import Sequence
 
@@ -140,3 +141,10 @@ class GenerationScorer:
         return (f"bleu:{self._bleu.get_signature()}|chrf:{self._chrf.get_signature()}"
                 f"|rouge:rouge-score-{version('rouge-score')},tok:{self.tokenizer.signature()}"
                 f"|f1,em:squad,tok:{self.tokenizer.signature()}|scale:0-1")
+
+
+@lru_cache(maxsize=8)
+def scorer_for(tokenizer: str = "jieba", bleu_tokenize: str = "zh") -> GenerationScorer:
+    """The one shared scorer per setting: metrics, the run's signature, the bootstrap and the memory
+    bench use the same instance (it holds no per-call state)."""
+    return GenerationScorer(tokenizer, bleu_tokenize)
