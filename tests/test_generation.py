@@ -99,3 +99,23 @@ def test_mixed_text_keeps_both_scripts_and_multi_sentence_is_scored_whole():
     assert first_same["rouge_l"] < 0.75 and first_same["token_f1"] < 0.75  # not just the first sentence
     assert G.exact_match("The answer.", "answer") == 1.0  # articles and punctuation removed
     assert G.token_f1("", "") == 1.0 and G.token_f1("", "x") == 0.0
+
+
+def test_score_equals_each_metric_and_sacrebleu_on_chinese_and_english():
+    """``score`` shares the tokens and the BLEU/chrF statistics between metrics: it must give what
+    each metric computed alone gives, and sentence BLEU/chrF must equal sacrebleu's sentence_score."""
+    from sacrebleu.metrics import BLEU, CHRF
+
+    pairs = ENGLISH + _random_english(random.Random(3), 40) + [
+        ("向量数据库存储文本的嵌入向量。", "向量数据库保存文本向量。"), ("混合检索用RRF合并BM25和向量结果", "混合检索合并 BM25 与向量检索的结果"),
+        ("", "检索增强生成"), ("检索增强生成", ""), ("短期记忆保存最近几轮对话。长期记忆保存偏好。", "短期记忆保存最近的对话")]
+    sentence_bleu, chrf = BLEU(tokenize="zh", effective_order=True), CHRF()
+    for h, r in pairs:
+        scores = G.score(h, r)
+        alone = {"bleu": G.sentence_bleu(h, r), "bleu_1": G.bleu_1(h, r), "chrf": G.sentence_chrf(h, r),
+                 **G.rouge(h, r), "token_f1": G.token_f1(h, r), "exact_match": G.exact_match(h, r),
+                 "bleu_stats": G.bleu_stats(h, r), "chrf_stats": G.chrf_stats(h, r)}
+        assert scores == alone, (h, r)
+        assert scores["bleu"] == pytest.approx(sentence_bleu.sentence_score(h, [r]).score / 100, abs=1e-9)
+        assert scores["chrf"] == pytest.approx(chrf.sentence_score(h, [r]).score / 100, abs=1e-9)
+    assert G.tokens("向量数据库") == ["向量", "数据库"] and isinstance(G.tokens("向量数据库"), list)

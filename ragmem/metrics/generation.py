@@ -61,14 +61,20 @@ class GenerationScorer:
         # sacrebleu's signatures name the number of references, known once a score was computed
         self._bleu.corpus_score(["a"], [["a"]])
         self._chrf.corpus_score(["a"], [["a"]])
+        # One example's texts are tokenized by bleu_1, ROUGE, token_f1 and exact_match alike, and
+        # references recur across examples and runs: tokenize each text once (thread-safe cache).
+        self._cached_tokens = lru_cache(maxsize=16384)(self._tokenize)
         self._rouge = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"],
-                                               tokenizer=_RougeTokenizer(self.tokens))
+                                               tokenizer=_RougeTokenizer(self._cached_tokens))
+
+    def _tokenize(self, text: str) -> tuple[str, ...]:
+        return tuple(self.tokenizer(normalize(text or "")))
 
     def tokens(self, text: str) -> list[str]:
-        return self.tokenizer(normalize(text or ""))
+        return list(self._cached_tokens(text))
 
     def squad_tokens(self, text: str) -> list[str]:
-        return [t for t in self.tokens(text) if t not in _ARTICLES]
+        return [t for t in self._cached_tokens(text) if t not in _ARTICLES]
 
     # ---- per example -------------------------------------------------------------------------
     def bleu_stats(self, hyp: str, ref: str) -> list[int]:
@@ -89,13 +95,17 @@ class GenerationScorer:
         return self._chrf._compute_score_from_stats([int(round(s)) for s in stats]).score / 100.0
 
     def sentence_bleu(self, hyp: str, ref: str) -> float:
-        return self._sentence_bleu.sentence_score(hyp, [ref]).score / 100.0
+        """sacrebleu's ``sentence_score`` (effective order), from the same statistics as ``bleu_stats``."""
+        return self._sentence_bleu_from_stats(self.bleu_stats(hyp, ref))
 
     def sentence_chrf(self, hyp: str, ref: str) -> float:
-        return self._chrf.sentence_score(hyp, [ref]).score / 100.0
+        return self.chrf_from_stats(self.chrf_stats(hyp, ref))
+
+    def _sentence_bleu_from_stats(self, stats: Sequence[int]) -> float:
+        return self._sentence_bleu._compute_score_from_stats(list(stats)).score / 100.0
 
     def bleu_1(self, hyp: str, ref: str) -> float:
-        h, r = self.tokens(hyp), self.tokens(ref)
+        h, r = self._cached_tokens(hyp), self._cached_tokens(ref)
         if not h:
             return 0.0
         ref_counts = Counter(r)
@@ -125,11 +135,11 @@ class GenerationScorer:
 
     def score(self, hyp: str, ref: str) -> dict[str, object]:
         """Every per-example score, plus the BLEU/chrF statistics corpus scores are built from."""
-        out: dict[str, object] = {"bleu": self.sentence_bleu(hyp, ref), "bleu_1": self.bleu_1(hyp, ref),
-                                  "chrf": self.sentence_chrf(hyp, ref), **self.rouge(hyp, ref),
-                                  "token_f1": self.token_f1(hyp, ref), "exact_match": self.exact_match(hyp, ref),
-                                  "bleu_stats": self.bleu_stats(hyp, ref), "chrf_stats": self.chrf_stats(hyp, ref)}
-        return out
+        bleu_stats, chrf_stats = self.bleu_stats(hyp, ref), self.chrf_stats(hyp, ref)
+        return {"bleu": self._sentence_bleu_from_stats(bleu_stats), "bleu_1": self.bleu_1(hyp, ref),
+                "chrf": self.chrf_from_stats(chrf_stats), **self.rouge(hyp, ref),
+                "token_f1": self.token_f1(hyp, ref), "exact_match": self.exact_match(hyp, ref),
+                "bleu_stats": bleu_stats, "chrf_stats": chrf_stats}
 
     def signature(self) -> str:
         def version(name):
