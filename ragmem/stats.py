@@ -26,7 +26,7 @@ import pandas as pd
 
 from ragmem.metrics import classification, generation, rag, ranking
 
-_BLOCK_ELEMENTS = 20_000_000  # resamples are processed in blocks of at most this many gathered values
+_BLOCK_ELEMENTS = 5_000_000  # resamples are processed in blocks of at most this many (resample, example) cells
 
 
 @dataclass
@@ -41,20 +41,12 @@ class Aggregator:
             return self.reduce(self.data.sum(axis=0))
         return self.reduce(self.data)
 
-    def resampled(self, idx: np.ndarray) -> np.ndarray:
-        """The metric on each row of resample indices ``idx`` (R, n); NaN where undefined."""
-        out = np.full(len(idx), np.nan)
-        width = self.data.shape[1] if self.data.ndim == 2 else 1
-        block = max(1, _BLOCK_ELEMENTS // max(1, idx.shape[1] * width))
-        for start in range(0, len(idx), block):
-            part = idx[start:start + block]
-            gathered = self.data[part].sum(axis=1) if self.kind == "sum" else self.data[part]
-            if self.vreduce is not None:
-                out[start:start + len(part)] = self.vreduce(gathered)
-                continue
-            values = [self.reduce(row) for row in gathered]
-            out[start:start + len(part)] = [np.nan if v is None else v for v in values]
-        return out
+    def reduce_many(self, rows: np.ndarray) -> np.ndarray:
+        """The metric on each row of ``rows``: column sums (sum kind) or gathered values (apply kind)."""
+        if self.vreduce is not None:
+            return self.vreduce(rows)
+        values = [self.reduce(row) for row in rows]
+        return np.array([np.nan if v is None else v for v in values], dtype=float)
 
     def with_data(self, data: np.ndarray) -> "Aggregator":
         return Aggregator(self.kind, data, self.reduce, self.vreduce)
@@ -175,16 +167,43 @@ def resample_indices(n: int, resamples: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, n, size=(resamples, n))
 
 
+def resample_all(aggs: dict[str, Aggregator], idx: np.ndarray) -> dict[str, np.ndarray]:
+    """Every aggregator on the resamples ``idx`` (R, n), processed in blocks of resamples.
+
+    A sum-kind metric of a resample is ``counts @ data``, with ``counts[r, i]`` the number of times
+    example ``i`` was drawn in resample ``r``: one BLAS product over the side-by-side data of every
+    sum-kind aggregator replaces a gather of (R, n, m) values per aggregator. Apply-kind
+    aggregators (percentiles) gather their values.
+    """
+    n_resamples, n = idx.shape
+    out = {name: np.full(n_resamples, np.nan) for name in aggs}
+    summed = [(name, agg) for name, agg in aggs.items() if agg.kind == "sum"]
+    columns = np.hstack([agg.data.reshape(n, -1) for _, agg in summed]) if summed else None
+    edges = np.cumsum([0] + [agg.data.reshape(n, -1).shape[1] for _, agg in summed])
+    block = max(1, _BLOCK_ELEMENTS // max(1, n))
+    for start in range(0, n_resamples, block):
+        part = idx[start:start + block]
+        rows = slice(start, start + len(part))
+        if summed:
+            flat = (np.arange(len(part))[:, None] * n + part).ravel()
+            counts = np.bincount(flat, minlength=len(part) * n).reshape(len(part), n).astype(float)
+            sums = counts @ columns
+            for (name, agg), low, high in zip(summed, edges[:-1], edges[1:]):
+                out[name][rows] = agg.reduce_many(sums[:, low:high])
+        for name, agg in aggs.items():
+            if agg.kind != "sum":
+                out[name][rows] = agg.reduce_many(agg.data[part])
+    return out
+
+
 def bootstrap(aggs: dict[str, Aggregator], n: int, resamples: int = 1000, seed: int = 0,
               confidence: float = 0.95) -> dict[str, tuple[float, float] | None]:
     """Percentile bootstrap interval of every aggregator, all on the same resamples."""
     if n == 0 or resamples <= 0:
         return {name: None for name in aggs}
-    idx = resample_indices(n, resamples, seed)
     alpha = (1 - confidence) / 2
     out: dict[str, tuple[float, float] | None] = {}
-    for name, agg in aggs.items():
-        values = agg.resampled(idx)
+    for name, values in resample_all(aggs, resample_indices(n, resamples, seed)).items():
         values = values[~np.isnan(values)]
         out[name] = None if values.size == 0 else (float(np.quantile(values, alpha)),
                                                    float(np.quantile(values, 1 - alpha)))
@@ -219,8 +238,8 @@ def paired(name: str, a: Aggregator, b: Aggregator, resamples: int = 1000, seed:
     if va is None or vb is None or n == 0:
         return PairedResult(name, va, vb, None, None, None, n)
     diff = vb - va
-    idx = resample_indices(n, resamples, seed)
-    boot = b.resampled(idx) - a.resampled(idx)
+    both = resample_all({"a": a, "b": b}, resample_indices(n, resamples, seed))
+    boot = both["b"] - both["a"]
     boot = boot[~np.isnan(boot)]
     alpha = (1 - confidence) / 2
     ci = None if boot.size == 0 else (float(np.quantile(boot, alpha)), float(np.quantile(boot, 1 - alpha)))

@@ -84,3 +84,22 @@ def test_compare_warns_when_signatures_differ():
     assert signature_warnings([a, a]) == []
     (warning,) = signature_warnings([a, b])
     assert "keywords.signature" in warning and "not directly comparable" in warning
+
+
+def test_resampling_by_counts_equals_gathering_in_any_block_size(monkeypatch):
+    """Sum-kind metrics are resampled as ``counts @ data``: the same numbers as gathering each
+    resample's rows, whether the resamples go in one block or in many."""
+    rng = np.random.default_rng(9)
+    n = 60
+    labels, verdicts = list(rng.integers(0, 2, n)), list(rng.integers(0, 2, n))
+    table = _table(list(rng.random(n)), labels, verdicts)
+    names = ["accuracy", "f1", "avg_coverage", "latency_p95", "avg_latency"]
+    aggs = stats.aggregators(table, names)
+    idx = stats.resample_indices(n, 300, 4)
+    one_block = stats.resample_all(aggs, idx)
+    monkeypatch.setattr(stats, "_BLOCK_ELEMENTS", 7 * n)  # 7 resamples per block, the last one short
+    many_blocks = stats.resample_all(aggs, idx)
+    for name, agg in aggs.items():
+        gathered = np.array([np.nan if (v := agg.with_data(agg.data[row]).value()) is None else v for row in idx])
+        np.testing.assert_allclose(one_block[name], gathered, rtol=1e-12, equal_nan=True)
+        np.testing.assert_allclose(many_blocks[name], gathered, rtol=1e-12, equal_nan=True)
