@@ -178,8 +178,9 @@ def resample_all(aggs: dict[str, Aggregator], idx: np.ndarray) -> dict[str, np.n
     n_resamples, n = idx.shape
     out = {name: np.full(n_resamples, np.nan) for name in aggs}
     summed = [(name, agg) for name, agg in aggs.items() if agg.kind == "sum"]
-    columns = np.hstack([agg.data.reshape(n, -1) for _, agg in summed]) if summed else None
-    edges = np.cumsum([0] + [agg.data.reshape(n, -1).shape[1] for _, agg in summed])
+    matrices = [agg.data.reshape(n, -1) for _, agg in summed]
+    columns = np.hstack(matrices) if matrices else None
+    edges = np.cumsum([0] + [m.shape[1] for m in matrices])
     block = max(1, _BLOCK_ELEMENTS // max(1, n))
     for start in range(0, n_resamples, block):
         part = idx[start:start + block]
