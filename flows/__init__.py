@@ -1,1 +1,1 @@
-"""Prefect flows: each reads like the pipeline it runs."""
+"""Prefect flows (installed as ``ragmem.flows``): each hands the run engine the Prefect driver."""

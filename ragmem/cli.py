@@ -32,6 +32,10 @@ def _setup_logging(verbose: bool) -> None:
         log.addHandler(handler)
     log.setLevel(logging.DEBUG if verbose else logging.INFO)
     log.propagate = False
+    # MLflow announces creating and migrating its sqlite tables at INFO on first use: not news to a
+    # user of the command line (the library itself leaves logger levels alone)
+    for name in ("mlflow.store.db.utils", "alembic", "mlflow.tracing.export.async_export_queue"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def _fmt(name: str, value: Any) -> str:
@@ -123,7 +127,7 @@ def run(
     resolved = resolve_config(config, overrides=set_, data=data)
     RunConfig.from_dict(resolved).require_data()
 
-    summary = _run_flow("flows.evaluate:evaluate_flow", resolved, verbose)
+    summary = _run_flow("ragmem.flows.evaluate:evaluate_flow", resolved, verbose)
     print_summary(summary, show_all)
     _write(output, summary, "summary")
 
@@ -145,7 +149,7 @@ def sweep(
     spec = parse_sweep(resolved.get("sweep"))
     RunConfig.from_dict(resolved).require_data()
     expand(spec)
-    result = _run_flow("flows.sweep:run_sweep", resolved, verbose)
+    result = _run_flow("ragmem.flows.sweep:run_sweep", resolved, verbose)
     print_sweep(result, spec)
     _write(output, result, "sweep")
 
@@ -283,24 +287,21 @@ def bench_memory(
     _setup_logging(verbose)
     from ragmem.config import RunConfig, resolve_config
 
-    extra = [f"bench.limit_conversations={limit_conversations}"] if limit_conversations else []
-    extra += [f"bench.limit_questions={limit_questions}"] if limit_questions else []
-    resolved = resolve_config(config, overrides=[*set_, *extra])
+    extra: dict[str, Any] = {}
+    for key, value in (("limit_conversations", limit_conversations), ("limit_questions", limit_questions)):
+        if value is not None:
+            if value < 1:
+                raise RagmemError(f"--{key.replace('_', '-')}: expected a positive integer, got {value!r}")
+            extra[key] = value
     if data:
-        resolved["bench"]["data"] = str(Path(data).resolve())
-    if not resolved["bench"].get("data"):
+        extra["data"] = str(Path(data).resolve())
+    resolved = resolve_config(config, overrides=set_, extra={"bench": extra} if extra else None)
+    if not resolved["bench"]["data"]:
         raise RagmemError("bench.data: no LoCoMo data given; pass --data PATH or set bench.data in the config")
-    for key in ("limit_conversations", "limit_questions"):
-        value = resolved["bench"].get(key)
-        if value is not None and (not isinstance(value, int) or value < 1):
-            raise RagmemError(f"--{key.replace('_', '-')}: expected a positive integer, got {value!r}")
-    RunConfig.from_dict(resolved)
-    from flows.bench_memory import method_specs
     from ragmem.locomo import load_locomo
 
-    method_specs(resolved["bench"]["methods"])
     load_locomo(resolved["bench"]["data"])  # a malformed file fails here, with file, conversation, turn
-    result = _run_flow("flows.bench_memory:bench_memory_flow", resolved, verbose)
+    result = _run_flow("ragmem.flows.bench_memory:bench_memory_flow", resolved, verbose)
     print_bench(result)
     _write(output, result, "summary")
 
@@ -350,10 +351,10 @@ def ui(
 ) -> None:
     """Serve the MLflow UI for the tracking store on 127.0.0.1."""
     from ragmem.config import DEFAULT_ARTIFACT_ROOT, DEFAULT_TRACKING_URI
-    from ragmem.tracking import _prepare_local_store
+    from ragmem.tracking import prepare_local_store
 
     uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
-    _prepare_local_store(uri)
+    prepare_local_store(uri)
     out.print(f"MLflow UI for {uri} at http://{host}:{port} (Ctrl+C to stop)")
     command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
                "--default-artifact-root", str(Path(DEFAULT_ARTIFACT_ROOT).resolve()),
@@ -394,6 +395,8 @@ def server_stop() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user mistakes -> ``error: ...`` + exit 2; bugs -> short message + log file."""
+    # a download progress bar per artifact is noise in a terminal table (users may set it back)
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     try:
         code = app(args=argv, standalone_mode=False)
     except RagmemError as exc:
@@ -412,7 +415,7 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(2)
         if isinstance(exc, click.exceptions.Abort):
             sys.exit(130)
-        from ragmem.orchestration import ragmem_home
+        from ragmem.journal import ragmem_home
 
         path = ragmem_home() / "last-error.log"
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -5,6 +5,8 @@
     ├── DataError               a dataset file or record is wrong (names file, record, field)
     └── AgentLoadError          the agent named in the config cannot be imported or built
 
+    Terminated (a KeyboardInterrupt)  SIGTERM during a tracked run: the run is marked KILLED
+
 Failures of a single agent call or judge call are *not* exceptions at this level: they are recorded
 per example (``error`` column) and counted, and the run goes on.
 """
@@ -40,3 +42,7 @@ def format_location(file: str, record: int | None = None, field: str | None = No
     if field is not None:
         parts.append(f"field '{field}'")
     return ": ".join(parts) + ": "
+
+
+class Terminated(KeyboardInterrupt):
+    """The process was asked to stop (SIGTERM) during a tracked run; handled like Ctrl+C."""

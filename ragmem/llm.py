@@ -29,6 +29,7 @@ from typing import Any, Sequence
 
 from ragmem import prompts
 from ragmem.errors import ConfigError
+from ragmem.settings import EmbeddingSettings, JudgeSettings, as_section
 
 RESPONSE_MODES = ("json_schema", "json_object", "text")
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
@@ -110,24 +111,22 @@ def parse_json(content: str | None) -> tuple[Any, str | None]:
 class _Endpoint:
     """Settings shared by the chat and the embeddings clients."""
 
-    def __init__(self, settings: dict[str, Any], section: str):
+    def __init__(self, settings, section: str):
         self.section = section
-        self.model = settings.get("model")
+        self.model = settings.model
         if not self.model:
             raise ConfigError(f"{section}.model: required (the model name the endpoint serves)")
-        self.base_url = settings.get("base_url")
-        self.api_key_env = settings.get("api_key_env")
-        self.timeout_s = float(settings.get("timeout_s") or 60)
-        self.max_retries = int(settings.get("max_retries", 4))
-        self.backoff_s = float(settings.get("retry_backoff_s", 1.0))
-        self.max_concurrency = int(settings.get("max_concurrency") or 8)
-        if self.max_concurrency < 1:
-            raise ConfigError(f"{section}.max_concurrency: must be >= 1")
+        self.base_url = settings.base_url
+        self.api_key_env = settings.api_key_env
+        self.timeout_s = settings.timeout_s
+        self.max_retries = settings.max_retries
+        self.backoff_s = settings.retry_backoff_s
+        self.max_concurrency = settings.max_concurrency
         if self.api_key_env and not os.environ.get(self.api_key_env):
             raise ConfigError(f"{section}.api_key_env: the environment variable {self.api_key_env} is not set")
-        cache_dir = settings.get("cache_dir")
+        cache_dir = settings.cache_dir
         self.cache = None
-        if settings.get("cache", True):
+        if settings.cache:
             import diskcache
 
             path = Path(cache_dir or Path(os.environ.get("RAGMEM_HOME", ".ragmem")) / "judge-cache")
@@ -199,16 +198,15 @@ class _Endpoint:
 class JudgeClient(_Endpoint):
     """Chat completions that must return a JSON object of a given kind."""
 
-    def __init__(self, settings: dict[str, Any]):
+    def __init__(self, settings: JudgeSettings | dict[str, Any]):
+        settings = as_section(JudgeSettings, settings, "judge")
         super().__init__(settings, "judge")
-        self.temperature = float(settings.get("temperature", 0.0))
-        self.seed = settings.get("seed", 0)
-        mode = settings.get("response_format", "auto")
-        if mode not in ("auto", *RESPONSE_MODES):
-            raise ConfigError(f"judge.response_format: expected auto, {', '.join(RESPONSE_MODES)}; got {mode!r}")
+        self.temperature = settings.temperature
+        self.seed = settings.seed
+        mode = settings.response_format
         self.mode = "json_schema" if mode == "auto" else mode
         self.fallback = mode == "auto"
-        self.prices = settings.get("prices") or {}
+        self.prices = settings.prices
 
     def _format(self, kind: str) -> dict[str, Any] | None:
         if self.mode == "json_schema":
@@ -218,8 +216,10 @@ class JudgeClient(_Endpoint):
         return None
 
     def _cost(self, tokens_in: int, tokens_out: int) -> float:
-        price = self.prices.get(self.model) or {}
-        return (tokens_in * float(price.get("input", 0)) + tokens_out * float(price.get("output", 0))) / 1e6
+        price = self.prices.get(self.model)
+        if price is None:
+            return 0.0  # no price configured for this model: its cost is not counted
+        return (tokens_in * price.input + tokens_out * price.output) / 1e6
 
     async def _complete(self, client, messages, kind):
         while True:
@@ -285,8 +285,8 @@ class JudgeClient(_Endpoint):
 class EmbeddingClient(_Endpoint):
     """Embeddings of texts, cached per (endpoint, model, text)."""
 
-    def __init__(self, settings: dict[str, Any]):
-        super().__init__(settings, "embeddings")
+    def __init__(self, settings: EmbeddingSettings | dict[str, Any]):
+        super().__init__(as_section(EmbeddingSettings, settings, "embeddings"), "embeddings")
 
     async def _embed_one(self, client, semaphore, text: str) -> Result:
         key = self._key({"embed": text})

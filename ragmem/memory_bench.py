@@ -31,6 +31,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from ragmem.errors import ConfigError
+from ragmem.settings import MethodSpec, as_section
+from ragmem.judges import JudgeItem
 from ragmem.locomo import Conversation, QA
 from ragmem.reference.memory import BM25Memory
 from ragmem.text.keywords import KeywordExtractor
@@ -112,29 +114,89 @@ class HttpMemory:
         self._post("reset", {})
 
 
-def build_layer(spec: dict[str, Any], keywords: KeywordExtractor, count_tokens, full_context_tokens: int):
-    kind = spec.get("type", spec.get("name"))
-    if kind == "reference":
-        return BM25Memory(keywords)
-    if kind == "full_context":
-        return FullContext(int(spec.get("budget_tokens", full_context_tokens)), count_tokens)
-    if kind == "no_memory":
-        return NoMemory()
-    if kind == "http":
-        return HttpMemory(spec.get("url", ""), float(spec.get("timeout_s", 60)))
-    if kind == "python":
-        from ragmem.agents.python import resolve
+def method_specs(methods: list[Any]) -> list[MethodSpec]:
+    """``bench.methods`` entries (a name, or ``{name, type, ...}``) with both name and type set."""
+    specs = []
+    for i, method in enumerate(methods):
+        spec = as_section(MethodSpec, {"name": method} if isinstance(method, str) else method, f"bench.methods[{i}]")
+        kind = spec.type or spec.name
+        if kind not in METHOD_TYPES:
+            raise ConfigError(f"bench.methods[{i}]: unknown memory layer {kind!r}; available: {', '.join(METHOD_TYPES)}")
+        specs.append(spec.model_copy(update={"type": kind, "name": spec.name or kind}))
+    if len({s.name for s in specs}) != len(specs):
+        raise ConfigError("bench.methods: method names must differ")
+    return specs
 
-        cls = resolve(str(spec.get("target") or ""))
-        try:
-            layer = cls(**(spec.get("params") or {}))
-        except Exception as exc:
-            raise ConfigError(f"methods[].target: building {spec.get('target')} failed: {type(exc).__name__}: {exc}") from None
-        for name in ("add", "search"):
-            if not callable(getattr(layer, name, None)):
-                raise ConfigError(f"methods[].target: {spec.get('target')} has no {name}() method")
-        return layer
-    raise ConfigError(f"methods[].type: unknown memory layer {kind!r}; available: {', '.join(METHOD_TYPES)}")
+
+@dataclass
+class BenchKit:
+    """What every method of a benchmark shares: keywords, the generation scorer (token counts
+    too), the answer generator and the judge (with its LLM client, when there is one)."""
+
+    keywords: KeywordExtractor
+    scorer: Any
+    generate: Any
+    judge: Any
+    client: Any = None
+
+    @classmethod
+    def build(cls, cfg) -> "BenchKit":
+        from ragmem.judges import build_judge
+        from ragmem.metrics.generation import scorer_for
+        from ragmem.reference.generator import build_generator
+
+        keywords = KeywordExtractor(cfg.tokenizer, cfg.stopwords)
+        client = None
+        if cfg.judge.type == "llm":
+            from ragmem.llm import JudgeClient
+
+            client = JudgeClient(cfg.judge)
+        return cls(keywords, scorer_for(cfg.generation.tokenizer, cfg.generation.bleu_tokenize),
+                   build_generator(cfg.generator, keywords),
+                   build_judge(cfg.judge, keywords, cfg.zero_division, client), client)
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.scorer.tokens(text))
+
+    def layer(self, spec: MethodSpec, full_context_tokens: int):
+        return build_layer(spec, self.keywords, self.count_tokens, full_context_tokens)
+
+    def usage(self) -> dict[str, float]:
+        return self.client.usage.as_metrics("judge") if self.client is not None else {}
+
+
+def judge_answers(judge, answered: Sequence["Answered"]) -> list[int | None]:
+    """The judge's verdict per answered question (None where the call or the judge failed)."""
+    todo = [i for i, a in enumerate(answered) if a.error is None]
+    items = [JudgeItem(answered[i].question.question, answered[i].answer or "", answered[i].question.answer)
+             for i in todo]
+    verdicts: list[int | None] = [None] * len(answered)
+    for i, judgement in zip(todo, judge.judge(items) if items else []):
+        verdicts[i] = judgement.verdict
+    return verdicts
+
+
+def build_layer(spec: MethodSpec, keywords: KeywordExtractor, count_tokens, full_context_tokens: int):
+    """The memory layer of one ``bench.methods`` entry (see :func:`method_specs`)."""
+    if spec.type == "reference":
+        return BM25Memory(keywords)
+    if spec.type == "full_context":
+        return FullContext(spec.budget_tokens or full_context_tokens, count_tokens)
+    if spec.type == "no_memory":
+        return NoMemory()
+    if spec.type == "http":
+        return HttpMemory(spec.url, spec.timeout_s)
+    from ragmem.agents.python import resolve
+
+    cls = resolve(spec.target)
+    try:
+        layer = cls(**spec.params)
+    except Exception as exc:
+        raise ConfigError(f"methods[].target: building {spec.target} failed: {type(exc).__name__}: {exc}") from None
+    for name in ("add", "search"):
+        if not callable(getattr(layer, name, None)):
+            raise ConfigError(f"methods[].target: {spec.target} has no {name}() method")
+    return layer
 
 
 @dataclass

@@ -29,14 +29,13 @@ from pathlib import Path
 from typing import Iterator
 
 from ragmem.errors import RagmemError
+from ragmem.journal import ragmem_home
 
 DEFAULT_PORT = 4200
 START_TIMEOUT_S = 120.0
 QUIET_ENV = {"DO_NOT_TRACK": "true", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
 
 
-def ragmem_home() -> Path:
-    return Path(os.environ.get("RAGMEM_HOME", ".ragmem")).resolve()
 
 
 def managed_port() -> int:

@@ -37,26 +37,30 @@ class Components:
     llm: Any = None        # ragmem.llm.JudgeClient when judge.type is llm
     embedder: Any = None   # ragmem.llm.EmbeddingClient when embeddings.model is set
 
+    def index_builds(self) -> int:
+        """1 when building this run's reference agent built its index, 0 when it reused one."""
+        return int(bool(getattr(getattr(self.agent, "instance", None), "index_built", False)))
+
 
 def build_components(cfg: RunConfig) -> Components:
     keywords = KeywordExtractor(cfg.tokenizer, cfg.stopwords)
     llm = embedder = None
-    if cfg.judge.get("type") == "llm":
+    if cfg.judge.type == "llm":
         from ragmem.llm import JudgeClient
 
         llm = JudgeClient(cfg.judge)
-    if cfg.raw["embeddings"].get("model") and set(cfg.metrics) & {"answer_relevancy"}:
+    if cfg.embeddings.model and "answer_relevancy" in cfg.metrics:
         from ragmem.llm import EmbeddingClient
 
-        embedder = EmbeddingClient(cfg.raw["embeddings"])
+        embedder = EmbeddingClient(cfg.embeddings)
     judge_ = build_judge(cfg.judge, keywords, cfg.zero_division, llm)
-    return Components(keywords, judge_, build_agent(cfg.raw), llm, embedder)
+    return Components(keywords, judge_, build_agent(cfg), llm, embedder)
 
 
 def load(cfg: RunConfig) -> Dataset:
     """Load and validate the configured files (a live agent supplies the answers itself)."""
     cfg.require_data()
-    return load_dataset(cfg.files, require_answer=cfg.agent.get("type", "replay") == "replay")
+    return load_dataset(cfg.files, require_answer=cfg.agent.type == "replay")
 
 
 def batches(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
@@ -73,7 +77,7 @@ def time_agent(agent: Any, examples: Sequence[Example], cfg: RunConfig,
             on_done(len(outputs))
         return outputs
     return run_live(agent, examples, cfg.concurrency, cfg.timeout_s, on_done,
-                    retries=int(cfg.agent.get("retries") or 0), backoff_s=float(cfg.agent.get("retry_backoff_s") or 0))
+                    retries=cfg.agent.retries, backoff_s=cfg.agent.retry_backoff_s)
 
 
 def judge(judge_: Judge, examples: Sequence[Example], outputs: Sequence[AgentOutput]) -> list[Judgement | None]:
@@ -131,8 +135,8 @@ def build_table(examples: Sequence[Example], outputs: Sequence[AgentOutput],
 def score(table: pd.DataFrame, cfg: RunConfig, components: Components) -> tuple[pd.DataFrame, MetricResult]:
     """Aggregate metrics, plus their per-example columns added to a copy of the table."""
     ctx = MetricContext(components.keywords, cfg.zero_division, cfg.ks, cfg.relevance, cfg.keyword_threshold,
-                        generation=dict(cfg.raw["generation"]), rag=dict(cfg.raw["rag_metrics"]),
-                        extra={"llm": components.llm, "embedder": components.embedder})
+                        generation=cfg.generation, rag=cfg.rag_metrics,
+                        llm=components.llm, embedder=components.embedder)
     result = compute_metrics(table, list(cfg.metrics), ctx)
     table = table.copy()
     for name, values in result.columns.items():
@@ -147,10 +151,9 @@ def confidence_intervals(table: pd.DataFrame, result: MetricResult, cfg: RunConf
     """Seeded bootstrap intervals (``stats.resamples``, ``stats.confidence``) of every aggregate."""
     from ragmem import stats
 
-    settings = cfg.raw["stats"]
     names = [n for n, v in result.values.items() if v is not None]
     aggs = stats.aggregators(table, names, cfg.zero_division)
-    return stats.bootstrap(aggs, len(table), int(settings["resamples"]), cfg.seed, float(settings["confidence"]))
+    return stats.bootstrap(aggs, len(table), cfg.stats.resamples, cfg.seed, cfg.stats.confidence)
 
 
 def git_commit(cwd: str | Path | None = None) -> str:
@@ -201,7 +204,7 @@ def run_params(cfg: RunConfig, dataset: Dataset, components: Components) -> dict
         "ranking.signature": f"k:{','.join(map(str, cfg.ks))}|rel:{cfg.relevance}|kw_thr:{cfg.keyword_threshold}"
                              f"|dup:first|no_rel:excluded",
         "generation.signature": generation_signature(cfg),
-        "stats.signature": f"bootstrap:{cfg.raw['stats']['resamples']}|conf:{cfg.raw['stats']['confidence']}"
+        "stats.signature": f"bootstrap:{cfg.stats.resamples}|conf:{cfg.stats.confidence}"
                            f"|seed:{cfg.seed}",
         "keywords.stopwords": components.keywords.stopword_signature(),
         "keywords.signature": components.keywords.signature(),
@@ -215,8 +218,7 @@ def run_params(cfg: RunConfig, dataset: Dataset, components: Components) -> dict
 def generation_signature(cfg: RunConfig) -> str:
     from ragmem.metrics.generation import scorer_for
 
-    settings = cfg.raw["generation"]
-    return scorer_for(settings["tokenizer"], settings["bleu_tokenize"]).signature()
+    return scorer_for(cfg.generation.tokenizer, cfg.generation.bleu_tokenize).signature()
 
 
 def usage_metrics(components: Components) -> dict[str, float]:

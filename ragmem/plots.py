@@ -1,20 +1,27 @@
-"""Plots logged with each run (matplotlib, headless)."""
+"""Plots logged with each run, drawn with matplotlib's object API.
+
+Figures are built as ``matplotlib.figure.Figure`` objects (rendered by the Agg canvas when saved):
+no pyplot state, no backend switch, so importing ragmem in a notebook leaves its backend alone, and
+a figure is freed when it goes out of scope (nothing to close).
+"""
 
 from __future__ import annotations
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
+import pandas as pd
+from matplotlib.figure import Figure
 
 
-def confusion_matrix_figure(counts: dict[str, float]):
+def _subplots(width: float, height: float, ncols: int = 1):
+    fig = Figure(figsize=(width, height))
+    axes = fig.subplots(1, ncols, squeeze=False)
+    return fig, axes[0]
+
+
+def confusion_matrix_figure(counts: dict[str, float]) -> Figure:
     """2x2 matrix of label (rows) against verdict (columns)."""
     grid = [[counts.get("confusion_tn", 0), counts.get("confusion_fp", 0)],
             [counts.get("confusion_fn", 0), counts.get("confusion_tp", 0)]]
-    fig, ax = plt.subplots(figsize=(4, 3.6))
+    fig, (ax,) = _subplots(4, 3.6)
     ax.imshow(grid, cmap="Blues")
     for r in range(2):
         for c in range(2):
@@ -26,10 +33,10 @@ def confusion_matrix_figure(counts: dict[str, float]):
     return fig
 
 
-def latency_histogram_figure(table: pd.DataFrame):
+def latency_histogram_figure(table: pd.DataFrame) -> Figure:
     """Histogram of measured call latencies (seconds) with p50/p95 marked."""
     seconds = table["latency_s"].dropna()
-    fig, ax = plt.subplots(figsize=(5, 3.6))
+    fig, (ax,) = _subplots(5, 3.6)
     ax.hist(seconds, bins=min(30, max(5, len(seconds) // 2)), color="#4c72b0")
     for q, style in ((0.5, "--"), (0.95, ":")):
         value = seconds.quantile(q)
@@ -42,14 +49,10 @@ def latency_histogram_figure(table: pd.DataFrame):
     return fig
 
 
-def close(fig) -> None:
-    plt.close(fig)
-
-
-def metric_by_setting_figure(table: pd.DataFrame, metric: str, keys: list[str]):
+def metric_by_setting_figure(table: pd.DataFrame, metric: str, keys: list[str]) -> Figure:
     """One panel per swept key: the metric of every child (dots) and its mean per value (line)."""
-    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.4), squeeze=False)
-    for ax, key in zip(axes[0], keys):
+    fig, axes = _subplots(4.2 * len(keys), 3.4, ncols=len(keys))
+    for ax, key in zip(axes, keys):
         values = list(dict.fromkeys(table[key].tolist()))
         positions = {v: i for i, v in enumerate(values)}
         x = table[key].map(positions)
@@ -66,9 +69,9 @@ def metric_by_setting_figure(table: pd.DataFrame, metric: str, keys: list[str]):
 
 
 def pareto_figure(latency: list[float], quality: list[float], labels: list[str], front: list[int],
-                  quality_name: str, latency_name: str):
+                  quality_name: str, latency_name: str) -> Figure:
     """Quality against latency; the Pareto front (no child faster and better) is joined and ringed."""
-    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    fig, (ax,) = _subplots(6.4, 4.4)
     ax.scatter(latency, quality, color="#4c72b0", alpha=0.7)
     pts = sorted((latency[i], quality[i]) for i in front)
     ax.plot([p[0] for p in pts], [p[1] for p in pts], color="#c44e52", marker="o", mfc="none", ms=11,

@@ -15,7 +15,8 @@ from typing import Any, Callable
 
 from ragmem.config import RunConfig
 from ragmem.errors import ConfigError
-from ragmem.orchestration import QUIET_ENV, prefect_context, ragmem_home
+from ragmem.journal import ragmem_home
+from ragmem.orchestration import QUIET_ENV, prefect_context
 
 
 def absolute_paths(config: dict[str, Any]) -> dict[str, Any]:
@@ -39,10 +40,10 @@ def pick_flow(config: dict[str, Any], flow_kind: str):
         raise ConfigError(f"--flow: expected evaluate, sweep or auto, got {flow_kind!r}")
     is_sweep = flow_kind == "sweep" or (flow_kind == "auto" and (config.get("sweep") or {}).get("grid"))
     if is_sweep:
-        from flows.sweep import sweep_flow
+        from ragmem.flows.sweep import sweep_flow
 
         return sweep_flow
-    from flows.evaluate import evaluate_flow
+    from ragmem.flows.evaluate import evaluate_flow
 
     return evaluate_flow
 

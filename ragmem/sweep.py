@@ -9,7 +9,7 @@
       constraints: [{metric: latency_p95, max: 0.5}]
       max_parallel: 2                # children evaluated at once (Prefect thread-pool task runner)
 
-The sweep is pure data here; ``flows/sweep.py`` runs it.
+The sweep is pure data here; :func:`ragmem.engine.sweep` runs it.
 """
 
 from __future__ import annotations
@@ -25,15 +25,8 @@ import pandas as pd
 
 from ragmem.config import assign
 from ragmem.errors import ConfigError
+from ragmem.settings import SweepSettings, as_section
 
-SWEEP_DEFAULTS: dict[str, Any] = {
-    "grid": {},
-    "samples": None,
-    "objective": {"metric": "f1", "goal": "maximize"},
-    "constraints": [],
-    "max_parallel": 2,
-    "plot_metrics": None,
-}
 
 
 @dataclass(frozen=True)
@@ -51,35 +44,15 @@ class SweepSpec:
         return list(self.grid)
 
 
-def parse_sweep(raw: dict[str, Any] | None) -> SweepSpec:
-    raw = {**SWEEP_DEFAULTS, **(raw or {})}
-    unknown = set(raw) - set(SWEEP_DEFAULTS)
-    if unknown:
-        raise ConfigError(f"sweep: unknown setting(s) {', '.join(sorted(unknown))}; known: {', '.join(SWEEP_DEFAULTS)}")
-    grid = raw["grid"]
-    if not isinstance(grid, dict) or not grid:
+def parse_sweep(raw: dict[str, Any] | SweepSettings | None) -> SweepSpec:
+    """The ``sweep`` section (validated by :class:`ragmem.settings.SweepSettings`) as a spec."""
+    settings = as_section(SweepSettings, raw, "sweep")
+    if not settings.grid:
         raise ConfigError("sweep.grid: expected a mapping of dotted.key -> [values], e.g. retriever.top_k: [1, 3, 5]")
-    for key, values in grid.items():
-        if not isinstance(values, list) or not values:
-            raise ConfigError(f"sweep.grid.{key}: expected a non-empty list of values")
-    objective = raw["objective"] or {}
-    goal = objective.get("goal", "maximize")
-    if goal not in ("maximize", "minimize"):
-        raise ConfigError(f"sweep.objective.goal: expected maximize or minimize, got {goal!r}")
-    if not isinstance(objective.get("metric"), str):
-        raise ConfigError("sweep.objective.metric: expected a metric name, e.g. f1")
-    constraints = raw["constraints"] or []
-    for i, c in enumerate(constraints):
-        if not isinstance(c, dict) or "metric" not in c or not ({"max", "min"} & set(c)):
-            raise ConfigError(f"sweep.constraints[{i}]: expected {{metric: NAME, max: X}} or {{metric: NAME, min: X}}")
-    samples = raw["samples"]
-    if samples is not None and (not isinstance(samples, int) or samples < 1):
-        raise ConfigError(f"sweep.samples: expected a positive integer or null, got {samples!r}")
-    if not isinstance(raw["max_parallel"], int) or raw["max_parallel"] < 1:
-        raise ConfigError(f"sweep.max_parallel: expected an integer >= 1, got {raw['max_parallel']!r}")
-    plot = raw["plot_metrics"]
-    return SweepSpec({k: list(v) for k, v in grid.items()}, samples, objective["metric"], goal,
-                     tuple(constraints), raw["max_parallel"], tuple(plot) if plot else None)
+    constraints = tuple(c.model_dump(exclude_none=True) for c in settings.constraints)
+    return SweepSpec({k: list(v) for k, v in settings.grid.items()}, settings.samples, settings.objective.metric,
+                     settings.objective.goal, constraints, settings.max_parallel,
+                     tuple(settings.plot_metrics) if settings.plot_metrics else None)
 
 
 def expand(spec: SweepSpec, seed: int = 0) -> list[dict[str, Any]]:
@@ -152,3 +125,63 @@ def comparison_table(children: list[dict[str, Any]], spec: SweepSpec) -> pd.Data
         row["error"] = c.get("error")
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def mark_against_best(children: list[dict[str, Any]], tables: dict, best: int, spec: SweepSpec, cfg) -> None:
+    """Each finished child's objective against the best child's, on the same examples: difference,
+    paired-bootstrap interval, randomization p-value, and whether it is significantly worse."""
+    from ragmem import stats
+
+    resamples = cfg.stats.resamples
+    best_table = tables[best].set_index("id")
+    for i, child in enumerate(children):
+        if i not in tables:
+            continue
+        if i == best:
+            child["vs_best"] = {"diff": 0.0, "ci_low": 0.0, "ci_high": 0.0, "p_value": 1.0,
+                                "significantly_worse": False, "is_best": True}
+            continue
+        shared = [x for x in tables[i]["id"] if x in best_table.index]
+        a = stats.aggregators(best_table.loc[shared].reset_index(), [spec.metric], cfg.zero_division)
+        b = stats.aggregators(tables[i].set_index("id").loc[shared].reset_index(), [spec.metric], cfg.zero_division)
+        if spec.metric not in a or spec.metric not in b:
+            continue
+        result = stats.paired(spec.metric, a[spec.metric], b[spec.metric], resamples, cfg.seed).to_dict()
+        worse = result["diff"] is not None and (result["diff"] < 0 if spec.goal == "maximize" else result["diff"] > 0)
+        child["vs_best"] = {k: result[k] for k in ("diff", "ci_low", "ci_high", "p_value")} | {
+            "significantly_worse": bool(worse and result["p_value"] is not None and result["p_value"] < 0.05),
+            "is_best": False}
+
+
+def parent_record(children: list[dict[str, Any]], best: dict[str, Any] | None, spec: SweepSpec, cfg,
+                  summary: dict[str, Any]) -> dict[str, Any]:
+    """What the sweep's parent run logs: the comparison table (CSV + MLflow table), ``sweep.json``,
+    the plots, the best configuration (``best.*`` params, ``best_run_id`` tag, ``best_<metric>``)."""
+    from ragmem import plots
+
+    table = comparison_table(children, spec)
+    done = table[table["status"] == "FINISHED"]
+    metrics = list(spec.plot_metrics or [])
+    if not metrics:
+        top_k = max(cfg.ks)
+        metrics = [m for m in dict.fromkeys([spec.metric, "reference_coverage", f"hit_rate_at_{top_k}",
+                                             f"mrr_at_{top_k}", "avg_latency"]) if m in done]
+    figures = {f"plots/{metric}_by_setting.png": plots.metric_by_setting_figure(done, metric, spec.keys)
+               for metric in metrics if metric in done and done[metric].notna().any()}
+    latency = next((m for m in ("latency_p95", "avg_latency") if m in done and done[m].notna().all()), None)
+    if latency and spec.metric in done and len(done):
+        ok = done[done[spec.metric].notna()]
+        lat, quality = ok[latency].tolist(), ok[spec.metric].tolist()
+        labels = [",".join(f"{k.rsplit('.', 1)[-1]}={r[k]}" for k in spec.keys) for _, r in ok.iterrows()]
+        figures["plots/quality_vs_latency.png"] = plots.pareto_figure(
+            lat, quality, labels, pareto_front(list(zip(lat, quality))), spec.metric, latency)
+    metrics_out: dict[str, float | None] = {"n_children": float(len(children)),
+                                            "index_builds": float(summary["index_builds"]),
+                                            "n_children_failed": float((table["status"] != "FINISHED").sum())}
+    record: dict[str, Any] = {"tables": {"comparison": table}, "json_files": {"sweep.json": summary},
+                              "figures": figures, "metrics": metrics_out}
+    if best is not None:
+        metrics_out[f"best_{spec.metric}"] = best["metrics"][spec.metric]
+        record["tags"] = {"best_run_id": best["run_id"]} if best["run_id"] else {}
+        record["params"] = {f"best.{k}": v for k, v in best["params"].items()}
+    return record

@@ -1,42 +1,90 @@
-"""Every MLflow call ragmem makes lives here.
+"""Every MLflow call ragmem makes lives here, and one context manager owns a run's lifecycle.
 
 The client is always given run ids explicitly (``MlflowClient``): MLflow's active run is per thread,
 and Prefect runs tasks on worker threads, where ``mlflow.log_metric`` would silently open an orphan
 run. Default store: ``sqlite:///mlruns/mlflow.db`` (MLflow 3 refuses a bare ``./mlruns`` file store)
 with artifacts under ``mlruns/artifacts/<experiment>``, passed explicitly at experiment creation
 (MLflow otherwise stores the working directory of whoever created the experiment).
+
+Lifecycle: :func:`tracked_run` is the only code that sets a run's status: FINISHED when its block
+ends, FAILED with a ``ragmem.error`` tag when the block raises, KILLED on Ctrl+C or SIGTERM. Runs,
+sweep parents and children, and bench-memory parents and methods all go through it.
+
+Importing this module changes nothing in the process: no environment variable, no logger level,
+no global tracking URI (MLflow's trace exporter reads the process-wide URI, so it is set only while
+traces are written, and put back as it was, ``MLFLOW_TRACKING_URI`` included).
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
-import logging
 import math
 import os
 import re
+import signal
+import sqlite3
 import tempfile
+import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pandas as pd
 
-# a download progress bar per artifact is noise in a terminal table (users may set it back)
-os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-# MLflow announces creating and migrating its sqlite tables at INFO on first use; not news to users.
-for _name in ("mlflow.store.db.utils", "alembic", "mlflow.tracing.export.async_export_queue"):
-    logging.getLogger(_name).setLevel(logging.WARNING)
+from ragmem.errors import Terminated
 
 _PARAM_LIMIT = 6000  # MLflow's limit for a param value
+_ERROR_TAG_LIMIT = 5000
 
 
 def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "experiment"
 
 
-def _prepare_local_store(uri: str) -> None:
+def prepare_local_store(uri: str) -> None:
     """Create the folder of a relative or absolute sqlite file so MLflow can open it."""
     if uri.startswith("sqlite:///"):
         Path(uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether a failed tracking call is worth retrying: the store was busy or unreachable
+    (connection errors, HTTP 429/5xx from a tracking server, SQLite's "database is locked").
+    A bad value, a missing run or a permission error is not: retrying it only repeats it."""
+    import requests
+    from mlflow.exceptions import MlflowException
+
+    if isinstance(exc, (ConnectionError, TimeoutError, requests.ConnectionError, requests.Timeout)):
+        return True
+    if isinstance(exc, sqlite3.OperationalError) or "database is locked" in str(exc):
+        return "locked" in str(exc) or "busy" in str(exc)
+    if isinstance(exc, MlflowException):
+        status = getattr(exc, "get_http_status_code", lambda: 500)()
+        return status == 429 or status >= 500 and ("locked" in str(exc) or "Connection" in str(exc)
+                                                   or "temporarily" in str(exc).lower())
+    return False
+
+
+@contextlib.contextmanager
+def _process_tracking_uri(uri: str) -> Iterator[None]:
+    """Set MLflow's process-wide tracking URI for the block; restore it and MLFLOW_TRACKING_URI."""
+    import mlflow
+    from mlflow.tracking._tracking_service import utils as tracking_utils
+
+    previous_uri = tracking_utils._tracking_uri  # None when never set: get_tracking_uri() gives a default
+    previous_env = os.environ.get("MLFLOW_TRACKING_URI")
+    mlflow.set_tracking_uri(uri)
+    try:
+        yield
+    finally:
+        mlflow.set_tracking_uri(previous_uri)
+        if previous_env is None:
+            os.environ.pop("MLFLOW_TRACKING_URI", None)
+        else:
+            os.environ["MLFLOW_TRACKING_URI"] = previous_env
 
 
 class Tracker:
@@ -45,19 +93,7 @@ class Tracker:
     def __init__(self, uri: str, artifact_root: str = "mlruns/artifacts"):
         from mlflow import MlflowClient
 
-        import mlflow
-
-        _prepare_local_store(uri)
-        # MLflow exports traces to the *global* tracking URI, whatever client started them, so the
-        # process-wide URI is set too (a process tracks to one store at a time here). set_tracking_uri
-        # also writes MLFLOW_TRACKING_URI into os.environ; that would leak into the next run's default
-        # and into subprocesses, so the variable is put back as it was.
-        previous = os.environ.get("MLFLOW_TRACKING_URI")
-        mlflow.set_tracking_uri(uri)
-        if previous is None:
-            os.environ.pop("MLFLOW_TRACKING_URI", None)
-        else:
-            os.environ["MLFLOW_TRACKING_URI"] = previous
+        prepare_local_store(uri)
         self.uri = uri
         self.artifact_root = artifact_root
         self.client = MlflowClient(tracking_uri=uri)
@@ -68,7 +104,6 @@ class Tracker:
             if found.lifecycle_stage == "deleted":
                 self.client.restore_experiment(found.experiment_id)
             return found.experiment_id
-        location = None
         if not re.match(r"^[a-z][a-z0-9+.-]*://", self.artifact_root):
             location = (Path(self.artifact_root).resolve() / _slug(name)).as_uri()
         else:
@@ -81,8 +116,9 @@ class Tracker:
                 raise
             return found.experiment_id
 
-    def start_run(self, experiment: str, run_name: str | None = None, tags: dict[str, str] | None = None,
-                  parent_run_id: str | None = None) -> str:
+    def create_run(self, experiment: str, run_name: str | None = None, tags: dict[str, str] | None = None,
+                   parent_run_id: str | None = None) -> str:
+        """A new run (status RUNNING until :func:`tracked_run` ends it)."""
         tags = dict(tags or {})
         if parent_run_id:
             tags["mlflow.parentRunId"] = parent_run_id
@@ -104,7 +140,6 @@ class Tracker:
     def log_metrics(self, run_id: str, metrics: dict[str, float | None], step: int = 0) -> None:
         """Log the defined metrics; ``None``/NaN (not measured, undefined) are not logged as numbers."""
         from mlflow.entities import Metric
-        import time
 
         now = int(time.time() * 1000)
         items = [Metric(k, float(v), now, step) for k, v in metrics.items()
@@ -116,11 +151,11 @@ class Tracker:
         for key, value in tags.items():
             self.client.set_tag(run_id, key, value)
 
+    def tags(self, run_id: str) -> dict[str, str]:
+        return dict(self.client.get_run(run_id).data.tags)
+
     def log_json(self, run_id: str, payload: Any, artifact_file: str) -> None:
         self.client.log_dict(run_id, payload, artifact_file)
-
-    def log_text(self, run_id: str, text: str, artifact_file: str) -> None:
-        self.client.log_text(run_id, text, artifact_file)
 
     def log_table(self, run_id: str, table: pd.DataFrame, name: str) -> None:
         """The table twice: ``<name>.csv`` for spreadsheets and ``<name>.json`` as an MLflow table
@@ -149,54 +184,179 @@ class Tracker:
 
         timed = [(ex, out) for ex, out in zip(examples, outputs) if out.started_at_ns is not None]
         timed.sort(key=lambda pair: (pair[1].error is None, -(pair[1].latency_s or 0.0)))
+        if not timed[:limit]:
+            return 0
         experiment_id = self.experiment_id(experiment)
-        for ex, out in timed[:limit]:
-            start = out.started_at_ns
-            end = start + int((out.latency_s or 0.0) * 1e9)
-            root = self.client.start_trace(
-                "agent", span_type="AGENT", inputs={"query": ex.query, "session_id": ex.session_id},
-                experiment_id=experiment_id, start_time_ns=start, run_id=run_id,
-                tags={"ragmem.example_id": ex.id}, attributes={"attempts": str(out.attempts)})
-            cursor = start
-            for stage, seconds in out.timings_s.items():
-                kind = {"retrieve": "RETRIEVER", "llm": "LLM", "embed": "EMBEDDING", "rerank": "RERANKER"}.get(stage, "UNKNOWN")
-                span = self.client.start_span(stage, trace_id=root.trace_id, parent_id=root.span_id,
-                                              span_type=kind, start_time_ns=cursor)
-                cursor = min(end, cursor + int(seconds * 1e9))
-                outputs = [c.to_dict() for c in out.contexts if stage == "retrieve" and c.source == "rag"] or None
-                self.client.end_span(root.trace_id, span.span_id, outputs=outputs, end_time_ns=cursor)
-            self.client.end_trace(root.trace_id, outputs={"answer": out.answer, "n_contexts": len(out.contexts),
-                                                          "error": out.error},
-                                  status="ERROR" if out.error else "OK", end_time_ns=end)
-        if timed[:limit]:
+        # MLflow exports traces to the *process-wide* tracking URI, whatever client started them
+        with _process_tracking_uri(self.uri):
+            for ex, out in timed[:limit]:
+                self._trace(run_id, experiment_id, ex, out)
             mlflow.flush_trace_async_logging()
         return min(limit, len(timed))
 
-    def finish(self, run_id: str, status: str = "FINISHED") -> None:
+    def _trace(self, run_id: str, experiment_id: str, ex, out) -> None:
+        start = out.started_at_ns
+        end = start + int((out.latency_s or 0.0) * 1e9)
+        root = self.client.start_trace(
+            "agent", span_type="AGENT", inputs={"query": ex.query, "session_id": ex.session_id},
+            experiment_id=experiment_id, start_time_ns=start, run_id=run_id,
+            tags={"ragmem.example_id": ex.id}, attributes={"attempts": str(out.attempts)})
+        cursor = start
+        for stage, seconds in out.timings_s.items():
+            kind = {"retrieve": "RETRIEVER", "llm": "LLM", "embed": "EMBEDDING", "rerank": "RERANKER"}.get(stage, "UNKNOWN")
+            span = self.client.start_span(stage, trace_id=root.trace_id, parent_id=root.span_id,
+                                          span_type=kind, start_time_ns=cursor)
+            cursor = min(end, cursor + int(seconds * 1e9))
+            contexts = [c.to_dict() for c in out.contexts if stage == "retrieve" and c.source == "rag"] or None
+            self.client.end_span(root.trace_id, span.span_id, outputs=contexts, end_time_ns=cursor)
+        self.client.end_trace(root.trace_id, outputs={"answer": out.answer, "n_contexts": len(out.contexts),
+                                                      "error": out.error},
+                              status="ERROR" if out.error else "OK", end_time_ns=end)
+
+    def _terminate(self, run_id: str, status: str) -> None:
         self.client.set_terminated(run_id, status=status)
 
 
-def record_run(tracker: Tracker, run_id: str, resolved_config: dict[str, Any], params: dict[str, str],
+@dataclass
+class TrackedRun:
+    """What :func:`tracked_run` yields: the run id (``None`` when tracking is off) and its tracker."""
+
+    id: str | None
+    tracker: Tracker | None
+
+    def logged(self, step: str) -> str | None:
+        """What :meth:`mark` recorded for ``step`` on this run, or ``None`` when it was not done
+        yet: a retried logging step skips what it already wrote (traces, metrics)."""
+        return self.tracker.tags(self.id).get(f"ragmem.logged.{step}")
+
+    def mark(self, step: str, value: str = "done") -> None:
+        self.tracker.set_tags(self.id, {f"ragmem.logged.{step}": value})
+
+
+@contextlib.contextmanager
+def _sigterm_as_exception() -> Iterator[None]:
+    """In the main thread, SIGTERM raises :class:`Terminated` for the block (so the run is marked
+    KILLED and the block's cleanup runs); the previous handler is put back afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise Terminated(f"terminated by signal {signum}")
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not allowed here (an embedded interpreter)
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def tracked_run(tracker: Tracker | None, experiment: str, run_name: str | None = None, *,
+                tags: dict[str, str] | None = None, parent_run_id: str | None = None,
+                run_id: str | None = None) -> Iterator[TrackedRun]:
+    """Open (or, with ``run_id``, adopt) an MLflow run for the block and end it with its status:
+
+    - the block ends: FINISHED;
+    - the block raises: FAILED, with the tag ``ragmem.error`` = ``Type: message``; re-raised;
+    - Ctrl+C (KeyboardInterrupt) or SIGTERM: KILLED; re-raised.
+
+    With ``tracker=None`` (tracking off) it yields ``TrackedRun(None, None)`` and records nothing.
+    """
+    if tracker is None:
+        yield TrackedRun(None, None)
+        return
+    run_id = run_id or tracker.create_run(experiment, run_name, tags=tags, parent_run_id=parent_run_id)
+    run = TrackedRun(run_id, tracker)
+    try:
+        with _sigterm_as_exception():
+            yield run
+    except KeyboardInterrupt as exc:  # Terminated (SIGTERM) is a KeyboardInterrupt too
+        _end(tracker, run_id, "KILLED", exc)
+        raise
+    except BaseException as exc:
+        _end(tracker, run_id, "FAILED", exc)
+        raise
+    tracker._terminate(run_id, "FINISHED")
+
+
+def _end(tracker: Tracker, run_id: str, status: str, exc: BaseException | str) -> None:
+    reason = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    try:
+        tracker.set_tags(run_id, {"ragmem.error": reason[:_ERROR_TAG_LIMIT]})
+        tracker._terminate(run_id, status)
+    except Exception:  # the store itself failed: the original error is what the user must see
+        pass
+
+
+def fail_run(tracker: Tracker, run_id: str, reason: str) -> None:
+    """End a run created beforehand as FAILED with ``reason``: a sweep child whose task died before
+    its own :func:`tracked_run` could (the same ending, without a block)."""
+    _end(tracker, run_id, "FAILED", reason)
+
+
+def log_results(run: TrackedRun, *, params: dict[str, Any] | None = None,
+                metrics: dict[str, float | None] | None = None, tags: dict[str, str] | None = None,
+                json_files: dict[str, Any] | None = None, tables: dict[str, pd.DataFrame] | None = None,
+                figures: dict[str, Any] | None = None, files: tuple[Path, ...] = ()) -> None:
+    """Log results on a run, idempotently: params and tags are set (the same value again is a
+    no-op), metrics are logged once per run (a retried step does not add a second history entry),
+    artifacts of the same name are replaced. Nothing happens when tracking is off."""
+    if run.id is None:
+        return
+    tracker = run.tracker
+    if params:
+        tracker.log_params(run.id, params)
+    if tags:
+        tracker.set_tags(run.id, tags)
+    if metrics:
+        step = "metrics-" + hashlib.sha1(",".join(sorted(metrics)).encode()).hexdigest()[:10]
+        if run.logged(step) is None:
+            tracker.log_metrics(run.id, metrics)
+            run.mark(step)
+    for name, payload in (json_files or {}).items():
+        tracker.log_json(run.id, payload, name)
+    for name, table in (tables or {}).items():
+        tracker.log_table(run.id, table, name)
+    for name, figure in (figures or {}).items():
+        tracker.log_figure(run.id, figure, name)
+    for path in files:
+        if Path(path).is_file():
+            tracker.log_file(run.id, path)
+
+
+def record_run(run: TrackedRun, resolved_config: dict[str, Any], params: dict[str, str],
                metrics: dict[str, float | None], counts: dict[str, int], table: pd.DataFrame,
-               summary: dict[str, Any], extra_files: list[Path] | None = None) -> None:
-    """Log one evaluation run: params, metrics (+ counts and ``{metric}_ci_low/high``), the resolved
-    config, ``summary.json``, the per-example table (CSV + MLflow table) and the plots."""
+               summary: dict[str, Any], examples=(), outputs=(), max_traces: int = 0,
+               extra_files: tuple[Path, ...] = ()) -> int:
+    """Log one evaluation run: agent traces, params, metrics (+ counts and ``{metric}_ci_low/high``),
+    the resolved config, ``summary.json``, the per-example table (``examples.csv`` and the MLflow
+    table ``examples.json``), the plots and ``extra_files`` (the journal). Idempotent (see
+    :func:`log_results`; traces are written once). Returns the number of traces."""
     from ragmem import plots
 
+    if run.id is None:
+        return 0
+    traced = run.logged("traces")
+    if traced is None:
+        n_traces = run.tracker.log_agent_traces(run.id, summary["experiment"], examples, outputs, max_traces)
+        run.mark("traces", str(n_traces))
+    else:
+        n_traces = int(traced)
     intervals = {f"{name}_ci_{side}": bound for name, (low, high) in summary.get("ci", {}).items()
                  for side, bound in (("low", low), ("high", high))}
-    tracker.log_params(run_id, params)
-    tracker.log_metrics(run_id, {**metrics, **intervals, **{k: float(v) for k, v in counts.items()}})
-    tracker.log_json(run_id, resolved_config, "config.json")
-    tracker.log_json(run_id, summary, "summary.json")
-    tracker.log_table(run_id, table, "examples")
+    figures = {}
     if metrics.get("confusion_tp") is not None:
-        fig = plots.confusion_matrix_figure(metrics)
-        tracker.log_figure(run_id, fig, "plots/confusion_matrix.png")
-        plots.close(fig)
+        figures["plots/confusion_matrix.png"] = plots.confusion_matrix_figure(metrics)
     if table["latency_s"].notna().any():
-        fig = plots.latency_histogram_figure(table)
-        tracker.log_figure(run_id, fig, "plots/latency_histogram.png")
-        plots.close(fig)
-    for path in extra_files or []:
-        tracker.log_file(run_id, path)
+        figures["plots/latency_histogram.png"] = plots.latency_histogram_figure(table)
+    log_results(run, params=params,
+                metrics={**metrics, **intervals, **{k: float(v) for k, v in counts.items()},
+                         "n_traces": float(n_traces)},
+                json_files={"config.json": resolved_config, "summary.json": summary},
+                tables={"examples": table}, figures=figures, files=extra_files)
+    return n_traces

@@ -35,3 +35,14 @@ class Counter:
     def __call__(self, query):
         self.calls += 1
         return f"{self.prefix}{self.calls}"
+
+
+class Breaks:
+    """A class target whose constructor fails when ``broken`` (a child of a sweep that fails at run time)."""
+
+    def __init__(self, broken=False):
+        if broken:
+            raise RuntimeError("backend refused the connection")
+
+    def __call__(self, query):
+        return query

@@ -66,7 +66,7 @@ def test_reply_shapes(reply, expected):
     ({"type": "python", "target": "no_such_module_xyz:f"}, AgentLoadError, "cannot import module"),
     ({"type": "python", "target": "tests.sample_agents:missing"}, AgentLoadError, "has no attribute"),
     ({"type": "python", "target": "tests.sample_agents:echo", "params": {"a": 1}}, AgentLoadError, "only a class"),
-    ({"type": "martian"}, ConfigError, "unknown agent"),
+    ({"type": "martian"}, ConfigError, "agent.type: expected one of replay, python, http, reference, got .martian."),
 ])
 def test_agent_spec_errors(settings, error, message):
     with pytest.raises(error, match=message):

@@ -65,9 +65,9 @@ def test_run_on_the_two_seed_files(prefect_env, seed_dir, tmp_path):
 
     # every task run of the flow reached the Prefect server
     api_url = f"http://127.0.0.1:{prefect_env['RAGMEM_PREFECT_PORT']}/api"
-    names = _task_run_names(api_url, run.data.tags["prefect.flow_run_id"], expected=6)
+    names = _task_run_names(api_url, run.data.tags["prefect.flow_run_id"], expected=5)
     assert [n.rsplit("-", 1)[0] for n in names] == \
-        ["judge-batch", "load", "log-run", "metrics", "start-run", "time-agent-batch"]
+        ["judge-batch", "load", "log-run", "metrics", "time-agent-batch"]
 
 
 def test_run_with_a_live_agent_and_overrides(prefect_env, tmp_path):
@@ -104,7 +104,7 @@ def test_prefect_api_url_is_honoured(prefect_env, tmp_path):
 
 BAD_INPUT = [
     (["run", "missing.yaml"], "missing.yaml: config file not found"),
-    (["run", "{config}", "--set", "judge.threshold=2"], "judge.threshold: must be between 0 and 1"),
+    (["run", "{config}", "--set", "judge.threshold=2"], "judge.threshold: expected a number between 0 and 1, got 2"),
     (["run", "{config}", "--set", "judge.treshold=0.5"], "judge.treshold: unknown setting"),
     (["run", "{config}", "--set", "metrics=[f1, mrr]"], "metrics: unknown metric(s) 'mrr'"),
     (["run", "{config}"], "data.files: no dataset given"),

@@ -138,7 +138,7 @@ class KeywordMemory:
 
 def _layer_run(spec, tmp_path):
     from ragmem.locomo import load_locomo
-    from ragmem.memory_bench import build_layer, run_conversation
+    from ragmem.memory_bench import build_layer, method_specs, run_conversation
     from ragmem.reference.generator import ExtractiveGenerator
     from ragmem.text.keywords import KeywordExtractor
 
@@ -146,7 +146,7 @@ def _layer_run(spec, tmp_path):
     path.write_text(json.dumps(_conversation()))
     conversation = load_locomo(path)[0]
     keywords = KeywordExtractor()
-    layer = build_layer(spec, keywords, lambda t: len(t.split()), 4000)
+    layer = build_layer(method_specs([spec])[0], keywords, lambda t: len(t.split()), 4000)
     return run_conversation(layer, conversation, questions(conversation), 3, ExtractiveGenerator(keywords))
 
 

@@ -9,7 +9,6 @@ from ragmem.config import DEFAULTS
 from ragmem.errors import ConfigError
 from ragmem.reference.agent import ReferenceAgent
 from ragmem.reference.corpus import chunk_text
-from ragmem.reference.retrievers import INDEX_BUILDS
 from tests.openai_stub import Stub
 
 
@@ -71,12 +70,19 @@ def test_keyword_reranker_reports_its_stage():
 
 
 def test_index_is_built_once_per_indexing_setting():
-    before = INDEX_BUILDS["count"]
-    ReferenceAgent(settings(corpus__chunk_size=123))
-    ReferenceAgent(settings(corpus__chunk_size=123, retriever__top_k=1, memory__short_window=1))
-    assert INDEX_BUILDS["count"] == before + 1
-    ReferenceAgent(settings(corpus__chunk_size=124))
-    assert INDEX_BUILDS["count"] == before + 2
+    first = ReferenceAgent(settings(corpus__chunk_size=123))
+    again = ReferenceAgent(settings(corpus__chunk_size=123, retriever__top_k=1, memory__short_window=1))
+    other = ReferenceAgent(settings(corpus__chunk_size=124))
+    assert (first.index_built, again.index_built, other.index_built) == (True, False, True)
+    assert again.retriever is first.retriever and other.retriever is not first.retriever
+
+
+def test_index_cache_is_bounded():
+    from ragmem.reference import retrievers
+
+    for size in range(300, 300 + retrievers._INDEX_CACHE_SIZE + 3):
+        ReferenceAgent(settings(corpus__chunk_size=size))
+    assert len(retrievers._INDEXES) == retrievers._INDEX_CACHE_SIZE
 
 
 def _vector(text):

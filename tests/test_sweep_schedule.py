@@ -56,16 +56,30 @@ def test_sweep_retriever_config(prefect_env, tmp_path):
 
 
 def test_a_failing_child_is_recorded_and_the_sweep_goes_on(prefect_env, tmp_path):
-    # chunk_overlap 300 >= chunk_size 200 is invalid: that child fails, the other one runs
+    # the second child's agent fails to start at run time: it is recorded, the first one runs
+    env = {**prefect_env, "PYTHONPATH": str(ROOT)}
     done = run_cli(["sweep", str(ROOT / "configs" / "sweep_retriever.yaml"), "--set", "experiment=sweep-fail",
-                    "--set", "sweep.grid={corpus.chunk_overlap: [40, 300]}"], env=prefect_env, cwd=tmp_path)
+                    "--set", "agent.type=python", "--set", "agent.target=tests.sample_agents:Breaks",
+                    "--set", "sweep.grid={agent.params.broken: [false, true]}"], env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     children = json.loads((tmp_path / "sweep.json").read_text())["children"]
     assert [c["status"] for c in children] == ["FINISHED", "FAILED"]
-    assert "corpus.chunk_overlap: must be >= 0 and < chunk_size" in children[1]["error"]
+    assert "RuntimeError: backend refused the connection" in children[1]["error"]
     client = MlflowClient(f"sqlite:///{tmp_path}/mlruns/mlflow.db")
     failed = client.get_run(children[1]["run_id"])
-    assert failed.info.status == "FAILED" and "chunk_overlap" in failed.data.tags["ragmem.error"]
+    assert failed.info.status == "FAILED" and "backend refused" in failed.data.tags["ragmem.error"]
+    assert client.get_run(children[0]["run_id"]).info.status == "FINISHED"
+
+
+def test_a_bad_grid_value_fails_before_any_child(prefect_env, tmp_path):
+    # chunk_overlap 300 >= chunk_size 200 is invalid: the sweep stops before it starts, one line, exit 2
+    done = run_cli(["sweep", str(ROOT / "configs" / "sweep_retriever.yaml"), "--set", "experiment=sweep-bad",
+                    "--set", "sweep.grid={corpus.chunk_overlap: [40, 300]}"], env=prefect_env, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if not line.startswith("ragmem | ")]
+    assert lines == ["error: sweep.grid (chunk_overlap=300): corpus.chunk_overlap: must be smaller than "
+                     "corpus.chunk_size (200), got 300"]
+    assert not (tmp_path / "mlruns" / "mlflow.db").exists()  # nothing was started
 
 
 def test_scheduled_deployment_and_a_triggered_run(prefect_env, tmp_path):

@@ -14,33 +14,26 @@ A live agent returns the answer as a string, or a dict/object with ``answer``, `
 
 from __future__ import annotations
 
-from typing import Any
-
 from ragmem.agents.python import PythonAgent
 from ragmem.agents.replay import ReplayAgent
-from ragmem.errors import ConfigError
 
-AGENT_TYPES = ("replay", "python", "reference", "http")
 REFERENCE_SECTIONS = ("corpus", "retriever", "memory", "generator", "embeddings", "keywords")
 
 
-def build_agent(config: dict[str, Any]):
-    """The agent named by ``agent.type`` in a resolved config."""
-    settings = config["agent"]
-    kind = settings.get("type", "replay")
-    if kind == "reference":
+def build_agent(config):
+    """The agent named by ``agent.type`` in a config (a :class:`ragmem.config.RunConfig`, or a
+    dict of settings, validated the same way)."""
+    from ragmem.config import RunConfig
+
+    cfg = config if isinstance(config, RunConfig) else RunConfig.from_dict(config)
+    agent = cfg.agent
+    if agent.type == "reference":
         return PythonAgent("ragmem.reference.agent:ReferenceAgent",
-                           {"settings": {k: config[k] for k in REFERENCE_SECTIONS}})
-    if kind == "replay":
-        return ReplayAgent()
-    if kind == "python":
-        target = settings.get("target")
-        if not target:
-            raise ConfigError("agent.target: required for agent.type python (e.g. 'mypkg.agent:answer')")
-        return PythonAgent(str(target), settings.get("params") or {})
-    if kind == "http":
+                           {"settings": {k: getattr(cfg, k) for k in REFERENCE_SECTIONS}})
+    if agent.type == "python":
+        return PythonAgent(agent.target, agent.params)
+    if agent.type == "http":
         from ragmem.agents.http import HttpAgent
 
-        return HttpAgent(str(settings.get("url") or ""), settings.get("timeout_s"), settings.get("api_key_env"),
-                         max_connections=int(settings.get("concurrency", 4)))
-    raise ConfigError(f"agent.type: unknown agent {kind!r}; available: {', '.join(AGENT_TYPES)}")
+        return HttpAgent(agent.url, agent.timeout_s, agent.api_key_env, max_connections=agent.concurrency)
+    return ReplayAgent()

@@ -49,6 +49,7 @@ class PythonAgent:
         if not callable(obj):
             raise AgentLoadError(f"agent.target: {target} is not callable")
         self._fn: Callable[..., Any] = obj
+        self.instance = obj  # the function, or the object built from a class target
         self._kwargs = self._accepted_kwargs(obj)
 
     @staticmethod

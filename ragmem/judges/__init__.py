@@ -42,16 +42,16 @@ class Judge(Protocol):
     def signature(self) -> str: ...
 
 
-def build_judge(settings: dict[str, Any], keywords: KeywordExtractor, zero_division: float, client=None) -> Judge:
-    """The judge named by ``judge.type`` (``llm`` needs the :class:`ragmem.llm.JudgeClient`)."""
+def build_judge(settings, keywords: KeywordExtractor, zero_division: float, client=None) -> Judge:
+    """The judge named by ``judge.type`` (:class:`ragmem.settings.JudgeSettings`, or a dict of
+    them); ``llm`` needs the :class:`ragmem.llm.JudgeClient`."""
     from ragmem.judges.keyword import KeywordJudge
+    from ragmem.settings import JudgeSettings, as_section
 
-    kind = settings.get("type", "keyword")
-    keyword = KeywordJudge(keywords, threshold=float(settings.get("threshold", 0.7)), zero_division=zero_division)
-    if kind == "keyword":
+    settings = as_section(JudgeSettings, settings, "judge")
+    keyword = KeywordJudge(keywords, threshold=settings.threshold, zero_division=zero_division)
+    if settings.type == "keyword":
         return keyword
-    if kind == "llm":
-        from ragmem.judges.llm import LLMJudge
+    from ragmem.judges.llm import LLMJudge
 
-        return LLMJudge(client, keyword)
-    raise ConfigError(f"judge.type: unknown judge {kind!r}; available: keyword, llm")
+    return LLMJudge(client, keyword)

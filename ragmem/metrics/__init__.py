@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import pandas as pd
 
@@ -35,13 +35,20 @@ class MetricContext:
     ks: tuple[int, ...] = ranking.DEFAULT_KS
     relevance: str = "auto"            # where gold relevance comes from (see README: Ranking)
     keyword_threshold: float = 0.5     # a context is relevant when it holds > this share of K(reference)
-    generation: dict = field(default_factory=dict)  # generation.tokenizer, generation.bleu_tokenize
-    rag: dict = field(default_factory=dict)         # rag_metrics.*
-    extra: dict = field(default_factory=dict)
+    generation: Any = field(default_factory=lambda: _section("GenerationSettings"))  # generation.*
+    rag: Any = field(default_factory=lambda: _section("RagMetricSettings"))           # rag_metrics.*
+    llm: Any = None        # ragmem.llm.JudgeClient: LLM-based metrics (else their offline modes)
+    embedder: Any = None   # ragmem.llm.EmbeddingClient
 
     def generation_scorer(self) -> "generation.GenerationScorer":
-        return generation.scorer_for(self.generation.get("tokenizer", "jieba"),
-                                     self.generation.get("bleu_tokenize", "zh"))
+        return generation.scorer_for(self.generation.tokenizer, self.generation.bleu_tokenize)
+
+
+def _section(name: str):
+    """The default settings of a section (imported late: the schema imports this registry)."""
+    from ragmem import settings
+
+    return getattr(settings, name)()
 
 
 def _scored(table: pd.DataFrame) -> pd.DataFrame:

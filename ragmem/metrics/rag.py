@@ -123,13 +123,13 @@ def _sentences(text: str) -> list[str]:
 class RagMetrics:
     """Computes the selected RAG metrics for a results table, batching every LLM request."""
 
-    def __init__(self, ctx, settings: dict[str, Any]):
+    def __init__(self, ctx, settings):
         self.ctx = ctx
-        self.llm = ctx.extra.get("llm")
-        self.embedder = ctx.extra.get("embedder")
-        self.threshold = float(settings.get("threshold", 0.5))
-        self.top_k = settings.get("contextual_precision_top_k")
-        self.n_questions = int(settings.get("relevancy_questions", 3))
+        self.llm = ctx.llm
+        self.embedder = ctx.embedder
+        self.threshold = settings.threshold
+        self.top_k = settings.contextual_precision_top_k
+        self.n_questions = settings.relevancy_questions
         self.notes: list[str] = []
 
     # -- helpers -----------------------------------------------------------------------------

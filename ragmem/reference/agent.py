@@ -5,14 +5,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ragmem.errors import ConfigError
 from ragmem.reference.corpus import chunk_corpus, load_corpus
 from ragmem.reference.generator import build_generator
 from ragmem.reference.memory import BM25Memory, short_term
 from ragmem.reference.retrievers import build_retriever, get_index
 from ragmem.text.keywords import KeywordExtractor
 
-RERANKERS = ("none", "keyword")
 
 
 class ReferenceAgent:
@@ -27,33 +25,30 @@ class ReferenceAgent:
     """
 
     def __init__(self, settings: dict[str, Any]):
-        corpus_s, retr, mem, gen = (settings[k] for k in ("corpus", "retriever", "memory", "generator"))
-        kw = settings.get("keywords", {})
-        self.keywords = KeywordExtractor(kw.get("tokenizer", "jieba"), kw.get("stopwords", ("stopwords-iso:zh", "stopwords:en")))
-        self.top_k = int(retr["top_k"])
-        self.reranker = str(retr.get("reranker") or "none")
-        if self.reranker not in RERANKERS:
-            raise ConfigError(f"retriever.reranker: unknown reranker {self.reranker!r}; available: {', '.join(RERANKERS)}")
-        self.rerank_candidates = int(retr.get("rerank_candidates", 20))
-        self.short_window = int(mem["short_window"])
-        self.long_top_k = int(mem["long_top_k"])
-        if self.top_k < 0 or self.short_window < 0 or self.long_top_k < 0:
-            raise ConfigError("retriever.top_k, memory.short_window and memory.long_top_k must be >= 0")
-        corpus = load_corpus(corpus_s.get("path") or "bundled")
-        size, overlap = int(corpus_s["chunk_size"]), int(corpus_s["chunk_overlap"])
-        embeddings = settings.get("embeddings") or {}
-        key = (corpus.sha256, size, overlap, retr["type"], self.keywords.signature(),
-               embeddings.get("model"), embeddings.get("base_url"))
+        """``settings``: the sections ``corpus``, ``retriever``, ``memory``, ``generator``,
+        ``embeddings`` and ``keywords`` (models or dicts; missing ones take their defaults)."""
+        from ragmem.settings import ReferenceSettings, as_section
+
+        s = as_section(ReferenceSettings, settings, "")
+        self.keywords = KeywordExtractor(s.keywords.tokenizer, s.keywords.stopwords)
+        self.top_k = s.retriever.top_k
+        self.reranker = s.retriever.reranker
+        self.rerank_candidates = s.retriever.rerank_candidates
+        self.short_window = s.memory.short_window
+        self.long_top_k = s.memory.long_top_k
+        corpus = load_corpus(s.corpus.path)
+        size, overlap, kind, embeddings = s.corpus.chunk_size, s.corpus.chunk_overlap, s.retriever.type, s.embeddings
+        key = (corpus.sha256, size, overlap, kind, self.keywords.signature(), embeddings.model, embeddings.base_url)
 
         def build():
             chunks = chunk_corpus(corpus, size, overlap)
-            return chunks, build_retriever(retr["type"], chunks, self.keywords, embeddings)
+            return chunks, build_retriever(kind, chunks, self.keywords, embeddings)
 
-        self.chunks, self.retriever = get_index(key, build)
+        (self.chunks, self.retriever), self.index_built = get_index(key, build)
         self.memory = BM25Memory(self.keywords)
         for fact in corpus.memories:
             self.memory.add([{"content": fact["text"], "id": fact["id"]}], fact["user_id"], fact.get("timestamp"))
-        self.generate = build_generator(gen, self.keywords)
+        self.generate = build_generator(s.generator, self.keywords)
 
     def _rerank(self, query: str, hits: list[tuple[int, float]]) -> list[tuple[int, float]]:
         """Keyword reranker: share of the query's keywords each candidate holds; ties keep rank."""

@@ -10,7 +10,6 @@ from ragmem.errors import ConfigError
 from ragmem.text.keywords import KeywordExtractor
 
 _SENTENCES = re.compile(r"[^。！？!?.]+(?:[。！？!?]|\.(?=\s|$))?")
-GENERATOR_TYPES = ("extractive", "openai")
 
 
 class ExtractiveGenerator:
@@ -47,16 +46,14 @@ class ChatGenerator:
     SYSTEM = ("Answer the question using only the numbered context passages. Answer in the language of "
               "the question, in one or two sentences. If the passages do not contain the answer, say so.")
 
-    def __init__(self, settings: dict[str, Any]):
+    def __init__(self, settings):
         from openai import OpenAI
 
-        if not settings.get("model"):
-            raise ConfigError("generator.model: required for generator.type openai")
-        key_env = settings.get("api_key_env") or "OPENAI_API_KEY"
-        self.model = settings["model"]
-        self.temperature = float(settings.get("temperature", 0.0))
-        self.client = OpenAI(base_url=settings.get("base_url"), api_key=os.environ.get(key_env) or "not-needed",
-                             timeout=float(settings.get("timeout_s", 60)), max_retries=3)
+        key_env = settings.api_key_env or "OPENAI_API_KEY"
+        self.model = settings.model
+        self.temperature = settings.temperature
+        self.client = OpenAI(base_url=settings.base_url, api_key=os.environ.get(key_env) or "not-needed",
+                             timeout=settings.timeout_s, max_retries=3)
 
     def __call__(self, query: str, contexts: Sequence[str]) -> str:
         passages = "\n".join(f"[{i}] {text}" for i, text in enumerate(contexts, 1)) or "(no passages)"
@@ -67,10 +64,12 @@ class ChatGenerator:
         return (reply.choices[0].message.content or "").strip()
 
 
-def build_generator(settings: dict[str, Any], keywords: KeywordExtractor):
-    kind = settings.get("type", "extractive")
-    if kind == "extractive":
+def build_generator(settings, keywords: KeywordExtractor):
+    """The generator named by ``generator.type`` (:class:`ragmem.settings.GeneratorSettings`, or a
+    dict of them)."""
+    from ragmem.settings import GeneratorSettings, as_section
+
+    settings = as_section(GeneratorSettings, settings, "generator")
+    if settings.type == "extractive":
         return ExtractiveGenerator(keywords)
-    if kind == "openai":
-        return ChatGenerator(settings)
-    raise ConfigError(f"generator.type: unknown generator {kind!r}; available: {', '.join(GENERATOR_TYPES)}")
+    return ChatGenerator(settings)

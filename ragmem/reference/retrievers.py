@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections import OrderedDict
 from typing import Any, Protocol, Sequence
 
 import numpy as np
@@ -84,7 +85,7 @@ class DenseRetriever:
     """Cosine similarity of embeddings from an OpenAI-compatible endpoint or a local
     sentence-transformers model (``embeddings.model`` = ``local:NAME``)."""
 
-    def __init__(self, chunks: Sequence[Chunk], settings: dict[str, Any]):
+    def __init__(self, chunks: Sequence[Chunk], settings):
         self.embed = make_embedder(settings)
         vectors = self.embed([c.text for c in chunks])
         self.matrix = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
@@ -97,9 +98,9 @@ class DenseRetriever:
         return _top(self.matrix @ prepared, top_k)
 
 
-def make_embedder(settings: dict[str, Any]):
+def make_embedder(settings):
     """texts -> array of vectors, from ``embeddings.{model, base_url, api_key_env}``."""
-    model = settings.get("model")
+    model = settings.model
     if not model:
         raise ConfigError("embeddings.model: required for the dense retriever (an embeddings model name, "
                           "or local:NAME for a sentence-transformers model)")
@@ -113,9 +114,9 @@ def make_embedder(settings: dict[str, Any]):
         return lambda texts: np.asarray(st.encode(list(texts)), dtype=float)
     from openai import OpenAI
 
-    key_env = settings.get("api_key_env") or "OPENAI_API_KEY"
-    client = OpenAI(base_url=settings.get("base_url"), api_key=os.environ.get(key_env) or "not-needed",
-                    timeout=float(settings.get("timeout_s", 60)), max_retries=3)
+    key_env = settings.api_key_env or "OPENAI_API_KEY"
+    client = OpenAI(base_url=settings.base_url, api_key=os.environ.get(key_env) or "not-needed",
+                    timeout=settings.timeout_s, max_retries=3)
 
     def embed(texts):
         vectors = []
@@ -146,7 +147,8 @@ class HybridRetriever:
 
 
 def build_retriever(kind: str, chunks: Sequence[Chunk], keywords: KeywordExtractor,
-                    embeddings: dict[str, Any]) -> Retriever:
+                    embeddings) -> Retriever:
+    """The retriever named by ``retriever.type``; ``embeddings`` are the embeddings settings."""
     if kind == "bm25":
         return BM25Retriever(chunks, keywords)
     if kind == "tfidf":
@@ -155,22 +157,27 @@ def build_retriever(kind: str, chunks: Sequence[Chunk], keywords: KeywordExtract
         return DenseRetriever(chunks, embeddings)
     if kind == "hybrid":
         members: list[Retriever] = [BM25Retriever(chunks, keywords), TfidfRetriever(chunks, keywords)]
-        if embeddings.get("model"):
+        if embeddings.model:
             members.append(DenseRetriever(chunks, embeddings))
         return HybridRetriever(members)
     raise ConfigError(f"retriever.type: unknown retriever {kind!r}; available: {', '.join(RETRIEVER_TYPES)}")
 
 
-_INDEXES: dict[tuple, Any] = {}
+_INDEX_CACHE_SIZE = 16  # distinct indexing settings kept per process (least recently used go first)
+_INDEXES: "OrderedDict[tuple, Any]" = OrderedDict()
 _INDEX_LOCK = threading.Lock()
-INDEX_BUILDS = {"count": 0}
 
 
-def get_index(key: tuple, build):
-    """The index for one indexing setting, built once per process and shared by every agent (and
-    every sweep child) with that setting. ``INDEX_BUILDS['count']`` counts real builds."""
+def get_index(key: tuple, build) -> tuple[Any, bool]:
+    """The index for one indexing setting, built once and shared by every agent (and every sweep
+    child) with that setting; returns ``(index, built)`` where ``built`` tells whether this call
+    built it (each run reports its own builds; there is no process-wide counter to race on).
+    At most ``_INDEX_CACHE_SIZE`` indexes are kept."""
     with _INDEX_LOCK:
-        if key not in _INDEXES:
-            _INDEXES[key] = build()
-            INDEX_BUILDS["count"] += 1
-        return _INDEXES[key]
+        if key in _INDEXES:
+            _INDEXES.move_to_end(key)
+            return _INDEXES[key], False
+        index = _INDEXES[key] = build()
+        while len(_INDEXES) > _INDEX_CACHE_SIZE:
+            _INDEXES.popitem(last=False)
+        return index, True

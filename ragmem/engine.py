@@ -1,0 +1,256 @@
+"""The run engine: the one place that orders the steps of an evaluation and owns the run's lifecycle.
+
+    evaluate:      load -> open the MLflow run -> build agent and judge ->
+                   per batch: time the agent -> journal -> judge  ->  metrics -> log
+    sweep:         validate every grid point -> load once -> parent run ->
+                   children (each an ``evaluate`` into its own child run) -> best -> log on the parent
+    bench_memory:  load conversations -> parent run -> per memory layer, a child run:
+                   ingest + answer each conversation -> judge -> score -> log
+
+Each step is a method of a :class:`Steps` driver. This module's ``Steps`` runs them as plain calls
+(``ragmem.evaluate``, pytest, notebooks); ``ragmem.tasks.steps.PrefectSteps`` runs the same methods
+as Prefect tasks (``ragmem run``, ``sweep``, ``serve``, ``bench-memory``). Either way the order,
+the journal, the MLflow run (:func:`ragmem.tracking.tracked_run`) and what is logged are the same.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import pandas as pd
+
+from ragmem import memory_bench, pipeline
+from ragmem.config import RunConfig
+from ragmem.journal import Journal
+from ragmem.loaders import Dataset
+from ragmem.schema import AgentOutput, Example
+from ragmem.tracking import Tracker, TrackedRun, fail_run, log_results, record_run, tracked_run
+
+log = logging.getLogger("ragmem")
+
+
+@dataclass
+class EvaluationResult:
+    """Aggregates in ``metrics``, one row per example in ``table``, and the summary dict."""
+
+    metrics: dict[str, float | None]
+    table: pd.DataFrame
+    summary: dict[str, Any]
+    run_id: str | None = None
+    params: dict[str, str] = field(default_factory=dict)
+    index_builds: int = 0  # reference-agent indexes this run built (0 when it reused one)
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{k}={v:.4g}" for k, v in self.metrics.items()
+                          if v is not None and not k.startswith("confusion_"))
+        return f"EvaluationResult(n={len(self.table)}, run_id={self.run_id!r}, {shown})"
+
+
+class Steps:
+    """The steps as plain function calls. Subclasses run them elsewhere (Prefect tasks)."""
+
+    def load(self, cfg: RunConfig) -> Dataset:
+        return pipeline.load(cfg)
+
+    def time_agent(self, agent: Any, batch: Sequence[Example], cfg: RunConfig, index: int) -> list[AgentOutput]:
+        return pipeline.time_agent(agent, batch, cfg)
+
+    def judge(self, judge: Any, batch: Sequence[Example], outputs: Sequence[AgentOutput], index: int) -> list:
+        return pipeline.judge(judge, batch, outputs)
+
+    def score(self, examples, outputs, judgements, components: pipeline.Components, cfg: RunConfig):
+        table = pipeline.build_table(examples, outputs, judgements, components.keywords)
+        return pipeline.score(table, cfg, components)
+
+    def log(self, run: TrackedRun, **record: Any) -> int:
+        """An evaluation run's params, metrics, artifacts and traces (:func:`ragmem.tracking.record_run`)."""
+        return record_run(run, **record)
+
+    def log_results(self, run: TrackedRun, **results: Any) -> None:
+        """Results of a sweep parent or a bench-memory run (:func:`ragmem.tracking.log_results`)."""
+        log_results(run, **results)
+
+    def children(self, fn: Callable[..., Any], items: list[tuple], max_parallel: int) -> list[tuple[str, Any]]:
+        """``fn(*item)`` for every item, ``max_parallel`` at once; ``("ok", value)`` or
+        ``("failed", "Type: message")`` per item, in order."""
+        def guarded(item):
+            try:
+                return "ok", fn(*item)
+            except Exception as exc:  # one child's failure is recorded; the others go on
+                return "failed", failure_message(exc)
+
+        with ThreadPoolExecutor(max_workers=max_parallel, thread_name_prefix="ragmem-child") as pool:
+            return list(pool.map(guarded, items))
+
+    def load_conversations(self, path: str) -> list:
+        from ragmem.locomo import load_locomo
+
+        return load_locomo(path)
+
+    def memory_conversation(self, method: str, layer, conversation, qas, top_k: int, generate):
+        return memory_bench.run_conversation(layer, conversation, qas, top_k, generate)
+
+    def judge_answers(self, method: str, judge, answered) -> list[int | None]:
+        return memory_bench.judge_answers(judge, answered)
+
+
+PLAIN = Steps()
+
+
+def failure_message(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _tracker(cfg: RunConfig) -> Tracker | None:
+    return Tracker(cfg.tracking_uri, cfg.artifact_root) if cfg.tracking_enabled else None
+
+
+def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = None, run_id: str | None = None,
+             tags: dict[str, str] | None = None) -> EvaluationResult:
+    """Evaluate one configuration: the steps in order, in one MLflow run (unless tracking is off).
+
+    The agent and judge are built and the data loaded before the run opens (a bad target or a bad
+    dataset is a user error, not a failed run); from the run's opening on, anything that raises
+    marks it FAILED (KILLED on Ctrl+C/SIGTERM). ``dataset``
+    reuses data loaded once (sweeps); ``run_id`` adopts a run created beforehand (sweep children).
+    """
+    components = pipeline.build_components(cfg)  # a bad agent or judge setting fails here, before any call
+    dataset = dataset if dataset is not None else steps.load(cfg)
+    with tracked_run(_tracker(cfg), cfg.experiment, cfg.run_name, tags=tags, run_id=run_id) as run:
+        journal = Journal(run.id)
+        outputs: list[AgentOutput] = []
+        judgements: list = []
+        for i, batch in enumerate(pipeline.batches(dataset.examples, cfg.batch_size)):
+            answered = steps.time_agent(components.agent, batch, cfg, i)
+            journal.append(answered)
+            judgements += steps.judge(components.judge, batch, answered, i)
+            outputs += answered
+            log.info("agent + judge: %d/%d examples (%d agent errors)", len(outputs), len(dataset),
+                     sum(o.error is not None for o in outputs))
+        table, result = steps.score(dataset.examples, outputs, judgements, components, cfg)
+        params = pipeline.run_params(cfg, dataset, components)
+        summary = pipeline.summary(run.id, cfg, result, table, params)
+        if run.id is not None:
+            steps.log(run, resolved_config=cfg.raw, params=params, metrics=result.values,
+                      counts=pipeline.counts(table, result), table=table, summary=summary,
+                      examples=dataset.examples, outputs=outputs,
+                      max_traces=cfg.tracking.max_traces, extra_files=(journal.path,))
+    return EvaluationResult(result.values, table, summary, run.id, params, components.index_builds())
+
+
+# ---- sweeps -------------------------------------------------------------------------------------
+
+def _evaluate_child(cfg: RunConfig, run_id: str | None, dataset: Dataset) -> dict[str, Any]:
+    result = evaluate(cfg, PLAIN, dataset=dataset, run_id=run_id)
+    return {"metrics": {k: v for k, v in result.metrics.items() if v is not None}, "table": result.table,
+            "index_builds": result.index_builds}
+
+
+def sweep(config: dict[str, Any], steps: Steps = PLAIN, *, tags: dict[str, str] | None = None) -> dict[str, Any]:
+    """Evaluate every configuration of ``sweep.grid`` (see :mod:`ragmem.sweep`) and pick the best."""
+    from ragmem import sweep as sweeps
+
+    spec = sweeps.parse_sweep(config.get("sweep"))
+    base = {k: v for k, v in config.items() if k != "sweep"}
+    cfg = RunConfig.from_dict(base)
+    points = sweeps.expand(spec, cfg.seed)
+    configs = [RunConfig.from_dict(sweeps.apply_point(base, p)) for p in points]  # every point valid first
+    datasets: dict[tuple, Dataset] = {}
+    for child_cfg in configs:  # data loaded once per distinct data setting, before any child starts
+        key = tuple(child_cfg.files)
+        if key not in datasets:
+            datasets[key] = steps.load(child_cfg)
+    tracker = _tracker(cfg)
+    with tracked_run(tracker, cfg.experiment, cfg.run_name or f"sweep-{uuid.uuid4().hex[:6]}",
+                     tags={"ragmem.entry": "sweep", **(tags or {})}) as parent:
+        shas = {d.sha256 for d in datasets.values()}
+        steps.log_results(parent, params={"sweep.grid": spec.grid, "sweep.samples": spec.samples,
+                                    "sweep.objective": f"{spec.goal} {spec.metric}",
+                                    "sweep.constraints": list(spec.constraints), "n_children": len(points),
+                                    "data.sha256": shas.pop() if len(shas) == 1 else "varies"})
+        child_ids = [tracker.create_run(cfg.experiment, sweeps.child_name(p), parent_run_id=parent.id,
+                                        tags={"ragmem.entry": "sweep-child"}) if tracker else None for p in points]
+        log.info("sweep: %d configurations, %d at a time", len(points), spec.max_parallel)
+        outcomes = steps.children(_evaluate_child, [(c, child_ids[i], datasets[tuple(c.files)])
+                                                    for i, c in enumerate(configs)], spec.max_parallel)
+        children, tables, index_builds = [], {}, 0
+        for i, (point, (status, value)) in enumerate(zip(points, outcomes)):
+            child = {"run_id": child_ids[i], "params": point, "metrics": {}, "status": "FINISHED", "error": None}
+            if status == "ok":
+                child["metrics"], tables[i] = value["metrics"], value["table"]
+                index_builds += value["index_builds"]
+            else:
+                child.update(status="FAILED", error=value)
+                if tracker and tracker.client.get_run(child_ids[i]).info.status == "RUNNING":
+                    fail_run(tracker, child_ids[i], value)  # its task died before opening the run
+            children.append(child)
+            metric = child["metrics"].get(spec.metric)
+            shown = child["error"] or (f"{spec.metric}={metric:.4f}" if metric is not None else f"{spec.metric}=n/a")
+            log.info("sweep: %d/%d %s -> %s", i + 1, len(points), sweeps.child_name(point), shown)
+        best = sweeps.pick_best(children, spec)
+        if best is not None:
+            sweeps.mark_against_best(children, tables, children.index(best), spec, cfg)
+        summary = {"parent_run_id": parent.id, "experiment": cfg.experiment,
+                   "objective": {"metric": spec.metric, "goal": spec.goal, "constraints": list(spec.constraints)},
+                   "index_builds": index_builds, "children": children,
+                   "best": None if best is None else {"run_id": best["run_id"], "params": best["params"],
+                                                      "metrics": best["metrics"],
+                                                      "config": sweeps.apply_point(base, best["params"])}}
+        steps.log_results(parent, **sweeps.parent_record(children, best, spec, cfg, summary))
+    return summary
+
+
+# ---- the memory benchmark -----------------------------------------------------------------------
+
+def bench_memory(config: dict[str, Any], steps: Steps = PLAIN, *, tags: dict[str, str] | None = None) -> dict[str, Any]:
+    """Memory layers compared on LoCoMo-style conversations (see :mod:`ragmem.memory_bench`)."""
+    from ragmem.locomo import CATEGORIES, questions
+
+    cfg = RunConfig.from_dict(config)
+    bench = cfg.bench
+    specs = memory_bench.method_specs(bench.methods)
+    conversations = steps.load_conversations(str(bench.data))[: bench.limit_conversations]
+    selected = {c.id: questions(c, bench.include_adversarial, bench.limit_questions) for c in conversations}
+    n_questions = sum(len(q) for q in selected.values())
+    log.info("bench-memory: %d conversations, %d questions, %d methods", len(conversations), n_questions, len(specs))
+    kit = memory_bench.BenchKit.build(cfg)
+    common = {"bench.data": str(bench.data), "bench.top_k": str(bench.top_k),
+              "bench.include_adversarial": str(bench.include_adversarial),
+              "n_conversations": str(len(conversations)), "n_questions": str(n_questions),
+              "bench.limit_questions": str(bench.limit_questions), "generator.type": cfg.generator.type,
+              "judge.signature": kit.judge.signature(), "generation.signature": kit.scorer.signature()}
+    categories = sorted({q.category for qs in selected.values() for q in qs})
+    tracker = _tracker(cfg)
+    results, methods = {}, []
+    with tracked_run(tracker, cfg.experiment, cfg.run_name or "bench-memory",
+                     tags={"ragmem.entry": "bench-memory", **(tags or {})}) as parent:
+        steps.log_results(parent, params={**common, "bench.methods": [s.name for s in specs]})
+        for spec in specs:
+            with tracked_run(tracker, cfg.experiment, spec.name, parent_run_id=parent.id,
+                             tags={"ragmem.entry": "bench-memory-method", "bench.method": spec.name}) as child:
+                layer = kit.layer(spec, bench.full_context_tokens)
+                answered, add_times = [], []
+                for conversation in conversations:
+                    done, adds = steps.memory_conversation(spec.name, layer, conversation,
+                                                           selected[conversation.id], bench.top_k, kit.generate)
+                    answered += done
+                    add_times += adds
+                    log.info("bench-memory: %s: conversation %s done (%d questions)", spec.name, conversation.id, len(done))
+                verdicts = steps.judge_answers(spec.name, kit.judge, answered)
+                rows, metrics = memory_bench.score(answered, add_times, kit.scorer, verdicts, kit.count_tokens)
+                metrics.update(kit.usage())
+                steps.log_results(child, metrics=metrics, tables={"questions": pd.DataFrame(rows)},
+                            params={**common, "bench.method": spec.name, "bench.method_type": spec.type,
+                                    "bench.method_spec": spec.model_dump(exclude={"params"}, exclude_none=True)})
+            results[spec.name] = metrics
+            methods.append({"method": spec.name, "run_id": child.id, "metrics": metrics})
+        table = memory_bench.results_table(results, categories)
+        steps.log_results(parent, tables={"locomo_results": pd.DataFrame(table)})
+    return {"parent_run_id": parent.id, "experiment": cfg.experiment, "n_conversations": len(conversations),
+            "n_questions": n_questions, "categories": {c: CATEGORIES[c] for c in categories},
+            "methods": methods, "results_table": table}

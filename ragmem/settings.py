@@ -1,0 +1,484 @@
+"""The typed config schema, declared once: every setting with its type, default, allowed values and
+a one-line description (pydantic v2 models; pydantic comes with Prefect).
+
+Types are strict: a YAML ``"5"`` is not the number 5, ``"no"`` is not ``false``, ``0`` is not a
+``top_k``. The whole config (sweep grids and bench methods included) is validated by
+:func:`ragmem.config.validate` before any agent, judge or endpoint is built, and an error names the
+dotted setting, the value given and what is allowed (:func:`describe_error`)::
+
+    judge.timeout_s: expected a number > 0, got 'abc'
+
+The README's settings tables are checked against these models by ``tests/test_config.py``.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+from typing import Annotated, Any, Literal, Optional, TypeVar, Union, get_args, get_origin
+
+from annotated_types import Ge, Gt, Le, Lt
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator, model_validator
+from pydantic.fields import FieldInfo
+
+from ragmem.metrics import DEFAULT_METRICS, expand_selection
+
+DEFAULT_TRACKING_URI = "sqlite:///mlruns/mlflow.db"
+DEFAULT_ARTIFACT_ROOT = "mlruns/artifacts"
+
+Count = Annotated[int, Ge(0)]          # 0, 1, 2, ...
+Positive = Annotated[int, Ge(1)]       # 1, 2, ...
+Seconds = Annotated[float, Gt(0)]      # > 0
+Backoff = Annotated[float, Ge(0)]      # >= 0
+Share = Annotated[float, Ge(0), Le(1)]  # 0..1
+
+
+def setting(default: Any, description: str, **kwargs: Any) -> Any:
+    """A field with its default and one-line description (a section class: built per instance)."""
+    if isinstance(default, type) and issubclass(default, BaseModel):
+        return Field(default_factory=default, description=description, **kwargs)
+    if isinstance(default, (list, dict)):
+        return Field(default_factory=lambda: type(default)(default), description=description, **kwargs)
+    return Field(default, description=description, **kwargs)
+
+
+class Section(BaseModel):
+    """A group of settings: unknown keys are errors, values are not coerced."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, validate_default=False)
+
+
+# ---- data ---------------------------------------------------------------------------------------
+
+class DataFileSpec(Section):
+    path: str = Field(description="dataset file (relative paths: against the config file's folder)")
+    label: Optional[Union[int, bool, str]] = setting(None, "file-level label: 1/0, true/false, yes/no")
+    format: Optional[Literal["auto", "json", "jsonl", "csv", "parquet"]] = setting(None, "overrides data.format")
+
+    @field_validator("label")
+    @classmethod
+    def _label(cls, value):
+        from ragmem.loaders import parse_label
+
+        return None if value is None else parse_label(value)
+
+
+class DataSettings(Section):
+    files: list[DataFileSpec] = setting([], "list of {path, label?, format?}")
+    format: Literal["auto", "json", "jsonl", "csv", "parquet"] = setting("auto", "file format, or by suffix")
+
+    @field_validator("files", mode="before")
+    @classmethod
+    def _paths(cls, value):
+        return [{"path": v} if isinstance(v, str) else v for v in value] if isinstance(value, list) else value
+
+
+# ---- the system under test ----------------------------------------------------------------------
+
+class AgentSettings(Section):
+    type: Literal["replay", "python", "http", "reference"] = setting("replay", "what answers the queries")
+    target: Optional[str] = setting(None, "module:function or module:Class (agent.type python)")
+    params: dict[str, Any] = setting({}, "constructor arguments of a class target")
+    url: Optional[str] = setting(None, "endpoint of an http agent")
+    api_key_env: Optional[str] = setting(None, "environment variable holding the http agent's key")
+    concurrency: Positive = setting(4, "calls in flight at once")
+    timeout_s: Optional[Seconds] = setting(60.0, "per call; null for none")
+    retries: Count = setting(2, "retries of a failed call")
+    retry_backoff_s: Backoff = setting(0.5, "first backoff, doubling, jittered")
+    batch_size: Positive = setting(256, "examples per Prefect task")
+
+    @model_validator(mode="after")
+    def _needs(self):
+        if self.type == "python" and not self.target:
+            raise ValueError("agent.target: required for agent.type python (e.g. 'mypkg.agent:answer')")
+        if self.type == "http" and not (self.url or "").startswith(("http://", "https://")):
+            raise ValueError(f"agent.url: expected an http(s) URL for agent.type http, got {self.url!r}")
+        if self.params and self.type != "python":
+            raise ValueError("agent.params: only a python agent takes params")
+        return self
+
+
+class CorpusSettings(Section):
+    path: str = setting("bundled", "bundled, or a JSON file {documents, memories}")
+    chunk_size: Positive = setting(200, "chunk window in characters")
+    chunk_overlap: Count = setting(40, "characters shared by consecutive chunks")
+
+    @model_validator(mode="after")
+    def _overlap(self):
+        if self.chunk_overlap >= self.chunk_size:
+            raise ValueError(f"corpus.chunk_overlap: must be smaller than corpus.chunk_size "
+                             f"({self.chunk_size}), got {self.chunk_overlap}")
+        return self
+
+
+class RetrieverSettings(Section):
+    type: Literal["bm25", "tfidf", "dense", "hybrid"] = setting("bm25", "retriever of the reference agent")
+    top_k: Positive = setting(5, "chunks returned")
+    reranker: Literal["none", "keyword"] = setting("none", "reorder the first rerank_candidates")
+    rerank_candidates: Positive = setting(20, "candidates the reranker reorders")
+
+
+class MemorySettings(Section):
+    short_window: Count = setting(4, "last turns of the session kept as short-term memory")
+    long_top_k: Count = setting(2, "long-term facts retrieved")
+
+
+class EndpointSettings(Section):
+    """An OpenAI-compatible endpoint."""
+
+    model: Optional[str] = setting(None, "model name the endpoint serves")
+    base_url: Optional[str] = setting(None, "endpoint URL (default: OpenAI)")
+    api_key_env: Optional[str] = setting(None, "environment variable holding the key (never the key)")
+    timeout_s: Seconds = setting(60.0, "per request")
+
+
+class GeneratorSettings(EndpointSettings):
+    type: Literal["extractive", "openai"] = setting("extractive", "how the reference agent answers")
+    temperature: Annotated[float, Ge(0)] = setting(0.0, "sent with every request")
+
+    @model_validator(mode="after")
+    def _model(self):
+        if self.type == "openai" and not self.model:
+            raise ValueError("generator.model: required with generator.type openai")
+        return self
+
+
+class ClientSettings(EndpointSettings):
+    max_concurrency: Positive = setting(8, "requests in flight")
+    max_retries: Count = setting(4, "retries on 429/5xx/timeouts/connection errors")
+    retry_backoff_s: Backoff = setting(1.0, "first backoff, doubling, jittered")
+    cache: bool = setting(True, "persistent cache of replies")
+    cache_dir: Optional[str] = setting(None, "default $RAGMEM_HOME/judge-cache")
+
+
+class EmbeddingSettings(ClientSettings):
+    pass
+
+
+class Price(Section):
+    input: Annotated[float, Ge(0)] = Field(description="USD per million input tokens")
+    output: Annotated[float, Ge(0)] = Field(description="USD per million output tokens")
+
+
+class JudgeSettings(ClientSettings):
+    type: Literal["keyword", "llm"] = setting("keyword", "offline keyword judge or an LLM")
+    threshold: Share = setting(0.7, "keyword verdict 1 when overlap > threshold")
+    temperature: Annotated[float, Ge(0)] = setting(0.0, "sent with every request")
+    seed: Optional[int] = setting(0, "sent with every request")
+    response_format: Literal["auto", "json_schema", "json_object", "text"] = setting(
+        "auto", "json_schema, then json_object, then text when rejected; or force one")
+    prices: dict[str, Price] = setting({}, "{model: {input, output}} in USD per million tokens")
+
+    @model_validator(mode="after")
+    def _model(self):
+        if self.type == "llm" and not self.model:
+            raise ValueError("judge.model: required with judge.type llm (the model name the endpoint serves)")
+        return self
+
+
+class RagMetricSettings(Section):
+    threshold: Share = setting(0.5, "pass threshold of {metric}_pass_rate")
+    contextual_precision_top_k: Optional[Positive] = setting(None, "chunks judged per example (null: all)")
+    relevancy_questions: Positive = setting(3, "questions generated per answer")
+
+
+# ---- metrics ------------------------------------------------------------------------------------
+
+Tokenizer = Literal["jieba", "char"]
+
+
+class KeywordSettings(Section):
+    tokenizer: Tokenizer = setting("jieba", "jieba or char")
+    stopwords: list[str] = setting(["stopwords-iso:zh", "stopwords:en"], "lists as SOURCE:LANG; [] for none")
+
+
+class RankingSettings(Section):
+    k: Annotated[list[Positive], Field(min_length=1)] = setting([1, 3, 5, 10], "cut-offs of the ranking metrics")
+    relevance: Literal["auto", "ids", "keyword"] = setting("auto", "where gold relevance comes from")
+    keyword_threshold: Share = setting(0.5, "offline relevance: share of the reference's keywords")
+
+
+class GenerationSettings(Section):
+    tokenizer: Tokenizer = setting("jieba", "tokens of bleu_1, ROUGE, token_f1, exact_match")
+    bleu_tokenize: Literal["none", "zh", "13a", "intl", "char"] = setting("zh", "sacrebleu tokenizer of bleu")
+
+
+class StatsSettings(Section):
+    resamples: Count = setting(1000, "bootstrap resamples (0: no intervals)")
+    confidence: Annotated[float, Gt(0), Lt(1)] = setting(0.95, "interval level")
+
+
+class TrackingSettings(Section):
+    enabled: bool = setting(True, "false skips MLflow")
+    uri: Optional[str] = setting(None, "MLflow tracking URI (default MLFLOW_TRACKING_URI, else sqlite)")
+    artifact_root: str = setting(DEFAULT_ARTIFACT_ROOT, "where new experiments keep artifacts")
+    max_traces: Count = setting(200, "agent calls traced per run")
+
+
+# ---- sweeps and the memory benchmark ------------------------------------------------------------
+
+class Objective(Section):
+    metric: str = setting("f1", "metric the sweep optimises")
+    goal: Literal["maximize", "minimize"] = setting("maximize", "direction")
+
+
+class Constraint(Section):
+    metric: str = Field(description="metric bounded")
+    max: Optional[float] = setting(None, "upper bound")
+    min: Optional[float] = setting(None, "lower bound")
+
+    @model_validator(mode="after")
+    def _bound(self):
+        if self.max is None and self.min is None:
+            raise ValueError("expected {metric: NAME, max: X} or {metric: NAME, min: X}")
+        return self
+
+
+class SweepSettings(Section):
+    grid: dict[str, Annotated[list[Any], Field(min_length=1)]] = setting({}, "dotted.key -> [values]")
+    samples: Optional[Positive] = setting(None, "run N grid points drawn at random (seed)")
+    objective: Objective = setting(Objective, "{metric, goal}")
+    constraints: list[Constraint] = setting([], "[{metric, max?, min?}]")
+    max_parallel: Positive = setting(2, "children at once")
+    plot_metrics: Optional[list[str]] = setting(None, "metrics plotted against each swept key")
+
+
+class MethodSpec(Section):
+    name: Optional[str] = setting(None, "name of the method (default: its type)")
+    type: Optional[Literal["reference", "full_context", "no_memory", "python", "http"]] = setting(None, "memory layer")
+    target: Optional[str] = setting(None, "module:Class of a python layer")
+    params: dict[str, Any] = setting({}, "constructor arguments of a python layer")
+    url: Optional[str] = setting(None, "base URL of an http layer")
+    timeout_s: Seconds = setting(60.0, "per request of an http layer")
+    budget_tokens: Optional[Positive] = setting(None, "budget of a full_context layer")
+
+    @model_validator(mode="after")
+    def _named(self):
+        if self.type is None and self.name is None:
+            raise ValueError("expected a name or a type")
+        if self.type == "python" and not self.target:
+            raise ValueError("target: required for type python")
+        if self.type == "http" and not (self.url or "").startswith(("http://", "https://")):
+            raise ValueError(f"url: expected an http(s) URL for type http, got {self.url!r}")
+        return self
+
+
+class BenchSettings(Section):
+    data: Optional[str] = setting(None, "LoCoMo file, zip or folder")
+    methods: list[Union[Literal["reference", "full_context", "no_memory"], MethodSpec]] = setting(
+        ["reference", "full_context", "no_memory"], "memory layers")
+    top_k: Positive = setting(10, "memories recalled per question")
+    full_context_tokens: Positive = setting(4000, "budget of the full-context baseline")
+    include_adversarial: bool = setting(False, "score category 5")
+    limit_conversations: Optional[Positive] = setting(None, "only the first N conversations")
+    limit_questions: Optional[Positive] = setting(None, "only the first N questions of each")
+
+
+class ReferenceSettings(Section):
+    """The sections the reference agent reads (``agent.type: reference``)."""
+
+    corpus: CorpusSettings = setting(CorpusSettings, "reference agent: corpus")
+    retriever: RetrieverSettings = setting(RetrieverSettings, "reference agent: retriever")
+    memory: MemorySettings = setting(MemorySettings, "reference agent: memory")
+    generator: GeneratorSettings = setting(GeneratorSettings, "reference agent: generator")
+    embeddings: EmbeddingSettings = setting(EmbeddingSettings, "embeddings endpoint")
+    keywords: KeywordSettings = setting(KeywordSettings, "keyword extraction")
+
+    @model_validator(mode="after")
+    def _dense(self):
+        if self.retriever.type == "dense" and not self.embeddings.model:
+            raise ValueError("embeddings.model: retriever.type dense needs an embeddings model "
+                             "(an OpenAI-compatible endpoint, or local:NAME)")
+        return self
+
+
+# ---- the whole config ---------------------------------------------------------------------------
+
+class Settings(Section):
+    experiment: Annotated[str, Field(min_length=1)] = setting("ragmem", "MLflow experiment name")
+    run_name: Optional[str] = setting(None, "MLflow run name and Prefect flow-run name")
+    seed: Count = setting(0, "logged; used by sampling steps")
+    data: DataSettings = setting(DataSettings, "the dataset")
+    agent: AgentSettings = setting(AgentSettings, "the system under test")
+    judge: JudgeSettings = setting(JudgeSettings, "the judge")
+    rag_metrics: RagMetricSettings = setting(RagMetricSettings, "LLM-based RAG metrics")
+    corpus: CorpusSettings = setting(CorpusSettings, "reference agent: corpus")
+    retriever: RetrieverSettings = setting(RetrieverSettings, "reference agent: retriever")
+    memory: MemorySettings = setting(MemorySettings, "reference agent: memory")
+    generator: GeneratorSettings = setting(GeneratorSettings, "reference agent: generator")
+    embeddings: EmbeddingSettings = setting(EmbeddingSettings, "embeddings endpoint")
+    keywords: KeywordSettings = setting(KeywordSettings, "keyword extraction")
+    metrics: Annotated[list[str], Field(min_length=1)] = setting(list(DEFAULT_METRICS), "metric names (default: all)")
+    ranking: RankingSettings = setting(RankingSettings, "ranking metrics")
+    generation: GenerationSettings = setting(GenerationSettings, "generation metrics")
+    stats: StatsSettings = setting(StatsSettings, "confidence intervals")
+    zero_division: float = setting(0.0, "value of a 0/0 ratio: 0, 1 or nan")
+    tracking: TrackingSettings = setting(TrackingSettings, "MLflow")
+    sweep: SweepSettings = setting(SweepSettings, "read by ragmem sweep")
+    bench: BenchSettings = setting(BenchSettings, "read by ragmem bench-memory")
+
+    @field_validator("zero_division", mode="before")
+    @classmethod
+    def _zero_division(cls, value):
+        from ragmem.metrics._division import parse_zero_division
+
+        if isinstance(value, bool):
+            raise ValueError(f"expected 0, 1 or nan, got {value!r}")
+        return parse_zero_division(value)
+
+    @field_serializer("zero_division")
+    def _zero_division_out(self, value: float):
+        return "nan" if math.isnan(value) else value
+
+    @model_validator(mode="after")
+    def _across(self):
+        selected = expand_selection(self.metrics, self.ranking.k)
+        if self.judge.type == "llm" and "answer_relevancy" in selected and not self.embeddings.model:
+            raise ValueError("embeddings.model: answer_relevancy with judge.type llm needs an embeddings endpoint "
+                             "(set embeddings.model and embeddings.base_url, or leave answer_relevancy out of metrics)")
+        if self.retriever.type == "dense" and self.agent.type == "reference" and not self.embeddings.model:
+            raise ValueError("embeddings.model: retriever.type dense needs an embeddings model "
+                             "(an OpenAI-compatible endpoint, or local:NAME)")
+        return self
+
+
+# ---- error messages -----------------------------------------------------------------------------
+
+def _unwrap(tp: Any) -> tuple[Any, list[Any]]:
+    """``Annotated[X, m1, m2]`` -> (X, [m1, m2]); anything else -> (tp, [])."""
+    if get_origin(tp) is Annotated:
+        base, *meta = get_args(tp)
+        inner, more = _unwrap(base)
+        return inner, [*meta, *more]
+    return tp, []
+
+
+def _optional(tp: Any) -> tuple[Any, bool]:
+    if get_origin(tp) in (Union, types.UnionType):
+        members = [m for m in get_args(tp) if m is not type(None)]
+        if len(members) < len(get_args(tp)):
+            return (members[0] if len(members) == 1 else Union[tuple(members)]), True
+    return tp, False
+
+
+def _field_type(field: FieldInfo) -> Any:
+    return Annotated[(field.annotation, *field.metadata)] if field.metadata else field.annotation
+
+
+def expected(tp: Any) -> str:
+    """What a type accepts, in words: ``a number > 0``, ``one of bm25, tfidf``, ``true or false``."""
+    tp, optional = _optional(tp)
+    base, meta = _unwrap(tp)
+    base, optional_inner = _optional(base)
+    optional = optional or optional_inner
+    limits = {attr: getattr(m, attr) for m in meta for attr in ("gt", "ge", "lt", "le")
+              if getattr(m, attr, None) is not None and not isinstance(m, FieldInfo)}
+    if set(limits) == {"ge", "le"}:
+        bounds = [f"between {limits['ge']} and {limits['le']}"]
+    else:
+        signs = {"gt": ">", "ge": ">=", "lt": "<", "le": "<="}
+        bounds = [f"{signs[attr]} {value}" for attr, value in limits.items()]
+    origin = get_origin(base)
+    if base is bool:
+        text = "true or false"
+    elif base is int:
+        text = "an integer" + (" " + " and ".join(bounds) if bounds else "")
+    elif base is float:
+        text = "a number" + (" " + " and ".join(bounds) if bounds else "")
+    elif base is str:
+        text = "text"
+    elif origin is Literal:
+        text = "one of " + ", ".join(str(a) for a in get_args(base))
+    elif origin is list:
+        (item,) = get_args(base) or (Any,)
+        text = "a non-empty list" if any(getattr(m, "min_length", 0) for m in meta) else "a list"
+        if item is not Any:
+            text += f" of {_plural(expected(item))}"
+    elif origin is dict or base is dict:
+        text = "a mapping"
+    elif isinstance(base, type) and issubclass(base, BaseModel):
+        text = "a mapping of " + ", ".join(base.model_fields)
+    elif origin in (Union, types.UnionType):
+        text = " or ".join(expected(m) for m in get_args(base))
+    else:
+        text = "a valid value"
+    return text + (" or null" if optional else "")
+
+
+def _plural(text: str) -> str:
+    for one, many in (("an integer", "integers"), ("a number", "numbers"), ("a mapping", "mappings")):
+        if text.startswith(one):
+            return many + text[len(one):]
+    return text
+
+
+def _walk(loc: tuple, root: type[BaseModel], prefix: str = "") -> tuple[str, Any, Any]:
+    """The dotted name of ``loc``, the type expected there, and the model holding the last key."""
+    tp: Any = root
+    parent: Any = None
+    dotted = prefix
+    for part in loc:
+        tp, _ = _optional(_unwrap(tp)[0])
+        if isinstance(part, int):
+            dotted += f"[{part}]"
+            args = get_args(tp)
+            tp = args[0] if args else Any
+        elif isinstance(tp, type) and issubclass(tp, BaseModel):
+            parent = tp
+            dotted += f".{part}" if dotted else str(part)
+            tp = _field_type(tp.model_fields[part]) if part in tp.model_fields else Any
+        elif get_origin(tp) is dict:
+            dotted += f".{part}"
+            tp = get_args(tp)[1]
+        elif get_origin(tp) in (Union, types.UnionType):  # a union member's tag: follow that member
+            named = [m for m in get_args(tp) if getattr(m, "__name__", "") == part]
+            literal = [m for m in get_args(tp) if get_origin(m) is Literal and str(part).startswith("literal")]
+            tp = (named or literal or [tp])[0]
+    return dotted, tp, parent
+
+
+def _rank(error: dict) -> int:
+    """Which of several errors of one value to show (a union reports one per member)."""
+    if error["type"] in ("model_type", "model_attributes_type", "dict_type"):
+        return 2
+    if error["type"] == "literal_error" and isinstance(error.get("input"), dict):
+        return 1
+    return 0
+
+
+def describe_error(exc: ValidationError, root: type[BaseModel] = Settings, prefix: str = "") -> str:
+    """One line for the first problem of a validation error: the dotted setting, what is allowed,
+    the value given (``root``: the model validated, ``prefix``: its dotted name in the config)."""
+    error = min(exc.errors(), key=_rank)
+    dotted, tp, parent = _walk(tuple(error["loc"]), root, prefix)
+    kind, given = error["type"], error.get("input")
+    if kind == "extra_forbidden":
+        known = ", ".join(parent.model_fields) if parent is not None else "(none)"
+        return f"{dotted}: unknown setting; known at this level: {known}"
+    if kind == "missing":
+        return f"{dotted}: required"
+    if kind in ("value_error", "assertion_error"):
+        message = str(error["ctx"]["error"]) if "ctx" in error else error["msg"]
+        head = message.split(":", 1)[0]
+        return message if "." in head and " " not in head else f"{dotted}: {message}"
+    if kind == "string_too_short":
+        return f"{dotted}: expected non-empty text, got {given!r}"
+    if kind in ("too_short", "list_too_short") and not given:
+        return f"{dotted}: expected {expected(tp)}, got an empty list"
+    return f"{dotted}: expected {expected(tp)}, got {given!r}"
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def as_section(model: type[M], value: M | dict[str, Any] | None, name: str) -> M:
+    """A section's settings from its model or a plain dict (callers of the library), validated the
+    same way; ``name`` is the section's dotted name for messages (``judge``, ``embeddings``)."""
+    from ragmem.errors import ConfigError
+
+    if isinstance(value, model):
+        return value
+    try:
+        return model.model_validate(value or {})
+    except ValidationError as exc:
+        raise ConfigError(describe_error(exc, model, name)) from None

@@ -1,0 +1,133 @@
+"""The engine's steps as Prefect tasks: :class:`PrefectSteps` is the driver the flows hand to
+:mod:`ragmem.engine`; each method submits the same plain step as a task (named, batched, visible in
+the Prefect UI). Only the logging tasks retry, and only on transient store errors (a retried log
+writes nothing twice: see :func:`ragmem.tracking.log_results`)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+from prefect.utilities.annotations import quote
+
+from ragmem import engine, tracking
+from ragmem.config import RunConfig
+from ragmem.loaders import Dataset
+from ragmem.schema import AgentOutput, Example
+
+PLAIN = engine.PLAIN
+
+
+def _transient(task_, task_run, state) -> bool:
+    """Retry a logging task only when the store was busy or unreachable."""
+    try:
+        state.result()
+    except Exception as exc:
+        return tracking.is_transient(exc)
+    return False
+
+
+_LOG_RETRIES = {"retries": 2, "retry_delay_seconds": 2, "retry_condition_fn": _transient}
+
+
+@task(name="load", cache_policy=NO_CACHE)
+def load(cfg: RunConfig) -> Dataset:
+    """Read every configured file; a bad record fails the run with file, record and field."""
+    return PLAIN.load(cfg)
+
+
+@task(name="time-agent", cache_policy=NO_CACHE, task_run_name="time-agent-batch-{index}")
+def time_agent(agent: Any, batch: Sequence[Example], cfg: RunConfig, index: int) -> list[AgentOutput]:
+    """Call (or replay) the agent for each example of the batch, timed, failures recorded."""
+    return PLAIN.time_agent(agent, batch, cfg, index)
+
+
+@task(name="judge", cache_policy=NO_CACHE, task_run_name="judge-batch-{index}")
+def judge(judge_: Any, batch: Sequence[Example], outputs: Sequence[AgentOutput], index: int) -> list:
+    """One judgement per example (None where the agent call failed)."""
+    return PLAIN.judge(judge_, batch, outputs, index)
+
+
+@task(name="metrics", cache_policy=NO_CACHE)
+def score(examples, outputs, judgements, components, cfg: RunConfig):
+    """Per-example table with metric columns, and the aggregates (LLM metrics batched here)."""
+    return PLAIN.score(examples, outputs, judgements, components, cfg)
+
+
+@task(name="log-run", cache_policy=NO_CACHE, **_LOG_RETRIES)
+def log_run(run: tracking.TrackedRun, record: dict[str, Any]) -> int:
+    """Agent-call traces, params, metrics, config, summary, per-example table, plots, journal."""
+    return PLAIN.log(run, **record)
+
+
+@task(name="log-results", cache_policy=NO_CACHE, **_LOG_RETRIES)
+def log_results(run: tracking.TrackedRun, results: dict[str, Any]) -> None:
+    """A sweep parent's or a bench-memory run's results."""
+    PLAIN.log_results(run, **results)
+
+
+@task(name="evaluate-config", cache_policy=NO_CACHE, task_run_name="child-{index}")
+def child(fn: Callable[..., Any], item: tuple, index: int) -> Any:
+    """Evaluate one grid point into its (already created) child run; raises when it fails."""
+    return fn(*item)
+
+
+@task(name="load-locomo", cache_policy=NO_CACHE)
+def load_conversations(path: str) -> list:
+    """Every conversation of the dataset (zip, folder, file or locomo10.json)."""
+    return PLAIN.load_conversations(path)
+
+
+@task(name="memory-conversation", cache_policy=NO_CACHE, task_run_name="{method}-{conversation.id}")
+def memory_conversation(method: str, layer, conversation, qas, top_k: int, generate):
+    """Ingest the conversation session by session, then answer its questions from recalled memories."""
+    return PLAIN.memory_conversation(method, layer, conversation, qas, top_k, generate)
+
+
+@task(name="memory-judge", cache_policy=NO_CACHE, task_run_name="judge-{method}")
+def judge_answers(method: str, judge_, answered) -> list[int | None]:
+    """The judge's verdict per answered question (None where the call or the judge failed)."""
+    return PLAIN.judge_answers(method, judge_, answered)
+
+
+class PrefectSteps(engine.Steps):
+    """Every step as a Prefect task; sweep children run on the flow's task runner."""
+
+    def load(self, cfg):
+        return load(cfg)
+
+    def time_agent(self, agent, batch, cfg, index):
+        return time_agent(quote(agent), quote(batch), cfg, index)
+
+    def judge(self, judge_, batch, outputs, index):
+        return judge(quote(judge_), quote(batch), quote(outputs), index)
+
+    def score(self, examples, outputs, judgements, components, cfg):
+        return score(quote(examples), quote(outputs), quote(judgements), quote(components), cfg)
+
+    def log(self, run, **record):
+        return log_run(run, quote(record))
+
+    def log_results(self, run, **results):
+        log_results(run, quote(results))
+
+    def children(self, fn, items, max_parallel):
+        futures = [child.submit(fn, quote(item), i) for i, item in enumerate(items)]
+        outcomes = []
+        for future in futures:
+            future.wait()
+            try:
+                outcomes.append(("ok", future.result()))
+            except Exception as exc:  # the child's own exception, recorded as its reason
+                outcomes.append(("failed", engine.failure_message(exc)))
+        return outcomes
+
+    def load_conversations(self, path):
+        return load_conversations(path)
+
+    def memory_conversation(self, method, layer, conversation, qas, top_k, generate):
+        return memory_conversation(method, quote(layer), quote(conversation), quote(qas), top_k, quote(generate))
+
+    def judge_answers(self, method, judge_, answered):
+        return judge_answers(method, quote(judge_), quote(answered))
