@@ -10,24 +10,33 @@ import traceback
 from pathlib import Path
 from typing import Any, List, Optional
 
-import pandas as pd
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from ragmem.errors import RagmemError
+from ragmem.report import out, print_bench, print_paired, print_runs, print_summary, print_sweep
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Evaluate RAG systems and agent memory layers; every run is tracked in MLflow.")
 server_app = typer.Typer(no_args_is_help=True, help="The local Prefect server ragmem manages.")
 app.add_typer(server_app, name="server")
-out = Console(width=max(Console().width, 120))
 log = logging.getLogger("ragmem")
 
 
+class _Stderr(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is at the time (a test's capture, a redirected stream)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):
+        pass
+
+
 def _setup_logging(verbose: bool) -> None:
-    if not log.handlers:
-        handler = logging.StreamHandler(sys.stderr)
+    if not any(isinstance(h, _Stderr) for h in log.handlers):
+        handler = _Stderr()
         handler.setFormatter(logging.Formatter("ragmem | %(message)s"))
         log.addHandler(handler)
     log.setLevel(logging.DEBUG if verbose else logging.INFO)
@@ -36,59 +45,6 @@ def _setup_logging(verbose: bool) -> None:
     # user of the command line (the library itself leaves logger levels alone)
     for name in ("mlflow.store.db.utils", "alembic", "mlflow.tracing.export.async_export_queue"):
         logging.getLogger(name).setLevel(logging.WARNING)
-
-
-def _fmt(name: str, value: Any) -> str:
-    if value is None:
-        return "n/a"
-    if name.startswith(("confusion_", "n_")):
-        return str(int(value))
-    if isinstance(value, float):
-        return f"{value:.4f}" if abs(value) < 1e5 else f"{value:.4g}"
-    return str(value)
-
-
-def _headline(name: str, max_k: int | None) -> bool:
-    """The metrics the terminal table shows by default (all are in the JSON and in MLflow)."""
-    import re
-
-    if name.startswith(("confusion_", "n_", "undefined_", "judge_cache_hit_rate", "embeddings_")):
-        return False
-    if name.endswith(("_failures", "_pass_rate", "_sentence_mean")) or re.search(r"_latency_(avg|p50|p99|max)$", name):
-        return False
-    if any(name.endswith(f"_{s}") for s in ("rag", "memory_short", "memory_long")):
-        return name.startswith(("context_share_", "hit_rate_"))
-    at_k = re.match(r".*_at_(\d+)$", name)
-    return not at_k or max_k is None or int(at_k.group(1)) == max_k
-
-
-def print_summary(summary: dict[str, Any], show_all: bool = False) -> None:
-    table = Table(title=f"{summary['experiment']}: n={summary['n_examples']}, errors={summary['n_errors']}",
-                  title_justify="left")
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    table.add_column("CI (bootstrap)", justify="right")
-    intervals = summary.get("ci", {})
-    ks = [int(k) for k in str(summary.get("params", {}).get("ranking.k", "")).split(",") if k.strip().isdigit()]
-    hidden = 0
-    for name, value in summary["metrics"].items():
-        if not show_all and not _headline(name, max(ks) if ks else None):
-            hidden += 1
-            continue
-        interval = intervals.get(name)
-        shown = f"[{_fmt(name, interval[0])}, {_fmt(name, interval[1])}]" if interval else ""
-        table.add_row(name, _fmt(name, value), shown)
-    out.print(table)
-    if hidden:
-        out.print(f"({hidden} more metrics in the summary JSON and in MLflow; --all shows them here)")
-    counts = {k: v for k, v in summary.get("counts", {}).items() if v and k not in ("n_examples",)}
-    if counts:
-        out.print("counts: " + ", ".join(f"{k}={v}" for k, v in counts.items()))
-    for note in summary.get("notes", []):
-        out.print(f"note: {note}")
-    if summary.get("run_id"):
-        out.print(f"MLflow run {summary['run_id']} in experiment '{summary['experiment']}' "
-                  f"(open with: ragmem ui)")
 
 
 def _run_flow(target: str, config: dict[str, Any], verbose: bool) -> dict[str, Any]:
@@ -154,36 +110,6 @@ def sweep(
     _write(output, result, "sweep")
 
 
-def print_sweep(result: dict[str, Any], spec) -> None:
-    metric = spec.metric
-    extra = [m for m in ("reference_coverage", "hit_rate_at_10", "latency_p95") if m != metric]
-    table = Table(title=f"sweep {result['experiment']}: {len(result['children'])} configurations, "
-                        f"objective {spec.goal} {metric}", title_justify="left")
-    for column in [*(k.rsplit(".", 1)[-1] for k in spec.keys), metric, *extra, "vs best (p)", "status"]:
-        table.add_column(column, overflow="fold")
-    best_id = (result.get("best") or {}).get("run_id")
-    for child in result["children"]:
-        m = child["metrics"]
-        style = "bold green" if child["run_id"] == best_id else None
-        versus = child.get("vs_best") or {}
-        if versus.get("is_best"):
-            shown = "best"
-        elif versus:
-            shown = f"{versus['diff']:+.4f} ({versus['p_value']:.3f}){' worse*' if versus['significantly_worse'] else ''}"
-        else:
-            shown = ""
-        table.add_row(*[str(child["params"][k]) for k in spec.keys], *[_fmt(n, m.get(n)) for n in [metric, *extra]],
-                      shown, "ok" if not child["error"] else f"FAILED: {child['error'][:60]}", style=style)
-    out.print(table)
-    out.print("vs best: objective difference to the best child on the same examples (randomization "
-              "p-value); worse* = significantly worse at p < 0.05")
-    if best_id:
-        out.print(f"best: {result['best']['params']} ({metric}={_fmt(metric, result['best']['metrics'][metric])}), "
-                  f"run {best_id}; parent run {result['parent_run_id']}")
-    else:
-        out.print(f"no configuration met the objective and constraints; parent run {result['parent_run_id']}")
-
-
 @app.command()
 def compare(
     runs: List[str] = typer.Argument(None, help="RUN_A RUN_B for a paired comparison; none for a table of runs."),
@@ -214,40 +140,10 @@ def compare(
             _write(output, result, "comparison")
         return
     table, warnings = list_runs(client, experiment, metric, last)
-    view = Table(title=f"{experiment}: {len(table)} run(s), sorted by {metric}", title_justify="left")
-    for column in table.columns:
-        view.add_column("run" if column == "run_id" else column.rsplit(".", 1)[-1], overflow="fold")
-    for _, row in table.iterrows():
-        view.add_row(*[(str(v)[:8] if c == "run_id" else _fmt(c, None if pd.isna(v) else v) if isinstance(v, float)
-                        else ("" if v is None else str(v))) for c, v in row.items()])
-    out.print(view)
-    for warning in warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+    print_runs(table, f"{experiment}: {len(table)} run(s), sorted by {metric}", warnings)
     if output:
         _write(output, {"experiment": experiment, "metric": metric, "warnings": warnings,
                         "runs": json.loads(table.to_json(orient="records"))}, "comparison")
-
-
-def print_paired(result: dict[str, Any]) -> None:
-    view = Table(title=f"B - A on {result['n_shared']} shared examples (A = {result['run_a'][:8]}, "
-                       f"B = {result['run_b'][:8]}; {result['resamples']} resamples)", title_justify="left")
-    for column in ("metric", "A", "B", "B - A", "95% CI", "p-value", ""):
-        view.add_column(column, justify="left" if column in ("metric", "") else "right")
-    for row in result["metrics"]:
-        name = row["metric"]
-        ci = f"[{_fmt(name, row['ci_low'])}, {_fmt(name, row['ci_high'])}]" if row["ci_low"] is not None else "n/a"
-        p = row["p_value"]
-        mark = "*" if p is not None and p < 0.05 else ""
-        view.add_row(name, _fmt(name, row["a"]), _fmt(name, row["b"]),
-                     "n/a" if row["diff"] is None else f"{row['diff']:+.4f}", ci,
-                     "n/a" if p is None else f"{p:.4f}", mark)
-    out.print(view)
-    out.print("* p < 0.05 (approximate randomization test, two-sided); CI: paired bootstrap")
-    if result["settings_that_differ"]:
-        shown = ", ".join(f"{k}: {a} -> {b}" for k, (a, b) in list(result["settings_that_differ"].items())[:8])
-        out.print(f"settings that differ: {shown}", markup=False, highlight=False)
-    for warning in result["warnings"]:
-        print(f"warning: {warning}", file=sys.stderr)
 
 
 @app.command()
@@ -285,7 +181,7 @@ def bench_memory(
 ) -> None:
     """Benchmark memory layers on LoCoMo: ingest, recall, answer, score; baselines beside them."""
     _setup_logging(verbose)
-    from ragmem.config import RunConfig, resolve_config
+    from ragmem.config import resolve_config
 
     extra: dict[str, Any] = {}
     for key, value in (("limit_conversations", limit_conversations), ("limit_questions", limit_questions)):
@@ -304,19 +200,6 @@ def bench_memory(
     result = _run_flow("ragmem.flows.bench_memory:bench_memory_flow", resolved, verbose)
     print_bench(result)
     _write(output, result, "summary")
-
-
-def print_bench(result: dict[str, Any]) -> None:
-    rows = result["results_table"]
-    view = Table(title=f"{result['experiment']}: {result['n_conversations']} conversations, "
-                       f"{result['n_questions']} questions (F1 token F1, B1 BLEU-1, J judge)", title_justify="left")
-    view.add_column("metric")
-    for row in rows:
-        view.add_column(row["method"], justify="right")
-    for column in [c for c in rows[0] if c != "method"]:
-        view.add_row(column, *[_fmt(column, row[column]) for row in rows])
-    out.print(view)
-    out.print(f"parent run {result['parent_run_id']} (table: locomo_results.json; one child run per method)")
 
 
 @app.command()

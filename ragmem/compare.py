@@ -100,8 +100,16 @@ def paired_comparison(client, run_a: str, run_b: str, metrics: list[str] | None 
     logged = [m for m in run_a_info.data.metrics if m in run_b_info.data.metrics and not m.endswith(("_ci_low", "_ci_high"))
               and not m.startswith(("confusion_", "n_", "undefined_"))]
     names = metrics or logged
-    zd = parse_zero_division(run_a_info.data.params.get("zero_division", "0"))
-    aggs_a, aggs_b = stats.aggregators(a, names, zd), stats.aggregators(b, names, zd)
+    params = run_a_info.data.params
+    zd = parse_zero_division(params.get("zero_division", "0"))
+    scorer = None
+    if "generation.tokenizer" in params and "generation.bleu_tokenize" in params:  # corpus BLEU/chrF as the run scored them
+        from ragmem.metrics.generation import scorer_for
+
+        scorer = scorer_for(params["generation.tokenizer"], params["generation.bleu_tokenize"])
+    else:  # a run logged without them cannot have its corpus scores rebuilt
+        names = [n for n in names if n not in ("bleu", "chrf")]
+    aggs_a, aggs_b = stats.aggregators(a, names, zd, scorer), stats.aggregators(b, names, zd, scorer)
     rows = [stats.paired(n, aggs_a[n], aggs_b[n], resamples, seed, confidence).to_dict()
             for n in names if n in aggs_a and n in aggs_b]
     warnings = signature_warnings([run_a_info.data.params, run_b_info.data.params])

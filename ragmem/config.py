@@ -11,19 +11,161 @@ from __future__ import annotations
 
 import copy
 import os
+import types
 from pathlib import Path
-from typing import Any, get_origin
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
 
 from ragmem.errors import ConfigError
 from ragmem.loaders import DataFile
-from ragmem.settings import (DEFAULT_ARTIFACT_ROOT, DEFAULT_TRACKING_URI, Settings, _field_type, _optional,
-                             _unwrap, describe_error)
+from ragmem.settings import DEFAULT_ARTIFACT_ROOT, DEFAULT_TRACKING_URI, Settings
 
 __all__ = ["RunConfig", "resolve_config", "validate", "assign", "parse_override", "read_config_file", "DEFAULTS",
+           "as_section", "describe_error", "expected",
            "DEFAULT_TRACKING_URI", "DEFAULT_ARTIFACT_ROOT"]
+
+
+# ---- error messages -----------------------------------------------------------------------------
+
+def _unwrap(tp: Any) -> tuple[Any, list[Any]]:
+    """``Annotated[X, m1, m2]`` -> (X, [m1, m2]); anything else -> (tp, [])."""
+    if get_origin(tp) is Annotated:
+        base, *meta = get_args(tp)
+        inner, more = _unwrap(base)
+        return inner, [*meta, *more]
+    return tp, []
+
+
+def _optional(tp: Any) -> tuple[Any, bool]:
+    if get_origin(tp) in (Union, types.UnionType):
+        members = [m for m in get_args(tp) if m is not type(None)]
+        if len(members) < len(get_args(tp)):
+            return (members[0] if len(members) == 1 else Union[tuple(members)]), True
+    return tp, False
+
+
+def _field_type(field: FieldInfo) -> Any:
+    return Annotated[(field.annotation, *field.metadata)] if field.metadata else field.annotation
+
+
+def expected(tp: Any) -> str:
+    """What a type accepts, in words: ``a number > 0``, ``one of bm25, tfidf``, ``true or false``."""
+    tp, optional = _optional(tp)
+    base, meta = _unwrap(tp)
+    base, optional_inner = _optional(base)
+    optional = optional or optional_inner
+    limits = {attr: getattr(m, attr) for m in meta for attr in ("gt", "ge", "lt", "le")
+              if getattr(m, attr, None) is not None and not isinstance(m, FieldInfo)}
+    if set(limits) == {"ge", "le"}:
+        bounds = [f"between {limits['ge']} and {limits['le']}"]
+    else:
+        signs = {"gt": ">", "ge": ">=", "lt": "<", "le": "<="}
+        bounds = [f"{signs[attr]} {value}" for attr, value in limits.items()]
+    origin = get_origin(base)
+    if base is bool:
+        text = "true or false"
+    elif base is int:
+        text = "an integer" + (" " + " and ".join(bounds) if bounds else "")
+    elif base is float:
+        text = "a number" + (" " + " and ".join(bounds) if bounds else "")
+    elif base is str:
+        text = "text"
+    elif origin is Literal:
+        text = "one of " + ", ".join(str(a) for a in get_args(base))
+    elif origin is list:
+        (item,) = get_args(base) or (Any,)
+        text = "a non-empty list" if any(getattr(m, "min_length", 0) for m in meta) else "a list"
+        if item is not Any:
+            text += f" of {_plural(expected(item))}"
+    elif origin is dict or base is dict:
+        text = "a mapping"
+    elif isinstance(base, type) and issubclass(base, BaseModel):
+        text = "a mapping of " + ", ".join(base.model_fields)
+    elif origin in (Union, types.UnionType):
+        text = " or ".join(expected(m) for m in get_args(base))
+    else:
+        text = "a valid value"
+    return text + (" or null" if optional else "")
+
+
+def _plural(text: str) -> str:
+    for one, many in (("an integer", "integers"), ("a number", "numbers"), ("a mapping", "mappings")):
+        if text.startswith(one):
+            return many + text[len(one):]
+    return text
+
+
+def _walk(loc: tuple, root: type[BaseModel], prefix: str = "") -> tuple[str, Any, Any]:
+    """The dotted name of ``loc``, the type expected there, and the model holding the last key."""
+    tp: Any = root
+    parent: Any = None
+    dotted = prefix
+    for part in loc:
+        tp, _ = _optional(_unwrap(tp)[0])
+        if isinstance(part, int):
+            dotted += f"[{part}]"
+            args = get_args(tp)
+            tp = args[0] if args else Any
+        elif isinstance(tp, type) and issubclass(tp, BaseModel):
+            parent = tp
+            dotted += f".{part}" if dotted else str(part)
+            tp = _field_type(tp.model_fields[part]) if part in tp.model_fields else Any
+        elif get_origin(tp) is dict:
+            dotted += f".{part}"
+            tp = get_args(tp)[1]
+        elif get_origin(tp) in (Union, types.UnionType):  # a union member's tag: follow that member
+            named = [m for m in get_args(tp) if getattr(m, "__name__", "") == part]
+            literal = [m for m in get_args(tp) if get_origin(m) is Literal and str(part).startswith("literal")]
+            tp = (named or literal or [tp])[0]
+    return dotted, tp, parent
+
+
+def _rank(error: dict) -> int:
+    """Which of several errors of one value to show (a union reports one per member)."""
+    if error["type"] in ("model_type", "model_attributes_type", "dict_type"):
+        return 2
+    if error["type"] == "literal_error" and isinstance(error.get("input"), dict):
+        return 1
+    return 0
+
+
+def describe_error(exc: ValidationError, root: type[BaseModel] = Settings, prefix: str = "") -> str:
+    """One line for the first problem of a validation error: the dotted setting, what is allowed,
+    the value given (``root``: the model validated, ``prefix``: its dotted name in the config)."""
+    error = min(exc.errors(), key=_rank)
+    dotted, tp, parent = _walk(tuple(error["loc"]), root, prefix)
+    kind, given = error["type"], error.get("input")
+    if kind == "extra_forbidden":
+        known = ", ".join(parent.model_fields) if parent is not None else "(none)"
+        return f"{dotted}: unknown setting; known at this level: {known}"
+    if kind == "missing":
+        return f"{dotted}: required"
+    if kind in ("value_error", "assertion_error"):
+        message = str(error["ctx"]["error"]) if "ctx" in error else error["msg"]
+        head = message.split(":", 1)[0]
+        return message if "." in head and " " not in head else f"{dotted}: {message}"
+    if kind == "string_too_short":
+        return f"{dotted}: expected non-empty text, got {given!r}"
+    if kind in ("too_short", "list_too_short") and not given:
+        return f"{dotted}: expected {expected(tp)}, got an empty list"
+    return f"{dotted}: expected {expected(tp)}, got {given!r}"
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def as_section(model: type[M], value: M | dict[str, Any] | None, name: str) -> M:
+    """A section's settings from its model or a plain dict (callers of the library), validated the
+    same way; ``name`` is the section's dotted name for messages (``judge``, ``embeddings``)."""
+    if isinstance(value, model):
+        return value
+    try:
+        return model.model_validate(value or {})
+    except ValidationError as exc:
+        raise ConfigError(describe_error(exc, model, name)) from None
 
 
 class RunConfig(Settings):

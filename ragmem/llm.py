@@ -29,7 +29,8 @@ from typing import Any, Sequence
 
 from ragmem import prompts
 from ragmem.errors import ConfigError
-from ragmem.settings import EmbeddingSettings, JudgeSettings, as_section
+from ragmem.config import as_section
+from ragmem.settings import EmbeddingSettings, JudgeSettings
 
 RESPONSE_MODES = ("json_schema", "json_object", "text")
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)

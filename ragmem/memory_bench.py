@@ -31,7 +31,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from ragmem.errors import ConfigError
-from ragmem.settings import MethodSpec, as_section
+from ragmem.config import as_section
+from ragmem.settings import MethodSpec
 from ragmem.judges import JudgeItem
 from ragmem.locomo import Conversation, QA
 from ragmem.reference.memory import BM25Memory

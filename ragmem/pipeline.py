@@ -23,6 +23,7 @@ from ragmem.config import RunConfig
 from ragmem.judges import Judge, JudgeItem, Judgement, build_judge
 from ragmem.loaders import Dataset, load_dataset
 from ragmem.metrics import MetricContext, MetricResult, compute_metrics
+from ragmem.metrics.generation import scorer_for
 from ragmem.schema import AgentOutput, Example
 from ragmem.text.keywords import KeywordExtractor
 
@@ -152,7 +153,8 @@ def confidence_intervals(table: pd.DataFrame, result: MetricResult, cfg: RunConf
     from ragmem import stats
 
     names = [n for n, v in result.values.items() if v is not None]
-    aggs = stats.aggregators(table, names, cfg.zero_division)
+    scorer = scorer_for(cfg.generation.tokenizer, cfg.generation.bleu_tokenize)
+    aggs = stats.aggregators(table, names, cfg.zero_division, scorer)
     return stats.bootstrap(aggs, len(table), cfg.stats.resamples, cfg.seed, cfg.stats.confidence)
 
 
@@ -216,8 +218,6 @@ def run_params(cfg: RunConfig, dataset: Dataset, components: Components) -> dict
 
 
 def generation_signature(cfg: RunConfig) -> str:
-    from ragmem.metrics.generation import scorer_for
-
     return scorer_for(cfg.generation.tokenizer, cfg.generation.bleu_tokenize).signature()
 
 

@@ -1,6 +1,7 @@
 """Confidence intervals and paired comparisons, computed from per-example statistics.
 
-Every aggregate metric is rebuilt from the per-example results table as an :class:`Aggregator`:
+Every aggregate metric is rebuilt from the per-example results table as an
+:class:`ragmem.metrics.base.Aggregator`, declared by its metric family:
 
 - ``sum``: the metric is a function of column sums of a per-example matrix (means: ``[value, 1]``;
   precision/recall/...: confusion indicators; corpus BLEU/chrF: sacrebleu's sufficient statistics);
@@ -16,151 +17,23 @@ an approximate randomization test (each example's pair of results swapped with p
 
 from __future__ import annotations
 
-import json
-import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ragmem.metrics import classification, generation, rag, ranking
+from ragmem.metrics.base import Aggregator
 
 _BLOCK_ELEMENTS = 5_000_000  # resamples are processed in blocks of at most this many (resample, example) cells
 
 
-@dataclass
-class Aggregator:
-    kind: str                                # "sum" or "apply"
-    data: np.ndarray                         # (n, m) for sum; (n,) with NaN for missing for apply
-    reduce: Callable[[np.ndarray], float | None]
-    vreduce: Callable[[np.ndarray], np.ndarray] | None = None  # the same on many rows at once (NaN = undefined)
+def aggregators(table: pd.DataFrame, names: list[str], zero_division: float = 0.0, scorer=None) -> dict[str, Aggregator]:
+    """Aggregators for the metric ``names`` the table's columns support (declared by each metric
+    family, see :func:`ragmem.metrics.aggregators`); ``scorer``: the run's generation scorer."""
+    from ragmem.metrics import aggregators as family_aggregators
 
-    def value(self) -> float | None:
-        if self.kind == "sum":
-            return self.reduce(self.data.sum(axis=0))
-        return self.reduce(self.data)
-
-    def reduce_many(self, rows: np.ndarray) -> np.ndarray:
-        """The metric on each row of ``rows``: column sums (sum kind) or gathered values (apply kind)."""
-        if self.vreduce is not None:
-            return self.vreduce(rows)
-        values = [self.reduce(row) for row in rows]
-        return np.array([np.nan if v is None else v for v in values], dtype=float)
-
-    def with_data(self, data: np.ndarray) -> "Aggregator":
-        return Aggregator(self.kind, data, self.reduce, self.vreduce)
-
-
-def _ratio(zero_division: float):
-    def reduce(s):
-        if s[1] == 0:
-            return None if math.isnan(zero_division) else zero_division
-        return s[0] / s[1]
-    return reduce
-
-
-def _vratio(zero_division: float):
-    def vreduce(sums):
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(sums[:, 1] == 0, zero_division, sums[:, 0] / sums[:, 1])
-    return vreduce
-
-
-def _vmean(sums):
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(sums[:, 1] == 0, np.nan, sums[:, 0] / sums[:, 1])
-
-
-def _mean_matrix(values: pd.Series) -> np.ndarray:
-    v = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float)
-    ok = ~np.isnan(v)
-    return np.column_stack([np.where(ok, v, 0.0), ok.astype(float)])
-
-
-def _mean(s):
-    return None if s[1] == 0 else s[0] / s[1]
-
-
-def _stats_matrix(values: pd.Series, width: int) -> np.ndarray:
-    rows = []
-    for v in values:
-        if isinstance(v, str):
-            v = json.loads(v)
-        rows.append(v if isinstance(v, (list, tuple)) and len(v) == width else [0] * width)
-    return np.asarray(rows, dtype=float).reshape(len(rows), width)
-
-
-def _apply(fn):
-    def reduce(values):
-        kept = values[~np.isnan(values)]
-        return None if kept.size == 0 else float(fn(kept))
-    return reduce
-
-
-def _percentile(q):
-    def vfn(v):  # nanpercentile is ~50x slower: use it only when something is missing
-        return np.percentile(v, q, axis=1) if not np.isnan(v).any() else np.nanpercentile(v, q, axis=1)
-    return vfn
-
-
-_LATENCY_VFNS = {"avg": lambda v: np.nanmean(v, axis=1), "p50": _percentile(50), "p95": _percentile(95),
-                 "p99": _percentile(99), "max": lambda v: np.nanmax(v, axis=1)}
-
-
-def _vapply(vfn):
-    def vreduce(values):
-        if np.isnan(values).all(axis=1).any():  # a resample without any measured value: per row
-            return np.array([np.nan if np.isnan(r).all() else vfn(r[None, :])[0] for r in values])
-        return vfn(values)
-    return vreduce
-
-
-_LATENCY_FNS = {"avg": np.mean, "p50": lambda v: np.percentile(v, 50), "p95": lambda v: np.percentile(v, 95),
-                "p99": lambda v: np.percentile(v, 99), "max": np.max}
-_LATENCY_SUFFIX = {"avg_latency": "avg", "latency_p50": "p50", "latency_p95": "p95", "latency_p99": "p99",
-                   "latency_max": "max"}
-_COLUMN_OF = {"avg_coverage": "coverage", "reference_coverage": "reference_coverage"}
-
-
-def aggregators(table: pd.DataFrame, names: list[str], zero_division: float = 0.0) -> dict[str, Aggregator]:
-    """Aggregators for the metric ``names`` that the table's columns support."""
-    out: dict[str, Aggregator] = {}
-    ok = table["error"].isna() if "error" in table else pd.Series(True, index=table.index)
-    scorer = None
-    for name in names:
-        if name in classification.NAMES and {"label", "verdict"} <= set(table):
-            label = pd.to_numeric(table["label"], errors="coerce")
-            verdict = pd.to_numeric(table["verdict"], errors="coerce")
-            valid = ok & label.notna() & verdict.notna()
-            tp = (valid & (label == 1) & (verdict == 1)).astype(float)
-            fn = (valid & (label == 1) & (verdict == 0)).astype(float)
-            fp = (valid & (label == 0) & (verdict == 1)).astype(float)
-            tn = (valid & (label == 0) & (verdict == 0)).astype(float)
-            num, den = {"accuracy": (tp + tn, tp + tn + fp + fn), "precision": (tp, tp + fp),
-                        "recall": (tp, tp + fn), "f1": (2 * tp, 2 * tp + fp + fn)}[name]
-            out[name] = Aggregator("sum", np.column_stack([num, den]), _ratio(zero_division), _vratio(zero_division))
-        elif name in ("bleu", "chrf") and f"{name}_stats" in table:
-            scorer = scorer or generation.scorer_for()
-            width = 10 if name == "bleu" else 18
-            reduce_stats = scorer.bleu_from_stats if name == "bleu" else scorer.chrf_from_stats
-            matrix = _stats_matrix(table[f"{name}_stats"].where(ok, None), width)
-            out[name] = Aggregator("sum", matrix, lambda s, f=reduce_stats: f(s) if s[0] > 0 else None)
-        elif name in _LATENCY_SUFFIX or "_latency_" in name:
-            if name in _LATENCY_SUFFIX:
-                column, suffix = "latency_s", _LATENCY_SUFFIX[name]
-            else:
-                stage, _, suffix = name.partition("_latency_")
-                column = f"stage_{stage}_s"
-            if column in table and suffix in _LATENCY_FNS:
-                values = pd.to_numeric(table[column], errors="coerce").to_numpy(dtype=float)
-                out[name] = Aggregator("apply", values, _apply(_LATENCY_FNS[suffix]), _vapply(_LATENCY_VFNS[suffix]))
-        else:
-            column = _COLUMN_OF.get(name, name)
-            if column in table and (name in _COLUMN_OF or name in generation.NAMES or name in rag.NAMES
-                                    or name.split("_at_")[0] in ranking.RANKING_FAMILIES):
-                out[name] = Aggregator("sum", _mean_matrix(table[column].where(ok, None)), _mean, _vmean)
-    return out
+    return family_aggregators(table, names, zero_division, scorer)
 
 
 def resample_indices(n: int, resamples: int, seed: int) -> np.ndarray:

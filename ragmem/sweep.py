@@ -23,9 +23,9 @@ from typing import Any
 
 import pandas as pd
 
-from ragmem.config import assign
+from ragmem.config import as_section, assign
 from ragmem.errors import ConfigError
-from ragmem.settings import SweepSettings, as_section
+from ragmem.settings import SweepSettings
 
 
 
@@ -131,8 +131,10 @@ def mark_against_best(children: list[dict[str, Any]], tables: dict, best: int, s
     """Each finished child's objective against the best child's, on the same examples: difference,
     paired-bootstrap interval, randomization p-value, and whether it is significantly worse."""
     from ragmem import stats
+    from ragmem.metrics.generation import scorer_for
 
     resamples = cfg.stats.resamples
+    scorer = scorer_for(cfg.generation.tokenizer, cfg.generation.bleu_tokenize)
     best_table = tables[best].set_index("id")
     for i, child in enumerate(children):
         if i not in tables:
@@ -142,8 +144,9 @@ def mark_against_best(children: list[dict[str, Any]], tables: dict, best: int, s
                                 "significantly_worse": False, "is_best": True}
             continue
         shared = [x for x in tables[i]["id"] if x in best_table.index]
-        a = stats.aggregators(best_table.loc[shared].reset_index(), [spec.metric], cfg.zero_division)
-        b = stats.aggregators(tables[i].set_index("id").loc[shared].reset_index(), [spec.metric], cfg.zero_division)
+        a = stats.aggregators(best_table.loc[shared].reset_index(), [spec.metric], cfg.zero_division, scorer)
+        b = stats.aggregators(tables[i].set_index("id").loc[shared].reset_index(), [spec.metric],
+                              cfg.zero_division, scorer)
         if spec.metric not in a or spec.metric not in b:
             continue
         result = stats.paired(spec.metric, a[spec.metric], b[spec.metric], resamples, cfg.seed).to_dict()

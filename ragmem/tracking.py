@@ -18,7 +18,6 @@ traces are written, and put back as it was, ``MLFLOW_TRACKING_URI`` included).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import math
 import os
@@ -304,8 +303,9 @@ def log_results(run: TrackedRun, *, params: dict[str, Any] | None = None,
                 json_files: dict[str, Any] | None = None, tables: dict[str, pd.DataFrame] | None = None,
                 figures: dict[str, Any] | None = None, files: tuple[Path, ...] = ()) -> None:
     """Log results on a run, idempotently: params and tags are set (the same value again is a
-    no-op), metrics are logged once per run (a retried step does not add a second history entry),
-    artifacts of the same name are replaced. Nothing happens when tracking is off."""
+    no-op), a metric the run already holds with the same value is not logged again (a retried step
+    adds no second history entry), artifacts of the same name are replaced. Nothing happens when
+    tracking is off."""
     if run.id is None:
         return
     tracker = run.tracker
@@ -313,11 +313,9 @@ def log_results(run: TrackedRun, *, params: dict[str, Any] | None = None,
         tracker.log_params(run.id, params)
     if tags:
         tracker.set_tags(run.id, tags)
-    if metrics:
-        step = "metrics-" + hashlib.sha1(",".join(sorted(metrics)).encode()).hexdigest()[:10]
-        if run.logged(step) is None:
-            tracker.log_metrics(run.id, metrics)
-            run.mark(step)
+    if metrics:  # a value the run already holds is not logged again (no second history entry)
+        held = tracker.client.get_run(run.id).data.metrics
+        tracker.log_metrics(run.id, {k: v for k, v in metrics.items() if v is None or held.get(k) != float(v)})
     for name, payload in (json_files or {}).items():
         tracker.log_json(run.id, payload, name)
     for name, table in (tables or {}).items():

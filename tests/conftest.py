@@ -52,6 +52,14 @@ def api_post(api_url, path, body):
                                         headers={"content-type": "application/json"}))
 
 
+@pytest.fixture(scope="session")
+def shared_store(tmp_path_factory) -> dict[str, str]:
+    """One MLflow store for the in-process tests (creating a sqlite store runs MLflow's migrations,
+    ~2 s each); every test logs to an experiment of its own."""
+    root = tmp_path_factory.mktemp("mlflow")
+    return {"uri": f"sqlite:///{root}/mlflow.db", "artifact_root": str(root / "artifacts")}
+
+
 @pytest.fixture
 def seed_dir() -> Path:
     if not (SEED / "evaluation_samples_true.json").is_file():

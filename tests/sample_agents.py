@@ -17,7 +17,7 @@ def sometimes_fails(query):
     if "fail" in query:
         raise RuntimeError("backend unavailable")
     if "slow" in query:
-        time.sleep(1.0)
+        time.sleep(3.0)
     if "bad" in query:
         return {"answer": 42}
     return query, ["ctx " + query]
@@ -45,4 +45,18 @@ class Breaks:
             raise RuntimeError("backend refused the connection")
 
     def __call__(self, query):
+        return query
+
+
+CALLS: list[str] = []  # every construction and call of Recorded (tests count them)
+
+
+class Recorded:
+    """An agent that records that it was built and called (to show nothing ran before an error)."""
+
+    def __init__(self):
+        CALLS.append("built")
+
+    def __call__(self, query):
+        CALLS.append(query)
         return query

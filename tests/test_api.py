@@ -12,10 +12,9 @@ DEMO = "ragmem/datasets/demo_bilingual.json"
 
 
 @pytest.fixture
-def store(tmp_path, monkeypatch):
+def store(tmp_path, monkeypatch, shared_store):
     monkeypatch.chdir(tmp_path)
-    uri = f"sqlite:///{tmp_path}/mlruns/mlflow.db"
-    return {"uri": uri, "artifact_root": str(tmp_path / "mlruns" / "artifacts")}
+    return shared_store
 
 
 def test_evaluate_without_tracking():

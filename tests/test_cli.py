@@ -12,7 +12,7 @@ from mlflow import MlflowClient
 
 from tests.conftest import ROOT, api_post, free_port, run_cli
 
-pytestmark = pytest.mark.prefect
+pytestmark = pytest.mark.e2e
 
 EXPECTED_METRICS = {"accuracy", "precision", "recall", "f1", "avg_coverage", "reference_coverage",
                     "avg_latency", "latency_p50", "latency_p95", "latency_p99", "latency_max"}
@@ -160,3 +160,31 @@ def test_ui_serves_the_store_on_localhost(tmp_path):
     finally:
         ui.terminate()
         ui.wait(timeout=30)
+
+
+def test_run_and_the_api_log_the_same_run(prefect_env, tmp_path):
+    """One engine: ``ragmem run`` and ``ragmem.evaluate`` on the same config give equal metrics
+    and the same artifact names, the journal included."""
+    done = run_cli(["run", str(ROOT / "configs" / "demo.yaml"), "--output", "cli.json"], env=prefect_env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    code = ("import json, ragmem; r = ragmem.evaluate(None, config=%r); "
+            "print(json.dumps({'run_id': r.run_id, 'metrics': r.summary['metrics']}))" % str(ROOT / "configs" / "demo.yaml"))
+    api = subprocess.run([sys.executable, "-c", code], env=prefect_env, cwd=tmp_path, capture_output=True,
+                         text=True, timeout=300)
+    assert api.returncode == 0, api.stderr
+    by_api = json.loads(api.stdout.strip().splitlines()[-1])
+    by_cli = json.loads((tmp_path / "cli.json").read_text())
+    assert by_cli["metrics"] == by_api["metrics"]
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlruns/mlflow.db")
+
+    def artifacts(run_id, path=None):
+        found = set()
+        for item in client.list_artifacts(run_id, path):
+            found |= artifacts(run_id, item.path) if item.is_dir else {item.path}
+        return found
+
+    assert artifacts(by_cli["run_id"]) == artifacts(by_api["run_id"])
+    assert "agent_outputs.jsonl" in artifacts(by_api["run_id"])
+    runs = [client.get_run(by_cli["run_id"]), client.get_run(by_api["run_id"])]
+    assert [r.data.tags["ragmem.entry"] for r in runs] == ["flow", "python-api"]
+    assert all(r.info.status == "FINISHED" for r in runs)

@@ -3,7 +3,6 @@
 
 import json
 import random
-import time
 from pathlib import Path
 
 import pytest
@@ -199,7 +198,21 @@ def test_thirty_percent_failures_complete_with_every_item_scored_or_failed(tmp_p
     assert result.metrics["n_classified"] == judged
 
 
-def test_retry_after_repair_fallback_cache_and_cost(tmp_path):
+def test_retry_after_repair_fallback_cache_and_cost(tmp_path, monkeypatch):
+    import asyncio
+    import types
+
+    import ragmem.llm
+
+    waits = []  # the back-off the client asked for (what it waited is not asserted: no timing tests)
+
+    async def sleep(delay, *args, **kwargs):
+        waits.append(delay)
+        await asyncio.sleep(delay, *args, **kwargs)
+
+    proxy = types.SimpleNamespace(**{n: getattr(asyncio, n) for n in dir(asyncio) if not n.startswith("__")})
+    proxy.sleep = sleep
+    monkeypatch.setattr(ragmem.llm, "asyncio", proxy)
     calls = {"n": 0}
 
     def chat(request):
@@ -211,14 +224,12 @@ def test_retry_after_repair_fallback_cache_and_cost(tmp_path):
     data = write(tmp_path, [{"query": "q", "reference_answer": "r", "generated_answer": "a", "context": ["c"]}])
     with Stub(chat=chat, fail=lambda n: "429" if n == 1 else None, reject_json_schema=True, retry_after="1") as stub:
         settings = judge_settings(stub, tmp_path, prices={"judge-test": {"input": 2.0, "output": 8.0}})
-        started = time.monotonic()
         first = ragmem.evaluate(data, track=False, judge=settings, metrics=["answer_correctness"])
-        elapsed = time.monotonic() - started
         formats = [(r.get("response_format") or {}).get("type") for r in stub.requests]
         sent_first = len(stub.requests)
         second = ragmem.evaluate(data, track=False, judge=settings, metrics=["answer_correctness"])
         sent_second = len(stub.requests) - sent_first
-    assert elapsed >= 1.0                                     # Retry-After: 1 was honoured
+    assert waits[0] == 1.0                                    # Retry-After: 1 was honoured
     assert formats[0] == "json_schema" and "json_object" in formats  # rejected schema -> json_object
     assert first.metrics["answer_correctness"] == 1.0 and first.table.loc[0, "verdict"] == 1
     # 429, 400 (json_schema rejected), invalid reply, repair -> 4 requests; tokens from the 2 replies

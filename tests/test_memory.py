@@ -147,14 +147,17 @@ def _layer_run(spec, tmp_path):
     conversation = load_locomo(path)[0]
     keywords = KeywordExtractor()
     layer = build_layer(method_specs([spec])[0], keywords, lambda t: len(t.split()), 4000)
-    return run_conversation(layer, conversation, questions(conversation), 3, ExtractiveGenerator(keywords))
+    answered, add_times = run_conversation(layer, conversation, questions(conversation), 3, ExtractiveGenerator(keywords))
+    return answered, add_times, layer
 
 
 def test_python_memory_layer_plugs_in(tmp_path):
-    answered, add_times = _layer_run({"type": "python", "target": "tests.test_memory:KeywordMemory"}, tmp_path)
-    assert len(add_times) == 2 and all(t >= 0 for t in add_times)
+    answered, add_times, layer = _layer_run({"type": "python", "target": "tests.test_memory:KeywordMemory"}, tmp_path)
+    # one timed add per session, each turn sent with its dia_id
+    assert len(add_times) == 2
+    assert [m["id"] for m in layer.items["locomo-c1"]] == ["D1:1", "D1:2", "D2:1"]
     assert answered[0].memories[0]["id"] == "D1:1" and "Miso" in answered[0].answer
-    assert answered[0].search_s is not None and answered[0].answer_s >= answered[0].search_s
+    assert answered[0].error is None and None not in (answered[0].search_s, answered[0].answer_s)
 
 
 def test_http_memory_layer_plugs_in(tmp_path):
@@ -185,7 +188,7 @@ def test_http_memory_layer_plugs_in(tmp_path):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/memory"
-        answered, _ = _layer_run({"type": "http", "url": url}, tmp_path)
+        answered, _, _ = _layer_run({"type": "http", "url": url}, tmp_path)
     finally:
         server.shutdown()
     assert answered[1].memories[0]["id"] == "D1:2" and answered[1].answer in answered[1].memories[0]["text"]

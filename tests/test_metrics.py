@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from ragmem.errors import ConfigError
 from ragmem.metrics import MetricContext, compute_metrics
 
 ISSUE2_METRICS = ["accuracy", "precision", "recall", "f1", "avg_coverage", "reference_coverage",
@@ -87,7 +88,7 @@ def test_coverage_empty_target_follows_zero_division():
 def test_zero_division_setting():
     assert parse_zero_division(0) == 0.0 and parse_zero_division("1") == 1.0
     assert math.isnan(parse_zero_division("NaN"))
-    with pytest.raises(Exception, match="zero_division"):
+    with pytest.raises(ConfigError, match="zero_division"):
         parse_zero_division("2")
     assert divide(1, 0, 0.0) == (0.0, True) and divide(1, 4, 0.0) == (0.25, False)
 
@@ -145,7 +146,7 @@ def test_selection_and_unknown_metric():
     assert "accuracy" not in result.values and "avg_coverage" not in result.values
     assert {"f1", "latency_p95", "llm_latency_p95"} <= set(result.values)
     assert "avg_latency" not in result.values and "llm_latency_avg" not in result.values
-    with pytest.raises(Exception, match="unknown metric"):
+    with pytest.raises(ConfigError, match="unknown metric"):
         compute_metrics(table, ["mrr"], MetricContext(K))
 
 

@@ -5,6 +5,7 @@ import random
 
 import pytest
 
+from ragmem.errors import ConfigError
 from ragmem.metrics.ranking import query_metrics
 
 # ranked ids, relevance, k, expected {metric: value}
@@ -112,5 +113,5 @@ def test_selectors():
     from ragmem.metrics import expand_selection
 
     assert expand_selection(["ndcg_at_k", "f1", "mrr_at_7"], ks=(1, 5)) == ["ndcg_at_1", "ndcg_at_5", "f1", "mrr_at_7"]
-    with pytest.raises(Exception, match="unknown metric"):
+    with pytest.raises(ConfigError, match="unknown metric"):
         expand_selection(["ndcg"])

@@ -68,12 +68,28 @@ def test_corpus_bleu_interval_from_stats():
     pairs = [("向量数据库存储向量", "向量数据库保存向量"), ("检索增强生成", "检索增强生成"), ("长期记忆", "短期记忆保存对话")] * 10
     table = pd.DataFrame({"id": range(30), "error": None,
                           "bleu_stats": [scorer.bleu_stats(h, r) for h, r in pairs]})
-    agg = stats.aggregators(table, ["bleu"])["bleu"]
+    agg = stats.aggregators(table, ["bleu"], scorer=scorer)["bleu"]
     from sacrebleu.metrics import BLEU
 
     assert agg.value() == pytest.approx(BLEU(tokenize="zh").corpus_score([h for h, _ in pairs], [[r for _, r in pairs]]).score / 100)
     low, high = stats.bootstrap({"bleu": agg}, 30, 300, 0)["bleu"]
     assert low <= agg.value() <= high
+
+
+def test_corpus_bleu_is_rebuilt_with_the_runs_own_scorer():
+    from sacrebleu.metrics import BLEU
+
+    from ragmem.metrics.generation import scorer_for
+
+    pairs = [("the cat sat on the mat", "the cat is on the mat"), ("a quick brown fox", "the quick brown fox")] * 5
+    intl = scorer_for("jieba", "intl")
+    table = pd.DataFrame({"id": range(10), "error": None, "bleu_stats": [intl.bleu_stats(h, r) for h, r in pairs]})
+    agg = stats.aggregators(table, ["bleu"], scorer=intl)["bleu"]
+    expected = BLEU(tokenize="intl").corpus_score([h for h, _ in pairs], [[r for _, r in pairs]]).score / 100
+    assert agg.value() == pytest.approx(expected)
+    assert intl.signature() != scorer_for("jieba", "zh").signature()
+    with pytest.raises(ValueError, match="GenerationScorer is needed"):
+        stats.aggregators(table, ["bleu"])  # never a silent default scorer
 
 
 def test_compare_warns_when_signatures_differ():

@@ -11,7 +11,7 @@ from mlflow import MlflowClient
 
 from tests.conftest import ROOT, api_get, api_post, run_cli
 
-pytestmark = pytest.mark.prefect
+pytestmark = pytest.mark.e2e
 
 
 def test_sweep_retriever_config(prefect_env, tmp_path):
@@ -36,6 +36,11 @@ def test_sweep_retriever_config(prefect_env, tmp_path):
     plots = {a.path for a in client.list_artifacts(parent.info.run_id, "plots")}
     assert {"plots/f1_by_setting.png", "plots/hit_rate_at_10_by_setting.png", "plots/quality_vs_latency.png"} <= plots
     assert parent.data.tags["best_run_id"] == result["best"]["run_id"]
+    # a sweep child is a run like any other: the same artifacts, its journal included
+    child_artifacts = {a.path for a in client.list_artifacts(children[0]["run_id"])}
+    assert child_artifacts == {"agent_outputs.jsonl", "config.json", "summary.json", "examples.csv",
+                               "examples.json", "plots"}
+    assert all(k.info.status == "FINISHED" for k in kids) and parent.info.status == "FINISHED"
 
     # hit rate and reference coverage do not fall as top_k grows (other settings fixed)
     by_point = {(c["params"]["retriever.type"], c["params"]["memory.short_window"], c["params"]["retriever.top_k"]):

@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import os
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from ragmem.errors import AgentLoadError
 from ragmem.schema import Example
+
+
+@contextlib.contextmanager
+def _importable(folder: str) -> Iterator[None]:
+    """``folder`` importable for the block only: ``sys.path`` is left as it was found."""
+    added = folder not in sys.path
+    if added:
+        sys.path.insert(0, folder)
+    try:
+        yield
+    finally:
+        if added and folder in sys.path:
+            sys.path.remove(folder)
 
 
 def resolve(target: str) -> Any:
@@ -18,10 +32,9 @@ def resolve(target: str) -> Any:
     module_name, sep, attr = target.partition(":")
     if not sep or not module_name or not attr:
         raise AgentLoadError(f"agent.target: expected 'module:function', got {target!r}")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
     try:
-        obj: Any = importlib.import_module(module_name)
+        with _importable(os.getcwd()):
+            obj: Any = importlib.import_module(module_name)
     except ImportError as exc:
         raise AgentLoadError(f"agent.target: cannot import module {module_name!r}: {exc}") from None
     for part in attr.split("."):

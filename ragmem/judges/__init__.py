@@ -11,9 +11,8 @@ an ``error`` — never a silent 0.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
-from ragmem.errors import ConfigError
 from ragmem.text.keywords import KeywordExtractor
 
 
@@ -46,7 +45,8 @@ def build_judge(settings, keywords: KeywordExtractor, zero_division: float, clie
     """The judge named by ``judge.type`` (:class:`ragmem.settings.JudgeSettings`, or a dict of
     them); ``llm`` needs the :class:`ragmem.llm.JudgeClient`."""
     from ragmem.judges.keyword import KeywordJudge
-    from ragmem.settings import JudgeSettings, as_section
+    from ragmem.config import as_section
+    from ragmem.settings import JudgeSettings
 
     settings = as_section(JudgeSettings, settings, "judge")
     keyword = KeywordJudge(keywords, threshold=settings.threshold, zero_division=zero_division)

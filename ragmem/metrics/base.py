@@ -1,10 +1,20 @@
-"""What every metric returns, and the helpers they share."""
+"""What every metric family declares and returns, and the helpers they share.
+
+A family (one module: ``classification``, ``coverage``, ``latency``, ``ranking``, ``generation``,
+``rag``, ``per_source``) ends with ``FAMILY = Family(...)``: the names a user may select, how a
+selector expands (``ndcg_at_k`` -> ``ndcg_at_1, ...``), the per-example computation and the
+aggregators, the per-example sufficient statistics the bootstrap resamples. The registry
+(:mod:`ragmem.metrics`) only iterates over families.
+"""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
 
 
 @dataclass
@@ -23,3 +33,175 @@ def nanmean(values: Iterable[float | None]) -> float | None:
     """Mean of the finite values; ``None`` when there are none (nothing to average is not 0)."""
     kept = [v for v in values if v is not None and not math.isnan(v)]
     return sum(kept) / len(kept) if kept else None
+
+
+DEFAULT_KS = (1, 3, 5, 10)  # the cut-offs of ranking.k by default
+
+
+def _section(name: str):
+    """The default settings of a section (imported late: the schema imports the registry)."""
+    from ragmem import settings
+
+    return getattr(settings, name)()
+
+
+@dataclass(frozen=True)
+class MetricContext:
+    """Settings metrics need besides the table."""
+
+    keywords: Any                      # ragmem.text.keywords.KeywordExtractor
+    zero_division: float = 0.0
+    ks: tuple[int, ...] = DEFAULT_KS
+    relevance: str = "auto"            # where gold relevance comes from (see README: Ranking)
+    keyword_threshold: float = 0.5     # a context is relevant when it holds > this share of K(reference)
+    generation: Any = field(default_factory=lambda: _section("GenerationSettings"))  # generation.*
+    rag: Any = field(default_factory=lambda: _section("RagMetricSettings"))           # rag_metrics.*
+    llm: Any = None        # ragmem.llm.JudgeClient: LLM-based metrics (else their offline modes)
+    embedder: Any = None   # ragmem.llm.EmbeddingClient
+
+    def generation_scorer(self):
+        from ragmem.metrics.generation import scorer_for
+
+        return scorer_for(self.generation.tokenizer, self.generation.bleu_tokenize)
+
+
+def failed(row) -> bool:
+    """Whether the agent call of a table row failed (its example is left out of quality metrics)."""
+    return isinstance(row.error, str)
+
+
+def scored_mask(table: pd.DataFrame) -> pd.Series:
+    """Rows whose agent call succeeded."""
+    return table["error"].isna() if "error" in table else pd.Series(True, index=table.index)
+
+
+# ---- aggregators: what the bootstrap resamples ---------------------------------------------------
+
+@dataclass
+class Aggregator:
+    """A metric rebuilt from per-example statistics.
+
+    - ``sum``: the metric is a function of column sums of ``data`` (n, m) (means: ``[value, 1]``;
+      ratios: ``[numerator, denominator]``; corpus BLEU/chrF: sacrebleu's sufficient statistics);
+    - ``apply``: the metric is a function of the values ``data`` (n,) (latency percentiles).
+    """
+
+    kind: str                                # "sum" or "apply"
+    data: np.ndarray                         # (n, m) for sum; (n,) with NaN for missing for apply
+    reduce: Callable[[np.ndarray], float | None]
+    vreduce: Callable[[np.ndarray], np.ndarray] | None = None  # the same on many rows at once (NaN = undefined)
+
+    def value(self) -> float | None:
+        value = self.reduce(self.data.sum(axis=0) if self.kind == "sum" else self.data)
+        return None if value is None else float(value)
+
+    def reduce_many(self, rows: np.ndarray) -> np.ndarray:
+        """The metric on each row of ``rows``: column sums (sum kind) or gathered values (apply kind)."""
+        if self.vreduce is not None:
+            return self.vreduce(rows)
+        values = [self.reduce(row) for row in rows]
+        return np.array([np.nan if v is None else v for v in values], dtype=float)
+
+    def with_data(self, data: np.ndarray) -> "Aggregator":
+        return Aggregator(self.kind, data, self.reduce, self.vreduce)
+
+
+def _mean(s):
+    return None if s[1] == 0 else s[0] / s[1]
+
+
+def _vmean(sums):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(sums[:, 1] == 0, np.nan, sums[:, 0] / sums[:, 1])
+
+
+def mean_aggregator(values: pd.Series, ok: pd.Series | None = None) -> Aggregator:
+    """The mean of a per-example column over its defined values (rows not ``ok`` left out).
+
+    >>> agg = mean_aggregator(pd.Series([1.0, None, 0.0, 0.5]))
+    >>> agg.value(), agg.data.tolist()
+    (0.5, [[1.0, 1.0], [0.0, 0.0], [0.0, 1.0], [0.5, 1.0]])
+    """
+    if ok is not None:
+        values = values.where(ok, None)
+    v = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float)
+    defined = ~np.isnan(v)
+    return Aggregator("sum", np.column_stack([np.where(defined, v, 0.0), defined.astype(float)]), _mean, _vmean)
+
+
+def ratio_aggregator(numerator, denominator, zero_division: float) -> Aggregator:
+    """``Σ numerator / Σ denominator``; a zero denominator takes ``zero_division`` (NaN: undefined).
+
+    >>> ratio_aggregator([1, 0, 1], [1, 1, 1], zero_division=0.0).value()
+    0.6666666666666666
+    >>> ratio_aggregator([0, 0], [0, 0], zero_division=1.0).value()
+    1.0
+    """
+    def reduce(s):
+        if s[1] == 0:
+            return None if math.isnan(zero_division) else zero_division
+        return s[0] / s[1]
+
+    def vreduce(sums):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(sums[:, 1] == 0, zero_division, sums[:, 0] / sums[:, 1])
+
+    data = np.column_stack([np.asarray(numerator, dtype=float), np.asarray(denominator, dtype=float)])
+    return Aggregator("sum", data, reduce, vreduce)
+
+
+def apply_aggregator(values: np.ndarray, fn: Callable[[np.ndarray], float],
+                     vfn: Callable[[np.ndarray], np.ndarray]) -> Aggregator:
+    """``fn`` of the defined values (NaN = not measured); ``vfn`` the same along axis 1."""
+    def reduce(v):
+        kept = v[~np.isnan(v)]
+        return None if kept.size == 0 else float(fn(kept))
+
+    def vreduce(rows):
+        if np.isnan(rows).all(axis=1).any():  # a resample without any measured value: per row
+            return np.array([np.nan if np.isnan(r).all() else vfn(r[None, :])[0] for r in rows])
+        return vfn(rows)
+
+    return Aggregator("apply", values, reduce, vreduce)
+
+
+# ---- the family declaration -----------------------------------------------------------------------
+
+def _no_aggregators(table, names, zero_division, scorer) -> dict[str, Aggregator]:
+    return {}
+
+
+@dataclass(frozen=True)
+class Family:
+    """One family of metrics, declared in its module.
+
+    - ``selectable``: names a user may put in ``metrics``; ``pattern``: more of them by shape
+      (``ndcg_at_7``); ``selectors``: selector name -> the names it stands for, given
+      ``ranking.k`` (``ndcg_at_k``, ``per_source``);
+    - ``compute(table, ctx, wanted)``: the aggregates to keep (the ``wanted`` names plus the
+      family's companions: counts, per-stage latencies), per-example columns, undefined counts;
+    - ``aggregators(table, names, zero_division, scorer)``: per-example sufficient statistics of
+      the ``names`` the table supports (what intervals and paired tests resample);
+    - ``owns(name)``: whether an output name is this family's, companions included (default:
+      selectable or matching ``pattern``).
+    """
+
+    name: str
+    selectable: tuple[str, ...]
+    compute: Callable[[pd.DataFrame, MetricContext, Sequence[str]], MetricResult]
+    aggregators: Callable[..., dict[str, Aggregator]] = _no_aggregators
+    pattern: Any = None  # a compiled regular expression
+    selectors: dict[str, Callable[[Sequence[int]], list[str]]] = field(default_factory=dict)
+    owns_also: Callable[[str], bool] | None = None
+
+    def selects(self, name: str) -> bool:
+        return name in self.selectable or (self.pattern is not None and self.pattern.match(name) is not None)
+
+    def owns(self, name: str) -> bool:
+        return self.selects(name) or (self.owns_also is not None and self.owns_also(name))
+
+    def expand(self, name: str, ks: Sequence[int]) -> list[str] | None:
+        """The output names a selected name stands for, or ``None`` when it is not this family's."""
+        if name in self.selectors:
+            return self.selectors[name](ks)
+        return [name] if self.selects(name) else None

@@ -26,10 +26,22 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import pandas as pd
+
 from ragmem.metrics._division import divide
-from ragmem.metrics.base import MetricResult
+from ragmem.metrics.base import Family, MetricResult, ratio_aggregator, scored_mask
 
 NAMES = ("accuracy", "precision", "recall", "f1")
+COMPANIONS = ("confusion_tp", "confusion_fn", "confusion_fp", "confusion_tn", "n_classified")
+
+#: (numerator, denominator) of each metric from the confusion counts: for one run's counts and for
+#: per-example indicator columns alike (the bootstrap sums those).
+FRACTIONS = {
+    "accuracy": lambda tp, fn, fp, tn: (tp + tn, tp + fn + fp + tn),
+    "precision": lambda tp, fn, fp, tn: (tp, tp + fp),
+    "recall": lambda tp, fn, fp, tn: (tp, tp + fn),
+    "f1": lambda tp, fn, fp, tn: (2 * tp, 2 * tp + fp + fn),
+}
 
 
 def confusion_counts(labels: Sequence[int], verdicts: Sequence[int]) -> dict[str, int]:
@@ -49,17 +61,45 @@ def classification_metrics(labels: Sequence[int], verdicts: Sequence[int],
                            zero_division: float = 0.0) -> MetricResult:
     """accuracy, precision, recall and f1 of verdicts against labels (see the module docstring)."""
     c = confusion_counts(labels, verdicts)
-    tp, fn, fp, tn = c["tp"], c["fn"], c["fp"], c["tn"]
-    fractions = {
-        "accuracy": (tp + tn, tp + fn + fp + tn),
-        "precision": (tp, tp + fp),
-        "recall": (tp, tp + fn),
-        "f1": (2 * tp, 2 * tp + fp + fn),
-    }
     values: dict[str, float | None] = {}
     undefined: dict[str, int] = {}
-    for name, (num, den) in fractions.items():
+    for name, fraction in FRACTIONS.items():
+        num, den = fraction(c["tp"], c["fn"], c["fp"], c["tn"])
         values[name], was_undefined = divide(num, den, zero_division)
         undefined[name] = int(was_undefined)
     values.update({f"confusion_{k}": float(v) for k, v in c.items()})
     return MetricResult(values=values, undefined=undefined)
+
+
+def _classified(table: pd.DataFrame) -> pd.Series:
+    """Rows with a successful call, a label and a verdict."""
+    label, verdict = (pd.to_numeric(table[c], errors="coerce") for c in ("label", "verdict"))
+    return scored_mask(table) & label.notna() & verdict.notna()
+
+
+def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
+    """The selected metrics of the judge against the labels, with the confusion counts."""
+    if table["label"].isna().all():
+        return MetricResult(values={n: None for n in wanted},
+                            notes=["no labels in the dataset: accuracy/precision/recall/f1 not computed"])
+    rows = table[_classified(table)]
+    result = classification_metrics(rows["label"].astype(int).tolist(), rows["verdict"].astype(int).tolist(),
+                                    ctx.zero_division)
+    result.values["n_classified"] = float(len(rows))
+    result.values = {k: v for k, v in result.values.items() if k in wanted or k in COMPANIONS}
+    result.undefined = {k: v for k, v in result.undefined.items() if k in wanted}
+    return result
+
+
+def aggregators(table: pd.DataFrame, names, zero_division: float, scorer=None) -> dict:
+    """Per-example confusion indicators; each metric is a ratio of their sums."""
+    if not {"label", "verdict"} <= set(table):
+        return {}
+    valid = _classified(table)
+    label, verdict = (pd.to_numeric(table[c], errors="coerce") for c in ("label", "verdict"))
+    tp, fn, fp, tn = ((valid & (label == a) & (verdict == b)).astype(float)
+                      for a, b in ((1, 1), (1, 0), (0, 1), (0, 0)))
+    return {name: ratio_aggregator(*FRACTIONS[name](tp, fn, fp, tn), zero_division) for name in names}
+
+
+FAMILY = Family("classification", NAMES, compute, aggregators)

@@ -23,9 +23,42 @@ from __future__ import annotations
 
 from typing import AbstractSet
 
+import pandas as pd
+
 from ragmem.metrics._division import divide
+from ragmem.metrics.base import Family, MetricResult, failed, mean_aggregator, nanmean, scored_mask
+
+NAMES = ("avg_coverage", "reference_coverage")
+COLUMNS = {"avg_coverage": "coverage", "reference_coverage": "reference_coverage"}  # per-example column
 
 
 def coverage(target: AbstractSet[str], source: AbstractSet[str], zero_division: float) -> tuple[float, bool]:
     """``|source ∩ target| / |target|``: the share of ``target``'s keywords found in ``source``."""
     return divide(len(target & source), len(target), zero_division)
+
+
+def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
+    """Answer and reference coverage per example (columns) and their means."""
+    K = ctx.keywords
+    columns: dict[str, list[float | None]] = {name: [] for name in NAMES}
+    undefined = dict.fromkeys(NAMES, 0)
+    for row in table.itertuples(index=False):
+        if failed(row):
+            for values in columns.values():
+                values.append(None)
+            continue
+        context_kw = K.union(c["text"] for c in row.contexts)
+        for name, text in (("avg_coverage", row.generated_answer), ("reference_coverage", row.reference_answer)):
+            value, was_undefined = coverage(K(text or ""), context_kw, ctx.zero_division)
+            columns[name].append(value)
+            undefined[name] += was_undefined
+    return MetricResult(values={n: nanmean(columns[n]) for n in NAMES if n in wanted},
+                        columns={COLUMNS[n]: columns[n] for n in NAMES if n in wanted}, undefined=undefined)
+
+
+def aggregators(table: pd.DataFrame, names, zero_division: float, scorer=None) -> dict:
+    ok = scored_mask(table)
+    return {n: mean_aggregator(table[COLUMNS[n]], ok) for n in names if COLUMNS[n] in table}
+
+
+FAMILY = Family("coverage", NAMES, compute, aggregators)

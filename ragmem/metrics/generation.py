@@ -31,10 +31,19 @@ from functools import lru_cache
 from importlib import metadata
 from typing import Sequence
 
+import json
+
+import numpy as np
+import pandas as pd
+
+from ragmem.metrics.base import Aggregator, Family, MetricResult, failed, mean_aggregator, nanmean, scored_mask
 from ragmem.text.keywords import normalize
 from ragmem.text.tokenizers import get_tokenizer
 
 NAMES = ("bleu", "bleu_1", "chrf", "rouge_1", "rouge_2", "rouge_l", "token_f1", "exact_match")
+COMPANIONS = ("bleu_sentence_mean", "chrf_sentence_mean")
+#: corpus scores: the statistics column and its width (sacrebleu: BLEU 2 + 2x4, chrF 3x6)
+CORPUS = {"bleu": ("bleu_stats", 10), "chrf": ("chrf_stats", 18)}
 _ARTICLES = frozenset({"a", "an", "the"})
 
 
@@ -88,8 +97,9 @@ class GenerationScorer:
 
     def bleu_from_stats(self, stats: Sequence[float]) -> float:
         """Corpus BLEU (0-1) from summed statistics."""
-        stats = [int(round(s)) for s in stats]
-        return self._bleu.compute_bleu(stats[2:6], stats[6:10], stats[0], stats[1]).score / 100.0
+        # through the instance, so its smoothing applies as in corpus_score (the static
+        # compute_bleu defaults to no smoothing: one n-gram order without a match gave 0)
+        return self._bleu._compute_score_from_stats([int(round(s)) for s in stats]).score / 100.0
 
     def chrf_from_stats(self, stats: Sequence[float]) -> float:
         return self._chrf._compute_score_from_stats([int(round(s)) for s in stats]).score / 100.0
@@ -154,7 +164,68 @@ class GenerationScorer:
 
 
 @lru_cache(maxsize=8)
-def scorer_for(tokenizer: str = "jieba", bleu_tokenize: str = "zh") -> GenerationScorer:
+def scorer_for(tokenizer: str, bleu_tokenize: str) -> GenerationScorer:
     """The one shared scorer per setting: metrics, the run's signature, the bootstrap and the memory
-    bench use the same instance (it holds no per-call state)."""
+    bench use the same instance (it holds no per-call state).
+
+    >>> scorer = scorer_for("jieba", "zh")
+    >>> scorer.token_f1("The vector database", "a vector database"), scorer.exact_match("向量数据库", "向量 数据库")
+    (1.0, 1.0)
+    >>> round(scorer.sentence_bleu("检索增强生成", "检索增强生成"), 4)
+    1.0
+    """
     return GenerationScorer(tokenizer, bleu_tokenize)
+
+
+def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
+    """Per-example scores (columns, with the BLEU/chrF statistics), the wanted means, and corpus
+    BLEU/chrF from the summed statistics (their sentence means beside them)."""
+    scorer = ctx.generation_scorer()
+    columns: dict[str, list] = {n: [] for n in (*NAMES, "bleu_stats", "chrf_stats")}
+    for row in table.itertuples(index=False):
+        if failed(row):
+            for values in columns.values():
+                values.append(None)
+            continue
+        for name, value in scorer.score(row.generated_answer or "", row.reference_answer or "").items():
+            columns[name].append(value)
+    values: dict[str, float | None] = {n: nanmean(columns[n]) for n in NAMES if n in wanted}
+    for name, (stats_column, _) in CORPUS.items():
+        kept = [s for s in columns[stats_column] if s is not None]
+        reduce = scorer.bleu_from_stats if name == "bleu" else scorer.chrf_from_stats
+        if name in wanted:
+            values[name] = reduce([sum(c) for c in zip(*kept)]) if kept else None
+        values[f"{name}_sentence_mean"] = nanmean(columns[name])
+    # sentence BLEU/chrF and the statistics stay as columns (the bootstrap resamples the statistics)
+    keep = set(wanted) | {"bleu", "chrf", "bleu_stats", "chrf_stats"}
+    return MetricResult(values=values, columns={k: v for k, v in columns.items() if k in keep})
+
+
+def _stats_matrix(values: pd.Series, width: int) -> np.ndarray:
+    rows = []
+    for v in values:
+        if isinstance(v, str):  # a table read back from MLflow holds them as JSON text
+            v = json.loads(v)
+        rows.append(v if isinstance(v, (list, tuple)) and len(v) == width else [0] * width)
+    return np.asarray(rows, dtype=float).reshape(len(rows), width)
+
+
+def aggregators(table: pd.DataFrame, names, zero_division: float, scorer=None) -> dict:
+    """Corpus BLEU/chrF from summed sacrebleu statistics (with the run's scorer: its tokenizer);
+    the other scores as means."""
+    ok = scored_mask(table)
+    out = {}
+    for name in names:
+        if name in CORPUS and CORPUS[name][0] in table:
+            if scorer is None:
+                raise ValueError(f"{name}: the run's GenerationScorer is needed to rebuild it from statistics")
+            column, width = CORPUS[name]
+            reduce = scorer.bleu_from_stats if name == "bleu" else scorer.chrf_from_stats
+            matrix = _stats_matrix(table[column].where(ok, None), width)
+            out[name] = Aggregator("sum", matrix, lambda s, f=reduce: f(s) if s[0] > 0 else None)
+        elif name not in CORPUS and name in table:
+            out[name] = mean_aggregator(table[name], ok)
+    return out
+
+
+FAMILY = Family("generation", NAMES, compute, aggregators, owns_also=COMPANIONS.__contains__)

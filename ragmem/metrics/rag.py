@@ -39,7 +39,8 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from ragmem.metrics.base import MetricResult, nanmean
+from ragmem.metrics.base import Family, MetricResult, mean_aggregator, nanmean, scored_mask
+from ragmem.metrics.ranking import is_gold, keyword_relevant
 
 NAMES = ("answer_correctness", "contextual_precision", "answer_relevancy", "context_entity_recall", "faithfulness")
 _SENTENCES = re.compile(r"[^。！？!?.;；\n]+[。！？!?.;；]?")
@@ -167,8 +168,6 @@ class RagMetrics:
         return result
 
     def contextual_precision(self, table: pd.DataFrame) -> MetricResult:
-        from ragmem.metrics import _gold_id
-
         rows = self._rows(table)
         plan: list[Any] = []
         requests = []
@@ -179,7 +178,7 @@ class RagMetrics:
             contexts = list(row.contexts)[: self.top_k] if self.top_k else list(row.contexts)
             gold = row.gold_relevance if isinstance(row.gold_relevance, dict) else None
             if gold is not None:
-                plan.append([1 if gold.get(_gold_id(c.get("id"), gold) or "", 0) > 0 else 0 for c in contexts])
+                plan.append([int(is_gold(c, gold)) for c in contexts])
             elif self.llm is not None:
                 start = len(requests)
                 requests += [("chunk_relevance", {"question": row.query, "reference": row.reference_answer or "",
@@ -188,8 +187,7 @@ class RagMetrics:
             else:
                 K = self.ctx.keywords
                 ref = K(row.reference_answer or "")
-                plan.append([1 if ref and len(K(c["text"]) & ref) / len(ref) > self.ctx.keyword_threshold else 0
-                             for c in contexts])
+                plan.append([int(keyword_relevant(K, c["text"], ref, self.ctx.keyword_threshold)) for c in contexts])
         answers = self._ask(requests)
         values, errors = [], []
         for item in plan:
@@ -360,3 +358,25 @@ class RagMetrics:
                     supported = sum(g.value["verdict"].strip().lower() == "yes" for g in got)
                     values.append(supported / item[1]), errors.append(None)
         return self._finish("faithfulness", values, errors, undefined)
+
+
+def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
+    """The wanted RAG metrics, every LLM request of each batched (see :class:`RagMetrics`)."""
+    computer = RagMetrics(ctx, ctx.rag)
+    merged = MetricResult(values={})
+    for name in NAMES:
+        if name in wanted:
+            result = getattr(computer, name)(table)
+            merged.values.update(result.values)
+            merged.columns.update(result.columns)
+            merged.undefined.update(result.undefined)
+    merged.notes.extend(computer.notes)
+    return merged
+
+
+def aggregators(table: pd.DataFrame, names, zero_division: float, scorer=None) -> dict:
+    ok = scored_mask(table)
+    return {n: mean_aggregator(table[n], ok) for n in names if n in table}
+
+
+FAMILY = Family("rag", NAMES, compute, aggregators)

@@ -26,10 +26,15 @@ not where time goes. They are checked against pytrec_eval (trec_eval) in the tes
 from __future__ import annotations
 
 import math
+import re
 from typing import Mapping, Sequence
 
+import pandas as pd
+
+from ragmem.metrics.base import DEFAULT_KS, Family, MetricResult, failed, mean_aggregator, nanmean, scored_mask
+
 RANKING_FAMILIES = ("hit_rate", "mrr", "ndcg", "recall", "precision", "map")
-DEFAULT_KS = (1, 3, 5, 10)
+AT_K = re.compile(r"^(%s)_at_(\d+)$" % "|".join(RANKING_FAMILIES))
 
 
 def gains(ranked_ids: Sequence[str | None], relevance: Mapping[str, float]) -> list[float]:
@@ -47,7 +52,14 @@ def gains(ranked_ids: Sequence[str | None], relevance: Mapping[str, float]) -> l
 
 def query_metrics(ranked_ids: Sequence[str | None], relevance: Mapping[str, float],
                   ks: Sequence[int] = DEFAULT_KS) -> dict[str, float] | None:
-    """Every ranking metric at every k for one query; ``None`` when the query has no relevant id."""
+    """Every ranking metric at every k for one query; ``None`` when the query has no relevant id.
+
+    >>> m = query_metrics(["d1", "d2", "d2", "d3"], {"d2": 1, "d3": 1}, ks=(1, 3))
+    >>> m["hit_rate_at_1"], m["mrr_at_3"], m["precision_at_3"], m["recall_at_3"]
+    (0.0, 0.5, 0.3333333333333333, 0.5)
+    >>> query_metrics(["d1"], {}) is None   # no relevant id: undefined, left out of the means
+    True
+    """
     positive = sorted((g for g in relevance.values() if g > 0), reverse=True)
     n_relevant = len(positive)
     if n_relevant == 0:
@@ -70,3 +82,81 @@ def query_metrics(ranked_ids: Sequence[str | None], relevance: Mapping[str, floa
 
 def metric_names(ks: Sequence[int] = DEFAULT_KS) -> list[str]:
     return [f"{family}_at_{k}" for family in RANKING_FAMILIES for k in ks]
+
+
+def gold_id(context_id: str | None, relevance: Mapping[str, float]) -> str | None:
+    """A context matches a gold id exactly, or by its document part (``doc-3#c2`` -> ``doc-3``).
+
+    >>> gold_id("doc-3#c2", {"doc-3": 1.0}), gold_id("doc-4#c1", {"doc-3": 1.0})
+    ('doc-3', 'doc-4#c1')
+    """
+    if context_id is None or context_id in relevance:
+        return context_id
+    base = context_id.split("#", 1)[0]
+    return base if base in relevance else context_id
+
+
+def is_gold(context: dict, relevance: Mapping[str, float]) -> bool:
+    """Whether a context is relevant by the example's gold ids."""
+    return relevance.get(gold_id(context.get("id"), relevance) or "", 0) > 0
+
+
+def keyword_relevant(keywords, text: str, reference_keywords: set[str], threshold: float) -> bool:
+    """Offline relevance: the context holds more than ``threshold`` of the reference's keywords."""
+    return bool(reference_keywords) and len(keywords(text) & reference_keywords) / len(reference_keywords) > threshold
+
+
+def example_relevance(row, ctx) -> tuple[list[str | None], dict[str, float]] | None:
+    """Ranked ids and gold relevance of one example, from gold ids or (offline) keyword overlap."""
+    gold = row.gold_relevance if isinstance(row.gold_relevance, dict) else None
+    if gold is not None and ctx.relevance in ("auto", "ids"):
+        return [gold_id(c.get("id"), gold) for c in row.contexts], gold
+    if ctx.relevance == "ids":
+        return None
+    # R counts the relevant contexts among those retrieved
+    reference = ctx.keywords(row.reference_answer or "")
+    if not reference:
+        return None
+    ids, rel = [], {}
+    for i, c in enumerate(row.contexts):
+        key = c.get("id") or f"#{i}"
+        ids.append(key)
+        if key not in rel and keyword_relevant(ctx.keywords, c["text"], reference, ctx.keyword_threshold):
+            rel[key] = 1.0
+    return ids, rel
+
+
+def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
+    """Every ranking metric at every k of ``ranking.k`` (and at a k named one by one) per example;
+    the wanted means, and how many examples had no relevant context."""
+    ks = tuple(sorted(set(ctx.ks) | {int(m.group(2)) for n in wanted if (m := AT_K.match(n))}))
+    names = metric_names(ks)
+    columns: dict[str, list[float | None]] = {n: [] for n in names}
+    no_relevant = used_keyword = 0
+    for row in table.itertuples(index=False):
+        found = None if failed(row) else example_relevance(row, ctx)
+        values = None if found is None else query_metrics(found[0], found[1], ks)
+        if found is not None and not (isinstance(row.gold_relevance, dict) and ctx.relevance != "keyword"):
+            used_keyword += 1
+        if values is None and not failed(row):
+            no_relevant += 1
+        for name in names:
+            columns[name].append(None if values is None else values[name])
+    aggregates: dict[str, float | None] = {n: nanmean(columns[n]) for n in names if n in wanted}
+    aggregates["n_ranking_no_relevant"] = float(no_relevant)
+    notes = []
+    if used_keyword:
+        notes.append(f"ranking: {used_keyword} example(s) without gold ids judged relevant by keyword overlap "
+                     f"> {ctx.keyword_threshold} with the reference (approximation)")
+    if no_relevant:
+        notes.append(f"ranking: {no_relevant} example(s) with no relevant context left out of the means")
+    return MetricResult(values=aggregates, columns={n: columns[n] for n in names if n in wanted}, notes=notes)
+
+
+def aggregators(table: pd.DataFrame, names, zero_division: float, scorer=None) -> dict:
+    ok = scored_mask(table)
+    return {n: mean_aggregator(table[n], ok) for n in names if n in table}
+
+
+SELECTORS = {f"{family}_at_k": (lambda ks, f=family: [f"{f}_at_{k}" for k in ks]) for family in RANKING_FAMILIES}
+FAMILY = Family("ranking", (), compute, aggregators, pattern=AT_K, selectors=SELECTORS)

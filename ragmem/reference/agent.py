@@ -27,7 +27,8 @@ class ReferenceAgent:
     def __init__(self, settings: dict[str, Any]):
         """``settings``: the sections ``corpus``, ``retriever``, ``memory``, ``generator``,
         ``embeddings`` and ``keywords`` (models or dicts; missing ones take their defaults)."""
-        from ragmem.settings import ReferenceSettings, as_section
+        from ragmem.config import as_section
+        from ragmem.settings import ReferenceSettings
 
         s = as_section(ReferenceSettings, settings, "")
         self.keywords = KeywordExtractor(s.keywords.tokenizer, s.keywords.stopwords)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Sequence
+from typing import Sequence
 
-from ragmem.errors import ConfigError
 from ragmem.text.keywords import KeywordExtractor
 
 _SENTENCES = re.compile(r"[^。！？!?.]+(?:[。！？!?]|\.(?=\s|$))?")
@@ -67,7 +66,8 @@ class ChatGenerator:
 def build_generator(settings, keywords: KeywordExtractor):
     """The generator named by ``generator.type`` (:class:`ragmem.settings.GeneratorSettings`, or a
     dict of them)."""
-    from ragmem.settings import GeneratorSettings, as_section
+    from ragmem.config import as_section
+    from ragmem.settings import GeneratorSettings
 
     settings = as_section(GeneratorSettings, settings, "generator")
     if settings.type == "extractive":

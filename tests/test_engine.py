@@ -1,0 +1,155 @@
+"""The run engine and the run lifecycle: one place sets a run's status, logging is idempotent,
+and a run leaves the process as it found it."""
+
+import json
+import logging
+import os
+import signal
+import sqlite3
+import sys
+
+import pytest
+from mlflow import MlflowClient
+from mlflow.exceptions import MlflowException
+
+import ragmem
+from ragmem import engine, tracking
+from ragmem.config import RunConfig
+from ragmem.errors import Terminated
+from ragmem.tracking import Tracker, tracked_run
+
+
+@pytest.fixture
+def store(shared_store):
+    return shared_store
+
+
+def _data(tmp_path, n=6):
+    path = tmp_path / "data.json"
+    path.write_text(json.dumps([{"id": f"e{i}", "query": f"what is item {i}?", "reference_answer": f"item {i} is blue",
+                                 "label": i % 2} for i in range(n)]))
+    return path
+
+
+def _status(store, run_id):
+    run = MlflowClient(store["uri"]).get_run(run_id)
+    return run.info.status, run.data.tags.get("ragmem.error")
+
+
+def test_tracked_run_sets_every_ending(store):
+    tracker = Tracker(store["uri"], store["artifact_root"])
+    with tracked_run(tracker, "lifecycle", "ok") as run:
+        pass
+    assert _status(store, run.id) == ("FINISHED", None)
+
+    with pytest.raises(ValueError):
+        with tracked_run(tracker, "lifecycle", "fails") as run:
+            raise ValueError("the judge exploded")
+    assert _status(store, run.id) == ("FAILED", "ValueError: the judge exploded")
+
+    with pytest.raises(KeyboardInterrupt):
+        with tracked_run(tracker, "lifecycle", "ctrl-c") as run:
+            raise KeyboardInterrupt
+    assert _status(store, run.id) == ("KILLED", "KeyboardInterrupt")
+
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(Terminated):
+        with tracked_run(tracker, "lifecycle", "sigterm") as run:
+            os.kill(os.getpid(), signal.SIGTERM)
+    assert _status(store, run.id) == ("KILLED", f"Terminated: terminated by signal {int(signal.SIGTERM)}")
+    assert signal.getsignal(signal.SIGTERM) is before  # the handler is put back
+
+    created = tracker.create_run("lifecycle", "adopted")
+    with tracked_run(tracker, "lifecycle", run_id=created) as run:
+        assert run.id == created
+    assert _status(store, created) == ("FINISHED", None)
+
+    with tracked_run(None, "lifecycle") as run:  # tracking off: nothing recorded, no error
+        assert run.id is None
+
+
+def test_a_failing_run_is_failed_with_its_reason(store, tmp_path, monkeypatch):
+    cfg = RunConfig.from_dict({"data": {"files": [{"path": str(_data(tmp_path))}]}, "tracking": store,
+                               "experiment": "fails", "metrics": ["f1"],
+                               "agent": {"type": "python", "target": "tests.sample_agents:echo"}})
+
+    class Boom(engine.Steps):
+        def score(self, *args, **kwargs):
+            raise RuntimeError("metric blew up")
+
+    with pytest.raises(RuntimeError):
+        engine.evaluate(cfg, Boom())
+    client = MlflowClient(store["uri"])
+    (run,) = client.search_runs([client.get_experiment_by_name("fails").experiment_id])
+    assert run.info.status == "FAILED" and run.data.tags["ragmem.error"] == "RuntimeError: metric blew up"
+
+
+def test_logging_twice_writes_no_trace_or_metric_twice(store, tmp_path):
+    result = ragmem.evaluate(_data(tmp_path), track=True, tracking=store, experiment="idem", metrics=["f1", "avg_latency"],
+                             agent={"type": "python", "target": "tests.sample_agents:echo"})
+    client = MlflowClient(store["uri"])
+    tracker = Tracker(store["uri"], store["artifact_root"])
+    run = tracking.TrackedRun(result.run_id, tracker)
+    where = [client.get_run(result.run_id).info.experiment_id]
+    traces_before = len(client.search_traces(locations=where, run_id=result.run_id))
+    assert traces_before == 6
+    # a retried log step runs again on the same run
+    cfg = RunConfig.from_dict({"tracking": store, "experiment": "idem"})
+    n = tracking.record_run(run, cfg.raw, result.params, result.metrics, {"n_examples": 6}, result.table,
+                            result.summary, (), (), max_traces=200)
+    assert n == 6 and len(client.search_traces(locations=where, run_id=result.run_id)) == traces_before
+    assert len(client.get_metric_history(result.run_id, "f1")) == 1
+    assert len(client.get_metric_history(result.run_id, "avg_latency")) == 1
+
+
+@pytest.mark.parametrize("error, transient", [
+    (ConnectionError("refused"), True),
+    (sqlite3.OperationalError("database is locked"), True),
+    (MlflowException("RESOURCE_DOES_NOT_EXIST: run not found"), False),
+    (ValueError("bad value"), False),
+    (PermissionError("read-only store"), False),
+])
+def test_only_transient_store_errors_are_retried(error, transient):
+    assert tracking.is_transient(error) is transient
+
+
+def test_a_run_leaves_the_process_as_it_found_it(store, tmp_path, monkeypatch):
+    from mlflow.tracking._tracking_service import utils as tracking_utils
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my_local_agent.py").write_text("def answer(query):\n    return query\n")
+    uri_before, path_before = tracking_utils._tracking_uri, list(sys.path)
+    result = ragmem.evaluate(_data(tmp_path), tracking=store, experiment="clean", metrics=["avg_latency"],
+                             agent={"type": "python", "target": "my_local_agent:answer"})
+    assert result.metrics["avg_latency"] is not None and result.summary["counts"]["n_agent_errors"] == 0
+    assert "MLFLOW_TRACKING_URI" not in os.environ
+    assert tracking_utils._tracking_uri == uri_before   # traces were written, the process-wide URI put back
+    assert sys.path == path_before                      # the agent's folder was importable only while importing
+
+
+def test_importing_the_library_changes_nothing(monkeypatch):
+    import importlib
+
+    import matplotlib
+
+    import ragmem.plots
+
+    env_before = dict(os.environ)
+    loggers = ("mlflow.store.db.utils", "alembic", "mlflow.tracing.export.async_export_queue")
+    levels_before = [logging.getLogger(n).level for n in loggers]
+    backend_before = dict.__getitem__(matplotlib.rcParams, "backend")
+    importlib.reload(tracking)
+    importlib.reload(ragmem.plots)
+    ragmem.plots.confusion_matrix_figure({"confusion_tp": 3, "confusion_tn": 1}).savefig(os.devnull, format="png")
+    assert dict(os.environ) == env_before
+    assert [logging.getLogger(n).level for n in loggers] == levels_before
+    assert dict.__getitem__(matplotlib.rcParams, "backend") == backend_before
+
+
+def test_index_builds_are_counted_per_run(tmp_path):
+    config = {"agent": {"type": "reference"}, "corpus": {"chunk_size": 177}, "tracking": {"enabled": False},
+              "data": {"files": [{"path": str(_data(tmp_path, 2))}]}, "metrics": ["avg_latency"]}
+    first = engine.evaluate(RunConfig.from_dict(config))
+    again = engine.evaluate(RunConfig.from_dict({**config, "retriever": {"top_k": 2}}))
+    assert (first.index_builds, again.index_builds) == (1, 0)

@@ -1,0 +1,58 @@
+"""Layers point down: the core never imports the shell (flows, tasks, Prefect, the CLI), and every
+MLflow call lives in ragmem/tracking.py."""
+
+import ast
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+SHELL = {"cli.py", "scheduling.py", "orchestration.py"}  # the command line and Prefect server management
+
+
+def _imports(path):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            yield node.module
+
+
+def _core_modules():
+    return [p for p in (ROOT / "ragmem").rglob("*.py") if p.name not in SHELL and "datasets" not in p.parts]
+
+
+def test_the_core_never_imports_the_shell():
+    offenders = {}
+    for path in _core_modules():
+        bad = [m for m in _imports(path) if m.split(".")[0] in ("prefect", "flows", "tasks")
+               or m.startswith(("ragmem.flows", "ragmem.tasks", "ragmem.cli", "ragmem.scheduling",
+                                "ragmem.orchestration"))]
+        if bad:
+            offenders[str(path.relative_to(ROOT))] = bad
+    assert offenders == {}
+
+
+def test_mlflow_is_called_from_one_module():
+    users = sorted(str(p.relative_to(ROOT)) for p in _core_modules() + [ROOT / "ragmem" / "cli.py"]
+                   if any(m.split(".")[0] == "mlflow" for m in _imports(p)))
+    assert users == ["ragmem/tracking.py"]
+
+
+@pytest.mark.e2e  # a fresh interpreter outside the checkout sees only what is installed
+def test_flows_and_tasks_install_under_the_ragmem_namespace(tmp_path):
+    code = ("import importlib.util, ragmem.flows.evaluate, ragmem.tasks.steps; "
+            "print(importlib.util.find_spec('flows'), importlib.util.find_spec('tasks'), "
+            "ragmem.flows.evaluate.__file__, ragmem.tasks.steps.__file__)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["None", "None", str(ROOT / "flows" / "evaluate.py"), str(ROOT / "tasks" / "steps.py")]
+
+
+def test_no_module_is_over_about_400_lines():
+    sizes = {str(p.relative_to(ROOT)): len(p.read_text(encoding="utf-8").splitlines())
+             for folder in ("ragmem", "flows", "tasks") for p in (ROOT / folder).rglob("*.py")}
+    assert {path: n for path, n in sizes.items() if n > 420} == {}
