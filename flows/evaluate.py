@@ -18,8 +18,8 @@ from ragmem.tasks.steps import PrefectSteps
 
 
 def _run_name(parameters: dict[str, Any]) -> str:
-    config = parameters["config"]
-    return config.get("run_name") or f"{config.get('experiment', 'ragmem')}-{uuid.uuid4().hex[:6]}"
+    config = parameters["config"]  # resolved: every setting present
+    return config["run_name"] or f"{config['experiment']}-{uuid.uuid4().hex[:6]}"
 
 
 @flow(name="ragmem-evaluate", flow_run_name=lambda: _run_name(flow_run.parameters),

@@ -19,8 +19,8 @@ from ragmem.tasks.steps import PrefectSteps
 
 
 def _run_name(parameters: dict[str, Any]) -> str:
-    config = parameters["config"]
-    return config.get("run_name") or f"sweep-{config.get('experiment', 'ragmem')}-{uuid.uuid4().hex[:6]}"
+    config = parameters["config"]  # resolved: every setting present
+    return config["run_name"] or f"sweep-{config['experiment']}-{uuid.uuid4().hex[:6]}"
 
 
 @flow(name="ragmem-sweep", flow_run_name=lambda: _run_name(flow_run.parameters), validate_parameters=False,
@@ -32,6 +32,6 @@ def sweep_flow(config: dict[str, Any]) -> dict[str, Any]:
 
 def run_sweep(config: dict[str, Any]) -> dict[str, Any]:
     """Run the sweep flow with ``sweep.max_parallel`` children at a time."""
-    spec = parse_sweep(config.get("sweep"))
+    spec = parse_sweep(config["sweep"])
     runner = ThreadPoolTaskRunner(max_workers=spec.max_parallel)
     return sweep_flow.with_options(task_runner=runner)(config)

@@ -12,7 +12,7 @@ from typing import Any, List, Optional
 
 import typer
 
-from ragmem.errors import RagmemError
+from ragmem.errors import RagmemError, Terminated
 from ragmem.report import out, print_bench, print_paired, print_runs, print_summary, print_sweep
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -102,7 +102,7 @@ def sweep(
     from ragmem.sweep import expand, parse_sweep
 
     resolved = resolve_config(config, overrides=set_, data=data)
-    spec = parse_sweep(resolved.get("sweep"))
+    spec = parse_sweep(resolved["sweep"])
     RunConfig.from_dict(resolved).require_data()
     expand(spec)
     result = _run_flow("ragmem.flows.sweep:run_sweep", resolved, verbose)
@@ -287,9 +287,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl+C, or SIGTERM during a run (Terminated): the run is KILLED
         print("interrupted", file=sys.stderr)
-        sys.exit(130)
+        sys.exit(143 if isinstance(exc, Terminated) else 130)
     except Exception as exc:  # click usage errors carry their own exit code
         import click
 

@@ -191,48 +191,12 @@ class RunConfig(Settings):
         return tuple(DataFile(Path(f.path), f.label, f.format or self.data.format) for f in self.data.files)
 
     @property
-    def tokenizer(self) -> str:
-        return self.keywords.tokenizer
-
-    @property
-    def stopwords(self) -> tuple[str, ...]:
-        return tuple(self.keywords.stopwords)
-
-    @property
     def ks(self) -> tuple[int, ...]:
         return tuple(sorted(set(self.ranking.k)))
 
     @property
-    def relevance(self) -> str:
-        return self.ranking.relevance
-
-    @property
-    def keyword_threshold(self) -> float:
-        return self.ranking.keyword_threshold
-
-    @property
-    def tracking_enabled(self) -> bool:
-        return self.tracking.enabled
-
-    @property
     def tracking_uri(self) -> str:
         return self.tracking.uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
-
-    @property
-    def artifact_root(self) -> str:
-        return self.tracking.artifact_root
-
-    @property
-    def concurrency(self) -> int:
-        return self.agent.concurrency
-
-    @property
-    def timeout_s(self) -> float | None:
-        return self.agent.timeout_s
-
-    @property
-    def batch_size(self) -> int:
-        return self.agent.batch_size
 
     def require_data(self) -> None:
         if not self.files:

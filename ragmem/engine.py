@@ -107,7 +107,7 @@ def failure_message(exc: BaseException) -> str:
 
 
 def _tracker(cfg: RunConfig) -> Tracker | None:
-    return Tracker(cfg.tracking_uri, cfg.artifact_root) if cfg.tracking_enabled else None
+    return Tracker(cfg.tracking_uri, cfg.tracking.artifact_root) if cfg.tracking.enabled else None
 
 
 def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = None, run_id: str | None = None,
@@ -125,7 +125,7 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
         journal = Journal(run.id)
         outputs: list[AgentOutput] = []
         judgements: list = []
-        for i, batch in enumerate(pipeline.batches(dataset.examples, cfg.batch_size)):
+        for i, batch in enumerate(pipeline.batches(dataset.examples, cfg.agent.batch_size)):
             answered = steps.time_agent(components.agent, batch, cfg, i)
             journal.append(answered)
             judgements += steps.judge(components.judge, batch, answered, i)
@@ -155,7 +155,7 @@ def sweep(config: dict[str, Any], steps: Steps = PLAIN, *, tags: dict[str, str] 
     """Evaluate every configuration of ``sweep.grid`` (see :mod:`ragmem.sweep`) and pick the best."""
     from ragmem import sweep as sweeps
 
-    spec = sweeps.parse_sweep(config.get("sweep"))
+    spec = sweeps.parse_sweep(config["sweep"])
     base = {k: v for k, v in config.items() if k != "sweep"}
     cfg = RunConfig.from_dict(base)
     points = sweeps.expand(spec, cfg.seed)

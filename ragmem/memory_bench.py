@@ -146,7 +146,7 @@ class BenchKit:
         from ragmem.metrics.generation import scorer_for
         from ragmem.reference.generator import build_generator
 
-        keywords = KeywordExtractor(cfg.tokenizer, cfg.stopwords)
+        keywords = KeywordExtractor(cfg.keywords.tokenizer, cfg.keywords.stopwords)
         client = None
         if cfg.judge.type == "llm":
             from ragmem.llm import JudgeClient

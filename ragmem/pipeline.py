@@ -44,7 +44,7 @@ class Components:
 
 
 def build_components(cfg: RunConfig) -> Components:
-    keywords = KeywordExtractor(cfg.tokenizer, cfg.stopwords)
+    keywords = KeywordExtractor(cfg.keywords.tokenizer, cfg.keywords.stopwords)
     llm = embedder = None
     if cfg.judge.type == "llm":
         from ragmem.llm import JudgeClient
@@ -77,7 +77,7 @@ def time_agent(agent: Any, examples: Sequence[Example], cfg: RunConfig,
         if on_done:
             on_done(len(outputs))
         return outputs
-    return run_live(agent, examples, cfg.concurrency, cfg.timeout_s, on_done,
+    return run_live(agent, examples, cfg.agent.concurrency, cfg.agent.timeout_s, on_done,
                     retries=cfg.agent.retries, backoff_s=cfg.agent.retry_backoff_s)
 
 
@@ -135,7 +135,7 @@ def build_table(examples: Sequence[Example], outputs: Sequence[AgentOutput],
 
 def score(table: pd.DataFrame, cfg: RunConfig, components: Components) -> tuple[pd.DataFrame, MetricResult]:
     """Aggregate metrics, plus their per-example columns added to a copy of the table."""
-    ctx = MetricContext(components.keywords, cfg.zero_division, cfg.ks, cfg.relevance, cfg.keyword_threshold,
+    ctx = MetricContext(components.keywords, cfg.zero_division, cfg.ks, cfg.ranking.relevance, cfg.ranking.keyword_threshold,
                         generation=cfg.generation, rag=cfg.rag_metrics,
                         llm=components.llm, embedder=components.embedder)
     result = compute_metrics(table, list(cfg.metrics), ctx)
@@ -203,7 +203,7 @@ def run_params(cfg: RunConfig, dataset: Dataset, components: Components) -> dict
         "judge.signature": components.judge.signature(),
         "judge.prompt_version": prompts.PROMPT_VERSION,
         "judge.prompt_hash": prompts.prompt_hash(),
-        "ranking.signature": f"k:{','.join(map(str, cfg.ks))}|rel:{cfg.relevance}|kw_thr:{cfg.keyword_threshold}"
+        "ranking.signature": f"k:{','.join(map(str, cfg.ks))}|rel:{cfg.ranking.relevance}|kw_thr:{cfg.ranking.keyword_threshold}"
                              f"|dup:first|no_rel:excluded",
         "generation.signature": generation_signature(cfg),
         "stats.signature": f"bootstrap:{cfg.stats.resamples}|conf:{cfg.stats.confidence}"

@@ -38,7 +38,7 @@ def absolute_paths(config: dict[str, Any]) -> dict[str, Any]:
 def pick_flow(config: dict[str, Any], flow_kind: str):
     if flow_kind not in ("auto", "evaluate", "sweep"):
         raise ConfigError(f"--flow: expected evaluate, sweep or auto, got {flow_kind!r}")
-    is_sweep = flow_kind == "sweep" or (flow_kind == "auto" and (config.get("sweep") or {}).get("grid"))
+    is_sweep = flow_kind == "sweep" or (flow_kind == "auto" and bool(config["sweep"]["grid"]))
     if is_sweep:
         from ragmem.flows.sweep import sweep_flow
 
@@ -60,7 +60,7 @@ def serve_flow(config: dict[str, Any], cron: str, name: str | None, flow_kind: s
     os.environ.update({**QUIET_ENV, "PREFECT_API_URL": api_url, "RAGMEM_HOME": str(ragmem_home())})
     parameters = {"config": absolute_paths(config)}
     flow = pick_flow(config, flow_kind)
-    deployment = name or config.get("experiment") or "ragmem"
+    deployment = name or config["experiment"]
     log(f"serving {flow.name}/{deployment} on '{cron}' ({timezone}) at {api_url}; "
         f"trigger now with: prefect deployment run '{flow.name}/{deployment}'; Ctrl+C to stop")
     with prefect_context(api_url, quiet=False):

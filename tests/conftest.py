@@ -43,6 +43,21 @@ def _call(request, attempts=30):
             time.sleep(min(0.2 * 2 ** attempt, 2.0))
 
 
+def wait_until(ready, what: str, timeout: float = 180.0, process: subprocess.Popen | None = None):
+    """Poll ``ready()`` until it returns a true value (returned) or ``timeout`` seconds pass. The
+    limit is generous on purpose: on a loaded machine a server can take a minute to answer. With
+    ``process``, stop early (and show its output) when it exits."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = ready()
+        if value:
+            return value
+        if process is not None and process.poll() is not None:
+            raise AssertionError(f"{what}: the process exited with {process.returncode}: {process.stdout.read()}")
+        time.sleep(0.5)
+    raise AssertionError(f"{what}: not ready after {timeout:.0f} s")
+
+
 def api_get(api_url, path):
     return _call(f"{api_url}{path}")
 

@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 from mlflow import MlflowClient
 
-from tests.conftest import ROOT, api_post, free_port, run_cli
+from tests.conftest import ROOT, api_post, free_port, run_cli, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -21,7 +21,7 @@ EXPECTED_PARAMS = {"data.path", "data.sha256", "data.labels", "n_examples", "age
                    "ragmem_version", "git_commit", "metrics", "seed", "zero_division"}
 
 
-def _task_run_names(api_url, flow_run_id, expected, timeout=60.0):
+def _task_run_names(api_url, flow_run_id, expected, timeout=180.0):
     """Task runs reach the server asynchronously; wait until the expected number arrived."""
     deadline = time.monotonic() + timeout
     while True:
@@ -146,14 +146,15 @@ def test_ui_serves_the_store_on_localhost(tmp_path):
     port = free_port()
     ui = subprocess.Popen([sys.executable, "-m", "ragmem.cli", "ui", "--port", str(port)], cwd=tmp_path,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    def healthy():
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as reply:
+                return reply.status == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
     try:
-        for _ in range(120):
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as reply:
-                    if reply.status == 200:
-                        break
-            except (urllib.error.URLError, OSError):
-                time.sleep(0.5)
+        wait_until(healthy, "ragmem ui", process=ui)
         experiments = api_post(f"http://127.0.0.1:{port}/api/2.0/mlflow", "/experiments/search", {"max_results": 5})
         assert [e["name"] for e in experiments["experiments"]] == ["Default"]
         assert (tmp_path / "mlruns" / "mlflow.db").is_file()
@@ -162,17 +163,18 @@ def test_ui_serves_the_store_on_localhost(tmp_path):
         ui.wait(timeout=30)
 
 
-def test_run_and_the_api_log_the_same_run(prefect_env, tmp_path):
+def test_run_and_the_api_log_the_same_run(prefect_env, tmp_path, monkeypatch):
     """One engine: ``ragmem run`` and ``ragmem.evaluate`` on the same config give equal metrics
     and the same artifact names, the journal included."""
+    import ragmem
+
     done = run_cli(["run", str(ROOT / "configs" / "demo.yaml"), "--output", "cli.json"], env=prefect_env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    code = ("import json, ragmem; r = ragmem.evaluate(None, config=%r); "
-            "print(json.dumps({'run_id': r.run_id, 'metrics': r.summary['metrics']}))" % str(ROOT / "configs" / "demo.yaml"))
-    api = subprocess.run([sys.executable, "-c", code], env=prefect_env, cwd=tmp_path, capture_output=True,
-                         text=True, timeout=300)
-    assert api.returncode == 0, api.stderr
-    by_api = json.loads(api.stdout.strip().splitlines()[-1])
+    monkeypatch.chdir(tmp_path)  # the same default store, sqlite:///mlruns/mlflow.db
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setenv("RAGMEM_HOME", prefect_env["RAGMEM_HOME"])
+    result = ragmem.evaluate(None, config=ROOT / "configs" / "demo.yaml")
+    by_api = {"run_id": result.run_id, "metrics": result.summary["metrics"]}
     by_cli = json.loads((tmp_path / "cli.json").read_text())
     assert by_cli["metrics"] == by_api["metrics"]
     client = MlflowClient(f"sqlite:///{tmp_path}/mlruns/mlflow.db")

@@ -3,13 +3,12 @@
 import json
 import subprocess
 import sys
-import time
 import urllib.error
 
 import pytest
 from mlflow import MlflowClient
 
-from tests.conftest import ROOT, api_get, api_post, run_cli
+from tests.conftest import ROOT, api_get, api_post, run_cli, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -93,25 +92,22 @@ def test_scheduled_deployment_and_a_triggered_run(prefect_env, tmp_path):
                               "--cron", "0 2 * * *", "--name", "nightly-test"], env=prefect_env, cwd=tmp_path,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deployment = None
-        for _ in range(120):
+        def deployed():
             try:
-                deployment = api_get(api_url, "/deployments/name/ragmem-evaluate/nightly-test")
-                break
+                return api_get(api_url, "/deployments/name/ragmem-evaluate/nightly-test")
             except urllib.error.HTTPError:
-                time.sleep(0.5)
-        assert deployment is not None, "deployment not created"
+                return None
+
+        deployment = wait_until(deployed, "deployment ragmem-evaluate/nightly-test", process=serve)
         assert [s["schedule"]["cron"] for s in deployment["schedules"]] == ["0 2 * * *"]
         assert deployment["parameters"]["config"]["experiment"] == "demo"
 
         flow_run = api_post(api_url, f"/deployments/{deployment['id']}/create_flow_run", {})
-        state = None
-        for _ in range(180):
+        def finished():
             state = api_get(api_url, f"/flow_runs/{flow_run['id']}")["state_type"]
-            if state in ("COMPLETED", "FAILED", "CRASHED"):
-                break
-            time.sleep(0.5)
-        assert state == "COMPLETED"
+            return state if state in ("COMPLETED", "FAILED", "CRASHED") else None
+
+        assert wait_until(finished, "the triggered flow run", timeout=300, process=serve) == "COMPLETED"
         client = MlflowClient(f"sqlite:///{tmp_path}/mlruns/mlflow.db")
         experiment = client.get_experiment_by_name("demo")
         runs = client.search_runs([experiment.experiment_id],
@@ -129,17 +125,18 @@ def test_bad_cron_is_a_user_error(prefect_env, tmp_path):
 
 
 def test_paired_compare_top_k_1_vs_5(prefect_env, tmp_path):
-    config = str(ROOT / "configs" / "reference_agent.yaml")
-    ids = []
-    for k in (1, 5):
-        done = run_cli(["run", config, "--set", f"retriever.top_k={k}", "--output", f"k{k}.json"], env=prefect_env, cwd=tmp_path)
-        assert done.returncode == 0, done.stderr
-        summary = json.loads((tmp_path / f"k{k}.json").read_text())
-        assert {"f1", "hit_rate_at_10"} <= set(summary["ci"])  # intervals in the summary ...
-        ids.append(summary["run_id"])
+    # the two runs through the Python API (the same engine as `ragmem run`), in one interpreter
+    code = ("import json, ragmem; print(json.dumps([ragmem.evaluate(None, config=%r, retriever={'top_k': k}).summary "
+            "for k in (1, 5)]))" % str(ROOT / "configs" / "reference_agent.yaml"))
+    done = subprocess.run([sys.executable, "-c", code], env=prefect_env, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    summaries = json.loads(done.stdout.strip().splitlines()[-1])
+    assert all({"f1", "hit_rate_at_10"} <= set(s["ci"]) for s in summaries)  # intervals in the summary ...
+    ids = [s["run_id"] for s in summaries]
     run = MlflowClient(f"sqlite:///{tmp_path}/mlruns/mlflow.db").get_run(ids[0])
     assert run.data.metrics["f1_ci_low"] <= run.data.metrics["f1"] <= run.data.metrics["f1_ci_high"]  # ... and in MLflow
-    done = run_cli(["compare", *ids, "--output", "paired.json"], env=prefect_env, cwd=tmp_path)
+    done = run_cli(["compare", *ids, "--resamples", "400", "--output", "paired.json"], env=prefect_env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "95% CI" in done.stdout and "p-value" in done.stdout and "retriever.top_k: 1 -> 5" in done.stdout
     result = json.loads((tmp_path / "paired.json").read_text())
