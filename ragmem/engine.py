@@ -15,6 +15,7 @@ the journal, the MLflow run (:func:`ragmem.tracking.tracked_run`) and what is lo
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -28,7 +29,8 @@ from ragmem.config import RunConfig
 from ragmem.journal import Journal
 from ragmem.loaders import Dataset
 from ragmem.schema import AgentOutput, Example
-from ragmem.tracking import Tracker, TrackedRun, fail_run, log_results, record_run, tracked_run
+from ragmem.tracking import (Tracker, TrackedRun, fail_run, log_results, process_tracking_uri, record_run,
+                             tracked_run)
 
 log = logging.getLogger("ragmem")
 
@@ -176,8 +178,10 @@ def sweep(config: dict[str, Any], steps: Steps = PLAIN, *, tags: dict[str, str] 
         child_ids = [tracker.create_run(cfg.experiment, sweeps.child_name(p), parent_run_id=parent.id,
                                         tags={"ragmem.entry": "sweep-child"}) if tracker else None for p in points]
         log.info("sweep: %d configurations, %d at a time", len(points), spec.max_parallel)
-        outcomes = steps.children(_evaluate_child, [(c, child_ids[i], datasets[tuple(c.files)])
-                                                    for i, c in enumerate(configs)], spec.max_parallel)
+        # the children's traces share one setting of MLflow's process-wide URI (see process_tracking_uri)
+        with process_tracking_uri(cfg.tracking_uri) if tracker else contextlib.nullcontext():
+            outcomes = steps.children(_evaluate_child, [(c, child_ids[i], datasets[tuple(c.files)])
+                                                        for i, c in enumerate(configs)], spec.max_parallel)
         children, tables, index_builds = [], {}, 0
         for i, (point, (status, value)) in enumerate(zip(points, outcomes)):
             child = {"run_id": child_ids[i], "params": point, "metrics": {}, "status": "FINISHED", "error": None}

@@ -121,6 +121,13 @@ class MemorySettings(Section):
     long_top_k: Count = setting(2, "long-term facts retrieved")
 
 
+def _needs_model(settings, section: str, kind: str):
+    """A section whose ``type`` calls an endpoint must name the model it serves."""
+    if settings.type == kind and not settings.model:
+        raise ValueError(f"{section}.model: required with {section}.type {kind} (the model name the endpoint serves)")
+    return settings
+
+
 class EndpointSettings(Section):
     """An OpenAI-compatible endpoint."""
 
@@ -134,11 +141,7 @@ class GeneratorSettings(EndpointSettings):
     type: Literal["extractive", "openai"] = setting("extractive", "how the reference agent answers")
     temperature: Annotated[float, Ge(0)] = setting(0.0, "sent with every request")
 
-    @model_validator(mode="after")
-    def _model(self):
-        if self.type == "openai" and not self.model:
-            raise ValueError("generator.model: required with generator.type openai")
-        return self
+    _model = model_validator(mode="after")(lambda self: _needs_model(self, "generator", "openai"))
 
 
 class ClientSettings(EndpointSettings):
@@ -167,11 +170,7 @@ class JudgeSettings(ClientSettings):
         "auto", "json_schema, then json_object, then text when rejected; or force one")
     prices: dict[str, Price] = setting({}, "{model: {input, output}} in USD per million tokens")
 
-    @model_validator(mode="after")
-    def _model(self):
-        if self.type == "llm" and not self.model:
-            raise ValueError("judge.model: required with judge.type llm (the model name the endpoint serves)")
-        return self
+    _model = model_validator(mode="after")(lambda self: _needs_model(self, "judge", "llm"))
 
 
 class RagMetricSettings(Section):
@@ -292,7 +291,9 @@ class ReferenceSettings(Section):
 
 # ---- the whole config ---------------------------------------------------------------------------
 
-class Settings(Section):
+class Settings(ReferenceSettings):
+    """The whole config: the reference agent's sections (inherited) and every other one."""
+
     experiment: Annotated[str, Field(min_length=1)] = setting("ragmem", "MLflow experiment name")
     run_name: Optional[str] = setting(None, "MLflow run name and Prefect flow-run name")
     seed: Count = setting(0, "logged; used by sampling steps")
@@ -300,12 +301,6 @@ class Settings(Section):
     agent: AgentSettings = setting(AgentSettings, "the system under test")
     judge: JudgeSettings = setting(JudgeSettings, "the judge")
     rag_metrics: RagMetricSettings = setting(RagMetricSettings, "LLM-based RAG metrics")
-    corpus: CorpusSettings = setting(CorpusSettings, "reference agent: corpus")
-    retriever: RetrieverSettings = setting(RetrieverSettings, "reference agent: retriever")
-    memory: MemorySettings = setting(MemorySettings, "reference agent: memory")
-    generator: GeneratorSettings = setting(GeneratorSettings, "reference agent: generator")
-    embeddings: EmbeddingSettings = setting(EmbeddingSettings, "embeddings endpoint")
-    keywords: KeywordSettings = setting(KeywordSettings, "keyword extraction")
     metrics: Annotated[list[str], Field(min_length=1)] = setting(list(DEFAULT_METRICS), "metric names (default: all)")
     ranking: RankingSettings = setting(RankingSettings, "ranking metrics")
     generation: GenerationSettings = setting(GenerationSettings, "generation metrics")
@@ -334,7 +329,4 @@ class Settings(Section):
         if self.judge.type == "llm" and "answer_relevancy" in selected and not self.embeddings.model:
             raise ValueError("embeddings.model: answer_relevancy with judge.type llm needs an embeddings endpoint "
                              "(set embeddings.model and embeddings.base_url, or leave answer_relevancy out of metrics)")
-        if self.retriever.type == "dense" and self.agent.type == "reference" and not self.embeddings.model:
-            raise ValueError("embeddings.model: retriever.type dense needs an embeddings model "
-                             "(an OpenAI-compatible endpoint, or local:NAME)")
         return self

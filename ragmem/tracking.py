@@ -67,23 +67,40 @@ def is_transient(exc: BaseException) -> bool:
     return False
 
 
+_URI_STATE = {"uri": None, "users": 0, "previous": None, "env": None}
+_URI_CHANGED = threading.Condition()
+
+
 @contextlib.contextmanager
-def _process_tracking_uri(uri: str) -> Iterator[None]:
-    """Set MLflow's process-wide tracking URI for the block; restore it and MLFLOW_TRACKING_URI."""
+def process_tracking_uri(uri: str) -> Iterator[None]:
+    """MLflow's process-wide tracking URI set to ``uri`` for the block, then put back as it was
+    (``MLFLOW_TRACKING_URI`` included). MLflow's trace exporter reads only that URI.
+
+    Blocks with the same URI share one setting (a sweep sets it once for all its children: each
+    change resets MLflow's tracer, ~0.5 s); a block with another URI waits until the first ends."""
     import mlflow
     from mlflow.tracking._tracking_service import utils as tracking_utils
 
-    previous_uri = tracking_utils._tracking_uri  # None when never set: get_tracking_uri() gives a default
-    previous_env = os.environ.get("MLFLOW_TRACKING_URI")
-    mlflow.set_tracking_uri(uri)
+    with _URI_CHANGED:
+        while _URI_STATE["users"] and _URI_STATE["uri"] != uri:
+            _URI_CHANGED.wait()
+        if not _URI_STATE["users"]:
+            _URI_STATE.update(uri=uri, previous=tracking_utils._tracking_uri,  # None: never set
+                              env=os.environ.get("MLFLOW_TRACKING_URI"))
+            mlflow.set_tracking_uri(uri)
+        _URI_STATE["users"] += 1
     try:
         yield
     finally:
-        mlflow.set_tracking_uri(previous_uri)
-        if previous_env is None:
-            os.environ.pop("MLFLOW_TRACKING_URI", None)
-        else:
-            os.environ["MLFLOW_TRACKING_URI"] = previous_env
+        with _URI_CHANGED:
+            _URI_STATE["users"] -= 1
+            if not _URI_STATE["users"]:
+                mlflow.set_tracking_uri(_URI_STATE["previous"])
+                if _URI_STATE["env"] is None:
+                    os.environ.pop("MLFLOW_TRACKING_URI", None)
+                else:
+                    os.environ["MLFLOW_TRACKING_URI"] = _URI_STATE["env"]
+                _URI_CHANGED.notify_all()
 
 
 class Tracker:
@@ -187,7 +204,7 @@ class Tracker:
             return 0
         experiment_id = self.experiment_id(experiment)
         # MLflow exports traces to the *process-wide* tracking URI, whatever client started them
-        with _process_tracking_uri(self.uri):
+        with process_tracking_uri(self.uri):
             for ex, out in timed[:limit]:
                 self._trace(run_id, experiment_id, ex, out)
             mlflow.flush_trace_async_logging()

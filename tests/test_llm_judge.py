@@ -182,7 +182,7 @@ def test_thirty_percent_failures_complete_with_every_item_scored_or_failed(tmp_p
 
     with Stub(chat=_scripted_chat, fail=fail) as stub:
         result = ragmem.evaluate(_dataset(tmp_path), track=False, metrics=LLM_METRICS,
-                                 judge=judge_settings(stub, tmp_path, max_retries=1, timeout_s=1, max_concurrency=4))
+                                 judge=judge_settings(stub, tmp_path, max_retries=1, timeout_s=0.5, max_concurrency=4))
     n = len(result.table)
     for metric in ("answer_correctness", "contextual_precision", "context_entity_recall", "faithfulness"):
         scored = int(result.table[metric].notna().sum())
@@ -265,15 +265,15 @@ def test_llm_verdict_replaces_keyword_verdict_with_kappa_and_agreement(tmp_path)
     assert "keyword_llm_agreement" in result.metrics and "keyword_verdict" in result.table
 
 
-def test_secret_never_reaches_mlruns(tmp_path, monkeypatch):
+def test_secret_never_reaches_mlruns(tmp_path, monkeypatch, shared_store):
     monkeypatch.chdir(tmp_path)
     data = _dataset(tmp_path, n=4)
     with Stub(chat=_scripted_chat) as stub:
         result = ragmem.evaluate(data, judge=judge_settings(stub, tmp_path), metrics=LLM_METRICS,
-                                 tracking={"uri": f"sqlite:///{tmp_path}/mlruns/mlflow.db",
-                                           "artifact_root": str(tmp_path / "mlruns" / "artifacts")})
+                                 tracking=shared_store, experiment="secret")
     assert result.run_id and result.params["judge.api_key_env"] == "RAGMEM_TEST_KEY"
-    files = [p for p in (tmp_path / "mlruns").rglob("*") if p.is_file()]
+    store = Path(shared_store["artifact_root"]).parent  # the sqlite file and every artifact
+    files = [p for p in store.rglob("*") if p.is_file()]
     assert files and not any(SECRET.encode() in p.read_bytes() for p in files)
     assert result.params["judge.prompt_hash"] and result.params["judge.model"] == "judge-test"
 
