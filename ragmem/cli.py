@@ -241,7 +241,7 @@ def ui(
     out.print(f"MLflow UI for {uri} at http://{host}:{port} (Ctrl+C to stop)")
     command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
                "--default-artifact-root", str(Path(DEFAULT_ARTIFACT_ROOT).resolve()),
-               "--host", host, "--port", str(port)]
+               "--host", host, "--port", str(port), "--workers", "1"]  # one user: MLflow's default is 4 workers
     os.execv(sys.executable, command)
 
 
