@@ -29,7 +29,7 @@ from ragmem.config import RunConfig
 from ragmem.journal import Journal
 from ragmem.loaders import Dataset
 from ragmem.schema import AgentOutput, Example
-from ragmem.tracking import (Tracker, TrackedRun, fail_run, log_results, process_tracking_uri, record_run,
+from ragmem.tracking import (Tracker, TrackedRun, end_unfinished, log_results, process_tracking_uri, record_run,
                              tracked_run)
 
 log = logging.getLogger("ragmem")
@@ -179,9 +179,14 @@ def sweep(config: dict[str, Any], steps: Steps = PLAIN, *, tags: dict[str, str] 
                                         tags={"ragmem.entry": "sweep-child"}) if tracker else None for p in points]
         log.info("sweep: %d configurations, %d at a time", len(points), spec.max_parallel)
         # the children's traces share one setting of MLflow's process-wide URI (see process_tracking_uri)
-        with process_tracking_uri(cfg.tracking_uri) if tracker else contextlib.nullcontext():
-            outcomes = steps.children(_evaluate_child, [(c, child_ids[i], datasets[tuple(c.files)])
-                                                        for i, c in enumerate(configs)], spec.max_parallel)
+        try:
+            with process_tracking_uri(cfg.tracking_uri) if tracker else contextlib.nullcontext():
+                outcomes = steps.children(_evaluate_child, [(c, child_ids[i], datasets[tuple(c.files)])
+                                                            for i, c in enumerate(configs)], spec.max_parallel)
+        except BaseException as exc:  # interrupted: the children still running end with the parent
+            end_unfinished(tracker, child_ids, "KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED",
+                           f"sweep ended: {failure_message(exc)}")
+            raise
         children, tables, index_builds = [], {}, 0
         for i, (point, (status, value)) in enumerate(zip(points, outcomes)):
             child = {"run_id": child_ids[i], "params": point, "metrics": {}, "status": "FINISHED", "error": None}
@@ -190,8 +195,7 @@ def sweep(config: dict[str, Any], steps: Steps = PLAIN, *, tags: dict[str, str] 
                 index_builds += value["index_builds"]
             else:
                 child.update(status="FAILED", error=value)
-                if tracker and tracker.client.get_run(child_ids[i]).info.status == "RUNNING":
-                    fail_run(tracker, child_ids[i], value)  # its task died before opening the run
+                end_unfinished(tracker, child_ids[i:i + 1], "FAILED", value)  # its task died before opening the run
             children.append(child)
             metric = child["metrics"].get(spec.metric)
             shown = child["error"] or (f"{spec.metric}={metric:.4f}" if metric is not None else f"{spec.metric}=n/a")

@@ -6,9 +6,11 @@ run. Default store: ``sqlite:///mlruns/mlflow.db`` (MLflow 3 refuses a bare ``./
 with artifacts under ``mlruns/artifacts/<experiment>``, passed explicitly at experiment creation
 (MLflow otherwise stores the working directory of whoever created the experiment).
 
-Lifecycle: :func:`tracked_run` is the only code that sets a run's status: FINISHED when its block
-ends, FAILED with a ``ragmem.error`` tag when the block raises, KILLED on Ctrl+C or SIGTERM. Runs,
-sweep parents and children, and bench-memory parents and methods all go through it.
+Lifecycle: :func:`tracked_run` ends every run: FINISHED when its block ends, FAILED with a
+``ragmem.error`` tag when the block raises, KILLED on Ctrl+C or SIGTERM. Runs, sweep parents and
+children, and bench-memory parents and methods all go through it. The one other ending, for sweep
+children created up front that never reached their own block (their task died, or the sweep was
+interrupted), is :func:`end_unfinished`, with the same helper. No other module sets a status.
 
 Importing this module changes nothing in the process: no environment variable, no logger level,
 no global tracking URI (MLflow's trace exporter reads the process-wide URI, so it is set only while
@@ -309,10 +311,17 @@ def _end(tracker: Tracker, run_id: str, status: str, exc: BaseException | str) -
         pass
 
 
-def fail_run(tracker: Tracker, run_id: str, reason: str) -> None:
-    """End a run created beforehand as FAILED with ``reason``: a sweep child whose task died before
-    its own :func:`tracked_run` could (the same ending, without a block)."""
-    _end(tracker, run_id, "FAILED", reason)
+def end_unfinished(tracker: Tracker | None, run_ids, status: str, reason: str) -> None:
+    """End the runs created beforehand that are still RUNNING (sweep children): FAILED when a
+    child's task died before its own :func:`tracked_run` could end it, KILLED when the sweep was
+    interrupted while they ran. Runs already ended keep their status."""
+    for run_id in run_ids if tracker is not None else ():
+        try:
+            running = tracker.client.get_run(run_id).info.status == "RUNNING"
+        except Exception:  # the store itself failed: nothing more can be recorded
+            return
+        if running:
+            _end(tracker, run_id, status, reason)
 
 
 def log_results(run: TrackedRun, *, params: dict[str, Any] | None = None,

@@ -68,6 +68,16 @@ def test_tracked_run_sets_every_ending(store):
         assert run.id is None
 
 
+def test_children_left_running_end_with_their_sweep(store):
+    tracker = Tracker(store["uri"], store["artifact_root"])
+    done, stuck = tracker.create_run("children", "done"), tracker.create_run("children", "stuck")
+    with tracked_run(tracker, "children", run_id=done):
+        pass
+    tracking.end_unfinished(tracker, [done, stuck], "KILLED", "sweep ended: KeyboardInterrupt")
+    assert _status(store, done) == ("FINISHED", None)
+    assert _status(store, stuck) == ("KILLED", "sweep ended: KeyboardInterrupt")
+
+
 def test_a_failing_run_is_failed_with_its_reason(store, tmp_path, monkeypatch):
     cfg = RunConfig.from_dict({"data": {"files": [{"path": str(_data(tmp_path))}]}, "tracking": store,
                                "experiment": "fails", "metrics": ["f1"],

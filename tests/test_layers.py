@@ -57,3 +57,9 @@ def test_no_module_is_over_about_400_lines():
     sizes = {str(p.relative_to(ROOT)): len(p.read_text(encoding="utf-8").splitlines())
              for folder in ("ragmem", "flows", "tasks") for p in (ROOT / folder).rglob("*.py")}
     assert {path: n for path, n in sizes.items() if n > 420} == {}
+
+
+def test_only_the_run_lifecycle_sets_a_run_status():
+    setters = sorted(str(p.relative_to(ROOT)) for folder in ("ragmem", "flows", "tasks")
+                     for p in (ROOT / folder).rglob("*.py") if "set_terminated" in p.read_text(encoding="utf-8"))
+    assert setters == ["ragmem/tracking.py"]
