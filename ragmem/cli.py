@@ -276,12 +276,41 @@ def server_stop() -> None:
     out.print("stopped" if stop_managed_server() else "no server started by ragmem is running")
 
 
+def _click_errors() -> tuple[tuple[type, ...], tuple[type, ...]]:
+    """click's usage-error and abort classes: typer (0.2x) raises those of the copy of click it
+    vendors (``typer._click``), not ``click``'s own."""
+    import click
+
+    usage, abort = [click.exceptions.ClickException], [click.exceptions.Abort, getattr(typer, "Abort", click.Abort)]
+    try:
+        from typer._click import exceptions as vendored
+    except ImportError:
+        pass
+    else:
+        usage.append(vendored.ClickException)
+    return tuple(usage), tuple(abort)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from ragmem import __version__
+
+        print(f"ragmem {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
+                                           help="Print the version and exit.")) -> None:
+    """Evaluate RAG systems and agent memory layers; every run is tracked in MLflow."""
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user mistakes -> ``error: ...`` + exit 2; bugs -> short message + log file."""
     # a download progress bar per artifact is noise in a terminal table (users may set it back)
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     try:
-        code = app(args=argv, standalone_mode=False)
+        code = app(args=argv, prog_name="ragmem", standalone_mode=False)
     except RagmemError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
@@ -290,13 +319,12 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt as exc:  # Ctrl+C, or SIGTERM during a run (Terminated): the run is KILLED
         print("interrupted", file=sys.stderr)
         sys.exit(143 if isinstance(exc, Terminated) else 130)
-    except Exception as exc:  # click usage errors carry their own exit code
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
+    except Exception as exc:
+        usage, abort = _click_errors()
+        if isinstance(exc, usage):  # a command-line mistake: click's own message and usage line
             exc.show()
-            sys.exit(2)
-        if isinstance(exc, click.exceptions.Abort):
+            sys.exit(exc.exit_code)
+        if isinstance(exc, abort):
             sys.exit(130)
         from ragmem.journal import ragmem_home
 

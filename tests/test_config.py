@@ -170,3 +170,27 @@ def test_configs_shipped_are_valid():
     assert len(paths) == 6
     for path in paths:
         validate(resolve_config(path))
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run"], "Missing argument 'config'"),
+    (["run", str(ROOT / "configs" / "demo.yaml"), "--no-such-flag"], "No such option: --no-such-flag"),
+    (["serve", str(ROOT / "configs" / "demo.yaml")], "Missing option '--cron'"),
+    (["compare", "--last", "many"], "Invalid value for '--last'"),
+])
+def test_command_line_mistakes_are_usage_errors_not_internal_errors(argv, message, capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and message in err and "internal error" not in err and "Traceback" not in err
+    assert "Usage: ragmem " in err
+    assert not (tmp_path / ".ragmem" / "last-error.log").exists()
+
+
+def test_version(capsys):
+    from ragmem import __version__
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out.strip() == f"ragmem {__version__}"
