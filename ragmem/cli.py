@@ -323,7 +323,8 @@ def main(argv: list[str] | None = None) -> None:
         usage, abort = _click_errors()
         if isinstance(exc, usage):  # a command-line mistake: click's own message and usage line
             exc.show()
-            sys.exit(exc.exit_code)
+            # bare `ragmem` (or `ragmem server`) asked for the help it was shown: not a mistake
+            sys.exit(0 if type(exc).__name__ == "NoArgsIsHelpError" else exc.exit_code)
         if isinstance(exc, abort):
             sys.exit(130)
         from ragmem.journal import ragmem_home

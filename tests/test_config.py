@@ -194,3 +194,10 @@ def test_version(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])
     assert exit_.value.code == 0 and capsys.readouterr().out.strip() == f"ragmem {__version__}"
+
+
+def test_bare_command_shows_help_and_exits_0(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main([])
+    captured = capsys.readouterr()
+    assert exit_.value.code == 0 and "Usage: ragmem" in captured.out + captured.err
