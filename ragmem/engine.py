@@ -138,7 +138,7 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
         params = pipeline.run_params(cfg, dataset, components)
         summary = pipeline.summary(run.id, cfg, result, table, params)
         if run.id is not None:
-            steps.log(run, resolved_config=cfg.raw, params=params, metrics=result.values,
+            steps.log(run, resolved_config=pipeline.masked(cfg.raw), params=params, metrics=result.values,
                       counts=pipeline.counts(table, result), table=table, summary=summary,
                       examples=dataset.examples, outputs=outputs,
                       max_traces=cfg.tracking.max_traces, extra_files=(journal.path,))

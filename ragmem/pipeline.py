@@ -182,11 +182,21 @@ def flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 _SECRET = re.compile(r"(^|[._])(api_?key|password|passwd|secret|token|access_token|auth)$", re.IGNORECASE)
 
 
-def _param_text(key: str, value: Any) -> str:
-    if _SECRET.search(key):
-        return "***"  # a config should name an environment variable, never hold the secret itself
+def masked(value: Any, key: str = "") -> Any:
+    """``value`` with every secret-looking setting (``api_key``, ``token``, ``password``, ... at any
+    depth) replaced by ``***``: a config should name an environment variable, never hold the
+    secret itself, and what it holds is never logged."""
+    if key and _SECRET.search(key) and value is not None:
+        return "***"
     if isinstance(value, dict):
-        value = {k: ("***" if _SECRET.search(str(k)) else v) for k, v in value.items()}
+        return {k: masked(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [masked(v) for v in value]
+    return value
+
+
+def _param_text(key: str, value: Any) -> str:
+    value = masked(value, key)
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 
 

@@ -60,3 +60,13 @@ class Recorded:
     def __call__(self, query):
         CALLS.append(query)
         return query
+
+
+class Keyed:
+    """A class target that takes a key in its params (which must never be logged)."""
+
+    def __init__(self, api_key=None, options=None):
+        self.api_key = api_key
+
+    def __call__(self, query):
+        return query

@@ -163,3 +163,14 @@ def test_index_builds_are_counted_per_run(tmp_path):
     first = engine.evaluate(RunConfig.from_dict(config))
     again = engine.evaluate(RunConfig.from_dict({**config, "retriever": {"top_k": 2}}))
     assert (first.index_builds, again.index_builds) == (1, 0)
+
+
+def test_a_secret_in_the_config_is_never_logged(store, tmp_path):
+    secret = "sk-never-log-this-0123"
+    result = ragmem.evaluate(_data(tmp_path, 2), tracking=store, experiment="secrets", metrics=["f1"],
+                             agent={"type": "python", "target": "tests.sample_agents:Keyed",
+                                    "params": {"api_key": secret, "options": {"token": secret, "depth": 1}}})
+    client = MlflowClient(store["uri"])
+    config = json.loads(open(client.download_artifacts(result.run_id, "config.json", str(tmp_path))).read())
+    assert config["agent"]["params"] == {"api_key": "***", "options": {"token": "***", "depth": 1}}
+    assert secret not in json.dumps(client.get_run(result.run_id).data.params) + json.dumps(result.summary)
