@@ -60,6 +60,25 @@ def _run_flow(target: str, config: dict[str, Any], verbose: bool) -> dict[str, A
         return getattr(importlib.import_module(module), name)(config)
 
 
+def _writable(path: Path) -> Path:
+    """Check ``--output`` before any work (a result computed and then lost is the worst outcome)."""
+    import tempfile
+
+    path = Path(path)
+    if path.is_dir():
+        raise RagmemError(f"--output {path}: is a folder; name a file, e.g. {path / 'summary.json'}")
+    try:  # the folder is made now (it would be at the end) and a file is tried in it
+        path.resolve().parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.resolve().parent, prefix=".ragmem-check-"):
+            pass
+        if path.exists():
+            with open(path, "a", encoding="utf-8"):
+                pass
+    except OSError as exc:
+        raise RagmemError(f"--output {path}: cannot be written ({exc.strerror or exc})") from None
+    return path
+
+
 def _write(path: Path, payload: dict[str, Any], what: str) -> None:
     from ragmem.pipeline import write_json
 
@@ -80,6 +99,7 @@ def run(
     _setup_logging(verbose)
     from ragmem.config import RunConfig, resolve_config
 
+    _writable(output)
     resolved = resolve_config(config, overrides=set_, data=data)
     RunConfig.from_dict(resolved).require_data()
 
@@ -101,6 +121,7 @@ def sweep(
     from ragmem.config import RunConfig, resolve_config
     from ragmem.sweep import expand, parse_sweep
 
+    _writable(output)
     resolved = resolve_config(config, overrides=set_, data=data)
     spec = parse_sweep(resolved["sweep"])
     RunConfig.from_dict(resolved).require_data()
@@ -108,6 +129,9 @@ def sweep(
     result = _run_flow("ragmem.flows.sweep:run_sweep", resolved, verbose)
     print_sweep(result, spec)
     _write(output, result, "sweep")
+    if result["children"] and all(c["status"] != "FINISHED" for c in result["children"]):
+        raise RagmemError(f"sweep: every one of the {len(result['children'])} configurations failed "
+                          f"(first: {result['children'][0]['error']}); see {output}")
 
 
 @app.command()
@@ -183,6 +207,7 @@ def bench_memory(
     _setup_logging(verbose)
     from ragmem.config import resolve_config
 
+    _writable(output)
     extra: dict[str, Any] = {}
     for key, value in (("limit_conversations", limit_conversations), ("limit_questions", limit_questions)):
         if value is not None:

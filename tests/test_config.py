@@ -201,3 +201,18 @@ def test_bare_command_shows_help_and_exits_0(capsys):
         main([])
     captured = capsys.readouterr()
     assert exit_.value.code == 0 and "Usage: ragmem" in captured.out + captured.err
+
+
+@pytest.mark.parametrize("output, message", [
+    ("{tmp}", "is a folder"),
+    ("/proc/no/such/place/summary.json", "cannot be written"),
+])
+def test_output_is_checked_before_any_work(output, message, data, capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    sample_agents.CALLS.clear()
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", str(ROOT / "configs" / "default.yaml"), "--data", str(data), "--set", "agent.type=python",
+              "--set", "agent.target=tests.sample_agents:Recorded", "--output", output.format(tmp=tmp_path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_.value.code == 2 and len(err) == 1 and err[0].startswith("error: --output") and message in err[0]
+    assert sample_agents.CALLS == [] and not (tmp_path / "mlruns").exists()

@@ -83,6 +83,10 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
         return MetricResult(values={n: None for n in wanted},
                             notes=["no labels in the dataset: accuracy/precision/recall/f1 not computed"])
     rows = table[_classified(table)]
+    if rows.empty:  # every call or judgement failed: nothing was classified, so nothing is defined
+        return MetricResult(values={**{n: None for n in wanted}, "n_classified": 0.0},
+                            notes=["no example was classified (every agent or judge call failed): "
+                                   "accuracy/precision/recall/f1 not computed"])
     result = classification_metrics(rows["label"].astype(int).tolist(), rows["verdict"].astype(int).tolist(),
                                     ctx.zero_division)
     result.values["n_classified"] = float(len(rows))
