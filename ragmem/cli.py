@@ -119,13 +119,12 @@ def sweep(
     """Evaluate every configuration of a grid: one MLflow parent run, one child run each."""
     _setup_logging(verbose)
     from ragmem.config import RunConfig, resolve_config
-    from ragmem.sweep import expand, parse_sweep
+    from ragmem.sweep import parse_sweep
 
     _writable(output)
     resolved = resolve_config(config, overrides=set_, data=data)
     spec = parse_sweep(resolved["sweep"])
     RunConfig.from_dict(resolved).require_data()
-    expand(spec)
     result = _run_flow("ragmem.flows.sweep:run_sweep", resolved, verbose)
     print_sweep(result, spec)
     _write(output, result, "sweep")

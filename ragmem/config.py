@@ -176,10 +176,7 @@ class RunConfig(Settings):
         """Validate a config dict (any subset of the settings); errors are one-line ConfigErrors."""
         if not isinstance(config, dict):
             raise ConfigError(f"expected a mapping of settings, got {type(config).__name__}")
-        try:
-            return cls.model_validate(config)
-        except ValidationError as exc:
-            raise ConfigError(describe_error(exc)) from None
+        return as_section(cls, config, "")
 
     @property
     def raw(self) -> dict[str, Any]:
@@ -298,14 +295,9 @@ def validate(config: dict[str, Any]) -> RunConfig:
 
     method_specs(cfg.bench.methods)
     if cfg.sweep.grid:
-        from ragmem.sweep import apply_point, child_name, expand, parse_sweep
+        from ragmem.sweep import parse_sweep, point_configs
 
-        base = {k: v for k, v in config.items() if k != "sweep"}
-        for point in expand(parse_sweep(cfg.raw["sweep"]), cfg.seed):
-            try:
-                RunConfig.from_dict(apply_point(base, point))
-            except ConfigError as exc:
-                raise ConfigError(f"sweep.grid ({child_name(point)}): {exc}") from None
+        point_configs({k: v for k, v in config.items() if k != "sweep"}, parse_sweep(cfg.sweep), cfg.seed)
     return cfg
 
 
@@ -319,7 +311,6 @@ def resolve_config(path: str | Path | None = None, overrides: list[str] | None =
     for text in overrides or []:
         keys, value = parse_override(text)
         config = assign(config, keys, value)
-    if data is not None:
+    if data is not None:  # replaces data.files (a list is replaced, never merged)
         config = _deep_merge(config, {"data": {"files": [{"path": str(Path(data).resolve())}]}})
-        config["data"]["files"] = [{"path": str(Path(data).resolve())}]
     return validate(config).raw

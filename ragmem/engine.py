@@ -1,6 +1,6 @@
 """The run engine: the one place that orders the steps of an evaluation and owns the run's lifecycle.
 
-    evaluate:      load -> open the MLflow run -> build agent and judge ->
+    evaluate:      build agent and judge -> load -> open the MLflow run ->
                    per batch: time the agent -> journal -> judge  ->  metrics -> log
     sweep:         validate every grid point -> load once -> parent run ->
                    children (each an ``evaluate`` into its own child run) -> best -> log on the parent
@@ -160,8 +160,7 @@ def sweep(config: dict[str, Any], steps: Steps = PLAIN, *, tags: dict[str, str] 
     spec = sweeps.parse_sweep(config["sweep"])
     base = {k: v for k, v in config.items() if k != "sweep"}
     cfg = RunConfig.from_dict(base)
-    points = sweeps.expand(spec, cfg.seed)
-    configs = [RunConfig.from_dict(sweeps.apply_point(base, p)) for p in points]  # every point valid first
+    points, configs = zip(*sweeps.point_configs(base, spec, cfg.seed))  # every point valid first
     datasets: dict[tuple, Dataset] = {}
     for child_cfg in configs:  # data loaded once per distinct data setting, before any child starts
         key = tuple(child_cfg.files)

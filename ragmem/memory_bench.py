@@ -142,19 +142,13 @@ class BenchKit:
 
     @classmethod
     def build(cls, cfg) -> "BenchKit":
-        from ragmem.judges import build_judge
+        from ragmem.judges import judging
         from ragmem.metrics.generation import scorer_for
         from ragmem.reference.generator import build_generator
 
-        keywords = KeywordExtractor(cfg.keywords.tokenizer, cfg.keywords.stopwords)
-        client = None
-        if cfg.judge.type == "llm":
-            from ragmem.llm import JudgeClient
-
-            client = JudgeClient(cfg.judge)
+        keywords, judge, client = judging(cfg)
         return cls(keywords, scorer_for(cfg.generation.tokenizer, cfg.generation.bleu_tokenize),
-                   build_generator(cfg.generator, keywords),
-                   build_judge(cfg.judge, keywords, cfg.zero_division, client), client)
+                   build_generator(cfg.generator, keywords), judge, client)
 
     def count_tokens(self, text: str) -> int:
         return len(self.scorer.tokens(text))

@@ -20,7 +20,7 @@ from ragmem import __version__, prompts
 from ragmem.agents import build_agent
 from ragmem.agents.runner import run_live
 from ragmem.config import RunConfig
-from ragmem.judges import Judge, JudgeItem, Judgement, build_judge
+from ragmem.judges import Judge, JudgeItem, Judgement, judging
 from ragmem.loaders import Dataset, load_dataset
 from ragmem.metrics import MetricContext, MetricResult, compute_metrics
 from ragmem.metrics.generation import scorer_for
@@ -44,17 +44,12 @@ class Components:
 
 
 def build_components(cfg: RunConfig) -> Components:
-    keywords = KeywordExtractor(cfg.keywords.tokenizer, cfg.keywords.stopwords)
-    llm = embedder = None
-    if cfg.judge.type == "llm":
-        from ragmem.llm import JudgeClient
-
-        llm = JudgeClient(cfg.judge)
+    keywords, judge_, llm = judging(cfg)
+    embedder = None
     if cfg.embeddings.model and "answer_relevancy" in cfg.metrics:
         from ragmem.llm import EmbeddingClient
 
         embedder = EmbeddingClient(cfg.embeddings)
-    judge_ = build_judge(cfg.judge, keywords, cfg.zero_division, llm)
     return Components(keywords, judge_, build_agent(cfg), llm, embedder)
 
 

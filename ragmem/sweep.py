@@ -72,6 +72,20 @@ def apply_point(base: dict[str, Any], point: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
+def point_configs(base: dict[str, Any], spec: SweepSpec, seed: int) -> list[tuple[dict[str, Any], Any]]:
+    """Every grid point with the validated configuration it makes (a :class:`RunConfig`); a bad
+    value names the point: ``sweep.grid (top_k=0): retriever.top_k: ...``."""
+    from ragmem.config import RunConfig
+
+    out = []
+    for point in expand(spec, seed):
+        try:
+            out.append((point, RunConfig.from_dict(apply_point(base, point))))
+        except ConfigError as exc:
+            raise ConfigError(f"sweep.grid ({child_name(point)}): {exc}") from None
+    return out
+
+
 def child_name(point: dict[str, Any]) -> str:
     return ",".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in point.items())
 

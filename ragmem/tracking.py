@@ -247,7 +247,7 @@ class TrackedRun:
         yet: a retried logging step skips what it already wrote (traces, metrics)."""
         return self.tracker.tags(self.id).get(f"ragmem.logged.{step}")
 
-    def mark(self, step: str, value: str = "done") -> None:
+    def mark(self, step: str, value: str) -> None:
         self.tracker.set_tags(self.id, {f"ragmem.logged.{step}": value})
 
 

@@ -11,7 +11,7 @@ an ``error`` — never a silent 0.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from ragmem.text.keywords import KeywordExtractor
 
@@ -55,3 +55,15 @@ def build_judge(settings, keywords: KeywordExtractor, zero_division: float, clie
     from ragmem.judges.llm import LLMJudge
 
     return LLMJudge(client, keyword)
+
+
+def judging(cfg) -> tuple[KeywordExtractor, Judge, Any]:
+    """The keyword extractor, the judge and its LLM client (``None`` offline) that a
+    :class:`ragmem.config.RunConfig` asks for: what runs and memory benchmarks judge with."""
+    keywords = KeywordExtractor(cfg.keywords.tokenizer, cfg.keywords.stopwords)
+    client = None
+    if cfg.judge.type == "llm":
+        from ragmem.llm import JudgeClient
+
+        client = JudgeClient(cfg.judge)
+    return keywords, build_judge(cfg.judge, keywords, cfg.zero_division, client), client
