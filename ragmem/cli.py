@@ -12,7 +12,7 @@ from typing import Any, List, Optional
 
 import typer
 
-from ragmem.errors import RagmemError, Terminated
+from ragmem.errors import RagmemError, Stopped, Terminated
 from ragmem.report import out, print_bench, print_paired, print_runs, print_summary, print_sweep
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -47,7 +47,7 @@ def _setup_logging(verbose: bool) -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
-def _run_flow(target: str, config: dict[str, Any], verbose: bool) -> dict[str, Any]:
+def _run_flow(target: str, config: dict[str, Any], verbose: bool, **kwargs: Any) -> dict[str, Any]:
     """Run a flow (``module:function``) against the resolved Prefect API (see ragmem.orchestration)."""
     import importlib
 
@@ -56,8 +56,11 @@ def _run_flow(target: str, config: dict[str, Any], verbose: bool) -> dict[str, A
     api_url = resolve_api_url(log=log.info)
     log.info("Prefect API: %s", api_url)
     module, _, name = target.partition(":")
-    with prefect_context(api_url, quiet=not verbose):
-        return getattr(importlib.import_module(module), name)(config)
+    try:
+        with prefect_context(api_url, quiet=not verbose):
+            return getattr(importlib.import_module(module), name)(config, **kwargs)
+    except KeyboardInterrupt as exc:  # past click as an exception of ours: main() prints the line
+        raise Stopped(exc) from None
 
 
 def _writable(path: Path) -> Path:
@@ -94,6 +97,8 @@ def run(
     output: Path = typer.Option(Path("summary.json"), "--output", "-o", help="Where to write the summary JSON."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's own logs too."),
     show_all: bool = typer.Option(False, "--all", help="Print every metric, not only the headline ones."),
+    resume: Optional[str] = typer.Option(None, "--resume", metavar="RUN_ID",
+                                         help="Continue an interrupted, failed or killed run (same config)."),
 ) -> None:
     """Run the evaluation flow: load -> time the agent -> judge -> metrics -> MLflow."""
     _setup_logging(verbose)
@@ -103,7 +108,7 @@ def run(
     resolved = resolve_config(config, overrides=set_, data=data)
     RunConfig.from_dict(resolved).require_data()
 
-    summary = _run_flow("ragmem.flows.evaluate:evaluate_flow", resolved, verbose)
+    summary = _run_flow("ragmem.flows.evaluate:evaluate_flow", resolved, verbose, resume=resume)
     print_summary(summary, show_all)
     _write(output, summary, "summary")
 
@@ -329,20 +334,35 @@ def _options(version: bool = typer.Option(False, "--version", is_eager=True, cal
     """Evaluate RAG systems and agent memory layers; every run is tracked in MLflow."""
 
 
+def _resume_hint(exc: BaseException, argv: list[str]) -> str:
+    """``; resume with: ragmem run ... --resume KEY`` when a run stopped with work journaled."""
+    import shlex
+
+    progress = getattr(exc, "ragmem_progress", None)
+    if not progress or not argv or argv[0] not in ("run", "sweep"):
+        return ""
+    args = [a for i, a in enumerate(argv) if a != "--resume" and (i == 0 or argv[i - 1] != "--resume")
+            and not a.startswith("--resume=")]
+    return f"; resume with: ragmem {shlex.join(args)} --resume {progress[0]}"
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user mistakes -> ``error: ...`` + exit 2; bugs -> short message + log file."""
     # a download progress bar per artifact is noise in a terminal table (users may set it back)
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
         code = app(args=argv, prog_name="ragmem", standalone_mode=False)
     except RagmemError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {exc}{_resume_hint(exc, argv)}", file=sys.stderr)
         sys.exit(2)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except KeyboardInterrupt as exc:  # Ctrl+C, or SIGTERM during a run (Terminated): the run is KILLED
-        print("interrupted", file=sys.stderr)
-        sys.exit(143 if isinstance(exc, Terminated) else 130)
+    except (KeyboardInterrupt, Stopped) as exc:  # Ctrl+C, or SIGTERM (Terminated): the run is KILLED
+        progress = getattr(exc, "ragmem_progress", None)
+        done = f": {progress[1]} of {progress[2]} examples done" if progress else ""
+        print(f"interrupted{done}{_resume_hint(exc, argv)}", file=sys.stderr)
+        sys.exit(getattr(exc, "exit_code", 143 if isinstance(exc, Terminated) else 130))
     except Exception as exc:
         usage, abort = _click_errors()
         if isinstance(exc, usage):  # a command-line mistake: click's own message and usage line
@@ -356,7 +376,8 @@ def main(argv: list[str] | None = None) -> None:
         path = ragmem_home() / "last-error.log"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(traceback.format_exc())
-        print(f"error: internal error: {type(exc).__name__}: {exc} (traceback in {path})", file=sys.stderr)
+        print(f"error: internal error: {type(exc).__name__}: {exc} (traceback in {path}){_resume_hint(exc, argv)}",
+              file=sys.stderr)
         sys.exit(1)
     sys.exit(code if isinstance(code, int) else 0)
 

@@ -43,14 +43,14 @@ def list_runs(client, experiment: str, metric: str = "f1", last: int = 20) -> tu
     runs = client.search_runs([found.experiment_id], order_by=["attributes.start_time DESC"], max_results=last)
     if not runs:
         raise RagmemError(f"experiment {experiment!r} has no runs")
-    params = [r.data.params for r in runs]
+    params = [r.data.params for r in runs if r.data.params]  # an unfinished run has logged none yet
     keys = sorted({k for p in params for k in p})
     differing = [k for k in keys if k not in _VOLATILE and not k.startswith(("sweep.", "best."))
                  and len({p.get(k) for p in params}) > 1 and k not in SIGNATURE_PARAMS]
     columns = list(dict.fromkeys([metric, *DEFAULT_COLUMNS]))
     rows = []
     for run in runs:
-        row: dict[str, Any] = {"run_id": run.info.run_id, "status": run.info.status}
+        row: dict[str, Any] = {"run_id": run.info.run_id, "status": run_status(run.info.status, run.data.tags)}
         row.update({k: run.data.params.get(k) for k in differing})
         row.update({m: run.data.metrics.get(m) for m in columns})
         rows.append(row)
@@ -60,6 +60,17 @@ def list_runs(client, experiment: str, metric: str = "f1", last: int = 20) -> tu
     if (table["status"] == "FINISHED").all():
         table = table.drop(columns="status")
     return table.reset_index(drop=True), signature_warnings(params)
+
+
+def run_status(status: str, tags: dict[str, str]) -> str:
+    """MLflow's status, except that a RUNNING run whose process is gone (SIGKILL, power loss) shows
+    as ``DEAD`` (resumable with ``--resume``), and one of another host as ``RUNNING?``."""
+    if status != "RUNNING" or "ragmem.pid" not in tags:
+        return status
+    from ragmem.resume import run_is_dead
+
+    dead = run_is_dead(tags)
+    return "DEAD" if dead else "RUNNING" if dead is False else "RUNNING?"
 
 
 def load_run_table(client, run_id: str) -> pd.DataFrame:

@@ -58,8 +58,9 @@ class Steps:
     def load(self, cfg: RunConfig) -> Dataset:
         return pipeline.load(cfg)
 
-    def time_agent(self, agent: Any, batch: Sequence[Example], cfg: RunConfig, index: int) -> list[AgentOutput]:
-        return pipeline.time_agent(agent, batch, cfg)
+    def time_agent(self, agent: Any, batch: Sequence[Example], cfg: RunConfig, index: int,
+                   journal: Journal | None = None) -> list[AgentOutput]:
+        return pipeline.time_agent(agent, batch, cfg, on_output=journal.append if journal else None)
 
     def judge(self, judge: Any, batch: Sequence[Example], outputs: Sequence[AgentOutput], index: int) -> list:
         return pipeline.judge(judge, batch, outputs)
@@ -113,36 +114,73 @@ def _tracker(cfg: RunConfig) -> Tracker | None:
 
 
 def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = None, run_id: str | None = None,
-             tags: dict[str, str] | None = None) -> EvaluationResult:
+             tags: dict[str, str] | None = None, resume: str | None = None) -> EvaluationResult:
     """Evaluate one configuration: the steps in order, in one MLflow run (unless tracking is off).
 
     The agent and judge are built and the data loaded before the run opens (a bad target or a bad
     dataset is a user error, not a failed run); from the run's opening on, anything that raises
     marks it FAILED (KILLED on Ctrl+C/SIGTERM). ``dataset``
     reuses data loaded once (sweeps); ``run_id`` adopts a run created beforehand (sweep children).
+
+    ``resume`` (a run id, or the ``untracked-...`` key of an untracked run) continues an interrupted
+    run: the same MLflow run, the agent called only for examples its journal has no output for,
+    judgements and LLM metric results served by the judge cache. Whatever stops a run, the exception
+    carries ``ragmem_progress`` = ``(run key, outputs journaled, examples)`` for the resume hint.
     """
     components = pipeline.build_components(cfg)  # a bad agent or judge setting fails here, before any call
     dataset = dataset if dataset is not None else steps.load(cfg)
-    with tracked_run(_tracker(cfg), cfg.experiment, cfg.run_name, tags=tags, run_id=run_id) as run:
-        journal = Journal(run.id)
+    tracker = _tracker(cfg)
+    flat = resume_config(cfg)
+    kept: dict[str, AgentOutput] = {}
+    if resume:
+        from ragmem.resume import check_resumable
+
+        journal = Journal(resume, resume=True)
+        check_resumable(journal.read_meta(), flat, dataset.sha256, resume, str(journal.folder.parent))
+        if tracker is not None:
+            tracker.reopen(resume)
+        ids = dataset.ids()
+        kept = {k: v for k, v in journal.outputs().items() if k in ids}
+        run_id = resume if tracker is not None else None
+        log.info("resuming %s: %d of %d examples already answered", resume, len(kept), len(dataset))
+    with tracked_run(tracker, cfg.experiment, cfg.run_name, tags=tags, run_id=run_id) as run:
+        if not resume:
+            journal = Journal(run.id)
+            journal.write_meta({"config": flat, "data.sha256": dataset.sha256, "experiment": cfg.experiment,
+                                "tracking_uri": cfg.tracking_uri if tracker else None})
         outputs: list[AgentOutput] = []
         judgements: list = []
-        for i, batch in enumerate(pipeline.batches(dataset.examples, cfg.agent.batch_size)):
-            answered = steps.time_agent(components.agent, batch, cfg, i)
-            journal.append(answered)
-            judgements += steps.judge(components.judge, batch, answered, i)
-            outputs += answered
-            log.info("agent + judge: %d/%d examples (%d agent errors)", len(outputs), len(dataset),
-                     sum(o.error is not None for o in outputs))
-        table, result = steps.score(dataset.examples, outputs, judgements, components, cfg)
-        params = pipeline.run_params(cfg, dataset, components)
-        summary = pipeline.summary(run.id, cfg, result, table, params)
-        if run.id is not None:
-            steps.log(run, resolved_config=pipeline.masked(cfg.raw), params=params, metrics=result.values,
-                      counts=pipeline.counts(table, result), table=table, summary=summary,
-                      examples=dataset.examples, outputs=outputs,
-                      max_traces=cfg.tracking.max_traces, extra_files=(journal.path,))
+        try:
+            for i, batch in enumerate(pipeline.batches(dataset.examples, cfg.agent.batch_size)):
+                todo = [e for e in batch if e.id not in kept]
+                answered = {o.example_id: o for o in steps.time_agent(components.agent, todo, cfg, i, journal)} if todo else {}
+                journal.sync()
+                answered = [kept.get(e.id) or answered[e.id] for e in batch]
+                judgements += steps.judge(components.judge, batch, answered, i)
+                outputs += answered
+                log.info("agent + judge: %d/%d examples (%d agent errors)", len(outputs), len(dataset),
+                         sum(o.error is not None for o in outputs))
+            table, result = steps.score(dataset.examples, outputs, judgements, components, cfg)
+            params = pipeline.run_params(cfg, dataset, components)
+            summary = pipeline.summary(run.id, cfg, result, table, params)
+            if run.id is not None:
+                steps.log(run, resolved_config=pipeline.masked(cfg.raw), params=params, metrics=result.values,
+                          counts=pipeline.counts(table, result), table=table, summary=summary,
+                          examples=dataset.examples, outputs=outputs,
+                          max_traces=cfg.tracking.max_traces, extra_files=(journal.path,))
+        except BaseException as exc:  # what is done, and how to go on, for the one-line message
+            journal.close()
+            exc.ragmem_progress = (journal.key, len(kept) + journal.written, len(dataset))
+            raise
+        journal.close()
     return EvaluationResult(result.values, table, summary, run.id, params, components.index_builds())
+
+
+def resume_config(cfg: RunConfig) -> dict[str, Any]:
+    """The settings a resume compares: every setting by dotted key, secrets masked, as JSON has them."""
+    import json
+
+    return json.loads(json.dumps(pipeline.flatten(pipeline.masked(cfg.raw)), default=str))
 
 
 # ---- sweeps -------------------------------------------------------------------------------------

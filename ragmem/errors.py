@@ -44,5 +44,15 @@ def format_location(file: str, record: int | None = None, field: str | None = No
     return ": ".join(parts) + ": "
 
 
+class Stopped(Exception):
+    """A command's run was interrupted (Ctrl+C, SIGTERM): carried past click, which would swallow a
+    KeyboardInterrupt, to the CLI's one line and exit code (130, or 143 for SIGTERM)."""
+
+    def __init__(self, interrupt: KeyboardInterrupt):
+        super().__init__(str(interrupt))
+        self.exit_code = 143 if isinstance(interrupt, Terminated) else 130
+        self.ragmem_progress = getattr(interrupt, "ragmem_progress", None)
+
+
 class Terminated(KeyboardInterrupt):
     """The process was asked to stop (SIGTERM) during a tracked run; handled like Ctrl+C."""

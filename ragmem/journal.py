@@ -1,8 +1,12 @@
-"""ragmem's working folder and the journal of agent outputs a run writes as it goes.
+"""ragmem's working folder and the journal a run writes as it goes, which is what a resume reads.
 
-Each batch's outputs are appended to ``$RAGMEM_HOME/runs/<run id>/agent_outputs.jsonl`` as soon as
-the batch is answered (paid-for answers are on disk before the next call), and the file is logged
-as an artifact of the run at the end.
+``$RAGMEM_HOME/runs/<run id>/`` holds:
+
+- ``agent_outputs.jsonl``: one JSON line per agent output, written (and flushed) the moment the
+  output is known, and fsync'd at the end of every batch, so a power cut loses at most one batch and
+  a Ctrl+C loses nothing that was answered. Logged as an artifact of the run at the end.
+- ``run.json``: what the run was started with (the resolved config, secrets masked, and the data's
+  sha256), so ``--resume`` can refuse a different config.
 """
 
 from __future__ import annotations
@@ -12,11 +16,12 @@ import os
 import uuid
 from dataclasses import asdict
 from pathlib import Path
-from typing import Sequence
+from typing import Any
 
-from ragmem.schema import AgentOutput
+from ragmem.schema import AgentOutput, Context
 
 JOURNAL_NAME = "agent_outputs.jsonl"
+META_NAME = "run.json"
 
 
 def ragmem_home() -> Path:
@@ -24,16 +29,68 @@ def ragmem_home() -> Path:
     return Path(os.environ.get("RAGMEM_HOME", ".ragmem")).resolve()
 
 
+def run_folder(key: str) -> Path:
+    return ragmem_home() / "runs" / key
+
+
+def _output(line: dict[str, Any]) -> AgentOutput:
+    contexts = [Context(**c) for c in line.pop("contexts", [])]
+    return AgentOutput(contexts=contexts, **line)
+
+
 class Journal:
-    """Append-only JSON lines of :class:`AgentOutput`, one file per run (``run_id``, or a fresh id
-    for an untracked run)."""
+    """Append-only JSON lines of :class:`AgentOutput`, one folder per run: ``key`` is the MLflow run
+    id, or ``untracked-<hex>`` for an untracked run. A new journal starts empty; ``resume=True``
+    opens the existing one and keeps what it holds."""
 
-    def __init__(self, run_id: str | None):
-        self.path = ragmem_home() / "runs" / (run_id or f"untracked-{uuid.uuid4().hex[:12]}") / JOURNAL_NAME
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.unlink(missing_ok=True)
+    def __init__(self, key: str | None, resume: bool = False):
+        self.key = key or f"untracked-{uuid.uuid4().hex[:12]}"
+        self.folder = run_folder(self.key)
+        self.path = self.folder / JOURNAL_NAME
+        self.folder.mkdir(parents=True, exist_ok=True)
+        if not resume:
+            self.path.unlink(missing_ok=True)
+        self._file = open(self.path, "a", encoding="utf-8")
+        self.written = 0
 
-    def append(self, outputs: Sequence[AgentOutput]) -> None:
-        with open(self.path, "a", encoding="utf-8") as out:
-            for output in outputs:
-                out.write(json.dumps(asdict(output), ensure_ascii=False) + "\n")
+    # -- what the run started with --------------------------------------------------------------
+
+    def write_meta(self, meta: dict[str, Any]) -> None:
+        tmp = self.folder / (META_NAME + ".tmp")
+        tmp.write_text(json.dumps(meta, ensure_ascii=False, indent=1, default=str), encoding="utf-8")
+        os.replace(tmp, self.folder / META_NAME)
+
+    def read_meta(self) -> dict[str, Any] | None:
+        path = self.folder / META_NAME
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+    # -- outputs --------------------------------------------------------------------------------
+
+    def append(self, output: AgentOutput) -> None:
+        self._file.write(json.dumps(asdict(output), ensure_ascii=False) + "\n")
+        self._file.flush()
+        self.written += 1
+
+    def sync(self) -> None:
+        """The end of a batch: everything written is on disk."""
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        if not self._file.closed:
+            self.sync()
+            self._file.close()
+
+    def outputs(self) -> dict[str, AgentOutput]:
+        """The journaled outputs by example id (a line cut short by a crash is skipped)."""
+        found: dict[str, AgentOutput] = {}
+        if not self.path.is_file():
+            return found
+        with open(self.path, encoding="utf-8") as lines:
+            for line in lines:
+                try:
+                    output = _output(json.loads(line))
+                except (ValueError, TypeError):
+                    continue  # the last line of a journal cut off mid-write
+                found[output.example_id] = output
+        return found

@@ -52,6 +52,9 @@ class Dataset:
     def __len__(self) -> int:
         return len(self.examples)
 
+    def ids(self) -> set[str]:
+        return {e.id for e in self.examples}
+
 
 def detect_format(path: Path, format: str = "auto") -> str:
     if format != "auto":

@@ -132,14 +132,19 @@ def resolve_api_url(log=print) -> str:
 
 class _DropUserErrors(logging.Filter):
     """Prefect logs a failed task/flow with its traceback; for a user mistake (a RagmemError) the
-    CLI prints one ``error:`` line instead, so those records are dropped."""
+    CLI prints one ``error:`` line instead, so those records are dropped. So are the "Crash
+    detected! ... aborted by an interrupt signal" records of a Ctrl+C or SIGTERM: the CLI prints
+    one ``interrupted: ...`` line with the resume command (the Prefect runs are still marked
+    Crashed on the server)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        if isinstance(exc, RagmemError):
+        if isinstance(exc, (RagmemError, KeyboardInterrupt)):
             return False
         message = record.getMessage()
-        return not any(name in message for name in ("DataError", "ConfigError", "AgentLoadError", "RagmemError"))
+        return not any(name in message for name in ("DataError", "ConfigError", "AgentLoadError", "RagmemError",
+                                                     "aborted by an interrupt signal",
+                                                     "aborted by a termination signal"))
 
 
 @contextlib.contextmanager

@@ -65,15 +65,19 @@ def batches(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
 
 
 def time_agent(agent: Any, examples: Sequence[Example], cfg: RunConfig,
-               on_done: Callable[[int], None] | None = None) -> list[AgentOutput]:
-    """One output per example, in order: replayed from the data or produced by timed live calls."""
+               on_done: Callable[[int], None] | None = None,
+               on_output: Callable[[AgentOutput], None] | None = None) -> list[AgentOutput]:
+    """One output per example, in order: replayed from the data or produced by timed live calls;
+    each is handed to ``on_output`` (the journal) as soon as it is known."""
     if not agent.live:
         outputs = [agent.replay(e) for e in examples]
+        for output in outputs if on_output else ():
+            on_output(output)
         if on_done:
             on_done(len(outputs))
         return outputs
     return run_live(agent, examples, cfg.agent.concurrency, cfg.agent.timeout_s, on_done,
-                    retries=cfg.agent.retries, backoff_s=cfg.agent.retry_backoff_s)
+                    retries=cfg.agent.retries, backoff_s=cfg.agent.retry_backoff_s, on_output=on_output)
 
 
 def judge(judge_: Judge, examples: Sequence[Example], outputs: Sequence[AgentOutput]) -> list[Judgement | None]:

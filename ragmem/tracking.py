@@ -136,12 +136,46 @@ class Tracker:
 
     def create_run(self, experiment: str, run_name: str | None = None, tags: dict[str, str] | None = None,
                    parent_run_id: str | None = None) -> str:
-        """A new run (status RUNNING until :func:`tracked_run` ends it)."""
-        tags = dict(tags or {})
+        """A new run (status RUNNING until :func:`tracked_run` ends it), tagged with the host and pid
+        that run it (``ragmem.host``, ``ragmem.pid``): a run left RUNNING by a dead process is then
+        recognisable (see :mod:`ragmem.resume`)."""
+        from ragmem.resume import host
+
+        tags = {"ragmem.host": host(), "ragmem.pid": str(os.getpid()), **(tags or {})}
         if parent_run_id:
             tags["mlflow.parentRunId"] = parent_run_id
         run = self.client.create_run(self.experiment_id(experiment), run_name=run_name, tags=tags)
         return run.info.run_id
+
+    def reopen(self, run_id: str) -> None:
+        """Continue an ended (KILLED or FAILED) run, or one left RUNNING by a dead process: status
+        RUNNING again, this process's host and pid, and the tag ``ragmem.resumed`` counting resumes.
+        A FINISHED run, a run whose process still runs, or one of another host is refused."""
+        from mlflow.exceptions import MlflowException
+
+        from ragmem.errors import ConfigError
+        from ragmem.resume import host, run_is_dead
+
+        try:
+            run = self.client.get_run(run_id)
+        except MlflowException:
+            raise ConfigError(f"--resume {run_id}: no such run in {self.uri}") from None
+        status, tags = run.info.status, run.data.tags
+        if status == "FINISHED":
+            raise ConfigError(f"--resume {run_id}: the run already FINISHED; nothing to resume")
+        if status == "RUNNING":
+            dead = run_is_dead(tags)
+            if dead is False:
+                raise ConfigError(f"--resume {run_id}: the run is still running (pid {tags.get('ragmem.pid')})")
+            if dead is None:
+                raise ConfigError(f"--resume {run_id}: the run is RUNNING on host {tags.get('ragmem.host', '?')}; "
+                                  f"resume it there, or once it has ended")
+        self.client.update_run(run_id, status="RUNNING")
+        if "ragmem.error" in tags:  # the reason it ended before; it is going again
+            self.client.delete_tag(run_id, "ragmem.error")
+        resumed = int(tags.get("ragmem.resumed", "0") or 0) + 1
+        self.set_tags(run_id, {"ragmem.resumed": str(resumed), "ragmem.host": host(), "ragmem.pid": str(os.getpid()),
+                               "ragmem.resumed_from_status": status})
 
     def log_params(self, run_id: str, params: dict[str, Any]) -> None:
         from mlflow.entities import Param

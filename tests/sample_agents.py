@@ -70,3 +70,16 @@ class Keyed:
 
     def __call__(self, query):
         return query
+
+
+def slow_logged(query):
+    """Sleeps ``RAGMEM_TEST_DELAY`` seconds (default 0.05) and appends the query to the file named by
+    ``RAGMEM_TEST_CALLS``: a cross-process count of agent calls (interrupt and resume tests)."""
+    import os
+
+    with open(os.environ["RAGMEM_TEST_CALLS"], "a", encoding="utf-8") as calls:
+        calls.write(query + "\n")
+    time.sleep(float(os.environ.get("RAGMEM_TEST_DELAY", "0.05")))
+    if query == "hang":
+        time.sleep(10_000)
+    return {"answer": query, "contexts": [query]}

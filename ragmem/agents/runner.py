@@ -4,9 +4,10 @@ input order, one failure recorded per example without stopping the others.
 
 from __future__ import annotations
 
+import queue
 import random
+import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, Callable, Sequence
 
 from ragmem.schema import AgentOutput, Context, Example
@@ -89,44 +90,114 @@ def _timed_call(agent: Callable[[Example], Any], example: Example, starts: dict[
         time.sleep(backoff_s * (2 ** (attempt - 1)) * random.uniform(0.5, 1.5))
 
 
+class _Workers:
+    """``concurrency`` daemon threads calling the agent; a call past its timeout is abandoned and a
+    fresh worker takes its place.
+
+    Daemon threads, not ``ThreadPoolExecutor``: the executor's threads are joined at interpreter
+    exit, so one agent call stuck for ever kept the process alive for ever after the run had ended
+    (measured: a 150 s call held the exit for 150 s). A daemon thread is dropped at exit. A
+    subprocess per call would let a stuck call be killed, but costs a process start per example and
+    cannot share the user's in-process agent (a loaded model, an open client)."""
+
+    def __init__(self, call: Callable[[int], Any], concurrency: int):
+        self.call = call
+        self.todo: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+        self.done: queue.SimpleQueue[tuple[int, Any]] = queue.SimpleQueue()
+        self.stopped = threading.Event()
+        self.abandoned: set[int] = set()  # timed-out calls: their worker leaves when they return
+        for _ in range(max(1, concurrency)):
+            self.add_worker()
+
+    def add_worker(self) -> None:
+        threading.Thread(target=self._work, name="ragmem-agent", daemon=True).start()
+
+    def _work(self) -> None:
+        while not self.stopped.is_set():
+            index = self.todo.get()
+            if index is None or self.stopped.is_set():
+                return
+            self.done.put((index, self.call(index)))
+            if index in self.abandoned:  # a replacement took this worker's place meanwhile
+                return
+
+    def stop(self, n_workers: int) -> None:
+        self.stopped.set()
+        for _ in range(n_workers + 1):
+            self.todo.put(None)
+
+
+GRACE_S = 3.0  # on Ctrl+C/SIGTERM: how long the calls in flight may take to finish (and be kept)
+
+
 def run_live(agent: Callable[[Example], Any], examples: Sequence[Example], concurrency: int = 1,
              timeout_s: float | None = None, on_done: Callable[[int], None] | None = None,
-             retries: int = 0, backoff_s: float = 0.5) -> list[AgentOutput]:
+             retries: int = 0, backoff_s: float = 0.5,
+             on_output: Callable[[AgentOutput], None] | None = None) -> list[AgentOutput]:
     """Call ``agent`` once per example (plus ``retries`` on retryable failures); outputs are in
-    input order.
+    input order, and each is handed to ``on_output`` as soon as it is known (the journal).
 
     A call that raises, returns a malformed reply or runs past ``timeout_s`` yields an output with
     ``error`` set (its latency is what was measured, the timeout for a timed-out call). A timed-out
-    call cannot be killed: its thread finishes in the background and its result is discarded.
+    call cannot be killed: it is abandoned to its daemon thread and its result discarded.
+
+    On Ctrl+C (or SIGTERM, :class:`ragmem.errors.Terminated`) no new call starts, the calls in flight
+    get ``GRACE_S`` to finish (their outputs are handed to ``on_output``), and the interrupt is
+    re-raised.
     """
     outputs: list[AgentOutput | None] = [None] * len(examples)
     starts: dict[int, float] = {}
-    pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="ragmem-agent")
+
+    def call(i: int):
+        return _timed_call(agent, examples[i], starts, i, retries, backoff_s)
+
+    workers = _Workers(call, concurrency)
+    n_workers = max(1, concurrency)
+    for i in range(len(examples)):
+        workers.todo.put(i)
+    remaining = set(range(len(examples)))
+
+    def finish(i: int, output: AgentOutput) -> None:
+        outputs[i] = output
+        remaining.discard(i)
+        starts.pop(i, None)
+        if on_output:
+            on_output(output)
+
     try:
-        futures: dict[Future, int] = {pool.submit(_timed_call, agent, ex, starts, i, retries, backoff_s): i
-                                      for i, ex in enumerate(examples)}
-        pending = set(futures)
-        while pending:
-            done, pending = wait(pending, timeout=0.05 if timeout_s else None, return_when=FIRST_COMPLETED)
-            for future in done:
-                i = futures[future]
-                outputs[i] = _to_output(examples[i], *future.result())
-            if on_done and done:
-                on_done(len(done))
+        while remaining:
+            try:
+                i, result = workers.done.get(timeout=0.05)
+            except queue.Empty:
+                i = None
+            n = 0
+            if i is not None and i in remaining:
+                finish(i, _to_output(examples[i], *result))
+                n += 1
             if timeout_s:
                 now = time.perf_counter()
-                expired = {f for f in pending if futures[f] in starts and now - starts[futures[f]] > timeout_s}
-                for future in expired:
-                    i = futures[future]
-                    future.cancel()
-                    outputs[i] = AgentOutput(examples[i].id, None, [], timeout_s, {},
-                                             error=f"timeout: no reply within {timeout_s:g} s",
-                                             started_at_ns=time.time_ns() - int(timeout_s * 1e9))
-                pending -= expired
-                if on_done and expired:
-                    on_done(len(expired))
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+                for j in [j for j, t in list(starts.items()) if j in remaining and now - t > timeout_s]:
+                    finish(j, AgentOutput(examples[j].id, None, [], timeout_s, {},
+                                          error=f"timeout: no reply within {timeout_s:g} s",
+                                          started_at_ns=time.time_ns() - int(timeout_s * 1e9)))
+                    workers.abandoned.add(j)
+                    workers.add_worker()  # the stuck call keeps its thread; the others go on
+                    n_workers += 1
+                    n += 1
+            if on_done and n:
+                on_done(n)
+    except KeyboardInterrupt:
+        workers.stop(n_workers)
+        deadline = time.monotonic() + GRACE_S
+        while starts.keys() & remaining and time.monotonic() < deadline:
+            try:
+                i, result = workers.done.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            if i in remaining:
+                finish(i, _to_output(examples[i], *result))
+        raise
+    workers.stop(n_workers)
     return [o for o in outputs if o is not None]
 
 
