@@ -16,6 +16,6 @@ from ragmem.tasks.steps import PrefectSteps
 
 @flow(name="ragmem-bench-memory", validate_parameters=False,
       flow_run_name=lambda: flow_run.parameters["config"]["run_name"] or f"bench-memory-{uuid.uuid4().hex[:6]}")
-def bench_memory_flow(config: dict[str, Any]) -> dict[str, Any]:
+def bench_memory_flow(config: dict[str, Any], preflight: bool = True) -> dict[str, Any]:
     """Memory layers compared on LoCoMo-style conversations (see ragmem.memory_bench)."""
-    return engine.bench_memory(config, PrefectSteps(), tags={"prefect.flow_run_id": str(flow_run.id)})
+    return engine.bench_memory(config, PrefectSteps(), preflight=preflight, tags={"prefect.flow_run_id": str(flow_run.id)})

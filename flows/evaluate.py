@@ -24,10 +24,10 @@ def _run_name(parameters: dict[str, Any]) -> str:
 
 @flow(name="ragmem-evaluate", flow_run_name=lambda: _run_name(flow_run.parameters),
       validate_parameters=False)
-def evaluate_flow(config: dict[str, Any], resume: str | None = None) -> dict[str, Any]:
+def evaluate_flow(config: dict[str, Any], resume: str | None = None, preflight: bool = True) -> dict[str, Any]:
     """Evaluate one configuration (or ``resume`` an interrupted run of it) and return the summary
     (see README: summary JSON)."""
     cfg = RunConfig.from_dict(config)
-    result = engine.evaluate(cfg, PrefectSteps(), resume=resume,
+    result = engine.evaluate(cfg, PrefectSteps(), resume=resume, preflight=preflight,
                              tags={"ragmem.entry": "flow", "prefect.flow_run_id": str(flow_run.id)})
     return result.summary

@@ -18,13 +18,16 @@ __all__ = ["evaluate", "EvaluationResult"]
 
 
 def evaluate(data: str | Path | list[dict[str, Any]] | None = None, config: str | Path | dict | None = None,
-             *, track: bool = True, **overrides: Any) -> EvaluationResult:
+             *, track: bool = True, resume: str | None = None, preflight: bool = True,
+             **overrides: Any) -> EvaluationResult:
     """Evaluate a dataset and (unless ``track=False``) record the run in MLflow.
 
     ``data`` is a dataset file, or a list of ``{path, label?}`` entries; ``config`` a YAML file or a
     dict of settings; keyword arguments override top-level settings (``judge={"threshold": 0.5}``,
     ``metrics=["f1"]``, ``experiment="nightly"``). The run is the same as ``ragmem run``'s: same
-    steps, same artifacts (the journal included), equal metrics.
+    steps, same artifacts (the journal included), equal metrics. ``resume`` continues an
+    interrupted run by its id (see ``ragmem run --resume``); ``preflight=False`` skips checking the
+    endpoints before the first call.
     """
     extra = dict(overrides)
     if isinstance(config, dict):
@@ -40,4 +43,4 @@ def evaluate(data: str | Path | list[dict[str, Any]] | None = None, config: str 
         resolved["tracking"]["enabled"] = False
     cfg = RunConfig.from_dict(resolved)
     cfg.require_data()
-    return engine.evaluate(cfg, tags={"ragmem.entry": "python-api"})
+    return engine.evaluate(cfg, tags={"ragmem.entry": "python-api"}, resume=resume, preflight=preflight)

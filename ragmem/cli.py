@@ -51,9 +51,14 @@ def _run_flow(target: str, config: dict[str, Any], verbose: bool, **kwargs: Any)
     """Run a flow (``module:function``) against the resolved Prefect API (see ragmem.orchestration)."""
     import importlib
 
-    from ragmem.orchestration import prefect_context, resolve_api_url
+    from ragmem.orchestration import healthy, prefect_context, resolve_api_url
 
     api_url = resolve_api_url(log=log.info)
+    if not healthy(api_url, timeout=5.0):  # a configured PREFECT_API_URL that does not answer
+        from ragmem.endpoints import EndpointDown
+
+        raise EndpointDown(f"PREFECT_API_URL {api_url}: no answer from {api_url.rstrip('/')}/health within 5 s; "
+                           f"nothing was run (unset PREFECT_API_URL to use ragmem's local server)")
     log.info("Prefect API: %s", api_url)
     module, _, name = target.partition(":")
     try:
@@ -99,6 +104,7 @@ def run(
     show_all: bool = typer.Option(False, "--all", help="Print every metric, not only the headline ones."),
     resume: Optional[str] = typer.Option(None, "--resume", metavar="RUN_ID",
                                          help="Continue an interrupted, failed or killed run (same config)."),
+    no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip checking every endpoint before the first call."),
 ) -> None:
     """Run the evaluation flow: load -> time the agent -> judge -> metrics -> MLflow."""
     _setup_logging(verbose)
@@ -108,7 +114,13 @@ def run(
     resolved = resolve_config(config, overrides=set_, data=data)
     RunConfig.from_dict(resolved).require_data()
 
-    summary = _run_flow("ragmem.flows.evaluate:evaluate_flow", resolved, verbose, resume=resume)
+    try:
+        summary = _run_flow("ragmem.flows.evaluate:evaluate_flow", resolved, verbose, resume=resume,
+                            preflight=not no_preflight)
+    except RagmemError as exc:  # the tracking store went away after the work: the summary is still written
+        if getattr(exc, "ragmem_summary", None):
+            _write(output, exc.ragmem_summary, "summary")
+        raise
     print_summary(summary, show_all)
     _write(output, summary, "summary")
 
@@ -120,6 +132,7 @@ def sweep(
     set_: List[str] = typer.Option([], "--set", help="Override a setting: dotted.key=value (repeatable)."),
     output: Path = typer.Option(Path("sweep.json"), "--output", "-o", help="Where to write the sweep JSON."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's own logs too."),
+    no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip checking every endpoint before the first call."),
 ) -> None:
     """Evaluate every configuration of a grid: one MLflow parent run, one child run each."""
     _setup_logging(verbose)
@@ -130,7 +143,7 @@ def sweep(
     resolved = resolve_config(config, overrides=set_, data=data)
     spec = parse_sweep(resolved["sweep"])
     RunConfig.from_dict(resolved).require_data()
-    result = _run_flow("ragmem.flows.sweep:run_sweep", resolved, verbose)
+    result = _run_flow("ragmem.flows.sweep:run_sweep", resolved, verbose, preflight=not no_preflight)
     print_sweep(result, spec)
     _write(output, result, "sweep")
     if result["children"] and all(c["status"] != "FINISHED" for c in result["children"]):
@@ -206,6 +219,7 @@ def bench_memory(
     set_: List[str] = typer.Option([], "--set", help="Override a setting: dotted.key=value (repeatable)."),
     output: Path = typer.Option(Path("summary.json"), "--output", "-o", help="Where to write the summary JSON."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's own logs too."),
+    no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip checking every endpoint before the first call."),
 ) -> None:
     """Benchmark memory layers on LoCoMo: ingest, recall, answer, score; baselines beside them."""
     _setup_logging(verbose)
@@ -226,7 +240,7 @@ def bench_memory(
     from ragmem.locomo import load_locomo
 
     load_locomo(resolved["bench"]["data"])  # a malformed file fails here, with file, conversation, turn
-    result = _run_flow("ragmem.flows.bench_memory:bench_memory_flow", resolved, verbose)
+    result = _run_flow("ragmem.flows.bench_memory:bench_memory_flow", resolved, verbose, preflight=not no_preflight)
     print_bench(result)
     _write(output, result, "summary")
 
@@ -350,12 +364,17 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: user mistakes -> ``error: ...`` + exit 2; bugs -> short message + log file."""
     # a download progress bar per artifact is noise in a terminal table (users may set it back)
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    # an MLflow tracking server that stops answering: MLflow retries a request 7 times over ~4
+    # minutes by default; ragmem bounds that to about half a minute per request (users may set these)
+    for key, value in (("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "3"), ("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1"),
+                       ("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")):
+        os.environ.setdefault(key, value)
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         code = app(args=argv, prog_name="ragmem", standalone_mode=False)
-    except RagmemError as exc:
+    except RagmemError as exc:  # exit 2; 3 when an endpoint stopped answering during the run
         print(f"error: {exc}{_resume_hint(exc, argv)}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(getattr(exc, "exit_code", 2))
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except (KeyboardInterrupt, Stopped) as exc:  # Ctrl+C, or SIGTERM (Terminated): the run is KILLED

@@ -24,13 +24,13 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
-from ragmem import memory_bench, pipeline
+from ragmem import endpoints, memory_bench, pipeline
 from ragmem.config import RunConfig
 from ragmem.journal import Journal
 from ragmem.loaders import Dataset
 from ragmem.schema import AgentOutput, Example
-from ragmem.tracking import (Tracker, TrackedRun, end_unfinished, log_results, process_tracking_uri, record_run,
-                             tracked_run)
+from ragmem.tracking import (Tracker, TrackedRun, end_unfinished, is_transient, log_results, process_tracking_uri,
+                             record_run, tracked_run)
 
 log = logging.getLogger("ragmem")
 
@@ -114,7 +114,8 @@ def _tracker(cfg: RunConfig) -> Tracker | None:
 
 
 def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = None, run_id: str | None = None,
-             tags: dict[str, str] | None = None, resume: str | None = None) -> EvaluationResult:
+             tags: dict[str, str] | None = None, resume: str | None = None,
+             preflight: bool = True) -> EvaluationResult:
     """Evaluate one configuration: the steps in order, in one MLflow run (unless tracking is off).
 
     The agent and judge are built and the data loaded before the run opens (a bad target or a bad
@@ -126,9 +127,12 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
     run: the same MLflow run, the agent called only for examples its journal has no output for,
     judgements and LLM metric results served by the judge cache. Whatever stops a run, the exception
     carries ``ragmem_progress`` = ``(run key, outputs journaled, examples)`` for the resume hint.
+    ``preflight`` checks every configured endpoint first (:mod:`ragmem.endpoints`).
     """
     components = pipeline.build_components(cfg)  # a bad agent or judge setting fails here, before any call
     dataset = dataset if dataset is not None else steps.load(cfg)
+    if preflight:
+        endpoints.preflight(endpoints.configured(cfg), log=log.info)
     tracker = _tracker(cfg)
     flat = resume_config(cfg)
     kept: dict[str, AgentOutput] = {}
@@ -139,8 +143,8 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
         check_resumable(journal.read_meta(), flat, dataset.sha256, resume, str(journal.folder.parent))
         if tracker is not None:
             tracker.reopen(resume)
-        ids = dataset.ids()
-        kept = {k: v for k, v in journal.outputs().items() if k in ids}
+        ids = dataset.ids()  # a failed call is not an answer: a resume calls it again
+        kept = {k: v for k, v in journal.outputs().items() if k in ids and v.error is None}
         run_id = resume if tracker is not None else None
         log.info("resuming %s: %d of %d examples already answered", resume, len(kept), len(dataset))
     with tracked_run(tracker, cfg.experiment, cfg.run_name, tags=tags, run_id=run_id) as run:
@@ -164,16 +168,32 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
             params = pipeline.run_params(cfg, dataset, components)
             summary = pipeline.summary(run.id, cfg, result, table, params)
             if run.id is not None:
-                steps.log(run, resolved_config=pipeline.masked(cfg.raw), params=params, metrics=result.values,
-                          counts=pipeline.counts(table, result), table=table, summary=summary,
-                          examples=dataset.examples, outputs=outputs,
-                          max_traces=cfg.tracking.max_traces, extra_files=(journal.path,))
+                try:
+                    steps.log(run, resolved_config=pipeline.masked(cfg.raw), params=params, metrics=result.values,
+                              counts=pipeline.counts(table, result), table=table, summary=summary,
+                              examples=dataset.examples, outputs=outputs,
+                              max_traces=cfg.tracking.max_traces, extra_files=(journal.path,))
+                except Exception as exc:
+                    if not is_transient(exc):
+                        raise
+                    raise _results_kept_local(cfg, journal, summary, exc) from None
         except BaseException as exc:  # what is done, and how to go on, for the one-line message
             journal.close()
             exc.ragmem_progress = (journal.key, len(kept) + journal.written, len(dataset))
             raise
         journal.close()
     return EvaluationResult(result.values, table, summary, run.id, params, components.index_builds())
+
+
+def _results_kept_local(cfg: RunConfig, journal: Journal, summary: dict[str, Any], exc: Exception):
+    """The tracking store stopped answering after the work was done: the results stay on this machine."""
+    path = journal.folder / "summary.json"
+    pipeline.write_json(path, summary)
+    down = endpoints.EndpointDown(f"tracking.uri {cfg.tracking_uri}: the tracking store stopped answering while the "
+                                  f"results were logged ({failure_message(exc)}); the results are kept in {path} "
+                                  f"and {journal.path}", during_run=True)
+    down.ragmem_summary = summary
+    return down
 
 
 def resume_config(cfg: RunConfig) -> dict[str, Any]:
@@ -186,13 +206,15 @@ def resume_config(cfg: RunConfig) -> dict[str, Any]:
 # ---- sweeps -------------------------------------------------------------------------------------
 
 def _evaluate_child(cfg: RunConfig, run_id: str | None, dataset: Dataset) -> dict[str, Any]:
-    result = evaluate(cfg, PLAIN, dataset=dataset, run_id=run_id)
+    result = evaluate(cfg, PLAIN, dataset=dataset, run_id=run_id, preflight=False)  # checked by the sweep
     return {"metrics": {k: v for k, v in result.metrics.items() if v is not None}, "table": result.table,
             "index_builds": result.index_builds}
 
 
-def sweep(config: dict[str, Any], steps: Steps = PLAIN, *, tags: dict[str, str] | None = None) -> dict[str, Any]:
-    """Evaluate every configuration of ``sweep.grid`` (see :mod:`ragmem.sweep`) and pick the best."""
+def sweep(config: dict[str, Any], steps: Steps = PLAIN, *, tags: dict[str, str] | None = None,
+          preflight: bool = True) -> dict[str, Any]:
+    """Evaluate every configuration of ``sweep.grid`` (see :mod:`ragmem.sweep`) and pick the best;
+    ``preflight`` checks every endpoint of every configuration first."""
     from ragmem import sweep as sweeps
 
     spec = sweeps.parse_sweep(config["sweep"])
@@ -204,6 +226,8 @@ def sweep(config: dict[str, Any], steps: Steps = PLAIN, *, tags: dict[str, str] 
         key = tuple(child_cfg.files)
         if key not in datasets:
             datasets[key] = steps.load(child_cfg)
+    if preflight:
+        endpoints.preflight(list(dict.fromkeys(e for c in configs for e in endpoints.configured(c))), log=log.info)
     tracker = _tracker(cfg)
     with tracked_run(tracker, cfg.experiment, cfg.run_name or f"sweep-{uuid.uuid4().hex[:6]}",
                      tags={"ragmem.entry": "sweep", **(tags or {})}) as parent:
@@ -252,8 +276,10 @@ def sweep(config: dict[str, Any], steps: Steps = PLAIN, *, tags: dict[str, str] 
 
 # ---- the memory benchmark -----------------------------------------------------------------------
 
-def bench_memory(config: dict[str, Any], steps: Steps = PLAIN, *, tags: dict[str, str] | None = None) -> dict[str, Any]:
-    """Memory layers compared on LoCoMo-style conversations (see :mod:`ragmem.memory_bench`)."""
+def bench_memory(config: dict[str, Any], steps: Steps = PLAIN, *, tags: dict[str, str] | None = None,
+                 preflight: bool = True) -> dict[str, Any]:
+    """Memory layers compared on LoCoMo-style conversations (see :mod:`ragmem.memory_bench`);
+    ``preflight`` checks the judge, generator, embeddings and HTTP layers first."""
     from ragmem.locomo import CATEGORIES, questions
 
     cfg = RunConfig.from_dict(config)
@@ -264,6 +290,8 @@ def bench_memory(config: dict[str, Any], steps: Steps = PLAIN, *, tags: dict[str
     n_questions = sum(len(q) for q in selected.values())
     log.info("bench-memory: %d conversations, %d questions, %d methods", len(conversations), n_questions, len(specs))
     kit = memory_bench.BenchKit.build(cfg)
+    if preflight:
+        endpoints.preflight(endpoints.configured(cfg), log=log.info)
     common = {"bench.data": str(bench.data), "bench.top_k": str(bench.top_k),
               "bench.include_adversarial": str(bench.include_adversarial),
               "n_conversations": str(len(conversations)), "n_questions": str(n_questions),

@@ -2,8 +2,10 @@
 vLLM, LM Studio, llama.cpp).
 
 - Async calls with at most ``max_concurrency`` in flight; ``run`` is the synchronous entry point.
-- Retries with exponential backoff and jitter on 429, 5xx, timeouts and connection errors, honouring
-  ``Retry-After``; the SDK's own retries are off so that this policy is the only one.
+- Retries with exponential backoff and jitter on 429, 5xx (not 501), timeouts and connection errors,
+  honouring ``Retry-After``; the SDK's own retries are off so that this policy is the only one.
+  400, 401, 403, 404, 422 and 501 are not retried. Every attempt feeds the endpoint's circuit
+  breaker (:mod:`ragmem.endpoints`): a dead endpoint stops the run instead of failing every item.
 - Temperature 0 and a seed by default. JSON replies are requested with ``response_format`` json_schema;
   an endpoint that rejects it (HTTP 400) is asked with json_object, then plain text, and the mode that
   worked is remembered. Every reply is validated against :mod:`ragmem.prompts`; an invalid one gets
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ragmem import prompts
+from ragmem.endpoints import OPENAI_URL, Breaker, EndpointDown
 from ragmem.errors import ConfigError
 from ragmem.config import as_section
 from ragmem.settings import EmbeddingSettings, JudgeSettings
@@ -82,7 +85,25 @@ def _transient(exc: Exception) -> bool:
 
     if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError)):
         return True
-    return isinstance(exc, openai.APIStatusError) and exc.status_code >= 500
+    # 501 Not Implemented (a server without embeddings, say) is an answer no retry changes
+    return isinstance(exc, openai.APIStatusError) and exc.status_code >= 500 and exc.status_code != 501
+
+
+def _endpoint_failure(exc: Exception) -> bool | None:
+    """For the circuit breaker: True when the endpoint itself failed (connection refused, reset,
+    DNS, TLS; 401/403/404), False for another failure (timeout, 429, 5xx), None when the endpoint
+    answered (400, 422: about this request, not the endpoint)."""
+    import openai
+
+    if isinstance(exc, openai.APITimeoutError):
+        return False
+    if isinstance(exc, openai.APIConnectionError):
+        return True
+    if isinstance(exc, openai.APIStatusError):
+        if exc.status_code in (401, 403, 404):
+            return True
+        return False if exc.status_code >= 429 else None
+    return False
 
 
 def _rejects_format(exc: Exception) -> bool:
@@ -134,6 +155,7 @@ class _Endpoint:
             path.mkdir(parents=True, exist_ok=True)
             self.cache = diskcache.Cache(str(path))
         self.usage = Usage()
+        self.breaker = Breaker(f"{section}.base_url", self.base_url or OPENAI_URL)
 
     def _client(self):
         from openai import AsyncOpenAI
@@ -158,19 +180,31 @@ class _Endpoint:
         return hashlib.sha256(blob.encode()).hexdigest()
 
     async def _with_retries(self, call):
+        """``call()`` with retries on transient failures; every attempt feeds the endpoint's breaker,
+        which raises :class:`ragmem.endpoints.EndpointDown` once it is open."""
         attempt = 0
         while True:
             attempt += 1
+            self.breaker.check()
             try:
                 self.usage.add(calls=1)
-                return await call()
+                reply = await call()
             except Exception as exc:
+                kind = _endpoint_failure(exc)
+                if kind is None:
+                    self.breaker.success()
+                else:
+                    self.breaker.failure(_describe(exc), kind)
+                    self.breaker.check()
                 if not _transient(exc) or attempt > self.max_retries:
                     raise
                 wait = _retry_after(exc)
                 if wait is None:
                     wait = self.backoff_s * (2 ** (attempt - 1)) * random.uniform(0.5, 1.5)
                 await asyncio.sleep(min(wait, 60.0))
+            else:
+                self.breaker.success()
+                return reply
 
     def run_async(self, coros_factory) -> list[Result]:
         """Run ``coros_factory(client, semaphore) -> list[coroutine]`` to completion from sync code."""
@@ -265,6 +299,8 @@ class JudgeClient(_Endpoint):
                     if problem:
                         self.usage.add(failures=1)
                         return Result(error=f"invalid reply after one repair: {problem}")
+            except EndpointDown:
+                raise
             except Exception as exc:
                 self.usage.add(failures=1)
                 return Result(error=_describe(exc))
@@ -300,6 +336,8 @@ class EmbeddingClient(_Endpoint):
                 vector = [float(x) for x in reply.data[0].embedding]
                 usage = getattr(reply, "usage", None)
                 self.usage.add(tokens_in=int(getattr(usage, "prompt_tokens", 0) or 0))
+            except EndpointDown:
+                raise
             except Exception as exc:
                 self.usage.add(failures=1)
                 return Result(error=_describe(exc))

@@ -142,9 +142,14 @@ class _DropUserErrors(logging.Filter):
         if isinstance(exc, (RagmemError, KeyboardInterrupt)):
             return False
         message = record.getMessage()
-        return not any(name in message for name in ("DataError", "ConfigError", "AgentLoadError", "RagmemError",
+        return not any(name in message for name in (*_user_error_names(RagmemError),
                                                      "aborted by an interrupt signal",
                                                      "aborted by a termination signal"))
+
+
+def _user_error_names(cls: type) -> set[str]:
+    """The names of ``cls`` and its subclasses (ConfigError, DataError, EndpointDown, ...)."""
+    return {cls.__name__}.union(*(_user_error_names(sub) for sub in cls.__subclasses__()))
 
 
 @contextlib.contextmanager

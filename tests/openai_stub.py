@@ -2,7 +2,8 @@
 
 ``Stub(chat=fn, embed=fn)``: ``chat(request_json) -> dict`` returns the reply object for a chat
 completion (it is serialised as the message content), ``embed(text) -> list[float]``. Failures are
-injected with ``fail(request_number) -> None | "429" | "500" | "timeout" | "truncated"``. Every request
+injected with ``fail(request_number) -> None | "429" | "500" | "timeout" | "truncated" | "reset"`` (the
+connection closed without a reply, as a server that died mid-run looks to a client). Every request
 is recorded in ``requests``.
 """
 
@@ -55,6 +56,9 @@ class Stub:
                 if stub.latency_s:
                     time.sleep(stub.latency_s)
                 failure = stub.fail(number) if stub.fail else None
+                if failure == "reset":
+                    self.close_connection = True
+                    return
                 if failure == "429":
                     return self._send(429, {"error": {"message": "rate limited", "type": "rate_limit"}},
                                       {"retry-after": stub.retry_after})

@@ -105,3 +105,140 @@ def test_an_interrupted_run_resumes_without_paying_twice(prefect_env, tmp_path, 
     assert len(ids) == N and len(set(ids)) == N
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["run_id"] == run_id and summary["n_examples"] == N and summary["n_errors"] == 0
+
+
+# ---- in process: preflight, breakers, resume rules -------------------------------------------------
+
+import ragmem  # noqa: E402
+from ragmem.endpoints import Breaker, Endpoint, EndpointDown, preflight, probe  # noqa: E402
+from ragmem.errors import ConfigError  # noqa: E402
+from tests.openai_stub import Stub, data_block  # noqa: E402
+
+
+def _replayed(tmp_path: Path, n: int = 40) -> str:
+    path = tmp_path / "replayed.json"
+    path.write_text(json.dumps([{"id": f"e{i}", "query": f"Question {i}?", "reference_answer": f"Answer {i}.",
+                                 "generated_answer": ("good " if i % 2 else "bad ") + f"answer {i}.", "label": i % 2}
+                                for i in range(n)]))
+    return str(path)
+
+
+def _verdict(request):
+    return {"verdict": "yes" if "good" in data_block(request, "answer") else "no", "reason": "scripted"}
+
+
+M = ["accuracy", "f1"]
+
+
+def _judge(url: str, tmp_path: Path, **extra) -> dict:
+    return {"type": "llm", "model": "judge-test", "base_url": url, "cache_dir": str(tmp_path / "cache"),
+            "retry_backoff_s": 0.01, "max_retries": 1, "timeout_s": 5, "max_concurrency": 2, **extra}
+
+
+def _store(shared_store, experiment: str) -> dict:
+    return {"tracking": {"uri": shared_store["uri"], "artifact_root": shared_store["artifact_root"]},
+            "experiment": experiment}
+
+
+def test_preflight_names_the_dead_endpoint_before_any_work(tmp_path):
+    with pytest.raises(EndpointDown) as caught:
+        ragmem.evaluate(_replayed(tmp_path), track=False, metrics=M, judge=_judge("http://127.0.0.1:9/v1", tmp_path))
+    message = str(caught.value)
+    assert message.startswith("judge.base_url http://127.0.0.1:9/v1: cannot connect")
+    assert "nothing was run" in message and caught.value.exit_code == 2
+    # every kind of endpoint is named by its setting; several dead ones are all listed
+    dead = [Endpoint("agent.url", "http://127.0.0.1:9/agent", "http"),
+            Endpoint("tracking.uri", "http://127.0.0.1:9", "mlflow")]
+    with pytest.raises(EndpointDown, match=r"^agent.url http://127.0.0.1:9/agent: cannot connect .*\(and 1 more: tracking.uri\)"):
+        preflight(dead)
+    assert probe(Endpoint("x", "not a url", "http")).startswith("not a usable URL")
+
+
+def test_preflight_passes_a_live_endpoint_and_can_be_skipped(tmp_path):
+    with Stub(chat=_verdict) as stub:
+        assert probe(Endpoint("judge.base_url", stub.base_url, "openai")) is None  # any HTTP answer
+        result = ragmem.evaluate(_replayed(tmp_path, 4), track=False, metrics=M, judge=_judge(stub.base_url, tmp_path))
+    assert result.metrics["judge_calls"] == 4
+    # skipped: the dead endpoint is then met by the breaker during the run
+    with pytest.raises(EndpointDown, match="consecutive failures") as caught:
+        ragmem.evaluate(_replayed(tmp_path, 4), track=False, preflight=False, metrics=M,
+                        judge=_judge("http://127.0.0.1:9/v1", tmp_path, cache=False))
+    assert caught.value.exit_code == 3
+
+
+def test_the_breaker_opens_on_consecutive_endpoint_failures_or_a_failing_window():
+    breaker = Breaker("judge.base_url", "http://x/v1", consecutive=3, window=10, ratio=0.8)
+    for _ in range(2):
+        breaker.failure("APIConnectionError", True)
+    breaker.failure("InternalServerError (HTTP 500)", False)  # not an endpoint failure: the run restarts
+    breaker.failure("APIConnectionError", True)
+    breaker.success()
+    assert not breaker.open
+    for _ in range(3):
+        breaker.failure("APIConnectionError: refused", True)
+    assert breaker.open and "3 consecutive failures (last: APIConnectionError: refused)" in breaker.reason
+    with pytest.raises(EndpointDown):
+        breaker.check()
+    window = Breaker("judge.base_url", "http://x/v1", consecutive=99, window=10, ratio=0.8)
+    for i in range(10):
+        window.failure("HTTP 503", False) if i % 5 else window.success()
+    assert window.open and "8 of the last 10 calls failed" in window.reason
+
+
+def test_a_judge_dying_mid_run_stops_it_and_the_resume_pays_nothing_twice(tmp_path, shared_store):
+    down = {"after": 12}
+    with Stub(chat=_verdict, fail=lambda n: "reset" if down["after"] and n > down["after"] else None) as stub:
+        settings = {**_store(shared_store, "judge-dies"), "agent": {"batch_size": 10},
+                    "judge": _judge(stub.base_url, tmp_path), "metrics": ["accuracy", "f1"]}
+        started = time.monotonic()
+        with pytest.raises(EndpointDown) as caught:
+            ragmem.evaluate(_replayed(tmp_path), config=settings)
+        assert time.monotonic() - started < 60
+        assert caught.value.exit_code == 3 and "judge.base_url" in str(caught.value)
+        key, done, total = caught.value.ragmem_progress
+        assert total == 40 and 10 <= done <= 20
+        client = MlflowClient(shared_store["uri"])
+        run = client.get_run(key)
+        assert run.info.status == "FAILED" and "EndpointDown" in run.data.tags["ragmem.error"]
+        sent_before = len(stub.requests)
+
+        down["after"] = 0  # the endpoint is back
+        result = ragmem.evaluate(_replayed(tmp_path), config=settings, resume=key)
+    assert result.run_id == key and client.get_run(key).info.status == "FINISHED"
+    assert int(result.table["verdict"].notna().sum()) == 40 and result.metrics["judge_failures"] == 0
+    # the verdicts obtained before the endpoint died came from the cache
+    assert result.metrics["judge_cache_hits"] >= 10
+    assert len(stub.requests) - sent_before == 40 - result.metrics["judge_cache_hits"]
+
+
+def test_an_http_agent_that_stops_answering_stops_the_run(tmp_path):
+    data = tmp_path / "live.json"
+    data.write_text(json.dumps([{"id": f"q{i}", "query": f"q{i}", "reference_answer": "a"} for i in range(60)]))
+    with Stub(chat=lambda r: {"answer": "a"}, fail=lambda n: "reset" if n > 5 else None) as stub:
+        with pytest.raises(EndpointDown, match=r"^agent.url http://127.0.0.1:\d+/agent: 5 consecutive failures") as caught:
+            ragmem.evaluate(str(data), track=False, agent={"type": "http", "url": stub.base_url.replace("/v1", "/agent"),
+                                                           "retries": 0, "concurrency": 1})
+    assert caught.value.ragmem_progress[1] <= 6 and len(stub.requests) <= 11  # stopped, not 60 calls
+
+
+def test_a_resume_is_refused_for_another_config_a_finished_run_or_a_live_one(tmp_path, shared_store):
+    data = _replayed(tmp_path, 6)
+    settings = _store(shared_store, "resume-rules")
+    done = ragmem.evaluate(data, config=settings)
+    with pytest.raises(ConfigError, match=r"differs from the interrupted run's in judge.threshold \(0.7 -> 0.5\)"):
+        ragmem.evaluate(data, config={**settings, "judge": {"threshold": 0.5}}, resume=done.run_id)
+    ragmem.evaluate(data, config={**settings, "agent": {"concurrency": 3}}, resume=None)  # a new run: fine
+    with pytest.raises(ConfigError, match="already FINISHED"):
+        ragmem.evaluate(data, config={**settings, "agent": {"concurrency": 3}}, resume=done.run_id)
+    with pytest.raises(ConfigError, match="no journal of that run"):
+        ragmem.evaluate(data, config=settings, resume="0123456789abcdef")
+
+    from ragmem.tracking import Tracker
+
+    tracker = Tracker(shared_store["uri"], shared_store["artifact_root"])
+    live = tracker.create_run("resume-rules", "live")  # RUNNING, this (alive) process's pid
+    with pytest.raises(ConfigError, match=f"still running \\(pid {os.getpid()}\\)"):
+        tracker.reopen(live)
+    tracker.set_tags(live, {"ragmem.pid": "999999999"})  # its process is gone: resumable
+    tracker.reopen(live)
+    assert tracker.client.get_run(live).data.tags["ragmem.resumed"] == "1"

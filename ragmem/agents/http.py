@@ -22,9 +22,9 @@ from ragmem.schema import Example
 class AgentCallError(Exception):
     """The endpoint answered, but not with a usable reply."""
 
-    def __init__(self, message: str, retryable: bool = False):
+    def __init__(self, message: str, retryable: bool = False, status: int | None = None):
         super().__init__(message)
-        self.retryable = retryable
+        self.retryable, self.status = retryable, status
 
 
 class HttpAgent:
@@ -42,6 +42,9 @@ class HttpAgent:
                 raise ConfigError(f"agent.api_key_env: the environment variable {api_key_env} is not set")
             headers["authorization"] = f"Bearer {key}"
         self.url = url
+        from ragmem.endpoints import Breaker
+
+        self.breaker = Breaker("agent.url", url)  # fed by the runner: a dead agent stops the run
         self.client = httpx.Client(timeout=timeout_s, headers=headers,
                                    limits=httpx.Limits(max_connections=max_connections))
 
@@ -55,11 +58,25 @@ class HttpAgent:
         if reply.status_code >= 300:
             excerpt = " ".join(reply.text.split())[:200]
             raise AgentCallError(f"HTTP {reply.status_code} from {self.url}: {excerpt}",
-                                 retryable=reply.status_code == 429 or reply.status_code >= 500)
+                                 retryable=reply.status_code == 429 or reply.status_code >= 500 and reply.status_code != 501,
+                                 status=reply.status_code)
         try:
             return reply.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
             raise AgentCallError(f"reply from {self.url} is not JSON: {' '.join(reply.text.split())[:120]!r}") from None
+
+    @staticmethod
+    def endpoint_failure(exc: BaseException) -> bool | None:
+        """For the breaker: True for connection-level failures and 401/403/404, False for other
+        failures (timeouts, 5xx), None when the agent answered (a bad reply to this query)."""
+        if isinstance(exc, httpx.TimeoutException):
+            return False
+        if isinstance(exc, httpx.TransportError):
+            return True
+        status = getattr(exc, "status", None)
+        if status is None:
+            return None
+        return True if status in (401, 403, 404) else False if status >= 429 else None
 
     @staticmethod
     def retryable(exc: BaseException) -> bool:

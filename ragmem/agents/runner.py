@@ -10,6 +10,7 @@ import threading
 import time
 from typing import Any, Callable, Sequence
 
+from ragmem.endpoints import EndpointDown
 from ragmem.schema import AgentOutput, Context, Example
 
 
@@ -73,6 +74,7 @@ def _timed_call(agent: Callable[[Example], Any], example: Example, starts: dict[
     """Call with retries on retryable failures (exponential backoff with jitter); the latency is
     that of the last attempt, timed with the monotonic clock."""
     retryable = getattr(agent, "retryable", lambda exc: False)
+    breaker = getattr(agent, "breaker", None)  # an endpoint's agent (http): see ragmem.endpoints
     attempt = 0
     while True:
         attempt += 1
@@ -81,9 +83,16 @@ def _timed_call(agent: Callable[[Example], Any], example: Example, starts: dict[
         starts[index] = start
         try:
             raw = agent(example)
+            if breaker is not None:
+                breaker.success()
             return raw, None, time.perf_counter() - start, wall, attempt
         except Exception as exc:  # any failure of the user's agent is recorded for that example
             elapsed = time.perf_counter() - start
+            kind = agent.endpoint_failure(exc) if breaker is not None else None
+            if kind is not None:
+                breaker.failure(f"{type(exc).__name__}: {exc}".splitlines()[0][:200], kind)
+            if breaker is not None and breaker.open:
+                return None, exc, elapsed, wall, attempt
             if attempt > retries or not retryable(exc):
                 return None, exc, elapsed, wall, attempt
         starts.pop(index, None)  # backing off: not "running" for the timeout watch
@@ -143,8 +152,10 @@ def run_live(agent: Callable[[Example], Any], examples: Sequence[Example], concu
 
     On Ctrl+C (or SIGTERM, :class:`ragmem.errors.Terminated`) no new call starts, the calls in flight
     get ``GRACE_S`` to finish (their outputs are handed to ``on_output``), and the interrupt is
-    re-raised.
+    re-raised. The same happens when the agent's endpoint breaker opens (an HTTP agent that stopped
+    answering), with :class:`ragmem.endpoints.EndpointDown`; the call that tripped it is not kept.
     """
+    breaker = getattr(agent, "breaker", None)
     outputs: list[AgentOutput | None] = [None] * len(examples)
     starts: dict[int, float] = {}
 
@@ -171,6 +182,8 @@ def run_live(agent: Callable[[Example], Any], examples: Sequence[Example], concu
             except queue.Empty:
                 i = None
             n = 0
+            if breaker is not None and breaker.open:
+                breaker.check()  # raises EndpointDown: wound down below like an interrupt
             if i is not None and i in remaining:
                 finish(i, _to_output(examples[i], *result))
                 n += 1
@@ -186,7 +199,7 @@ def run_live(agent: Callable[[Example], Any], examples: Sequence[Example], concu
                     n += 1
             if on_done and n:
                 on_done(n)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, EndpointDown):
         workers.stop(n_workers)
         deadline = time.monotonic() + GRACE_S
         while starts.keys() & remaining and time.monotonic() < deadline:
@@ -194,7 +207,7 @@ def run_live(agent: Callable[[Example], Any], examples: Sequence[Example], concu
                 i, result = workers.done.get(timeout=0.05)
             except queue.Empty:
                 continue
-            if i in remaining:
+            if i in remaining and not (breaker is not None and breaker.open):
                 finish(i, _to_output(examples[i], *result))
         raise
     workers.stop(n_workers)
