@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
-from ragmem import endpoints, memory_bench, pipeline
+from ragmem import endpoints, memory_bench, pipeline, progress
 from ragmem.config import RunConfig
 from ragmem.journal import Journal
 from ragmem.loaders import Dataset
@@ -59,8 +59,8 @@ class Steps:
         return pipeline.load(cfg)
 
     def time_agent(self, agent: Any, batch: Sequence[Example], cfg: RunConfig, index: int,
-                   journal: Journal | None = None) -> list[AgentOutput]:
-        return pipeline.time_agent(agent, batch, cfg, on_output=journal.append if journal else None)
+                   on_output: Callable[[AgentOutput], None] | None = None) -> list[AgentOutput]:
+        return pipeline.time_agent(agent, batch, cfg, on_output=on_output)
 
     def judge(self, judge: Any, batch: Sequence[Example], outputs: Sequence[AgentOutput], index: int) -> list:
         return pipeline.judge(judge, batch, outputs)
@@ -155,24 +155,36 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
         outputs: list[AgentOutput] = []
         judgements: list = []
         try:
-            for i, batch in enumerate(pipeline.batches(dataset.examples, cfg.agent.batch_size)):
-                todo = [e for e in batch if e.id not in kept]
-                answered = {o.example_id: o for o in steps.time_agent(components.agent, todo, cfg, i, journal)} if todo else {}
-                journal.sync()
-                answered = [kept.get(e.id) or answered[e.id] for e in batch]
-                judgements += steps.judge(components.judge, batch, answered, i)
-                outputs += answered
-                log.info("agent + judge: %d/%d examples (%d agent errors)", len(outputs), len(dataset),
-                         sum(o.error is not None for o in outputs))
-            table, result = steps.score(dataset.examples, outputs, judgements, components, cfg)
+            with progress.stage("agent", len(dataset) - len(kept)) as called, progress.stage("judge", len(dataset)) as judged:
+                def record(output: AgentOutput) -> None:  # journaled the moment it is known
+                    journal.append(output)
+                    called.advance(1, failed=int(output.error is not None))
+
+                for i, batch in enumerate(pipeline.batches(dataset.examples, cfg.agent.batch_size)):
+                    todo = [e for e in batch if e.id not in kept]
+                    answered = {o.example_id: o for o in steps.time_agent(components.agent, todo, cfg, i, record)} if todo else {}
+                    journal.sync()
+                    answered = [kept.get(e.id) or answered[e.id] for e in batch]
+                    verdicts = steps.judge(components.judge, batch, answered, i)
+                    judged.advance(len(batch), failed=sum(v is not None and v.error is not None for v in verdicts))
+                    judgements += verdicts
+                    outputs += answered
+                    log.debug("agent + judge: %d/%d examples (%d agent errors)", len(outputs), len(dataset),
+                              sum(o.error is not None for o in outputs))
+            log.info("agent + judge: %d/%d examples (%d agent errors, %d judge errors)", len(outputs), len(dataset),
+                     sum(o.error is not None for o in outputs),
+                     sum(j is not None and j.error is not None for j in judgements))
+            with progress.stage("metrics"):
+                table, result = steps.score(dataset.examples, outputs, judgements, components, cfg)
             params = pipeline.run_params(cfg, dataset, components)
             summary = pipeline.summary(run.id, cfg, result, table, params)
             if run.id is not None:
                 try:
-                    steps.log(run, resolved_config=pipeline.masked(cfg.raw), params=params, metrics=result.values,
-                              counts=pipeline.counts(table, result), table=table, summary=summary,
-                              examples=dataset.examples, outputs=outputs,
-                              max_traces=cfg.tracking.max_traces, extra_files=(journal.path,))
+                    with progress.stage("logging to MLflow"):
+                        steps.log(run, resolved_config=pipeline.masked(cfg.raw), params=params, metrics=result.values,
+                                  counts=pipeline.counts(table, result), table=table, summary=summary,
+                                  examples=dataset.examples, outputs=outputs,
+                                  max_traces=cfg.tracking.max_traces, extra_files=(journal.path,))
                 except Exception as exc:
                     if not is_transient(exc):
                         raise
@@ -309,8 +321,9 @@ def bench_memory(config: dict[str, Any], steps: Steps = PLAIN, *, tags: dict[str
                 layer = kit.layer(spec, bench.full_context_tokens)
                 answered, add_times = [], []
                 for conversation in conversations:
-                    done, adds = steps.memory_conversation(spec.name, layer, conversation,
-                                                           selected[conversation.id], bench.top_k, kit.generate)
+                    with progress.stage(f"bench-memory: {spec.name}: conversation {conversation.id}"):
+                        done, adds = steps.memory_conversation(spec.name, layer, conversation,
+                                                               selected[conversation.id], bench.top_k, kit.generate)
                     answered += done
                     add_times += adds
                     log.info("bench-memory: %s: conversation %s done (%d questions)", spec.name, conversation.id, len(done))

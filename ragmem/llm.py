@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from ragmem import prompts
+from ragmem import progress, prompts
 from ragmem.endpoints import OPENAI_URL, Breaker, EndpointDown
 from ragmem.errors import ConfigError
 from ragmem.config import as_section
@@ -118,6 +118,13 @@ def _describe(exc: Exception) -> str:
     status = getattr(exc, "status_code", None)
     first = (str(exc).strip().splitlines() or [""])[0][:200]
     return f"{type(exc).__name__}{f' (HTTP {status})' if status else ''}: {first}"
+
+
+async def _counted(coro, counter) -> "Result":
+    """Await one request and count it on the stage's progress."""
+    result = await coro
+    counter.advance(1, failed=int(result.error is not None))
+    return result
 
 
 def parse_json(content: str | None) -> tuple[Any, str | None]:
@@ -312,7 +319,10 @@ class JudgeClient(_Endpoint):
         """``[(task, fields), ...]`` -> one Result per request, in order."""
         if not requests:
             return []
-        return self.run_async(lambda client, sem: [self._ask(client, sem, t, f) for t, f in requests])
+        name = "llm " + ", ".join(sorted({t for t, _ in requests}))
+        with progress.stage(name, len(requests)) as counter:
+            return self.run_async(lambda client, sem: [_counted(self._ask(client, sem, t, f), counter)
+                                                       for t, f in requests])
 
     def signature(self) -> str:
         return (f"judge:llm|model:{self.model}|endpoint:{self.base_url or 'openai'}|prompts:{prompts.PROMPT_VERSION}"
@@ -349,6 +359,8 @@ class EmbeddingClient(_Endpoint):
         unique = list(dict.fromkeys(texts))
         if not unique:
             return []
-        results = self.run_async(lambda client, sem: [self._embed_one(client, sem, t) for t in unique])
+        with progress.stage("embeddings", len(unique)) as counter:
+            results = self.run_async(lambda client, sem: [_counted(self._embed_one(client, sem, t), counter)
+                                                          for t in unique])
         by_text = dict(zip(unique, results))
         return [by_text[t] for t in texts]

@@ -154,7 +154,10 @@ def confidence_intervals(table: pd.DataFrame, result: MetricResult, cfg: RunConf
     names = [n for n, v in result.values.items() if v is not None]
     scorer = scorer_for(cfg.generation.tokenizer, cfg.generation.bleu_tokenize)
     aggs = stats.aggregators(table, names, cfg.zero_division, scorer)
-    return stats.bootstrap(aggs, len(table), cfg.stats.resamples, cfg.seed, cfg.stats.confidence)
+    from ragmem import progress
+
+    with progress.stage("bootstrap"):
+        return stats.bootstrap(aggs, len(table), cfg.stats.resamples, cfg.seed, cfg.stats.confidence)
 
 
 def git_commit(cwd: str | Path | None = None) -> str:

@@ -38,10 +38,10 @@ def load(cfg: RunConfig) -> Dataset:
 
 
 @task(name="time-agent", cache_policy=NO_CACHE, task_run_name="time-agent-batch-{index}")
-def time_agent(agent: Any, batch: Sequence[Example], cfg: RunConfig, index: int, journal=None) -> list[AgentOutput]:
+def time_agent(agent: Any, batch: Sequence[Example], cfg: RunConfig, index: int, on_output=None) -> list[AgentOutput]:
     """Call (or replay) the agent for each example of the batch, timed, failures recorded, each
-    output journaled as soon as it is known."""
-    return PLAIN.time_agent(agent, batch, cfg, index, journal)
+    output journaled as soon as it is known (``on_output``)."""
+    return PLAIN.time_agent(agent, batch, cfg, index, on_output)
 
 
 @task(name="judge", cache_policy=NO_CACHE, task_run_name="judge-batch-{index}")
@@ -98,8 +98,8 @@ class PrefectSteps(engine.Steps):
     def load(self, cfg):
         return load(cfg)
 
-    def time_agent(self, agent, batch, cfg, index, journal=None):
-        return time_agent(quote(agent), quote(batch), cfg, index, quote(journal))
+    def time_agent(self, agent, batch, cfg, index, on_output=None):
+        return time_agent(quote(agent), quote(batch), cfg, index, quote(on_output))
 
     def judge(self, judge_, batch, outputs, index):
         return judge(quote(judge_), quote(batch), quote(outputs), index)
