@@ -14,6 +14,7 @@ from prefect.runtime import flow_run
 
 from ragmem import engine
 from ragmem.config import RunConfig
+from ragmem.orchestration import work_done
 from ragmem.tasks.steps import PrefectSteps
 
 
@@ -30,4 +31,5 @@ def evaluate_flow(config: dict[str, Any], resume: str | None = None, preflight: 
     cfg = RunConfig.from_dict(config)
     result = engine.evaluate(cfg, PrefectSteps(), resume=resume, preflight=preflight,
                              tags={"ragmem.entry": "flow", "prefect.flow_run_id": str(flow_run.id)})
+    work_done(result.summary)  # complete now, whatever happens to the Prefect API from here on
     return result.summary

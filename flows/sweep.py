@@ -14,6 +14,7 @@ from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from ragmem import engine
+from ragmem.orchestration import work_done
 from ragmem.sweep import parse_sweep
 from ragmem.tasks.steps import PrefectSteps
 
@@ -27,7 +28,9 @@ def _run_name(parameters: dict[str, Any]) -> str:
       task_runner=ThreadPoolTaskRunner(max_workers=2))
 def sweep_flow(config: dict[str, Any], preflight: bool = True) -> dict[str, Any]:
     """Evaluate every configuration of the sweep grid and pick the best one."""
-    return engine.sweep(config, PrefectSteps(), preflight=preflight, tags={"prefect.flow_run_id": str(flow_run.id)})
+    result = engine.sweep(config, PrefectSteps(), preflight=preflight, tags={"prefect.flow_run_id": str(flow_run.id)})
+    work_done(result)  # complete now, whatever happens to the Prefect API from here on
+    return result
 
 
 def run_sweep(config: dict[str, Any], preflight: bool = True) -> dict[str, Any]:

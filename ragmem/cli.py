@@ -8,7 +8,7 @@ import os
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Callable, List, Optional
 
 import typer
 
@@ -47,11 +47,25 @@ def _setup_logging(verbose: bool) -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
-def _run_flow(target: str, config: dict[str, Any], verbose: bool, **kwargs: Any) -> dict[str, Any]:
-    """Run a flow (``module:function``) against the resolved Prefect API (see ragmem.orchestration)."""
-    import importlib
+LOST_API_GRACE_S = 20.0  # after the work is done, how long a flow may take to report to a Prefect API that is gone
 
-    from ragmem.orchestration import healthy, prefect_context, resolve_api_url
+
+def _run_flow(target: str, config: dict[str, Any], verbose: bool, finish: Callable[[dict[str, Any]], None],
+              **kwargs: Any) -> None:
+    """Run a flow (``module:function``) against the resolved Prefect API (see ragmem.orchestration)
+    and hand its result to ``finish`` (print, write the JSON).
+
+    When the Prefect API dies during the run, the work still completes (tasks run here, results go
+    to MLflow) but Prefect would retry reporting the flow's end for minutes and then drain its
+    events at exit for minutes more. So once the flow announced its result
+    (:func:`ragmem.orchestration.work_done`), the command waits at most ``LOST_API_GRACE_S`` for
+    the flow to return; if it has not and the API does not answer, the result is finished here,
+    one warning line is printed and the process exits (Prefect's undelivered records are dropped).
+    """
+    import importlib
+    import threading
+
+    from ragmem.orchestration import OUTCOME, healthy, prefect_context, resolve_api_url
 
     api_url = resolve_api_url(log=log.info)
     if not healthy(api_url, timeout=5.0):  # a configured PREFECT_API_URL that does not answer
@@ -61,11 +75,45 @@ def _run_flow(target: str, config: dict[str, Any], verbose: bool, **kwargs: Any)
                            f"nothing was run (unset PREFECT_API_URL to use ragmem's local server)")
     log.info("Prefect API: %s", api_url)
     module, _, name = target.partition(":")
+    OUTCOME.reset()
+    returned = threading.Event()
+    finishing = threading.Lock()
+
+    def finish_without_prefect(result: dict[str, Any]) -> None:
+        print(f"warning: the Prefect API at {api_url} stopped answering during the run; the results are "
+              f"complete (MLflow has them) but Prefect's record of this flow run is not", file=sys.stderr)
+        code = 0
+        try:
+            finish(result)
+        except RagmemError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            code = getattr(exc, "exit_code", 2)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)  # not sys.exit: Prefect's exit-time drain would retry the dead API for minutes
+
+    def watchdog() -> None:
+        OUTCOME.done.wait()
+        if returned.wait(LOST_API_GRACE_S) or healthy(api_url, timeout=2.0):
+            return
+        with finishing:
+            if not returned.is_set():
+                finish_without_prefect(OUTCOME.value)
+
+    threading.Thread(target=watchdog, name="ragmem-prefect-watchdog", daemon=True).start()
     try:
         with prefect_context(api_url, quiet=not verbose):
-            return getattr(importlib.import_module(module), name)(config, **kwargs)
+            result = getattr(importlib.import_module(module), name)(config, **kwargs)
     except KeyboardInterrupt as exc:  # past click as an exception of ours: main() prints the line
         raise Stopped(exc) from None
+    except Exception:
+        if OUTCOME.value is not None and not healthy(api_url, timeout=2.0):
+            with finishing:
+                finish_without_prefect(OUTCOME.value)
+        raise
+    with finishing:
+        returned.set()
+    finish(result)
 
 
 def _writable(path: Path) -> Path:
@@ -114,15 +162,17 @@ def run(
     resolved = resolve_config(config, overrides=set_, data=data)
     RunConfig.from_dict(resolved).require_data()
 
+    def finish(summary: dict[str, Any]) -> None:
+        print_summary(summary, show_all)
+        _write(output, summary, "summary")
+
     try:
-        summary = _run_flow("ragmem.flows.evaluate:evaluate_flow", resolved, verbose, resume=resume,
-                            preflight=not no_preflight)
+        _run_flow("ragmem.flows.evaluate:evaluate_flow", resolved, verbose, finish, resume=resume,
+                  preflight=not no_preflight)
     except RagmemError as exc:  # the tracking store went away after the work: the summary is still written
         if getattr(exc, "ragmem_summary", None):
             _write(output, exc.ragmem_summary, "summary")
         raise
-    print_summary(summary, show_all)
-    _write(output, summary, "summary")
 
 
 @app.command()
@@ -143,12 +193,14 @@ def sweep(
     resolved = resolve_config(config, overrides=set_, data=data)
     spec = parse_sweep(resolved["sweep"])
     RunConfig.from_dict(resolved).require_data()
-    result = _run_flow("ragmem.flows.sweep:run_sweep", resolved, verbose, preflight=not no_preflight)
-    print_sweep(result, spec)
-    _write(output, result, "sweep")
-    if result["children"] and all(c["status"] != "FINISHED" for c in result["children"]):
-        raise RagmemError(f"sweep: every one of the {len(result['children'])} configurations failed "
-                          f"(first: {result['children'][0]['error']}); see {output}")
+    def finish(result: dict[str, Any]) -> None:
+        print_sweep(result, spec)
+        _write(output, result, "sweep")
+        if result["children"] and all(c["status"] != "FINISHED" for c in result["children"]):
+            raise RagmemError(f"sweep: every one of the {len(result['children'])} configurations failed "
+                              f"(first: {result['children'][0]['error']}); see {output}")
+
+    _run_flow("ragmem.flows.sweep:run_sweep", resolved, verbose, finish, preflight=not no_preflight)
 
 
 @app.command()
@@ -240,9 +292,11 @@ def bench_memory(
     from ragmem.locomo import load_locomo
 
     load_locomo(resolved["bench"]["data"])  # a malformed file fails here, with file, conversation, turn
-    result = _run_flow("ragmem.flows.bench_memory:bench_memory_flow", resolved, verbose, preflight=not no_preflight)
-    print_bench(result)
-    _write(output, result, "summary")
+    def finish(result: dict[str, Any]) -> None:
+        print_bench(result)
+        _write(output, result, "summary")
+
+    _run_flow("ragmem.flows.bench_memory:bench_memory_flow", resolved, verbose, finish, preflight=not no_preflight)
 
 
 @app.command()

@@ -21,12 +21,13 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from ragmem.errors import RagmemError
 from ragmem.journal import ragmem_home
@@ -36,6 +37,28 @@ START_TIMEOUT_S = 120.0
 QUIET_ENV = {"DO_NOT_TRACK": "true", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
 
 
+
+
+class FlowOutcome:
+    """What a flow announced as its result before returning to Prefect (see :func:`work_done`)."""
+
+    def __init__(self):
+        self.done = threading.Event()
+        self.value: Any = None
+
+    def reset(self) -> None:
+        self.done.clear()
+        self.value = None
+
+
+OUTCOME = FlowOutcome()
+
+
+def work_done(value: Any) -> None:
+    """Called by a flow with its result just before it returns: from here on the work is complete
+    whatever happens to the Prefect API (the CLI finishes without it when it is gone)."""
+    OUTCOME.value = value
+    OUTCOME.done.set()
 
 
 def managed_port() -> int:
@@ -152,6 +175,29 @@ def _user_error_names(cls: type) -> set[str]:
     return {cls.__name__}.union(*(_user_error_names(sub) for sub in cls.__subclasses__()))
 
 
+class _LostApi(logging.Filter):
+    """Prefect reports every event it cannot deliver to a dead API (an ERROR with the whole event,
+    every ~7 s) and every retried request: once the API is gone, one warning line instead."""
+
+    NOISE = ("Unable to connect to", "failed to process item", "Encountered retryable exception during request",
+             "Connect call failed", "ConnectError", "Connection refused")
+
+    def __init__(self, api_url: str):
+        super().__init__()
+        self.api_url, self.warned = api_url, False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if not any(noise in message for noise in self.NOISE):
+            return True
+        if not self.warned:
+            self.warned = True
+            logging.getLogger("ragmem").warning(
+                "the Prefect API at %s is not answering; the run goes on (its Prefect record will be incomplete)",
+                self.api_url)
+        return False
+
+
 @contextlib.contextmanager
 def prefect_context(api_url: str, quiet: bool = True) -> Iterator[None]:
     """Settings for flow runs started from this process: the API URL, no per-flow heartbeat thread
@@ -175,10 +221,18 @@ def prefect_context(api_url: str, quiet: bool = True) -> Iterator[None]:
             logger.addFilter(drop)
             if quiet:
                 logger.setLevel(logging.WARNING)
+        lost = _LostApi(api_url)
+        watched = [logging.getLogger(n) for n in ("prefect.events.clients", "prefect._internal.concurrency",
+                                                  "prefect.client", "prefect.flow_engine", "prefect.task_engine")]
+        for logger in watched:
+            logger.addFilter(lost)
         try:
             yield
         finally:
-            _drain_prefect_workers()
+            if healthy(api_url, timeout=2.0):  # a dead API would hold each queued item for ~7 s
+                _drain_prefect_workers()
+            for logger in watched:
+                logger.removeFilter(lost)
             for logger, level in zip(loggers, previous):
                 logger.removeFilter(drop)
                 logger.setLevel(level)

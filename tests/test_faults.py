@@ -242,3 +242,89 @@ def test_a_resume_is_refused_for_another_config_a_finished_run_or_a_live_one(tmp
     tracker.set_tags(live, {"ragmem.pid": "999999999"})  # its process is gone: resumable
     tracker.reopen(live)
     assert tracker.client.get_run(live).data.tags["ragmem.resumed"] == "1"
+
+
+# ---- end to end: dead endpoints, a stuck agent, the Prefect server killed mid-run -------------------
+
+def _cli(args, env, cwd, timeout=300):
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "ragmem.cli", *args], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout)
+    return done, time.monotonic() - started
+
+
+@pytest.mark.e2e
+def test_dead_endpoints_end_the_command_at_once_with_one_line(prefect_env, tmp_path):
+    data = _replayed(tmp_path, 8)
+    judge = ["--set", "judge.type=llm", "--set", "judge.model=m", "--set", "judge.base_url=http://127.0.0.1:9/v1",
+             "--set", "metrics=[accuracy]"]
+    done, seconds = _cli(["run", str(ROOT / "configs" / "default.yaml"), "--data", data, *judge], prefect_env, tmp_path)
+    assert done.returncode == 2 and seconds < 30, (done.returncode, seconds)
+    assert done.stderr.strip().splitlines()[-1] == ("error: judge.base_url http://127.0.0.1:9/v1: cannot connect "
+                                                   "(Connection refused); nothing was run (--no-preflight skips this check)")
+    assert "Traceback" not in done.stderr
+    # the tracking server
+    env = {**prefect_env, "MLFLOW_TRACKING_URI": "http://127.0.0.1:9"}
+    done, seconds = _cli(["run", str(ROOT / "configs" / "default.yaml"), "--data", data], env, tmp_path)
+    assert done.returncode == 2 and seconds < 30
+    assert done.stderr.strip().splitlines()[-1].startswith("error: tracking.uri http://127.0.0.1:9: cannot connect")
+    # without the preflight the breaker stops it, resumably, with exit 3
+    done, seconds = _cli(["run", str(ROOT / "configs" / "default.yaml"), "--data", data, *judge, "--no-preflight"],
+                         prefect_env, tmp_path)
+    assert done.returncode == 3 and seconds < 60, (done.returncode, seconds, done.stderr)
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: judge.base_url http://127.0.0.1:9/v1: 5 consecutive failures")
+    assert "; resume with: ragmem run " in last and "Traceback" not in done.stderr
+
+
+@pytest.mark.e2e
+def test_a_stuck_agent_call_does_not_hold_the_exit(prefect_env, tmp_path):
+    data = tmp_path / "data.json"
+    data.write_text(json.dumps([{"id": f"q{i}", "query": "hang" if i == 2 else f"question {i}", "reference_answer": "x"}
+                                for i in range(12)]))
+    config = _config(tmp_path, concurrency=2)
+    env = {**prefect_env, "PYTHONPATH": str(ROOT), "RAGMEM_TEST_CALLS": str(tmp_path / "calls.txt"),
+           "RAGMEM_TEST_DELAY": "0.01"}
+    done, seconds = _cli(["run", str(config), "--set", "agent.timeout_s=2"], env, tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert seconds < 60  # the call sleeps 10,000 s: the process did not wait for it
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["counts"]["n_agent_errors"] == 1 and summary["n_examples"] == 12
+
+
+@pytest.mark.e2e
+def test_losing_the_prefect_server_mid_run_still_writes_the_summary(tmp_path):
+    from tests.conftest import free_port
+
+    _write_data(tmp_path)
+    config = _config(tmp_path)
+    calls = tmp_path / "calls.txt"
+    env = {**os.environ, "RAGMEM_HOME": str(tmp_path / "home"), "RAGMEM_PREFECT_PORT": str(free_port()),
+           "PYTHONPATH": str(ROOT), "RAGMEM_TEST_CALLS": str(calls), "RAGMEM_TEST_DELAY": "0.05",
+           "DO_NOT_TRACK": "true", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    env.pop("PREFECT_API_URL", None)
+    env.pop("MLFLOW_TRACKING_URI", None)
+    started = subprocess.run([sys.executable, "-m", "ragmem.cli", "server", "start"], env=env,
+                             capture_output=True, text=True, timeout=180)
+    assert started.returncode == 0, started.stderr
+    proc = _start(["run", str(config)], env, tmp_path)
+    try:
+        wait_until(lambda: len(_calls(calls)) >= 60, "60 agent calls", process=proc)
+        stopped = subprocess.run([sys.executable, "-m", "ragmem.cli", "server", "stop"], env=env,
+                                 capture_output=True, text=True, timeout=120)
+        assert stopped.stdout.strip() == "stopped"
+        killed_at = time.monotonic()
+        out, err = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+    journal = next((tmp_path / "home" / "runs").iterdir()) / "agent_outputs.jsonl"
+    work_done = journal.stat().st_mtime  # the last answer; the work after it takes seconds
+    assert proc.returncode == 0, err
+    assert time.monotonic() - killed_at < 120
+    assert "Traceback" not in err and "failed to process item" not in err
+    assert "stopped answering during the run; the results are complete" in err
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["n_examples"] == N
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlruns/mlflow.db")
+    assert client.get_run(summary["run_id"]).info.status == "FINISHED"
+    assert (tmp_path / "summary.json").stat().st_mtime - work_done < 60
