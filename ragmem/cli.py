@@ -47,73 +47,15 @@ def _setup_logging(verbose: bool) -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
-LOST_API_GRACE_S = 20.0  # after the work is done, how long a flow may take to report to a Prefect API that is gone
-
-
 def _run_flow(target: str, config: dict[str, Any], verbose: bool, finish: Callable[[dict[str, Any]], None],
               **kwargs: Any) -> None:
-    """Run a flow (``module:function``) against the resolved Prefect API (see ragmem.orchestration)
-    and hand its result to ``finish`` (print, write the JSON).
+    """Run a flow and hand its result to ``finish`` (see :func:`ragmem.orchestration.run_flow`)."""
+    from ragmem.orchestration import run_flow
 
-    When the Prefect API dies during the run, the work still completes (tasks run here, results go
-    to MLflow) but Prefect would retry reporting the flow's end for minutes and then drain its
-    events at exit for minutes more. So once the flow announced its result
-    (:func:`ragmem.orchestration.work_done`), the command waits at most ``LOST_API_GRACE_S`` for
-    the flow to return; if it has not and the API does not answer, the result is finished here,
-    one warning line is printed and the process exits (Prefect's undelivered records are dropped).
-    """
-    import importlib
-    import threading
-
-    from ragmem.orchestration import OUTCOME, healthy, prefect_context, resolve_api_url
-
-    api_url = resolve_api_url(log=log.info)
-    if not healthy(api_url, timeout=5.0):  # a configured PREFECT_API_URL that does not answer
-        from ragmem.endpoints import EndpointDown
-
-        raise EndpointDown(f"PREFECT_API_URL {api_url}: no answer from {api_url.rstrip('/')}/health within 5 s; "
-                           f"nothing was run (unset PREFECT_API_URL to use ragmem's local server)")
-    log.info("Prefect API: %s", api_url)
-    module, _, name = target.partition(":")
-    OUTCOME.reset()
-    returned = threading.Event()
-    finishing = threading.Lock()
-
-    def finish_without_prefect(result: dict[str, Any]) -> None:
-        print(f"warning: the Prefect API at {api_url} stopped answering during the run; the results are "
-              f"complete (MLflow has them) but Prefect's record of this flow run is not", file=sys.stderr)
-        code = 0
-        try:
-            finish(result)
-        except RagmemError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            code = getattr(exc, "exit_code", 2)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)  # not sys.exit: Prefect's exit-time drain would retry the dead API for minutes
-
-    def watchdog() -> None:
-        OUTCOME.done.wait()
-        if returned.wait(LOST_API_GRACE_S) or healthy(api_url, timeout=2.0):
-            return
-        with finishing:
-            if not returned.is_set():
-                finish_without_prefect(OUTCOME.value)
-
-    threading.Thread(target=watchdog, name="ragmem-prefect-watchdog", daemon=True).start()
     try:
-        with prefect_context(api_url, quiet=not verbose):
-            result = getattr(importlib.import_module(module), name)(config, **kwargs)
+        run_flow(target, config, finish, quiet=not verbose, log=log.info, **kwargs)
     except KeyboardInterrupt as exc:  # past click as an exception of ours: main() prints the line
         raise Stopped(exc) from None
-    except Exception:
-        if OUTCOME.value is not None and not healthy(api_url, timeout=2.0):
-            with finishing:
-                finish_without_prefect(OUTCOME.value)
-        raise
-    with finishing:
-        returned.set()
-    finish(result)
 
 
 def _writable(path: Path) -> Path:

@@ -27,7 +27,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from ragmem.errors import RagmemError
 from ragmem.journal import ragmem_home
@@ -251,3 +251,67 @@ def _drain_prefect_workers(timeout: float = 30.0) -> None:
     for worker in (APILogWorker, EventsWorker):
         with contextlib.suppress(Exception):
             worker.drain_all(timeout=timeout)
+
+
+LOST_API_GRACE_S = 20.0  # after the work is done, how long a flow may take to report to a Prefect API that is gone
+
+
+def run_flow(target: str, config: dict[str, Any], finish: Callable[[dict[str, Any]], None], quiet: bool = True,
+             log: Callable[..., None] = print, **kwargs: Any) -> None:
+    """Run a flow (``module:function``) against the resolved Prefect API (see ragmem.orchestration)
+    and hand its result to ``finish`` (print, write the JSON).
+
+    When the Prefect API dies during the run, the work still completes (tasks run here, results go
+    to MLflow) but Prefect would retry reporting the flow's end for minutes and then drain its
+    events at exit for minutes more. So once the flow announced its result
+    (:func:`ragmem.orchestration.work_done`), the command waits at most ``LOST_API_GRACE_S`` for
+    the flow to return; if it has not and the API does not answer, the result is finished here,
+    one warning line is printed and the process exits (Prefect's undelivered records are dropped).
+    """
+    import importlib
+
+    api_url = resolve_api_url(log=log)
+    if not healthy(api_url, timeout=5.0):  # a configured PREFECT_API_URL that does not answer
+        from ragmem.endpoints import EndpointDown
+
+        raise EndpointDown(f"PREFECT_API_URL {api_url}: no answer from {api_url.rstrip('/')}/health within 5 s; "
+                           f"nothing was run (unset PREFECT_API_URL to use ragmem's local server)")
+    log(f"Prefect API: {api_url}")
+    module, _, name = target.partition(":")
+    OUTCOME.reset()
+    returned = threading.Event()
+    finishing = threading.Lock()
+
+    def finish_without_prefect(result: dict[str, Any]) -> None:
+        print(f"warning: the Prefect API at {api_url} stopped answering during the run; the results are "
+              f"complete (MLflow has them) but Prefect's record of this flow run is not", file=sys.stderr)
+        code = 0
+        try:
+            finish(result)
+        except RagmemError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            code = getattr(exc, "exit_code", 2)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)  # not sys.exit: Prefect's exit-time drain would retry the dead API for minutes
+
+    def watchdog() -> None:
+        OUTCOME.done.wait()
+        if returned.wait(LOST_API_GRACE_S) or healthy(api_url, timeout=2.0):
+            return
+        with finishing:
+            if not returned.is_set():
+                finish_without_prefect(OUTCOME.value)
+
+    threading.Thread(target=watchdog, name="ragmem-prefect-watchdog", daemon=True).start()
+    try:
+        with prefect_context(api_url, quiet=quiet):
+            result = getattr(importlib.import_module(module), name)(config, **kwargs)
+    except Exception:
+        if OUTCOME.value is not None and not healthy(api_url, timeout=2.0):
+            with finishing:
+                finish_without_prefect(OUTCOME.value)
+        raise
+    with finishing:
+        returned.set()
+    finish(result)
