@@ -26,15 +26,15 @@ def _run_name(parameters: dict[str, Any]) -> str:
 
 @flow(name="ragmem-sweep", flow_run_name=lambda: _run_name(flow_run.parameters), validate_parameters=False,
       task_runner=ThreadPoolTaskRunner(max_workers=2))
-def sweep_flow(config: dict[str, Any], preflight: bool = True) -> dict[str, Any]:
+def sweep_flow(config: dict[str, Any], preflight: bool = True, resume: str | None = None) -> dict[str, Any]:
     """Evaluate every configuration of the sweep grid and pick the best one."""
-    result = engine.sweep(config, PrefectSteps(), preflight=preflight, tags={"prefect.flow_run_id": str(flow_run.id)})
+    result = engine.sweep(config, PrefectSteps(), preflight=preflight, resume=resume, tags={"prefect.flow_run_id": str(flow_run.id)})
     work_done(result)  # complete now, whatever happens to the Prefect API from here on
     return result
 
 
-def run_sweep(config: dict[str, Any], preflight: bool = True) -> dict[str, Any]:
+def run_sweep(config: dict[str, Any], preflight: bool = True, resume: str | None = None) -> dict[str, Any]:
     """Run the sweep flow with ``sweep.max_parallel`` children at a time."""
     spec = parse_sweep(config["sweep"])
     runner = ThreadPoolTaskRunner(max_workers=spec.max_parallel)
-    return sweep_flow.with_options(task_runner=runner)(config, preflight=preflight)
+    return sweep_flow.with_options(task_runner=runner)(config, preflight=preflight, resume=resume)

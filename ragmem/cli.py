@@ -124,6 +124,8 @@ def sweep(
     set_: List[str] = typer.Option([], "--set", help="Override a setting: dotted.key=value (repeatable)."),
     output: Path = typer.Option(Path("sweep.json"), "--output", "-o", help="Where to write the sweep JSON."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's own logs too."),
+    resume: Optional[str] = typer.Option(None, "--resume", metavar="PARENT_RUN_ID",
+                                         help="Continue an interrupted sweep: rerun only its unfinished configurations."),
     no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip checking every endpoint before the first call."),
 ) -> None:
     """Evaluate every configuration of a grid: one MLflow parent run, one child run each."""
@@ -142,7 +144,7 @@ def sweep(
             raise RagmemError(f"sweep: every one of the {len(result['children'])} configurations failed "
                               f"(first: {result['children'][0]['error']}); see {output}")
 
-    _run_flow("ragmem.flows.sweep:run_sweep", resolved, verbose, finish, preflight=not no_preflight)
+    _run_flow("ragmem.flows.sweep:run_sweep", resolved, verbose, finish, preflight=not no_preflight, resume=resume)
 
 
 @app.command()
@@ -375,7 +377,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except (KeyboardInterrupt, Stopped) as exc:  # Ctrl+C, or SIGTERM (Terminated): the run is KILLED
         progress = getattr(exc, "ragmem_progress", None)
-        done = f": {progress[1]} of {progress[2]} examples done" if progress else ""
+        done = f": {progress[1]} of {progress[2]} {progress[3] if len(progress) > 3 else 'examples'} done" if progress else ""
         print(f"interrupted{done}{_resume_hint(exc, argv)}", file=sys.stderr)
         sys.exit(getattr(exc, "exit_code", 143 if isinstance(exc, Terminated) else 130))
     except Exception as exc:

@@ -24,7 +24,8 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
-from ragmem import endpoints, memory_bench, pipeline, progress
+from ragmem import endpoints, interrupts, memory_bench, pipeline, progress
+from ragmem import resume as resumes
 from ragmem.config import RunConfig
 from ragmem.journal import Journal
 from ragmem.loaders import Dataset
@@ -87,7 +88,11 @@ class Steps:
                 return "failed", failure_message(exc)
 
         with ThreadPoolExecutor(max_workers=max_parallel, thread_name_prefix="ragmem-child") as pool:
-            return list(pool.map(guarded, items))
+            try:
+                return list(pool.map(guarded, items))
+            except BaseException:  # interrupted: the children wind down before the pool is joined
+                interrupts.STOP.set()
+                raise
 
     def load_conversations(self, path: str) -> list:
         from ragmem.locomo import load_locomo
@@ -134,13 +139,11 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
     if preflight:
         endpoints.preflight(endpoints.configured(cfg), log=log.info)
     tracker = _tracker(cfg)
-    flat = resume_config(cfg)
+    flat = resumes.flat_config(cfg.raw)
     kept: dict[str, AgentOutput] = {}
     if resume:
-        from ragmem.resume import check_resumable
-
         journal = Journal(resume, resume=True)
-        check_resumable(journal.read_meta(), flat, dataset.sha256, resume, str(journal.folder.parent))
+        resumes.check_resumable(journal.read_meta(), flat, dataset.sha256, resume, str(journal.folder.parent))
         if tracker is not None:
             tracker.reopen(resume)
         ids = dataset.ids()  # a failed call is not an answer: a resume calls it again
@@ -161,6 +164,7 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
                     called.advance(1, failed=int(output.error is not None))
 
                 for i, batch in enumerate(pipeline.batches(dataset.examples, cfg.agent.batch_size)):
+                    interrupts.check()
                     todo = [e for e in batch if e.id not in kept]
                     answered = {o.example_id: o for o in steps.time_agent(components.agent, todo, cfg, i, record)} if todo else {}
                     journal.sync()
@@ -188,7 +192,7 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
                 except Exception as exc:
                     if not is_transient(exc):
                         raise
-                    raise _results_kept_local(cfg, journal, summary, exc) from None
+                    raise resumes.results_kept_local(cfg, journal, summary, exc) from None
         except BaseException as exc:  # what is done, and how to go on, for the one-line message
             journal.close()
             exc.ragmem_progress = (journal.key, len(kept) + journal.written, len(dataset))
@@ -197,36 +201,24 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
     return EvaluationResult(result.values, table, summary, run.id, params, components.index_builds())
 
 
-def _results_kept_local(cfg: RunConfig, journal: Journal, summary: dict[str, Any], exc: Exception):
-    """The tracking store stopped answering after the work was done: the results stay on this machine."""
-    path = journal.folder / "summary.json"
-    pipeline.write_json(path, summary)
-    down = endpoints.EndpointDown(f"tracking.uri {cfg.tracking_uri}: the tracking store stopped answering while the "
-                                  f"results were logged ({failure_message(exc)}); the results are kept in {path} "
-                                  f"and {journal.path}", during_run=True)
-    down.ragmem_summary = summary
-    return down
-
-
-def resume_config(cfg: RunConfig) -> dict[str, Any]:
-    """The settings a resume compares: every setting by dotted key, secrets masked, as JSON has them."""
-    import json
-
-    return json.loads(json.dumps(pipeline.flatten(pipeline.masked(cfg.raw)), default=str))
-
-
 # ---- sweeps -------------------------------------------------------------------------------------
 
-def _evaluate_child(cfg: RunConfig, run_id: str | None, dataset: Dataset) -> dict[str, Any]:
-    result = evaluate(cfg, PLAIN, dataset=dataset, run_id=run_id, preflight=False)  # checked by the sweep
+def _evaluate_child(cfg: RunConfig, run_id: str | None, dataset: Dataset, resume: bool = False) -> dict[str, Any]:
+    again = resume and run_id is not None and Journal.has_meta(run_id)  # it had started: continue it
+    if resume and run_id is not None and not again:  # created but never started: start it now
+        _tracker(cfg).reopen(run_id)
+    result = evaluate(cfg, PLAIN, dataset=dataset, run_id=None if again else run_id, preflight=False,  # checked by the sweep
+                      resume=run_id if again else None)
     return {"metrics": {k: v for k, v in result.metrics.items() if v is not None}, "table": result.table,
             "index_builds": result.index_builds}
 
 
 def sweep(config: dict[str, Any], steps: Steps = PLAIN, *, tags: dict[str, str] | None = None,
-          preflight: bool = True) -> dict[str, Any]:
+          preflight: bool = True, resume: str | None = None) -> dict[str, Any]:
     """Evaluate every configuration of ``sweep.grid`` (see :mod:`ragmem.sweep`) and pick the best;
-    ``preflight`` checks every endpoint of every configuration first."""
+    ``preflight`` checks every endpoint of every configuration first. ``resume`` (a parent run id)
+    continues an interrupted sweep: finished children are read back from MLflow, the others are
+    resumed (or started) in their own child runs."""
     from ragmem import sweep as sweeps
 
     spec = sweeps.parse_sweep(config["sweep"])
@@ -241,27 +233,42 @@ def sweep(config: dict[str, Any], steps: Steps = PLAIN, *, tags: dict[str, str] 
     if preflight:
         endpoints.preflight(list(dict.fromkeys(e for c in configs for e in endpoints.configured(c))), log=log.info)
     tracker = _tracker(cfg)
-    with tracked_run(tracker, cfg.experiment, cfg.run_name or f"sweep-{uuid.uuid4().hex[:6]}",
+    shas = sorted({d.sha256 for d in datasets.values()})
+    meta = {"config": resumes.flat_config(config), "data.sha256": ";".join(shas), "experiment": cfg.experiment}
+    existing = resumes.reopen_sweep(tracker, resume, meta, len(points)) if resume else {}
+    interrupts.STOP.clear()
+    with tracked_run(tracker, cfg.experiment, cfg.run_name or f"sweep-{uuid.uuid4().hex[:6]}", run_id=resume,
                      tags={"ragmem.entry": "sweep", **(tags or {})}) as parent:
-        shas = {d.sha256 for d in datasets.values()}
+        if parent.id is not None and not resume:
+            Journal.write_meta_for(parent.id, meta)
         steps.log_results(parent, params={"sweep.grid": spec.grid, "sweep.samples": spec.samples,
                                     "sweep.objective": f"{spec.goal} {spec.metric}",
                                     "sweep.constraints": list(spec.constraints), "n_children": len(points),
-                                    "data.sha256": shas.pop() if len(shas) == 1 else "varies"})
-        child_ids = [tracker.create_run(cfg.experiment, sweeps.child_name(p), parent_run_id=parent.id,
-                                        tags={"ragmem.entry": "sweep-child"}) if tracker else None for p in points]
-        log.info("sweep: %d configurations, %d at a time", len(points), spec.max_parallel)
+                                    "data.sha256": shas[0] if len(shas) == 1 else "varies"})
+        found = [existing.get(resumes.point_key(p)) for p in points]
+        child_ids = [f[0] if f else tracker.create_run(cfg.experiment, sweeps.child_name(p), parent_run_id=parent.id,
+                                                       tags={"ragmem.entry": "sweep-child",
+                                                             "ragmem.sweep.point": resumes.point_key(p)})
+                     if tracker else None for p, f in zip(points, found)]
+        todo = [i for i, f in enumerate(found) if not (f and f[1] == "FINISHED")]
+        log.info("sweep: %d configurations, %d at a time%s", len(points), spec.max_parallel,
+                 f" ({len(points) - len(todo)} finished before, kept)" if resume else "")
         # the children's traces share one setting of MLflow's process-wide URI (see process_tracking_uri)
         try:
             with process_tracking_uri(cfg.tracking_uri) if tracker else contextlib.nullcontext():
-                outcomes = steps.children(_evaluate_child, [(c, child_ids[i], datasets[tuple(c.files)])
-                                                            for i, c in enumerate(configs)], spec.max_parallel)
+                ran = steps.children(_evaluate_child, [(configs[i], child_ids[i], datasets[tuple(configs[i].files)],
+                                                        bool(resume)) for i in todo], spec.max_parallel)
         except BaseException as exc:  # interrupted: the children still running end with the parent
+            interrupts.STOP.set()  # children on other threads wind down (their runs end KILLED)
             end_unfinished(tracker, child_ids, "KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED",
                            f"sweep ended: {failure_message(exc)}")
+            finished = sum(tracker.client.get_run(c).info.status == "FINISHED" for c in child_ids) if tracker else 0
+            exc.ragmem_progress = (parent.id, finished, len(points), "configurations")
             raise
+        outcomes = dict(zip(todo, ran))
         children, tables, index_builds = [], {}, 0
-        for i, (point, (status, value)) in enumerate(zip(points, outcomes)):
+        for i, point in enumerate(points):
+            status, value = outcomes.get(i) or ("ok", resumes.finished_child(tracker, child_ids[i]))
             child = {"run_id": child_ids[i], "params": point, "metrics": {}, "status": "FINISHED", "error": None}
             if status == "ok":
                 child["metrics"], tables[i] = value["metrics"], value["table"]

@@ -55,14 +55,33 @@ class Journal:
 
     # -- what the run started with --------------------------------------------------------------
 
-    def write_meta(self, meta: dict[str, Any]) -> None:
-        tmp = self.folder / (META_NAME + ".tmp")
+    @staticmethod
+    def folder_for(key: str) -> Path:
+        return run_folder(key)
+
+    @staticmethod
+    def has_meta(key: str) -> bool:
+        return (run_folder(key) / META_NAME).is_file()
+
+    @staticmethod
+    def read_meta_for(key: str) -> dict[str, Any] | None:
+        path = run_folder(key) / META_NAME
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+    @staticmethod
+    def write_meta_for(key: str, meta: dict[str, Any]) -> None:
+        """``run.json`` of a run that journals no outputs itself (a sweep parent)."""
+        folder = run_folder(key)
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / (META_NAME + ".tmp")
         tmp.write_text(json.dumps(meta, ensure_ascii=False, indent=1, default=str), encoding="utf-8")
-        os.replace(tmp, self.folder / META_NAME)
+        os.replace(tmp, folder / META_NAME)
+
+    def write_meta(self, meta: dict[str, Any]) -> None:
+        self.write_meta_for(self.key, meta)
 
     def read_meta(self) -> dict[str, Any] | None:
-        path = self.folder / META_NAME
-        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+        return self.read_meta_for(self.key)
 
     # -- outputs --------------------------------------------------------------------------------
 

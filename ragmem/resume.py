@@ -9,6 +9,7 @@ settings that differ. A run still RUNNING is resumed only when the process that 
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from typing import Any
@@ -66,3 +67,70 @@ def check_resumable(meta: dict[str, Any] | None, flat_config: dict[str, Any], da
     if meta.get("data.sha256") != data_sha256:
         raise ConfigError(f"--resume {key}: the data changed since the run started (sha256 "
                           f"{str(meta.get('data.sha256'))[:12]} -> {data_sha256[:12]})")
+
+
+def results_kept_local(cfg, journal, summary: dict[str, Any], exc: Exception):
+    """The tracking store stopped answering after the work was done: the results stay on this machine."""
+    from ragmem.endpoints import EndpointDown
+    from ragmem.engine import failure_message
+    from ragmem.pipeline import write_json
+
+    path = journal.folder / "summary.json"
+    write_json(path, summary)
+    down = EndpointDown(f"tracking.uri {cfg.tracking_uri}: the tracking store stopped answering while the "
+                                  f"results were logged ({failure_message(exc)}); the results are kept in {path} "
+                                  f"and {journal.path}", during_run=True)
+    down.ragmem_summary = summary
+    return down
+
+
+def flat_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The settings a resume compares: every setting by dotted key, secrets masked, as JSON has them."""
+    from ragmem import pipeline
+
+    return json.loads(json.dumps(pipeline.flatten(pipeline.masked(config)), default=str))
+
+
+# ---- sweeps -------------------------------------------------------------------------------------
+
+def point_key(point: dict[str, Any]) -> str:
+    """A grid point as the tag ``ragmem.sweep.point`` its child run carries."""
+    return json.dumps(point, sort_keys=True, default=str)
+
+
+def reopen_sweep(tracker, parent_id: str, meta: dict[str, Any], n_points: int) -> dict[str, tuple[str, str]]:
+    """Check that the sweep ``parent_id`` may be resumed with this config and reopen it; returns its
+    children by grid point: ``{point_key: (run_id, status)}``."""
+    from ragmem.journal import Journal
+
+    if tracker is None:
+        raise ConfigError(f"--resume {parent_id}: a sweep is resumed from its MLflow runs; tracking.enabled must be true")
+    check_resumable(Journal.read_meta_for(parent_id), meta["config"], meta["data.sha256"], parent_id,
+                    str(Journal.folder_for(parent_id).parent))
+    runs = tracker.client.search_runs([tracker.experiment_id(meta["experiment"])],
+                                      filter_string=f"tags.mlflow.parentRunId = '{parent_id}'")
+    children: dict[str, tuple[str, str]] = {}
+    for run in runs:
+        key = run.data.tags.get("ragmem.sweep.point")
+        status = run.info.status
+        if status == "RUNNING" and run_is_dead(run.data.tags):
+            status = "DEAD"
+        if key:
+            children[key] = (run.info.run_id, status)
+    if len(children) == n_points and all(s == "FINISHED" for _, s in children.values()):
+        raise ConfigError(f"--resume {parent_id}: every one of the {n_points} configurations already finished")
+    tracker.reopen(parent_id, allow_finished=True)
+    return children
+
+
+_COUNTS = ("n_examples", "n_agent_errors", "n_judge_errors", "n_unlabelled", "n_errors", "n_traces")
+
+
+def finished_child(tracker, run_id: str) -> dict[str, Any]:
+    """A child finished before the sweep was interrupted: its metrics and per-example table, read back."""
+    from ragmem.compare import load_run_table
+
+    metrics = tracker.client.get_run(run_id).data.metrics
+    kept = {k: v for k, v in metrics.items()
+            if k not in _COUNTS and not k.startswith("undefined_") and not k.endswith(("_ci_low", "_ci_high"))}
+    return {"metrics": kept, "table": load_run_table(tracker.client, run_id), "index_builds": 0}

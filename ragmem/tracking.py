@@ -147,7 +147,7 @@ class Tracker:
         run = self.client.create_run(self.experiment_id(experiment), run_name=run_name, tags=tags)
         return run.info.run_id
 
-    def reopen(self, run_id: str) -> None:
+    def reopen(self, run_id: str, allow_finished: bool = False) -> None:
         """Continue an ended (KILLED or FAILED) run, or one left RUNNING by a dead process: status
         RUNNING again, this process's host and pid, and the tag ``ragmem.resumed`` counting resumes.
         A FINISHED run, a run whose process still runs, or one of another host is refused."""
@@ -161,7 +161,7 @@ class Tracker:
         except MlflowException:
             raise ConfigError(f"--resume {run_id}: no such run in {self.uri}") from None
         status, tags = run.info.status, run.data.tags
-        if status == "FINISHED":
+        if status == "FINISHED" and not allow_finished:  # (a sweep parent with unfinished children)
             raise ConfigError(f"--resume {run_id}: the run already FINISHED; nothing to resume")
         if status == "RUNNING":
             dead = run_is_dead(tags)

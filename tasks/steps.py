@@ -11,7 +11,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote
 
-from ragmem import engine, tracking
+from ragmem import engine, interrupts, tracking
 from ragmem.config import RunConfig
 from ragmem.loaders import Dataset
 from ragmem.schema import AgentOutput, Example
@@ -117,7 +117,11 @@ class PrefectSteps(engine.Steps):
         futures = [child.submit(fn, quote(item), i) for i, item in enumerate(items)]
         outcomes = []
         for future in futures:
-            future.wait()
+            try:
+                future.wait()
+            except BaseException:  # interrupted: the children on the runner's threads wind down
+                interrupts.STOP.set()
+                raise
             try:
                 outcomes.append(("ok", future.result()))
             except Exception as exc:  # the child's own exception, recorded as its reason

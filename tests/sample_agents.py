@@ -79,6 +79,13 @@ def slow_logged(query):
 
     with open(os.environ["RAGMEM_TEST_CALLS"], "a", encoding="utf-8") as calls:
         calls.write(query + "\n")
+        made = calls.tell()
+    at = os.environ.get("RAGMEM_TEST_INTERRUPT_AT_BYTES")  # in-process tests: Ctrl+C after that much
+    if at and made >= int(at) and not os.environ.get("RAGMEM_TEST_INTERRUPTED"):
+        import signal
+
+        os.environ["RAGMEM_TEST_INTERRUPTED"] = "1"
+        os.kill(os.getpid(), signal.SIGINT)  # a real signal: it wakes the main thread's wait
     time.sleep(float(os.environ.get("RAGMEM_TEST_DELAY", "0.05")))
     if query == "hang":
         time.sleep(10_000)

@@ -328,3 +328,44 @@ def test_losing_the_prefect_server_mid_run_still_writes_the_summary(tmp_path):
     client = MlflowClient(f"sqlite:///{tmp_path}/mlruns/mlflow.db")
     assert client.get_run(summary["run_id"]).info.status == "FINISHED"
     assert (tmp_path / "summary.json").stat().st_mtime - work_done < 60
+
+
+def test_an_interrupted_sweep_resumes_only_its_unfinished_children(tmp_path, shared_store, monkeypatch):
+    from ragmem import engine
+    from ragmem.config import resolve_config
+
+    _write_data(tmp_path, 120)
+    calls = tmp_path / "calls.txt"
+    monkeypatch.setenv("RAGMEM_TEST_CALLS", str(calls))
+    monkeypatch.setenv("RAGMEM_TEST_DELAY", "0.005")
+    monkeypatch.setenv("RAGMEM_HOME", str(tmp_path / "home"))
+    line = len("question 100\n")  # about 1.5 children's worth of calls, then Ctrl+C
+    monkeypatch.setenv("RAGMEM_TEST_INTERRUPT_AT_BYTES", str(180 * line))
+    monkeypatch.delenv("RAGMEM_TEST_INTERRUPTED", raising=False)
+    monkeypatch.syspath_prepend(str(ROOT))
+    config = resolve_config(None, data=str(tmp_path / "data.json"), extra={
+        **_store(shared_store, "sweep-resume"), "tracking": {**_store(shared_store, "x")["tracking"], "max_traces": 0},
+        "agent": {"type": "python", "target": "tests.sample_agents:slow_logged", "concurrency": 2, "batch_size": 20},
+        "sweep": {"grid": {"judge.threshold": [0.3, 0.5, 0.7]}, "max_parallel": 1}})
+    with pytest.raises(KeyboardInterrupt) as caught:
+        engine.sweep(config)
+    parent, finished, total, unit = caught.value.ragmem_progress
+    assert (finished, total, unit) == (1, 3, "configurations")
+    client = MlflowClient(shared_store["uri"])
+    statuses = lambda: sorted(r.info.status for r in client.search_runs(  # noqa: E731
+        [client.get_experiment_by_name("sweep-resume").experiment_id],
+        filter_string=f"tags.mlflow.parentRunId = '{parent}'"))
+    assert client.get_run(parent).info.status == "KILLED"
+    assert statuses() == ["FINISHED", "KILLED", "KILLED"]
+    made_before = len(_calls(calls))
+    assert made_before < 3 * 120
+
+    summary = engine.sweep(config, resume=parent)
+    assert summary["parent_run_id"] == parent and client.get_run(parent).info.status == "FINISHED"
+    assert statuses() == ["FINISHED", "FINISHED", "FINISHED"]
+    assert [c["status"] for c in summary["children"]] == ["FINISHED"] * 3
+    assert all(c["metrics"]["reference_coverage"] == 1.0 for c in summary["children"])
+    made = _calls(calls)
+    assert 3 * 120 <= len(made) <= 3 * 120 + 2  # the finished child not rerun; at most the calls in flight twice
+    with pytest.raises(ConfigError, match="already finished"):
+        engine.sweep(config, resume=parent)

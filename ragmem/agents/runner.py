@@ -10,6 +10,7 @@ import threading
 import time
 from typing import Any, Callable, Sequence
 
+from ragmem import interrupts
 from ragmem.endpoints import EndpointDown
 from ragmem.schema import AgentOutput, Context, Example
 
@@ -177,6 +178,7 @@ def run_live(agent: Callable[[Example], Any], examples: Sequence[Example], concu
 
     try:
         while remaining:
+            interrupts.check()  # a sweep interrupted on the main thread stops its children here
             try:
                 i, result = workers.done.get(timeout=0.05)
             except queue.Empty:
