@@ -81,7 +81,7 @@ class Stub:
                 if failure == "truncated":
                     content = content[: len(content) // 2]
                 return self._send(200, {
-                    "id": f"chatcmpl-{number}", "object": "chat.completion", "created": 0, "model": body["model"],
+                    "id": f"chatcmpl-{number}", "object": "chat.completion", "created": 0, "model": body.get("model", "stub"),
                     "choices": [{"index": 0, "finish_reason": "stop",
                                  "message": {"role": "assistant", "content": content}}],
                     "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}})

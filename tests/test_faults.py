@@ -218,7 +218,8 @@ def test_an_http_agent_that_stops_answering_stops_the_run(tmp_path):
         with pytest.raises(EndpointDown, match=r"^agent.url http://127.0.0.1:\d+/agent: 5 consecutive failures") as caught:
             ragmem.evaluate(str(data), track=False, agent={"type": "http", "url": stub.base_url.replace("/v1", "/agent"),
                                                            "retries": 0, "concurrency": 1})
-    assert caught.value.ragmem_progress[1] <= 6 and len(stub.requests) <= 11  # stopped, not 60 calls
+    # 5 answered, then resets: the breaker opens at the 5th; one more call may be in flight
+    assert caught.value.ragmem_progress[1] <= 10 and len(stub.requests) <= 11  # stopped, not 60 calls
 
 
 def test_a_resume_is_refused_for_another_config_a_finished_run_or_a_live_one(tmp_path, shared_store):
@@ -366,6 +367,7 @@ def test_an_interrupted_sweep_resumes_only_its_unfinished_children(tmp_path, sha
     assert [c["status"] for c in summary["children"]] == ["FINISHED"] * 3
     assert all(c["metrics"]["reference_coverage"] == 1.0 for c in summary["children"])
     made = _calls(calls)
+    print(f"sweep: {made_before} calls before the interrupt, {len(made)} in all")
     assert 3 * 120 <= len(made) <= 3 * 120 + 2  # the finished child not rerun; at most the calls in flight twice
     with pytest.raises(ConfigError, match="already finished"):
         engine.sweep(config, resume=parent)

@@ -185,6 +185,8 @@ def run_live(agent: Callable[[Example], Any], examples: Sequence[Example], concu
                 i = None
             n = 0
             if breaker is not None and breaker.open:
+                if i is not None:
+                    starts.pop(i, None)  # the call that found the endpoint dead: not kept, made again on resume
                 breaker.check()  # raises EndpointDown: wound down below like an interrupt
             if i is not None and i in remaining:
                 finish(i, _to_output(examples[i], *result))
@@ -211,6 +213,7 @@ def run_live(agent: Callable[[Example], Any], examples: Sequence[Example], concu
                 continue
             if i in remaining and not (breaker is not None and breaker.open):
                 finish(i, _to_output(examples[i], *result))
+            starts.pop(i, None)  # returned (kept or not): no longer in flight
         raise
     workers.stop(n_workers)
     return [o for o in outputs if o is not None]
