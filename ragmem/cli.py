@@ -45,6 +45,8 @@ def _setup_logging(verbose: bool) -> None:
     # user of the command line (the library itself leaves logger levels alone)
     for name in ("mlflow.store.db.utils", "alembic", "mlflow.tracing.export.async_export_queue"):
         logging.getLogger(name).setLevel(logging.WARNING)
+    # ... nor urllib3's WARNING per retried request to a tracking server (the outcome is reported)
+    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
 
 
 def _run_flow(target: str, config: dict[str, Any], verbose: bool, finish: Callable[[dict[str, Any]], None],

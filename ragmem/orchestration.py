@@ -160,11 +160,21 @@ class _DropUserErrors(logging.Filter):
     one ``interrupted: ...`` line with the resume command (the Prefect runs are still marked
     Crashed on the server)."""
 
+    # a failed task or flow: ragmem reports it itself (a sweep child's reason, the CLI's one line, the
+    # traceback of an internal error in last-error.log); Prefect's copy is kept only with -v
+    FAILED = ("Task run failed with exception", "Finished in state Failed", "Encountered exception during execution")
+
+    def __init__(self, quiet: bool = True):
+        super().__init__()
+        self.quiet = quiet
+
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
         if isinstance(exc, (RagmemError, KeyboardInterrupt)):
             return False
         message = record.getMessage()
+        if self.quiet and any(m in message for m in self.FAILED):
+            return False
         return not any(name in message for name in (*_user_error_names(RagmemError),
                                                      "aborted by an interrupt signal",
                                                      "aborted by a termination signal"))
@@ -210,7 +220,7 @@ def prefect_context(api_url: str, quiet: bool = True) -> Iterator[None]:
     updates = {PREFECT_API_URL: api_url, PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
     if quiet:
         updates[PREFECT_LOGGING_LEVEL] = "WARNING"
-    drop = _DropUserErrors()
+    drop = _DropUserErrors(quiet)
     # Prefect's run loggers create their records on these loggers, so a logger-level filter sees
     # them whether or not Prefect has attached its handlers yet.
     loggers = [logging.getLogger(n) for n in ("prefect.flow_runs", "prefect.task_runs", "prefect.flow_engine",

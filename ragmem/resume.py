@@ -78,7 +78,7 @@ def results_kept_local(cfg, journal, summary: dict[str, Any], exc: Exception):
     path = journal.folder / "summary.json"
     write_json(path, summary)
     down = EndpointDown(f"tracking.uri {cfg.tracking_uri}: the tracking store stopped answering while the "
-                                  f"results were logged ({failure_message(exc)}); the results are kept in {path} "
+                                  f"results were logged ({failure_message(exc)[:160]}); the results are kept in {path} "
                                   f"and {journal.path}", during_run=True)
     down.ragmem_summary = summary
     return down

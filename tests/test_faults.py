@@ -6,6 +6,7 @@ the agent's calls in a file (``tests.sample_agents:slow_logged``), so "nothing p
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -371,3 +372,42 @@ def test_an_interrupted_sweep_resumes_only_its_unfinished_children(tmp_path, sha
     assert 3 * 120 <= len(made) <= 3 * 120 + 2  # the finished child not rerun; at most the calls in flight twice
     with pytest.raises(ConfigError, match="already finished"):
         engine.sweep(config, resume=parent)
+
+
+@pytest.mark.e2e
+def test_a_tracking_server_dying_before_the_results_are_logged_keeps_them_local(prefect_env, tmp_path):
+    from tests.conftest import free_port
+
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+                               "--backend-store-uri", f"sqlite:///{tmp_path}/server.db",
+                               "--default-artifact-root", str(tmp_path / "server-artifacts"), "--workers", "1"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        from ragmem.endpoints import Endpoint, probe
+
+        wait_until(lambda: probe(Endpoint("tracking.uri", f"http://127.0.0.1:{port}", "mlflow")) is None,
+                   "the MLflow server", process=None)
+        _write_data(tmp_path)
+        config = _config(tmp_path)
+        env = {**prefect_env, "PYTHONPATH": str(ROOT), "RAGMEM_TEST_CALLS": str(tmp_path / "calls.txt"),
+               "RAGMEM_TEST_DELAY": "0.02", "MLFLOW_TRACKING_URI": f"http://127.0.0.1:{port}",
+               "RAGMEM_HOME": str(tmp_path / "home")}
+        proc = _start(["run", str(config)], env, tmp_path)
+        journal = lambda: list((tmp_path / "home" / "runs").glob("*/agent_outputs.jsonl"))  # noqa: E731
+        wait_until(lambda: journal() and len(journal()[0].read_text().splitlines()) >= N, "every answer", process=proc)
+        os.killpg(server.pid, signal.SIGKILL)
+        stopped_at = time.monotonic()
+        out, err = proc.communicate(timeout=300)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGKILL)
+    assert proc.returncode == 3, err
+    assert time.monotonic() - stopped_at < 120
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"error: tracking.uri http://127.0.0.1:{port}: the tracking store stopped answering")
+    assert "the results are kept in " in last and "; resume with: ragmem run " in last
+    assert "Traceback" not in err and "Retrying" not in err
+    summary = json.loads((tmp_path / "summary.json").read_text())  # --output, written all the same
+    assert summary["n_examples"] == N
+    assert (journal()[0].parent / "summary.json").is_file()
