@@ -151,6 +151,8 @@ class _Endpoint:
         self.max_retries = settings.max_retries
         self.backoff_s = settings.retry_backoff_s
         self.max_concurrency = settings.max_concurrency
+        # every attempt of one item (a timeout retried once, backoffs, one repair): 2 x (2 requests + backoff)
+        self.item_deadline_s = 2 * (2 * self.timeout_s + min(60.0, self.backoff_s * 2 ** self.max_retries))
         if self.api_key_env and not os.environ.get(self.api_key_env):
             raise ConfigError(f"{section}.api_key_env: the environment variable {self.api_key_env} is not set")
         cache_dir = settings.cache_dir
@@ -189,7 +191,9 @@ class _Endpoint:
     async def _with_retries(self, call):
         """``call()`` with retries on transient failures; every attempt feeds the endpoint's breaker,
         which raises :class:`ragmem.endpoints.EndpointDown` once it is open."""
-        attempt = 0
+        import openai
+
+        attempt = timeouts = 0
         while True:
             attempt += 1
             self.breaker.check()
@@ -197,13 +201,15 @@ class _Endpoint:
                 self.usage.add(calls=1)
                 reply = await call()
             except Exception as exc:
+                timeouts += isinstance(exc, openai.APITimeoutError)
                 kind = _endpoint_failure(exc)
                 if kind is None:
                     self.breaker.success()
                 else:
                     self.breaker.failure(_describe(exc), kind)
                     self.breaker.check()
-                if not _transient(exc) or attempt > self.max_retries:
+                # a timeout is retried once: a reply that runs on will run on again
+                if not _transient(exc) or attempt > self.max_retries or timeouts > 1:
                     raise
                 wait = _retry_after(exc)
                 if wait is None:
@@ -218,6 +224,7 @@ class _Endpoint:
         async def main():
             client = self._client()
             semaphore = asyncio.Semaphore(self.max_concurrency)
+            self._format_lock = asyncio.Lock()  # asyncio locks belong to one event loop
             try:
                 return await asyncio.gather(*coros_factory(client, semaphore))
             finally:
@@ -249,6 +256,8 @@ class JudgeClient(_Endpoint):
         self.mode = "json_schema" if mode == "auto" else mode
         self.fallback = mode == "auto"
         self.prices = settings.prices
+        self.max_tokens = settings.max_tokens
+        self._format_lock: asyncio.Lock | None = None  # per event loop: see run_async
 
     def _format(self, kind: str) -> dict[str, Any] | None:
         if self.mode == "json_schema":
@@ -263,10 +272,15 @@ class JudgeClient(_Endpoint):
             return 0.0  # no price configured for this model: its cost is not counted
         return (tokens_in * price.input + tokens_out * price.output) / 1e6
 
-    async def _complete(self, client, messages, kind):
+    async def _complete(self, client, messages, kind) -> tuple[str | None, str | None]:
+        """The reply's content and finish reason. The response format is decided once per endpoint
+        and model: the first HTTP 400 that rejects the current format moves to the next one under a
+        lock; requests that were rejected concurrently wait for that decision and retry with it."""
         while True:
+            mode = self.mode
             fmt = self._format(kind)
-            kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature}
+            kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature,
+                                      "max_tokens": self.max_tokens}
             if self.seed is not None:
                 kwargs["seed"] = self.seed
             if fmt is not None:
@@ -275,7 +289,9 @@ class JudgeClient(_Endpoint):
                 reply = await self._with_retries(lambda: client.chat.completions.create(**kwargs))
             except Exception as exc:
                 if self.fallback and fmt is not None and _rejects_format(exc):
-                    self.mode = RESPONSE_MODES[RESPONSE_MODES.index(self.mode) + 1]
+                    async with self._format_lock:
+                        if self.mode == mode:  # the first to be rejected decides; the others just retry
+                            self.mode = RESPONSE_MODES[RESPONSE_MODES.index(mode) + 1]
                     continue
                 raise
             usage = getattr(reply, "usage", None)
@@ -283,7 +299,15 @@ class JudgeClient(_Endpoint):
             tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
             self.usage.add(tokens_in=tokens_in, tokens_out=tokens_out, cost_usd=self._cost(tokens_in, tokens_out))
             choices = getattr(reply, "choices", None) or []
-            return choices[0].message.content if choices else None
+            if not choices:
+                return None, None
+            return choices[0].message.content, getattr(choices[0], "finish_reason", None)
+
+    def _problem(self, kind: str, content: str | None, finish: str | None) -> tuple[Any, str | None]:
+        if finish == "length":
+            return None, f"reply cut off at judge.max_tokens ({self.max_tokens} tokens)"
+        value, problem = parse_json(content)
+        return value, problem or prompts.validate(kind, value)
 
     async def _ask(self, client, semaphore, task: str, fields: dict[str, str]) -> Result:
         kind = prompts.TASKS[task]["kind"]
@@ -293,27 +317,32 @@ class JudgeClient(_Endpoint):
         if cached is not None:
             return Result(cached)
         async with semaphore:
-            try:
-                content = await self._complete(client, messages, kind)
-                value, problem = parse_json(content)
-                problem = problem or prompts.validate(kind, value)
-                if problem:  # one repair attempt
-                    repaired = messages + [{"role": "assistant", "content": content or ""},
-                                           prompts.repair_message(kind, problem)]
-                    content = await self._complete(client, repaired, kind)
-                    value, problem = parse_json(content)
-                    problem = problem or prompts.validate(kind, value)
-                    if problem:
-                        self.usage.add(failures=1)
-                        return Result(error=f"invalid reply after one repair: {problem}")
+            try:  # every attempt of the item (retries and the repair included) within its deadline
+                value, problem = await asyncio.wait_for(self._attempts(client, messages, kind), self.item_deadline_s)
+                if problem:
+                    self.usage.add(failures=1)
+                    return Result(error=f"invalid reply after one repair: {problem}")
             except EndpointDown:
                 raise
+            except asyncio.TimeoutError:
+                self.usage.add(failures=1)
+                return Result(error=f"no valid reply within the item deadline ({self.item_deadline_s:g} s)")
             except Exception as exc:
                 self.usage.add(failures=1)
                 return Result(error=_describe(exc))
         if self.cache is not None:
             self.cache.set(key, value)
         return Result(value)
+
+    async def _attempts(self, client, messages, kind) -> tuple[Any, str | None]:
+        content, finish = await self._complete(client, messages, kind)
+        value, problem = self._problem(kind, content, finish)
+        if problem:  # one repair attempt
+            repaired = messages + [{"role": "assistant", "content": content or ""},
+                                   prompts.repair_message(kind, problem)]
+            content, finish = await self._complete(client, repaired, kind)
+            value, problem = self._problem(kind, content, finish)
+        return value, problem
 
     def run(self, requests: Sequence[tuple[str, dict[str, str]]]) -> list[Result]:
         """``[(task, fields), ...]`` -> one Result per request, in order."""

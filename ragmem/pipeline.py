@@ -226,7 +226,7 @@ def run_params(cfg: RunConfig, dataset: Dataset, components: Components) -> dict
         "ranking.k": ",".join(map(str, cfg.ks)),
         "ragmem_version": __version__,
         "git_commit": git_commit(),
-    }
+    } | ({"judge.response_format_used": components.llm.mode} if components.llm is not None else {})
 
 
 def generation_signature(cfg: RunConfig) -> str:

@@ -140,6 +140,7 @@ class EndpointSettings(Section):
 class GeneratorSettings(EndpointSettings):
     type: Literal["extractive", "openai"] = setting("extractive", "how the reference agent answers")
     temperature: Annotated[float, Ge(0)] = setting(0.0, "sent with every request")
+    max_tokens: Positive = setting(256, "reply limit sent with every request (an answer is one or two sentences)")
 
     _model = model_validator(mode="after")(lambda self: _needs_model(self, "generator", "openai"))
 
@@ -168,6 +169,8 @@ class JudgeSettings(ClientSettings):
     seed: Optional[int] = setting(0, "sent with every request")
     response_format: Literal["auto", "json_schema", "json_object", "text"] = setting(
         "auto", "json_schema, then json_object, then text when rejected; or force one")
+    max_tokens: Positive = setting(1024, "reply limit sent with every request (fits a claims list of the wire "
+                                         "contract); a reply cut off by it is invalid: one repair, then a failure")
     prices: dict[str, Price] = setting({}, "{model: {input, output}} in USD per million tokens")
 
     _model = model_validator(mode="after")(lambda self: _needs_model(self, "judge", "llm"))

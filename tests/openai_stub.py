@@ -3,7 +3,10 @@
 ``Stub(chat=fn, embed=fn)``: ``chat(request_json) -> dict`` returns the reply object for a chat
 completion (it is serialised as the message content), ``embed(text) -> list[float]``. Failures are
 injected with ``fail(request_number) -> None | "429" | "500" | "timeout" | "truncated" | "reset"`` (the
-connection closed without a reply, as a server that died mid-run looks to a client). Every request
+connection closed without a reply, as a server that died mid-run looks to a client).
+``reject_json_schema`` / ``reject_json_object`` answer HTTP 400 to those response formats;
+``runaway`` never answers a request without ``max_tokens`` and cuts a longer reply at it
+(``finish_reason: length``), as a small local model does. Every request
 is recorded in ``requests``.
 """
 
@@ -19,9 +22,11 @@ from typing import Any, Callable
 class Stub:
     def __init__(self, chat: Callable[[dict], Any] | None = None, embed: Callable[[str], list[float]] | None = None,
                  fail: Callable[[int], str | None] | None = None, latency_s: float = 0.0,
-                 reject_json_schema: bool = False, retry_after: str = "0"):
+                 reject_json_schema: bool = False, retry_after: str = "0", reject_json_object: bool = False,
+                 runaway: bool = False):
         self.chat, self.embed, self.fail = chat, embed, fail
         self.latency_s, self.reject_json_schema, self.retry_after = latency_s, reject_json_schema, retry_after
+        self.reject_json_object, self.runaway = reject_json_object, runaway
         self.requests: list[dict] = []
         self.headers: list[dict] = []
         self._lock = threading.Lock()
@@ -64,6 +69,8 @@ class Stub:
                                       {"retry-after": stub.retry_after})
                 if failure == "500":
                     return self._send(500, {"error": {"message": "internal error"}})
+                if failure in ("400", "401", "403", "404", "422", "501"):
+                    return self._send(int(failure), {"error": {"message": f"scripted HTTP {failure}"}})
                 if failure == "timeout":
                     time.sleep(3.0)
                     return self._send(500, {"error": {"message": "too late"}})
@@ -73,16 +80,22 @@ class Stub:
                     return self._send(200, {"object": "list", "data": data, "model": body["model"],
                                             "usage": {"prompt_tokens": 3 * len(texts), "total_tokens": 3 * len(texts)}})
                 fmt = (body.get("response_format") or {}).get("type")
-                if stub.reject_json_schema and fmt == "json_schema":
-                    return self._send(400, {"error": {"message": "response_format json_schema is not supported",
+                if (stub.reject_json_schema and fmt == "json_schema") or (stub.reject_json_object and fmt == "json_object"):
+                    return self._send(400, {"error": {"message": f"response_format {fmt} is not supported",
                                                       "param": "response_format"}})
                 reply = stub.chat(body)
                 content = reply if isinstance(reply, str) else json.dumps(reply, ensure_ascii=False)
                 if failure == "truncated":
                     content = content[: len(content) // 2]
+                finish = "stop"
+                if stub.runaway:  # a model that rambles: without max_tokens it never stops
+                    if "max_tokens" not in body:
+                        time.sleep(3600)
+                    if len(content.split()) > body["max_tokens"]:  # (a word stands for a token)
+                        content, finish = " ".join(content.split()[: body["max_tokens"]]), "length"
                 return self._send(200, {
                     "id": f"chatcmpl-{number}", "object": "chat.completion", "created": 0, "model": body.get("model", "stub"),
-                    "choices": [{"index": 0, "finish_reason": "stop",
+                    "choices": [{"index": 0, "finish_reason": finish,
                                  "message": {"role": "assistant", "content": content}}],
                     "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}})
 

@@ -80,6 +80,8 @@ def _timed_call(agent: Callable[[Example], Any], example: Example, starts: dict[
     while True:
         attempt += 1
         wall = time.time_ns()
+        if breaker is not None and breaker.open:  # the endpoint is down: no call (the run is stopping)
+            return None, EndpointDown(breaker.reason, during_run=True), 0.0, wall, attempt
         start = time.perf_counter()
         starts[index] = start
         try:

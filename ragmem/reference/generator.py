@@ -51,13 +51,14 @@ class ChatGenerator:
         key_env = settings.api_key_env or "OPENAI_API_KEY"
         self.model = settings.model
         self.temperature = settings.temperature
+        self.max_tokens = settings.max_tokens
         self.client = OpenAI(base_url=settings.base_url, api_key=os.environ.get(key_env) or "not-needed",
                              timeout=settings.timeout_s, max_retries=3)
 
     def __call__(self, query: str, contexts: Sequence[str]) -> str:
         passages = "\n".join(f"[{i}] {text}" for i, text in enumerate(contexts, 1)) or "(no passages)"
         reply = self.client.chat.completions.create(
-            model=self.model, temperature=self.temperature,
+            model=self.model, temperature=self.temperature, max_tokens=self.max_tokens,
             messages=[{"role": "system", "content": self.SYSTEM},
                       {"role": "user", "content": f"<passages>\n{passages}\n</passages>\n<question>{query}</question>"}])
         return (reply.choices[0].message.content or "").strip()
