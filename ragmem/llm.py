@@ -226,7 +226,18 @@ class _Endpoint:
             semaphore = asyncio.Semaphore(self.max_concurrency)
             self._format_lock = asyncio.Lock()  # asyncio locks belong to one event loop
             try:
-                return await asyncio.gather(*coros_factory(client, semaphore))
+                # an item only raises when the endpoint is down (EndpointDown): then the requests still
+                # in flight are cancelled at once, and every task's outcome is retrieved (none is left
+                # to asyncio's "exception was never retrieved" traceback at exit)
+                tasks = [asyncio.ensure_future(c) for c in coros_factory(client, semaphore)]
+                await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+                for task in tasks:
+                    task.cancel()
+                outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+                for outcome in outcomes:
+                    if isinstance(outcome, BaseException) and not isinstance(outcome, asyncio.CancelledError):
+                        raise outcome
+                return outcomes
             finally:
                 await client.close()
 
