@@ -127,4 +127,6 @@ def user_text(request: dict) -> str:
 def data_block(request: dict, name: str) -> str:
     text = [m["content"] for m in request["messages"] if m["role"] == "user"][0]
     start = text.index(f'<data name="{name}">\n') + len(f'<data name="{name}">\n')
-    return text[start:text.index("\n</data>", start)]
+    from ragmem.prompts import unescape
+
+    return unescape(text[start:text.index("\n</data>", start)])
