@@ -82,18 +82,33 @@ def seed_dir() -> Path:
     return SEED
 
 
-@pytest.fixture(scope="session")
-def prefect_env(tmp_path_factory):
-    """A Prefect server on a free 127.0.0.1 port for the whole session, started the way the CLI
-    starts its managed server; yields the environment a CLI subprocess needs to use it."""
-    home = tmp_path_factory.mktemp("ragmem-home")
+def start_managed_server(home: Path, **extra: str) -> dict[str, str]:
+    """Start ragmem's managed Prefect server on a free 127.0.0.1 port with ``home`` as RAGMEM_HOME,
+    the way the CLI starts it; returns the environment a CLI subprocess needs to use it."""
     env = {**os.environ, "RAGMEM_HOME": str(home), "RAGMEM_PREFECT_PORT": str(free_port()),
-           "DO_NOT_TRACK": "true", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+           "DO_NOT_TRACK": "true", "PREFECT_SERVER_ANALYTICS_ENABLED": "false", **extra}
     env.pop("PREFECT_API_URL", None)
     env.pop("MLFLOW_TRACKING_URI", None)
     started = subprocess.run([sys.executable, "-m", "ragmem.cli", "server", "start"], env=env,
                              capture_output=True, text=True, timeout=180)
     assert started.returncode == 0, started.stderr
+    return env
+
+
+def write_replayed(folder: Path, n: int, name: str = "replayed.json") -> str:
+    """``n`` replayed examples: odd ones answer "good answer i." (label 1), even ones "bad answer i." (0)."""
+    path = folder / name
+    path.write_text(json.dumps([{"id": f"e{i}", "query": f"Question {i}?", "reference_answer": f"Answer {i}.",
+                                 "generated_answer": ("good " if i % 2 else "bad ") + f"answer {i}.", "label": i % 2}
+                                for i in range(n)]))
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def prefect_env(tmp_path_factory):
+    """A Prefect server on a free 127.0.0.1 port for the whole session, started the way the CLI
+    starts its managed server; yields the environment a CLI subprocess needs to use it."""
+    env = start_managed_server(tmp_path_factory.mktemp("ragmem-home"))
     yield env
     subprocess.run([sys.executable, "-m", "ragmem.cli", "server", "stop"], env=env, capture_output=True,
                    text=True, timeout=60)

@@ -130,3 +130,8 @@ def data_block(request: dict, name: str) -> str:
     from ragmem.prompts import unescape
 
     return unescape(text[start:text.index("\n</data>", start)])
+
+
+def verdict_by_answer(request: dict) -> dict:
+    """A judge that says yes exactly when the answer block contains "good"."""
+    return {"verdict": "yes" if "good" in data_block(request, "answer") else "no", "reason": "scripted"}

@@ -113,19 +113,12 @@ def test_an_interrupted_run_resumes_without_paying_twice(prefect_env, tmp_path, 
 import ragmem  # noqa: E402
 from ragmem.endpoints import Breaker, Endpoint, EndpointDown, preflight, probe  # noqa: E402
 from ragmem.errors import ConfigError  # noqa: E402
-from tests.openai_stub import Stub, data_block  # noqa: E402
+from tests.conftest import write_replayed  # noqa: E402
+from tests.openai_stub import Stub, verdict_by_answer as _verdict  # noqa: E402
 
 
 def _replayed(tmp_path: Path, n: int = 40) -> str:
-    path = tmp_path / "replayed.json"
-    path.write_text(json.dumps([{"id": f"e{i}", "query": f"Question {i}?", "reference_answer": f"Answer {i}.",
-                                 "generated_answer": ("good " if i % 2 else "bad ") + f"answer {i}.", "label": i % 2}
-                                for i in range(n)]))
-    return str(path)
-
-
-def _verdict(request):
-    return {"verdict": "yes" if "good" in data_block(request, "answer") else "no", "reason": "scripted"}
+    return write_replayed(tmp_path, n)
 
 
 M = ["accuracy", "f1"]
@@ -296,19 +289,13 @@ def test_a_stuck_agent_call_does_not_hold_the_exit(prefect_env, tmp_path):
 
 @pytest.mark.e2e
 def test_losing_the_prefect_server_mid_run_still_writes_the_summary(tmp_path):
-    from tests.conftest import free_port
+    from tests.conftest import start_managed_server
 
     _write_data(tmp_path)
     config = _config(tmp_path)
     calls = tmp_path / "calls.txt"
-    env = {**os.environ, "RAGMEM_HOME": str(tmp_path / "home"), "RAGMEM_PREFECT_PORT": str(free_port()),
-           "PYTHONPATH": str(ROOT), "RAGMEM_TEST_CALLS": str(calls), "RAGMEM_TEST_DELAY": "0.05",
-           "DO_NOT_TRACK": "true", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
-    env.pop("PREFECT_API_URL", None)
-    env.pop("MLFLOW_TRACKING_URI", None)
-    started = subprocess.run([sys.executable, "-m", "ragmem.cli", "server", "start"], env=env,
-                             capture_output=True, text=True, timeout=180)
-    assert started.returncode == 0, started.stderr
+    env = start_managed_server(tmp_path / "home", PYTHONPATH=str(ROOT), RAGMEM_TEST_CALLS=str(calls),
+                               RAGMEM_TEST_DELAY="0.05")
     proc = _start(["run", str(config)], env, tmp_path)
     try:
         wait_until(lambda: len(_calls(calls)) >= 60, "60 agent calls", process=proc)

@@ -3,24 +3,16 @@ formats under concurrency, requests that time out (issue: the LLM judge against 
 
 from __future__ import annotations
 
-import json
 
 import pytest
 
 import ragmem
-from tests.openai_stub import Stub, data_block
+from tests.conftest import write_replayed
+from tests.openai_stub import Stub, verdict_by_answer as _verdict
 
 
 def _data(tmp_path, n):
-    path = tmp_path / "data.json"
-    path.write_text(json.dumps([{"id": f"e{i}", "query": f"Question {i}?", "reference_answer": f"Answer {i}.",
-                                 "generated_answer": ("good " if i % 2 else "bad ") + f"answer {i}.", "label": i % 2}
-                                for i in range(n)]))
-    return str(path)
-
-
-def _verdict(request):
-    return {"verdict": "yes" if "good" in data_block(request, "answer") else "no", "reason": "scripted"}
+    return write_replayed(tmp_path, n, "data.json")
 
 
 def _judge(stub, tmp_path, **extra):
