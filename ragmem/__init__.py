@@ -10,4 +10,11 @@ def evaluate(*args, **kwargs):
     return _evaluate(*args, **kwargs)
 
 
-__all__ = ["evaluate", "__version__"]
+def dry_run(*args, **kwargs):
+    """See :func:`ragmem.api.dry_run`."""
+    from ragmem.api import dry_run as _dry_run
+
+    return _dry_run(*args, **kwargs)
+
+
+__all__ = ["evaluate", "dry_run", "__version__"]

@@ -14,7 +14,7 @@ from ragmem import engine
 from ragmem.config import RunConfig, resolve_config
 from ragmem.engine import EvaluationResult
 
-__all__ = ["evaluate", "EvaluationResult"]
+__all__ = ["evaluate", "dry_run", "EvaluationResult"]
 
 
 def evaluate(data: str | Path | list[dict[str, Any]] | None = None, config: str | Path | dict | None = None,
@@ -29,6 +29,22 @@ def evaluate(data: str | Path | list[dict[str, Any]] | None = None, config: str 
     interrupted run by its id (see ``ragmem run --resume``); ``preflight=False`` skips checking the
     endpoints before the first call.
     """
+    cfg = _config(data, config, track, overrides)
+    return engine.evaluate(cfg, tags={"ragmem.entry": "python-api"}, resume=resume, preflight=preflight)
+
+
+def dry_run(data: str | Path | list[dict[str, Any]] | None = None, config: str | Path | dict | None = None,
+            *, resume: str | None = None, preflight: bool = True, **overrides: Any):
+    """What ``evaluate`` with the same arguments would ask of its LLM and embedding endpoints, the
+    cached share and the estimated cost, without sending anything (``ragmem run --dry-run``):
+    a :class:`ragmem.dryrun.DryRun`."""
+    from ragmem import dryrun
+
+    name = str(config) if isinstance(config, (str, Path)) else "the Python API's settings"
+    return dryrun.dry_run(_config(data, config, False, overrides), name, resume=resume, preflight=preflight)
+
+
+def _config(data, config, track: bool, overrides: dict[str, Any]) -> RunConfig:
     extra = dict(overrides)
     if isinstance(config, dict):
         extra = {**config, **extra}
@@ -43,4 +59,4 @@ def evaluate(data: str | Path | list[dict[str, Any]] | None = None, config: str 
         resolved["tracking"]["enabled"] = False
     cfg = RunConfig.from_dict(resolved)
     cfg.require_data()
-    return engine.evaluate(cfg, tags={"ragmem.entry": "python-api"}, resume=resume, preflight=preflight)
+    return cfg

@@ -91,20 +91,34 @@ def run(
     config: Path = typer.Argument(..., help="YAML config (see configs/default.yaml)."),
     data: Optional[str] = typer.Option(None, "--data", help="Dataset file; replaces data.files."),
     set_: List[str] = typer.Option([], "--set", help="Override a setting: dotted.key=value (repeatable)."),
-    output: Path = typer.Option(Path("summary.json"), "--output", "-o", help="Where to write the summary JSON."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o",
+                                          help="Where to write the summary JSON [default: summary.json]."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's own logs too."),
     show_all: bool = typer.Option(False, "--all", help="Print every metric, not only the headline ones."),
     resume: Optional[str] = typer.Option(None, "--resume", metavar="RUN_ID",
                                          help="Continue an interrupted, failed or killed run (same config)."),
     no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip checking every endpoint before the first call."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Validate, check the endpoints and print the LLM and "
+                                 "embedding requests, cached share and cost the run would have; send nothing."),
 ) -> None:
     """Run the evaluation flow: load -> time the agent -> judge -> metrics -> MLflow."""
     _setup_logging(verbose)
     from ragmem.config import RunConfig, resolve_config
 
-    _writable(output)
+    if output is not None or not dry_run:
+        output = _writable(output or Path("summary.json"))
     resolved = resolve_config(config, overrides=set_, data=data)
-    RunConfig.from_dict(resolved).require_data()
+    cfg = RunConfig.from_dict(resolved)
+    cfg.require_data()
+    if dry_run:  # nothing is tracked, no Prefect flow: a plan, printed (and written with --output)
+        from ragmem import dryrun
+
+        plan = dryrun.dry_run(cfg, str(config), resume=resume, preflight=not no_preflight)
+        for line in dryrun.render(plan):
+            out.print(line, highlight=False, markup=False)
+        if output is not None:
+            _write(output, plan.as_dict(), "dry run")
+        return
 
     def finish(summary: dict[str, Any]) -> None:
         print_summary(summary, show_all)

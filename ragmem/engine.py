@@ -180,6 +180,10 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
                      sum(j is not None and j.error is not None for j in judgements))
             with progress.stage("metrics"):
                 table, result = steps.score(dataset.examples, outputs, judgements, components, cfg)
+            for client in (components.llm, components.embedder):  # every call failed alike: say it once
+                line = client.failure_summary() if client is not None else None
+                if line:
+                    result.notes.append(line)
             params = pipeline.run_params(cfg, dataset, components)
             summary = pipeline.summary(run.id, cfg, result, table, params)
             if run.id is not None:

@@ -51,7 +51,7 @@ class Stage:
         self.name, self.total = name, total
         self.done = self.failed = 0
         self.started = time.monotonic()
-        self.logged = self.started
+        self.logged = self.last = self.started
         self._lock = threading.Lock()
         self.task_id = None  # the rich task, in bar mode
 
@@ -59,6 +59,7 @@ class Stage:
         with self._lock:
             self.done += n
             self.failed += failed
+            self.last = time.monotonic()
 
     def line(self, closing: bool = False) -> str:
         elapsed = time.monotonic() - self.started
@@ -69,7 +70,11 @@ class Stage:
             return f"{self.name}: {count} in {_seconds(elapsed)}{failed}"
         if not self.total:
             return f"{self.name}: running for {_seconds(elapsed)}{f', {self.done} done' if self.done else ''}{failed}"
-        eta = f", ETA {_seconds((self.total - self.done) / rate)}" if rate > 0 and self.done < self.total else ""
+        idle = time.monotonic() - self.last
+        if self.done < self.total and idle >= _interval():  # a stall is news; an ETA from the old rate is not
+            eta = f", none finished for {_seconds(idle)}"
+        else:
+            eta = f", ETA {_seconds((self.total - self.done) / rate)}" if rate > 0 and self.done < self.total else ""
         return (f"{self.name}: {self.done}/{self.total} ({100 * self.done / self.total:.0f}%), "
                 f"{rate:.1f}/s{eta}{failed}")
 
@@ -131,7 +136,8 @@ class _Watcher:
                     bar.update(stage.task_id, completed=stage.done,
                                rate=f"{stage.done / elapsed:.1f}/s" if elapsed > 0 else "",
                                failed=f"{stage.failed} failed" if stage.failed else "")
-                elif bar is None and now - stage.logged >= _interval():
+                elif bar is None and now - stage.logged >= _interval() and not (stage.total and stage.done >= stage.total):
+                    # (a finished stage waiting for an enclosing one to close has nothing new to say)
                     stage.logged = now
                     log.info("%s", stage.line())
 

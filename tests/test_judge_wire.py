@@ -8,7 +8,8 @@ import pytest
 
 import ragmem
 from tests.conftest import write_replayed
-from tests.openai_stub import Stub, verdict_by_answer as _verdict
+from tests.openai_stub import Stub, data_block, user_text, verdict_by_answer as _verdict
+from tests.test_llm_judge import write
 
 
 def _data(tmp_path, n):
@@ -28,12 +29,50 @@ def test_every_request_carries_max_tokens_and_a_runaway_reply_is_a_recorded_fail
     assert all(r["max_tokens"] == 50 for r in stub.requests)
     assert len(stub.requests) == 8  # each item: the request, then one repair
     errors = list(result.table["judge_error"])
-    assert all(e == "invalid reply after one repair: reply cut off at judge.max_tokens (50 tokens)" for e in errors)
+    assert all(e == "invalid reply after one repair: reply cut off at 50 tokens (judge.max_tokens 50)" for e in errors)
     assert result.metrics["judge_failures"] == 4 and result.metrics["accuracy"] is None  # null, not 0
     # within the limit, the same runaway server answers
     with Stub(chat=_verdict, runaway=True) as stub:
         result = ragmem.evaluate(_data(tmp_path, 4), track=False, metrics=["accuracy"], judge=_judge(stub, tmp_path))
-    assert stub.requests[0]["max_tokens"] == 1024 and result.metrics["accuracy"] == 1.0
+    assert stub.requests[0]["max_tokens"] == 256 and result.metrics["accuracy"] == 1.0  # a verdict: a sentence
+
+
+def _lists(request):
+    text = user_text(request)
+    if "List the named entities" in text:
+        return {"entities": [w for w in data_block(request, "text").split() if w[:1].isupper()]}
+    if "Break the answer into" in text:
+        return {"claims": [s.strip() for s in data_block(request, "answer").split(".") if s.strip()]}
+    return {"verdict": "yes", "reason": "scripted"}
+
+
+def test_a_list_reply_is_limited_by_the_text_it_lists_from(tmp_path):
+    """Entities and claims get 64 tokens plus 4 per (estimated) token of their source text, at most
+    judge.max_tokens; verdicts get 256. A 135M model listing entities otherwise ran to 1024 tokens."""
+    from ragmem.prompts import estimate_tokens
+
+    long_answer = "Qdrant stores vectors. " * 40
+    data = write(tmp_path, [{"id": "short", "query": "q?", "reference_answer": "Qdrant stores vectors.",
+                             "generated_answer": "Qdrant stores vectors.", "context": ["Milvus is a database"]},
+                            {"id": "long", "query": "q?", "reference_answer": "Qdrant.", "generated_answer": long_answer,
+                             "context": ["向量数据库存储嵌入"]}])
+    with Stub(chat=_lists) as stub:
+        result = ragmem.evaluate(data, track=False, metrics=["faithfulness", "context_entity_recall"],
+                                 judge=_judge(stub, tmp_path, max_tokens=400))
+    assert result.metrics["faithfulness_failures"] == 0 and result.metrics["context_entity_recall_failures"] == 0
+    limits = {}
+    for request in stub.requests:
+        text = user_text(request)
+        if "List the named entities" in text:
+            limits[("entities", data_block(request, "text"))] = request["max_tokens"]
+        elif "Break the answer into" in text:
+            limits[("claims", data_block(request, "answer"))] = request["max_tokens"]
+        else:
+            assert request["max_tokens"] == 256
+    assert limits[("entities", "Milvus is a database")] == 64 + 4 * estimate_tokens("Milvus is a database") == 84
+    assert limits[("entities", "向量数据库存储嵌入")] == 64 + 4 * 9
+    assert limits[("claims", "Qdrant stores vectors.")] == 64 + 4 * 6
+    assert limits[("claims", long_answer)] == 400  # capped at judge.max_tokens
 
 
 @pytest.mark.parametrize("concurrency", [8, 32])
@@ -69,6 +108,28 @@ def test_statuses_no_retry_can_fix_are_not_retried(tmp_path):
                                      judge=_judge(stub, tmp_path, max_retries=4))
         assert len(stub.requests) == 1, status
         assert f"(HTTP {status})" in result.table["judge_error"][0], status
+
+
+def test_when_every_call_fails_the_same_way_the_summary_says_so_once(tmp_path):
+    with Stub(chat=_verdict, fail=lambda n: "422") as stub:
+        result = ragmem.evaluate(_data(tmp_path, 6), track=False, metrics=["accuracy"], preflight=False,
+                                 judge=_judge(stub, tmp_path))
+    reason = "UnprocessableEntityError (HTTP 422): Error code: 422 - scripted HTTP 422"
+    assert list(result.table["judge_error"]) == [reason] * 6 and len(stub.requests) == 6
+    assert result.summary["notes"].count(f"judge: all 6 requests failed the same way: {reason}") == 1
+    assert result.metrics["accuracy"] is None
+    # failing in different ways: the most common reason is named
+    with Stub(chat=_verdict, fail=lambda n: "400" if n % 3 else "422") as stub:
+        result = ragmem.evaluate(_data(tmp_path, 6), track=False, metrics=["accuracy"], preflight=False,
+                                 judge=_judge(stub, tmp_path))
+    line = [n for n in result.summary["notes"] if n.startswith("judge: all 6")]
+    assert len(line) == 1 and "(2 reasons); most often (4): BadRequestError (HTTP 400)" in line[0]
+    # one success among the failures: no such line (the per-item errors say it all)
+    with Stub(chat=_verdict, fail=lambda n: None if n == 1 else "422") as stub:
+        result = ragmem.evaluate(_data(tmp_path, 6), track=False, metrics=["accuracy"], preflight=False,
+                                 judge=_judge(stub, tmp_path, max_concurrency=1))
+    assert not [n for n in result.summary["notes"] if "requests failed" in n]
+    assert result.metrics["judge_failures"] == 5
 
 
 INJECTIONS = [
