@@ -245,7 +245,7 @@ def bench_memory(
                 raise RagmemError(f"--{key.replace('_', '-')}: expected a positive integer, got {value!r}")
             extra[key] = value
     if data:
-        extra["data"] = str(Path(data).resolve())
+        extra["data"] = os.path.abspath(data)
     resolved = resolve_config(config, overrides=set_, extra={"bench": extra} if extra else None)
     if not resolved["bench"]["data"]:
         raise RagmemError("bench.data: no LoCoMo data given; pass --data PATH or set bench.data in the config")
@@ -265,13 +265,14 @@ def validate(
     label: Optional[int] = typer.Option(None, "--label", help="File-level label (1 correct, 0 wrong)."),
     format: str = typer.Option("auto", "--format", help="json, jsonl, csv, parquet or auto (by suffix)."),
     no_answer: bool = typer.Option(False, "--no-answer", help="Answers come from a live agent: do not require them."),
+    coerce_numbers: bool = typer.Option(False, "--coerce-numbers", help="Read numbers as text (data.coerce_numbers)."),
 ) -> None:
     """Report every invalid record; exit 0 when the file is valid, 2 when not."""
     from ragmem.loaders import DataFile, check_file
 
     if label not in (None, 0, 1):
         raise RagmemError(f"--label: expected 0 or 1, got {label}")
-    report = check_file(DataFile(data, label, format), require_answer=not no_answer)
+    report = check_file(DataFile(data, label, format, coerce_numbers), require_answer=not no_answer)
     for problem in report.problems:
         print(f"invalid: {problem}", file=sys.stderr)
     n_bad = len({p.record for p in report.problems})
@@ -279,7 +280,7 @@ def validate(
         print(f"{data}: {report.n_records} records, {n_bad} invalid, {len(report.problems)} problem(s)",
               file=sys.stderr)
         raise typer.Exit(2)
-    print(f"{data}: {report.n_records} records, all valid")
+    print(f"{data}: {report.n_records} record{'s' if report.n_records != 1 else ''}, all valid")
 
 
 @app.command()

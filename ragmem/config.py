@@ -185,7 +185,8 @@ class RunConfig(Settings):
 
     @property
     def files(self) -> tuple[DataFile, ...]:
-        return tuple(DataFile(Path(f.path), f.label, f.format or self.data.format) for f in self.data.files)
+        return tuple(DataFile(Path(f.path), f.label, f.format or self.data.format, self.data.coerce_numbers)
+                     for f in self.data.files)
 
     @property
     def ks(self) -> tuple[int, ...]:
@@ -196,8 +197,15 @@ class RunConfig(Settings):
         return self.tracking.uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
 
     def require_data(self) -> None:
+        """Data is given, and every file can be read (before any work: a folder, a device, a missing
+        file or a symlink loop is named here, not after the Prefect server has started)."""
         if not self.files:
             raise ConfigError("data.files: no dataset given; pass --data PATH or list data.files in the config")
+        from ragmem.loaders import check_path, detect_format
+
+        for data_file in self.files:
+            check_path(data_file.path)
+            detect_format(data_file.path, data_file.format)
 
 
 #: Every setting's default, as plain data.
@@ -275,14 +283,14 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: expected a mapping of settings at the top level")
     bench = raw.get("bench")
     if isinstance(bench, dict) and isinstance(bench.get("data"), str) and not Path(bench["data"]).is_absolute():
-        bench["data"] = str((path.parent / bench["data"]).resolve())
+        bench["data"] = os.path.abspath(path.parent / bench["data"])
     files = raw["data"].get("files") if isinstance(raw.get("data"), dict) else None
     if isinstance(files, list):  # resolve data paths against the config file's folder
         for i, item in enumerate(files):
             if isinstance(item, str):
                 files[i] = item = {"path": item}
             if isinstance(item, dict) and isinstance(item.get("path"), str) and not Path(item["path"]).is_absolute():
-                item["path"] = str((path.parent / item["path"]).resolve())
+                item["path"] = os.path.abspath(path.parent / item["path"])
     return raw
 
 
@@ -312,5 +320,5 @@ def resolve_config(path: str | Path | None = None, overrides: list[str] | None =
         keys, value = parse_override(text)
         config = assign(config, keys, value)
     if data is not None:  # replaces data.files (a list is replaced, never merged)
-        config = _deep_merge(config, {"data": {"files": [{"path": str(Path(data).resolve())}]}})
+        config = _deep_merge(config, {"data": {"files": [{"path": os.path.abspath(data)}]}})
     return validate(config).raw

@@ -39,6 +39,7 @@ class DataFile:
     path: Path
     label: int | None = None
     format: str = "auto"
+    coerce_numbers: bool = False  # data.coerce_numbers: a number where text is expected is read as text
 
 
 @dataclass
@@ -68,11 +69,35 @@ def detect_format(path: Path, format: str = "auto") -> str:
     return fmt
 
 
+def check_path(path: Path) -> None:
+    """A data file that can be read: not missing, not a folder, not a device; a symlink loop or a
+    permission problem named as such (:class:`DataError`)."""
+    file = str(path)
+    try:
+        if path.is_dir():
+            raise DataError(file, "is a folder; name a data file (.json, .jsonl, .csv or .parquet)")
+        if not path.exists():
+            raise DataError(file, "file not found" if not path.is_symlink() else "a symlink to nothing (or a loop)")
+        if not path.is_file():
+            raise DataError(file, "is not a regular file (a device, a pipe or a socket); name a data file")
+        with open(path, "rb"):
+            pass
+    except DataError:
+        raise
+    except OSError as exc:  # ELOOP, EACCES, ENAMETOOLONG, ...
+        raise DataError(file, f"cannot be read ({exc.strerror or exc})") from None
+
+
+def _not_utf8(path: Path, exc: UnicodeDecodeError) -> str:
+    """Where a file stops being UTF-8: line and byte."""
+    line = path.read_bytes()[: exc.start].count(b"\n") + 1
+    return f"not UTF-8 text (line {line}: byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
+
+
 def read_records(path: Path, format: str = "auto") -> list[dict[str, Any]]:
     """Read a file into a list of raw records (dicts), without validating them."""
     file = str(path)
-    if not path.is_file():
-        raise DataError(file, "file not found")
+    check_path(path)
     fmt = detect_format(path, format)
     try:
         if fmt == "json":
@@ -104,8 +129,8 @@ def read_records(path: Path, format: str = "auto") -> list[dict[str, Any]]:
         raise
     except json.JSONDecodeError as exc:
         raise DataError(file, f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-    except UnicodeDecodeError:
-        raise DataError(file, "not UTF-8 text") from None
+    except UnicodeDecodeError as exc:
+        raise DataError(file, _not_utf8(path, exc)) from None
     except Exception as exc:  # pandas/pyarrow parse errors have many types
         raise DataError(file, f"cannot read as {fmt}: {type(exc).__name__}: {exc}".splitlines()[0]) from None
 
@@ -159,9 +184,28 @@ def _is_number(value: Any) -> bool:
 class _RecordReader:
     """Turns one raw record into an Example, collecting every problem instead of stopping at one."""
 
-    def __init__(self, file: str, record: int, raw: Any):
+    def __init__(self, file: str, record: int, raw: Any, coerce_numbers: bool = False, tabular: bool = False):
         self.file, self.record, self.raw = file, record, raw
+        self.coerce_numbers, self.tabular = coerce_numbers, tabular
         self.problems: list[DataError] = []
+
+    def as_text(self, name: str, value: Any) -> str | None:
+        """``value`` when it is a string; a finite number as its JSON text with ``data.coerce_numbers``;
+        anything else (NaN, Infinity, null, true, a list) is a problem, never silently stringified."""
+        if isinstance(value, str):
+            return value
+        if isinstance(value, float) and not math.isfinite(value):
+            self.problem(name, f"expected a string, got {json.dumps(value)}")
+            return None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if self.coerce_numbers:
+                return json.dumps(value)
+            self.problem(name, f"expected a string, got the number {json.dumps(value)} "
+                               f"(data.coerce_numbers: true reads numbers as text)")
+            return None
+        got = "null" if value is None else json.dumps(value) if isinstance(value, bool) else type(value).__name__
+        self.problem(name, f"expected a string, got {got}")
+        return None
 
     def problem(self, field: str | None, message: str) -> None:
         self.problems.append(DataError(self.file, message, self.record, field))
@@ -180,37 +224,50 @@ class _RecordReader:
                 self.problem(FIELD_ALIASES[canonical][0],
                              f"missing (accepted names: {', '.join(FIELD_ALIASES[canonical])})")
             return None
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            value = str(value)
-        if not isinstance(value, str):
-            self.problem(name, f"expected a string, got {type(value).__name__}")
+        value = self.as_text(name, value)
+        if value is None:
             return None
         if required and not value.strip():
             self.problem(name, "is empty")
         return value
+
+    def identifier(self, name: str, value: Any, optional: bool = True) -> str | None:
+        """An id: a string or an integer (``7`` and ``"7"`` are the same id); nothing else
+        (``None`` when ``optional`` and absent)."""
+        if value is None and optional:
+            return None
+        if isinstance(value, str):
+            return value
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)
+        self.problem(name, f"expected a string or an integer id, got {json.dumps(value, default=str)}")
+        return None
 
     def contexts(self) -> list[Context]:
         name, value = self.pick("contexts")
         if name is None:
             return []
         value = _parse_embedded(value)
-        if isinstance(value, str):
+        if isinstance(value, str) and self.tabular:  # a CSV/Parquet cell of plain text: one context
             value = [value]
         if not isinstance(value, list):
-            self.problem(name, f"expected a list of strings or objects, got {type(value).__name__}")
+            got = "a string (write [\"...\"] for one context)" if isinstance(value, str) else type(value).__name__
+            self.problem(name, f"expected a list of strings or objects, got {got}")
             return []
         out = []
         for i, item in enumerate(value):
             where = f"{name}[{i}]"
-            if isinstance(item, str):
-                out.append(Context(text=item))
-                continue
             if not isinstance(item, dict):
-                self.problem(where, f"expected a string or an object with 'text', got {type(item).__name__}")
+                text = self.as_text(where, item)
+                if text is not None:
+                    out.append(Context(text=text))
                 continue
-            text = item.get("text", item.get("content"))
-            if not isinstance(text, str):
+            key = "text" if "text" in item else "content"
+            if key not in item:
                 self.problem(where, "object needs a string 'text'")
+                continue
+            text = self.as_text(f"{where}.{key}", item[key])
+            if text is None:
                 continue
             source = item.get("source")
             if source is not None and source not in CONTEXT_SOURCES:
@@ -220,8 +277,8 @@ class _RecordReader:
             if score is not None and not _is_number(score):
                 self.problem(f"{where}.score", f"expected a number, got {score!r}")
                 score = None
-            cid = item.get("id")
-            out.append(Context(text=text, id=None if cid is None else str(cid), source=source,
+            cid = self.identifier(f"{where}.id", item.get("id"))
+            out.append(Context(text=text, id=cid, source=source,
                                score=None if score is None else float(score)))
         return out
 
@@ -256,7 +313,9 @@ class _RecordReader:
             else:
                 out["timings_ms"] = {str(k): float(v) for k, v in value.items()}
         if "session_id" in raw:
-            out["session_id"] = str(raw["session_id"])
+            value = self.identifier("session_id", raw["session_id"])
+            if value is not None:
+                out["session_id"] = value
         if "history" in raw:
             value = _parse_embedded(raw["history"])
             if not isinstance(value, list) or not all(
@@ -270,7 +329,8 @@ class _RecordReader:
             if not isinstance(value, list):
                 self.problem("relevant_context_ids", "expected a list of context ids")
             else:
-                out["relevant_context_ids"] = [str(v) for v in value]
+                ids = [self.identifier(f"relevant_context_ids[{i}]", v, optional=False) for i, v in enumerate(value)]
+                out["relevant_context_ids"] = [v for v in ids if v is not None]
         if "relevance" in raw:
             value = _parse_embedded(raw["relevance"])
             if not isinstance(value, dict) or not all(_is_number(v) and v >= 0 for v in value.values()):
@@ -281,9 +341,11 @@ class _RecordReader:
 
 
 def parse_record(raw: Any, file: str, record: int, file_label: int | None = None,
-                 require_answer: bool = True) -> tuple[Example | None, list[DataError]]:
-    """Validate one raw record; return the Example (None when invalid) and every problem found."""
-    reader = _RecordReader(file, record, raw)
+                 require_answer: bool = True, coerce_numbers: bool = False,
+                 tabular: bool = False) -> tuple[Example | None, list[DataError]]:
+    """Validate one raw record; return the Example (None when invalid) and every problem found.
+    ``tabular``: the record is a CSV/Parquet row (a plain-text contexts cell is one context)."""
+    reader = _RecordReader(file, record, raw, coerce_numbers, tabular)
     if not isinstance(raw, dict):
         reader.problem(None, f"expected an object, got {type(raw).__name__}")
         return None, reader.problems
@@ -292,11 +354,11 @@ def parse_record(raw: Any, file: str, record: int, file_label: int | None = None
     answer = reader.text("generated_answer", required=require_answer)
     contexts = reader.contexts()
     optional = reader.optional(file_label)
-    rid = raw.get("id")
+    rid = reader.identifier("id", raw.get("id"))
     if reader.problems:
         return None, reader.problems
     example = Example(
-        id=str(rid) if rid is not None else f"{Path(file).stem}:{record}",
+        id=rid if rid is not None else f"{Path(file).stem}:{record}",
         query=query or "", reference_answer=reference, contexts=contexts,
         generated_answer=answer, source_file=file, record=record, **optional)
     return example, []
@@ -316,10 +378,12 @@ def check_file(data_file: DataFile, require_answer: bool = True) -> FileReport:
     """Read and validate every record of one file; never raises for a bad record."""
     file = str(data_file.path)
     records = read_records(data_file.path, data_file.format)
+    tabular = detect_format(data_file.path, data_file.format) in ("csv", "parquet")
     problems: list[DataError] = []
     examples: list[Example] = []
     for index, raw in enumerate(records, 1):
-        example, found = parse_record(raw, file, index, data_file.label, require_answer)
+        example, found = parse_record(raw, file, index, data_file.label, require_answer, data_file.coerce_numbers,
+                                      tabular)
         problems.extend(found)
         if example is not None:
             examples.append(example)

@@ -31,7 +31,7 @@ def absolute_paths(config: dict[str, Any]) -> dict[str, Any]:
         config["tracking"]["artifact_root"] = str(Path(root).resolve())
     for item in config["data"]["files"]:
         if isinstance(item, dict):
-            item["path"] = str(Path(item["path"]).resolve())
+            item["path"] = os.path.abspath(item["path"])
     return config
 
 

@@ -64,6 +64,8 @@ class DataFileSpec(Section):
 class DataSettings(Section):
     files: list[DataFileSpec] = setting([], "list of {path, label?, format?}")
     format: Literal["auto", "json", "jsonl", "csv", "parquet"] = setting("auto", "file format, or by suffix")
+    coerce_numbers: bool = setting(False, "read a number where text is expected (query, answers, contexts, ids) "
+                                          "as its JSON text (42 -> '42', 42.0 -> '42.0') instead of refusing it")
 
     @field_validator("files", mode="before")
     @classmethod

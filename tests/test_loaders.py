@@ -1,6 +1,8 @@
 """Every format and field-name set loads to the same examples; bad records are named precisely."""
 
 import json
+import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -90,7 +92,19 @@ BAD_RECORDS = [
     ({"reference_answer": "r", "generated_answer": "g"}, "record 1: field 'query': missing"),
     ({"query": "q", "generated_answer": "g"}, "record 1: field 'reference_answer': missing"),
     ({"query": "q", "reference_answer": "r"}, "record 1: field 'generated_answer': missing"),
-    ({"query": 3.5, "reference_answer": [], "generated_answer": "g"}, "field 'reference_answer': expected a string"),
+    ({"query": "q", "reference_answer": [], "generated_answer": "g"}, "field 'reference_answer': expected a string"),
+    ({"query": 3.5, "reference_answer": "r", "generated_answer": "g"},
+     "field 'query': expected a string, got the number 3.5 (data.coerce_numbers: true reads numbers as text)"),
+    ({"query": float("nan"), "reference_answer": "r", "generated_answer": "g"}, "field 'query': expected a string, got NaN"),
+    ({"query": "q", "reference_answer": "r", "generated_answer": float("inf")},
+     "field 'generated_answer': expected a string, got Infinity"),
+    ({"query": "q", "reference_answer": "r", "generated_answer": "g", "contexts": "not a list"},
+     "field 'contexts': expected a list of strings or objects, got a string"),
+    ({"query": "q", "reference_answer": "r", "generated_answer": "g", "contexts": ["ok", 7]},
+     "field 'contexts[1]': expected a string, got the number 7"),
+    ({"query": "q", "reference_answer": "r", "generated_answer": "g", "id": 1.5}, "field 'id': expected a string or an integer id"),
+    ({"query": "q", "reference_answer": "r", "generated_answer": "g", "relevant_context_ids": [None]},
+     "field 'relevant_context_ids[0]': expected a string or an integer id, got null"),
     ({"query": "q", "reference_answer": "r", "generated_answer": "g", "context": 5}, "field 'context': expected a list"),
     ({"query": "q", "reference_answer": "r", "generated_answer": "g", "context": [{"id": 1}]},
      "field 'context[0]': object needs a string 'text'"),
@@ -148,3 +162,34 @@ def test_live_agent_does_not_need_answers(tmp_path):
     path = _write(tmp_path, "json", [{"query": "q", "reference_answer": "r"}])
     (example,) = load_dataset([DataFile(path)], require_answer=False).examples
     assert example.generated_answer is None
+
+
+def test_numbers_are_read_as_text_only_when_asked(tmp_path):
+    path = _write(tmp_path, "json", [{"query": "q", "reference_answer": 42.0, "generated_answer": 42}])
+    with pytest.raises(DataError, match="got the number 42.0"):
+        load_dataset([DataFile(path)])
+    example = load_dataset([DataFile(path, coerce_numbers=True)]).examples[0]
+    assert (example.reference_answer, example.generated_answer) == ("42.0", "42")  # their JSON text, as written
+
+
+def test_a_csv_cell_of_plain_text_is_one_context(tmp_path):
+    path = tmp_path / "data.csv"
+    path.write_text('query,reference_answer,generated_answer,context\nq,r,g,just one passage\n', encoding="utf-8")
+    assert [c.text for c in load_dataset([DataFile(path)]).examples[0].contexts] == ["just one passage"]
+
+
+def test_a_path_that_is_not_a_data_file_is_named_as_such(tmp_path):
+    (tmp_path / "loop_a").symlink_to(tmp_path / "loop_b")
+    (tmp_path / "loop_b").symlink_to(tmp_path / "loop_a")
+    cases = {tmp_path: "is a folder; name a data file", Path("/dev/null"): "is not a regular file",
+             tmp_path / "missing.json": "file not found", tmp_path / "loop_a": "a symlink to nothing (or a loop)"}
+    for path, message in cases.items():
+        with pytest.raises(DataError, match=re.escape(message)):
+            load_dataset([DataFile(path)])
+
+
+def test_text_that_is_not_utf8_is_named_by_line(tmp_path):
+    path = tmp_path / "data.jsonl"
+    path.write_bytes(b'{"query": "q", "reference_answer": "r", "generated_answer": "g"}\n{"query": "\xff"}\n')
+    with pytest.raises(DataError, match=r"not UTF-8 text \(line 2: byte 0xff at offset 76\)"):
+        load_dataset([DataFile(path)])
