@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ragmem import engine
+from ragmem import engine, environment
 from ragmem.config import RunConfig, resolve_config
 from ragmem.engine import EvaluationResult
 
@@ -59,4 +59,5 @@ def _config(data, config, track: bool, overrides: dict[str, Any]) -> RunConfig:
         resolved["tracking"]["enabled"] = False
     cfg = RunConfig.from_dict(resolved)
     cfg.require_data()
+    environment.check(cfg)  # the tracking store and the ragmem home, before any work
     return cfg

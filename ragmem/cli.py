@@ -6,13 +6,12 @@ import json
 import logging
 import os
 import sys
-import traceback
 from pathlib import Path
 from typing import Any, Callable, List, Optional
 
 import typer
 
-from ragmem.errors import RagmemError, Stopped, Terminated
+from ragmem.errors import RagmemError, Stopped
 from ragmem.report import out, print_bench, print_paired, print_runs, print_summary, print_sweep
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -79,6 +78,19 @@ def _writable(path: Path) -> Path:
     return path
 
 
+def _ready(resolved: dict[str, Any], data: bool = True):
+    """The validated settings, their data files readable and the machine ready for them (tracking
+    store, ragmem home): everything a command checks before any work (:mod:`ragmem.environment`)."""
+    from ragmem import environment
+    from ragmem.config import RunConfig
+
+    cfg = RunConfig.from_dict(resolved)
+    if data:
+        cfg.require_data()
+    environment.check(cfg)
+    return cfg
+
+
 def _write(path: Path, payload: dict[str, Any], what: str) -> None:
     from ragmem.pipeline import write_json
 
@@ -103,13 +115,12 @@ def run(
 ) -> None:
     """Run the evaluation flow: load -> time the agent -> judge -> metrics -> MLflow."""
     _setup_logging(verbose)
-    from ragmem.config import RunConfig, resolve_config
+    from ragmem.config import resolve_config
 
     if output is not None or not dry_run:
         output = _writable(output or Path("summary.json"))
     resolved = resolve_config(config, overrides=set_, data=data)
-    cfg = RunConfig.from_dict(resolved)
-    cfg.require_data()
+    cfg = _ready(resolved)
     if dry_run:  # nothing is tracked, no Prefect flow: a plan, printed (and written with --output)
         from ragmem import dryrun
 
@@ -211,12 +222,14 @@ def serve(
 ) -> None:
     """Serve the evaluate (or sweep) flow as a Prefect deployment on a cron schedule (runs until Ctrl+C)."""
     _setup_logging(False)
-    from ragmem.config import RunConfig, resolve_config
+    from ragmem.config import resolve_config
     from ragmem.orchestration import resolve_api_url
-    from ragmem.scheduling import serve_flow
+    from ragmem.scheduling import pick_flow, schedule_for, serve_flow
 
     resolved = resolve_config(config, overrides=set_, data=data)
-    RunConfig.from_dict(resolved).require_data()
+    _ready(resolved)
+    schedule_for(cron, timezone)  # --cron, --timezone and --flow checked before the Prefect server starts
+    pick_flow(resolved, flow_kind)
     api_url = resolve_api_url(log=log.info)
     serve_flow(resolved, cron=cron, name=name, flow_kind=flow_kind, timezone=timezone, api_url=api_url,
                log=lambda message: out.print(message, markup=False, highlight=False))
@@ -334,21 +347,6 @@ def server_stop() -> None:
     out.print("stopped" if stop_managed_server() else "no server started by ragmem is running")
 
 
-def _click_errors() -> tuple[tuple[type, ...], tuple[type, ...]]:
-    """click's usage-error and abort classes: typer (0.2x) raises those of the copy of click it
-    vendors (``typer._click``), not ``click``'s own."""
-    import click
-
-    usage, abort = [click.exceptions.ClickException], [click.exceptions.Abort, getattr(typer, "Abort", click.Abort)]
-    try:
-        from typer._click import exceptions as vendored
-    except ImportError:
-        pass
-    else:
-        usage.append(vendored.ClickException)
-    return tuple(usage), tuple(abort)
-
-
 def _version(value: bool) -> None:
     if value:
         from ragmem import __version__
@@ -363,56 +361,16 @@ def _options(version: bool = typer.Option(False, "--version", is_eager=True, cal
     """Evaluate RAG systems and agent memory layers; every run is tracked in MLflow."""
 
 
-def _resume_hint(exc: BaseException, argv: list[str]) -> str:
-    """``; resume with: ragmem run ... --resume KEY`` when a run stopped with work journaled."""
-    import shlex
-
-    progress = getattr(exc, "ragmem_progress", None)
-    if not progress or not argv or argv[0] not in ("run", "sweep"):
-        return ""
-    args = [a for i, a in enumerate(argv) if a != "--resume" and (i == 0 or argv[i - 1] != "--resume")
-            and not a.startswith("--resume=")]
-    return f"; resume with: ragmem {shlex.join(args)} --resume {progress[0]}"
-
-
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: user mistakes -> ``error: ...`` + exit 2; bugs -> short message + log file."""
-    # a download progress bar per artifact is noise in a terminal table (users may set it back)
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-    # an MLflow tracking server that stops answering: MLflow retries a request 7 times over ~4
-    # minutes by default; ragmem bounds that to about half a minute per request (users may set these)
-    for key, value in (("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "3"), ("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1"),
-                       ("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")):
-        os.environ.setdefault(key, value)
+    """Entry point: every outcome ends as one line and an exit code (:mod:`ragmem.exits`)."""
+    from ragmem.exits import finish, prepare_environment
+
+    prepare_environment()
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         code = app(args=argv, prog_name="ragmem", standalone_mode=False)
-    except RagmemError as exc:  # exit 2; 3 when an endpoint stopped answering during the run
-        print(f"error: {exc}{_resume_hint(exc, argv)}", file=sys.stderr)
-        sys.exit(getattr(exc, "exit_code", 2))
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except (KeyboardInterrupt, Stopped) as exc:  # Ctrl+C, or SIGTERM (Terminated): the run is KILLED
-        progress = getattr(exc, "ragmem_progress", None)
-        done = f": {progress[1]} of {progress[2]} {progress[3] if len(progress) > 3 else 'examples'} done" if progress else ""
-        print(f"interrupted{done}{_resume_hint(exc, argv)}", file=sys.stderr)
-        sys.exit(getattr(exc, "exit_code", 143 if isinstance(exc, Terminated) else 130))
-    except Exception as exc:
-        usage, abort = _click_errors()
-        if isinstance(exc, usage):  # a command-line mistake: click's own message and usage line
-            exc.show()
-            # bare `ragmem` (or `ragmem server`) asked for the help it was shown: not a mistake
-            sys.exit(0 if type(exc).__name__ == "NoArgsIsHelpError" else exc.exit_code)
-        if isinstance(exc, abort):
-            sys.exit(130)
-        from ragmem.journal import ragmem_home
-
-        path = ragmem_home() / "last-error.log"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(traceback.format_exc())
-        print(f"error: internal error: {type(exc).__name__}: {exc} (traceback in {path}){_resume_hint(exc, argv)}",
-              file=sys.stderr)
-        sys.exit(1)
+    except BaseException as exc:  # noqa: BLE001 (every kind is mapped to its line and code)
+        sys.exit(finish(exc, argv))
     sys.exit(code if isinstance(code, int) else 0)
 
 

@@ -88,7 +88,7 @@ def check_path(path: Path) -> None:
         raise DataError(file, f"cannot be read ({exc.strerror or exc})") from None
 
 
-def _not_utf8(path: Path, exc: UnicodeDecodeError) -> str:
+def not_utf8_message(path: Path, exc: UnicodeDecodeError) -> str:
     """Where a file stops being UTF-8: line and byte."""
     line = path.read_bytes()[: exc.start].count(b"\n") + 1
     return f"not UTF-8 text (line {line}: byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
@@ -130,7 +130,7 @@ def read_records(path: Path, format: str = "auto") -> list[dict[str, Any]]:
     except json.JSONDecodeError as exc:
         raise DataError(file, f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except UnicodeDecodeError as exc:
-        raise DataError(file, _not_utf8(path, exc)) from None
+        raise DataError(file, not_utf8_message(path, exc)) from None
     except Exception as exc:  # pandas/pyarrow parse errors have many types
         raise DataError(file, f"cannot read as {fmt}: {type(exc).__name__}: {exc}".splitlines()[0]) from None
 

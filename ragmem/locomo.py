@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ragmem.errors import DataError
+from ragmem.loaders import not_utf8_message, check_path
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 ADVERSARIAL_ANSWER = "Not mentioned in the conversation"
@@ -111,12 +112,18 @@ def _parse_conversation(raw: Any, qa: Any, cid: str, file: str) -> Conversation:
 def _documents(path: Path) -> Iterable[tuple[str, str, Any]]:
     """(file label, default id, parsed JSON) for every conversation document under ``path``."""
     if path.suffix == ".zip":
-        with zipfile.ZipFile(path) as archive:
+        try:
+            archive = zipfile.ZipFile(path)
+        except (zipfile.BadZipFile, OSError) as exc:
+            raise DataError(str(path), f"not a readable zip archive ({exc})") from None
+        with archive:
             for name in sorted(n for n in archive.namelist() if n.endswith(".json")):
                 try:
                     yield f"{path}:{name}", Path(name).stem, json.loads(archive.read(name))
                 except json.JSONDecodeError as exc:
                     raise DataError(f"{path}:{name}", f"not valid JSON: {exc.msg} at line {exc.lineno}") from None
+                except UnicodeDecodeError as exc:
+                    raise DataError(f"{path}:{name}", f"not UTF-8 text (byte offset {exc.start})") from None
     elif path.is_dir():
         for file in sorted(path.rglob("*.json")):
             yield from _documents(file)
@@ -125,14 +132,16 @@ def _documents(path: Path) -> Iterable[tuple[str, str, Any]]:
             yield str(path), path.stem, json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
             raise DataError(str(path), f"not valid JSON: {exc.msg} at line {exc.lineno}") from None
+        except UnicodeDecodeError as exc:
+            raise DataError(str(path), not_utf8_message(path, exc)) from None
 
 
 def load_locomo(path: str | Path) -> list[Conversation]:
     """Every conversation under ``path`` (zip, folder or file), in file order, with all its
     questions (category 5 answered ``ADVERSARIAL_ANSWER``); :func:`questions` selects what is scored."""
     path = Path(path)
-    if not path.exists():
-        raise DataError(str(path), "file not found")
+    if not path.is_dir():
+        check_path(path)  # missing, a device, a symlink loop: named before reading
     conversations: list[Conversation] = []
     for file, default_id, doc in _documents(path):
         if isinstance(doc, list):  # locomo10.json

@@ -48,14 +48,27 @@ def pick_flow(config: dict[str, Any], flow_kind: str):
     return evaluate_flow
 
 
-def serve_flow(config: dict[str, Any], cron: str, name: str | None, flow_kind: str, timezone: str,
-               api_url: str, log: Callable[[str], None] = print) -> None:
+def schedule_for(cron: str, timezone: str):
+    """The Prefect schedule, or one line naming what is wrong with ``--cron`` or ``--timezone``
+    (checked before the Prefect server is started)."""
+    import zoneinfo
+
     from prefect.schedules import Cron
 
     try:
-        schedule = Cron(cron, timezone=timezone)
+        zoneinfo.ZoneInfo(timezone)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ConfigError(f"--timezone: {timezone!r} is not an IANA time zone (for example UTC, Europe/Berlin, "
+                          f"America/New_York)") from None
+    try:
+        return Cron(cron, timezone=timezone)
     except Exception as exc:
         raise ConfigError(f"--cron: {cron!r} is not a valid cron schedule ({str(exc).splitlines()[0]})") from None
+
+
+def serve_flow(config: dict[str, Any], cron: str, name: str | None, flow_kind: str, timezone: str,
+               api_url: str, log: Callable[[str], None] = print) -> None:
+    schedule = schedule_for(cron, timezone)
     # the served runs execute in subprocesses: they read these from the environment
     os.environ.update({**QUIET_ENV, "PREFECT_API_URL": api_url, "RAGMEM_HOME": str(ragmem_home())})
     parameters = {"config": absolute_paths(config)}

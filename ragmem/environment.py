@@ -1,0 +1,100 @@
+"""What the machine must offer before any work: a usable tracking store and a writable ragmem home.
+
+Checked by every command that runs something (``run``, ``sweep``, ``serve``, ``bench-memory``, and
+``ragmem.evaluate``) right after the settings, before the Prefect server starts and before any agent
+or LLM call; a problem is one :class:`ragmem.errors.ConfigError` line naming the path or URI (exit 2).
+
+- The tracking URI's scheme is one MLflow can store runs in (``sqlite``, ``postgresql``, ``mysql``,
+  ``mssql``, ``http(s)``, ``databricks``, ``file``); a remote server is probed by the endpoint
+  preflight, not here.
+- A SQLite store: its folder can be created and written, and an existing database file is a SQLite
+  database that accepts a write lock (a corrupted, truncated, or read-only file is named).
+- ``$RAGMEM_HOME`` (journals, judge cache, the local Prefect server): can be created and written.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import tempfile
+from pathlib import Path
+from urllib.parse import urlparse
+
+from ragmem.errors import ConfigError
+
+SCHEMES = ("sqlite", "postgresql", "mysql", "mssql", "http", "https", "databricks", "databricks-uc", "file")
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _writable_folder(folder: Path, what: str) -> None:
+    """``folder`` exists and takes a file, or could be made: its nearest existing ancestor is a folder
+    that takes a file (nothing is left behind: a check creates no folder)."""
+    folder = Path(os.path.abspath(folder))
+    existing = folder
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    try:
+        if not existing.is_dir():
+            raise NotADirectoryError(20, "Not a directory", str(existing))
+        with tempfile.NamedTemporaryFile(dir=existing, prefix=".ragmem-check-"):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"{what}: the folder {folder} cannot be written ({exc.strerror or exc})") from None
+
+
+def check_sqlite(path: Path, what: str) -> None:
+    """The SQLite store at ``path`` can be created, or is a SQLite database that can be written."""
+    _writable_folder(path.parent, what)
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    if path.is_dir():
+        raise ConfigError(f"{what}: {path} is a folder, not a SQLite database file")
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(len(_SQLITE_MAGIC))
+    except OSError as exc:
+        raise ConfigError(f"{what}: {path} cannot be read ({exc.strerror or exc})") from None
+    if head != _SQLITE_MAGIC:
+        raise ConfigError(f"{what}: {path} is not a SQLite database (corrupted, or another kind of file); "
+                          f"move it away to start a new store")
+    try:
+        connection = sqlite3.connect(path, timeout=30)
+        try:
+            connection.execute("PRAGMA schema_version").fetchone()
+            connection.execute("BEGIN IMMEDIATE")  # a write lock: fails on a read-only file or file system
+            connection.rollback()
+        finally:
+            connection.close()
+    except sqlite3.DatabaseError as exc:
+        raise ConfigError(f"{what}: {path} cannot be used as a store ({exc})") from None
+
+
+def check_tracking(uri: str, source: str) -> None:
+    """``uri`` (from ``source``: ``tracking.uri``, ``MLFLOW_TRACKING_URI`` or the default) can store runs."""
+    scheme = urlparse(uri).scheme.split("+")[0].lower()
+    what = f"{source} {uri}"
+    if scheme not in SCHEMES:
+        raise ConfigError(f"{what}: unsupported scheme {scheme or '(none)'!r}; use sqlite:///path/mlflow.db, "
+                          f"http(s)://host:port of a tracking server, or a database URL "
+                          f"({', '.join(SCHEMES)})")
+    if scheme == "sqlite":
+        if not uri.startswith("sqlite:///") or uri in ("sqlite:///", "sqlite:///:memory:"):
+            raise ConfigError(f"{what}: expected sqlite:///relative/path.db or sqlite:////absolute/path.db")
+        check_sqlite(Path(uri[len("sqlite:///"):]), what)
+
+
+def tracking_source(cfg) -> str:
+    if cfg.tracking.uri:
+        return "tracking.uri"
+    return "MLFLOW_TRACKING_URI" if os.environ.get("MLFLOW_TRACKING_URI") else "the default tracking store"
+
+
+def check(cfg) -> None:
+    """Every check above for a :class:`ragmem.config.RunConfig`."""
+    from ragmem.journal import ragmem_home
+
+    _writable_folder(ragmem_home(), "RAGMEM_HOME" if os.environ.get("RAGMEM_HOME") else "the ragmem home (.ragmem)")
+    if cfg.tracking.enabled:
+        check_tracking(cfg.tracking_uri, tracking_source(cfg))
+        if cfg.tracking_uri.startswith("sqlite:"):
+            _writable_folder(Path(cfg.tracking.artifact_root), "tracking.artifact_root")

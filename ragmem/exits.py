@@ -1,0 +1,90 @@
+"""How a ``ragmem`` command ends: one line on stderr and an exit code for every kind of outcome.
+
+    a user mistake (RagmemError)             error: <message>                      2
+    an endpoint dead during a run            error: <message>                      3
+    a command-line mistake (click)           click's usage line and Error: ...     2 (bare ``ragmem``: help, 0)
+    Ctrl+C / SIGTERM                         interrupted: N of M done; resume ...  130 / 143
+    anything else (a bug)                    error: internal error: ... (traceback in .ragmem/last-error.log)  1
+
+A run that stopped with work journaled adds ``; resume with: ragmem ... --resume ID`` to its line.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import traceback
+
+import typer
+
+from ragmem.errors import RagmemError, Stopped, Terminated
+
+
+def prepare_environment() -> None:
+    """Environment defaults for a command (users may set each themselves)."""
+    # a download progress bar per artifact is noise in a terminal table
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    # an MLflow tracking server that stops answering: MLflow retries a request 7 times over ~4
+    # minutes by default; ragmem bounds that to about half a minute per request
+    for key, value in (("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "3"), ("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1"),
+                       ("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")):
+        os.environ.setdefault(key, value)
+
+
+def _click_errors() -> tuple[tuple[type, ...], tuple[type, ...]]:
+    """click's usage-error and abort classes: typer (0.2x) raises those of the copy of click it
+    vendors (``typer._click``), not ``click``'s own."""
+    import click
+
+    usage, abort = [click.exceptions.ClickException], [click.exceptions.Abort, getattr(typer, "Abort", click.Abort)]
+    try:
+        from typer._click import exceptions as vendored
+    except ImportError:
+        pass
+    else:
+        usage.append(vendored.ClickException)
+    return tuple(usage), tuple(abort)
+
+
+def _resume_hint(exc: BaseException, argv: list[str]) -> str:
+    """``; resume with: ragmem run ... --resume KEY`` when a run stopped with work journaled."""
+    progress = getattr(exc, "ragmem_progress", None)
+    if not progress or not argv or argv[0] not in ("run", "sweep"):
+        return ""
+    args = [a for i, a in enumerate(argv) if a != "--resume" and (i == 0 or argv[i - 1] != "--resume")
+            and not a.startswith("--resume=")]
+    return f"; resume with: ragmem {shlex.join(args)} --resume {progress[0]}"
+
+
+def finish(exc: BaseException, argv: list[str]) -> int:
+    """Print the one line for ``exc`` (raised by the command run with ``argv``); return the exit code."""
+    if isinstance(exc, SystemExit):
+        return exc.code if isinstance(exc.code, int) else 0
+    if isinstance(exc, RagmemError):  # exit 2; 3 when an endpoint stopped answering during the run
+        print(f"error: {exc}{_resume_hint(exc, argv)}", file=sys.stderr)
+        return getattr(exc, "exit_code", 2)
+    if isinstance(exc, typer.Exit):
+        return exc.exit_code
+    if isinstance(exc, (KeyboardInterrupt, Stopped)):  # Ctrl+C, or SIGTERM (Terminated): the run is KILLED
+        progress = getattr(exc, "ragmem_progress", None)
+        done = f": {progress[1]} of {progress[2]} {progress[3] if len(progress) > 3 else 'examples'} done" if progress else ""
+        print(f"interrupted{done}{_resume_hint(exc, argv)}", file=sys.stderr)
+        return getattr(exc, "exit_code", 143 if isinstance(exc, Terminated) else 130)
+    usage, abort = _click_errors()
+    if isinstance(exc, usage):  # a command-line mistake: click's own message and usage line
+        exc.show()
+        # bare `ragmem` (or `ragmem server`) asked for the help it was shown: not a mistake
+        return 0 if type(exc).__name__ == "NoArgsIsHelpError" else exc.exit_code
+    if isinstance(exc, abort):
+        return 130
+    if not isinstance(exc, Exception):
+        raise exc
+    from ragmem.journal import ragmem_home
+
+    path = ragmem_home() / "last-error.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(traceback.format_exception(exc)))
+    print(f"error: internal error: {type(exc).__name__}: {exc} (traceback in {path}){_resume_hint(exc, argv)}",
+          file=sys.stderr)
+    return 1

@@ -1,0 +1,61 @@
+"""The machine checked before any work: the tracking store and the ragmem home (one line, exit 2)."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+
+import pytest
+
+import ragmem
+from ragmem.environment import check_tracking
+from ragmem.errors import ConfigError
+from tests.conftest import run_cli
+
+DATA = "ragmem/datasets/demo_bilingual.json"
+
+
+@pytest.mark.parametrize("uri, message", [
+    ("bogus://x", "unsupported scheme 'bogus'"),
+    ("/just/a/path", "unsupported scheme '(none)'"),
+    ("sqlite://relative.db", "expected sqlite:///relative/path.db"),
+    ("sqlite:////sys/ragmem-test/mlflow.db", "the folder /sys/ragmem-test cannot be written"),
+])
+def test_a_tracking_uri_that_cannot_store_runs_is_refused(uri, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        check_tracking(uri, "MLFLOW_TRACKING_URI")
+
+
+def test_a_store_that_is_not_a_sqlite_database_is_named(tmp_path):
+    (tmp_path / "garbage.db").write_bytes(b"\x00not a database at all" * 100)
+    (tmp_path / "folder.db").mkdir()
+    for name, message in (("garbage.db", "is not a SQLite database"), ("folder.db", "is a folder")):
+        with pytest.raises(ConfigError, match=message):
+            check_tracking(f"sqlite:///{tmp_path / name}", "tracking.uri")
+    good = tmp_path / "good.db"
+    sqlite3.connect(good).execute("CREATE TABLE t (x)").connection.close()
+    check_tracking(f"sqlite:///{good}", "tracking.uri")  # an existing database, and a new one, are fine
+    check_tracking(f"sqlite:///{tmp_path / 'new' / 'mlflow.db'}", "tracking.uri")
+
+
+def test_the_api_checks_the_store_before_any_work(tmp_path, monkeypatch):
+    (tmp_path / "broken.db").write_bytes(b"SQLite format 3\x00" + b"\xff" * 200)  # a header, then garbage
+    with pytest.raises(ConfigError, match="broken.db cannot be used as a store"):
+        ragmem.evaluate(DATA, tracking={"uri": f"sqlite:///{tmp_path / 'broken.db'}",
+                                        "artifact_root": str(tmp_path / "artifacts")})
+    monkeypatch.setenv("RAGMEM_HOME", str(tmp_path / "a-file" / "home"))
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(ConfigError, match="RAGMEM_HOME: the folder .* cannot be written"):
+        ragmem.evaluate(DATA, track=False)
+
+
+def test_the_cli_names_a_corrupted_store_and_starts_nothing(tmp_path):
+    (tmp_path / "mlruns").mkdir()
+    (tmp_path / "mlruns" / "mlflow.db").write_bytes(b"\x89PNG not a database" * 50)
+    from tests.conftest import ROOT
+
+    proc = run_cli(["run", str(ROOT / "configs" / "default.yaml"), "--data", str(ROOT / DATA)], cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith("error: the default tracking store sqlite:///mlruns/mlflow.db: mlruns/mlflow.db is "
+                                  "not a SQLite database")
+    assert not (tmp_path / ".ragmem" / "prefect").exists()  # no Prefect server was started
