@@ -10,7 +10,7 @@ from typing import Any
 from prefect import flow
 from prefect.runtime import flow_run
 
-from ragmem import engine
+from ragmem import engine, masking
 from ragmem.orchestration import work_done
 from ragmem.tasks.steps import PrefectSteps
 
@@ -19,6 +19,6 @@ from ragmem.tasks.steps import PrefectSteps
       flow_run_name=lambda: flow_run.parameters["config"]["run_name"] or f"bench-memory-{uuid.uuid4().hex[:6]}")
 def bench_memory_flow(config: dict[str, Any], preflight: bool = True) -> dict[str, Any]:
     """Memory layers compared on LoCoMo-style conversations (see ragmem.memory_bench)."""
-    result = engine.bench_memory(config, PrefectSteps(), preflight=preflight, tags={"prefect.flow_run_id": str(flow_run.id)})
+    result = engine.bench_memory(masking.restore(config), PrefectSteps(), preflight=preflight, tags={"prefect.flow_run_id": str(flow_run.id)})
     work_done(result)  # complete now, whatever happens to the Prefect API from here on
     return result

@@ -12,7 +12,7 @@ from typing import Any
 from prefect import flow
 from prefect.runtime import flow_run
 
-from ragmem import engine
+from ragmem import engine, masking
 from ragmem.config import RunConfig
 from ragmem.orchestration import work_done
 from ragmem.tasks.steps import PrefectSteps
@@ -28,7 +28,7 @@ def _run_name(parameters: dict[str, Any]) -> str:
 def evaluate_flow(config: dict[str, Any], resume: str | None = None, preflight: bool = True) -> dict[str, Any]:
     """Evaluate one configuration (or ``resume`` an interrupted run of it) and return the summary
     (see README: summary JSON)."""
-    cfg = RunConfig.from_dict(config)
+    cfg = RunConfig.from_dict(masking.restore(config))  # the secrets masked in the flow's parameters
     result = engine.evaluate(cfg, PrefectSteps(), resume=resume, preflight=preflight,
                              tags={"ragmem.entry": "flow", "prefect.flow_run_id": str(flow_run.id)})
     work_done(result.summary)  # complete now, whatever happens to the Prefect API from here on

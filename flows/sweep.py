@@ -13,7 +13,7 @@ from prefect import flow
 from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from ragmem import engine
+from ragmem import engine, masking
 from ragmem.orchestration import work_done
 from ragmem.sweep import parse_sweep
 from ragmem.tasks.steps import PrefectSteps
@@ -28,7 +28,7 @@ def _run_name(parameters: dict[str, Any]) -> str:
       task_runner=ThreadPoolTaskRunner(max_workers=2))
 def sweep_flow(config: dict[str, Any], preflight: bool = True, resume: str | None = None) -> dict[str, Any]:
     """Evaluate every configuration of the sweep grid and pick the best one."""
-    result = engine.sweep(config, PrefectSteps(), preflight=preflight, resume=resume, tags={"prefect.flow_run_id": str(flow_run.id)})
+    result = engine.sweep(masking.restore(config), PrefectSteps(), preflight=preflight, resume=resume, tags={"prefect.flow_run_id": str(flow_run.id)})
     work_done(result)  # complete now, whatever happens to the Prefect API from here on
     return result
 

@@ -28,6 +28,7 @@ from ragmem import endpoints, interrupts, memory_bench, pipeline, progress
 from ragmem import resume as resumes
 from ragmem.config import RunConfig
 from ragmem.journal import Journal
+from ragmem.masking import mask
 from ragmem.loaders import Dataset
 from ragmem.schema import AgentOutput, Example
 from ragmem.tracking import (Tracker, TrackedRun, end_unfinished, is_transient, log_results, process_tracking_uri,
@@ -189,7 +190,7 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
             if run.id is not None:
                 try:
                     with progress.stage("logging to MLflow"):
-                        steps.log(run, resolved_config=pipeline.masked(cfg.raw), params=params, metrics=result.values,
+                        steps.log(run, resolved_config=mask(cfg.raw), params=params, metrics=result.values,
                                   counts=pipeline.counts(table, result), table=table, summary=summary,
                                   examples=dataset.examples, outputs=outputs,
                                   max_traces=cfg.tracking.max_traces, extra_files=(journal.path,))

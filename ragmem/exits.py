@@ -54,7 +54,20 @@ def _resume_hint(exc: BaseException, argv: list[str]) -> str:
         return ""
     args = [a for i, a in enumerate(argv) if a != "--resume" and (i == 0 or argv[i - 1] != "--resume")
             and not a.startswith("--resume=")]
-    return f"; resume with: ragmem {shlex.join(args)} --resume {progress[0]}"
+    return f"; resume with: ragmem {shlex.join(_masked_sets(args))} --resume {progress[0]}"
+
+
+def _masked_sets(args: list[str]) -> list[str]:
+    """``--set agent.params.api_key=VALUE`` shown as ``--set agent.params.api_key=***`` (ragmem.masking)."""
+    from ragmem.masking import MASK, is_secret
+
+    out = []
+    for i, arg in enumerate(args):
+        key, sep, _ = arg.partition("=")
+        is_set = (i > 0 and args[i - 1] == "--set") or arg.startswith("--set=")
+        name = key.removeprefix("--set=").rsplit(".", 1)[-1]
+        out.append(f"{key}={MASK}" if is_set and sep and is_secret(name) else arg)
+    return out
 
 
 def finish(exc: BaseException, argv: list[str]) -> int:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from ragmem import masking
 from ragmem.errors import RagmemError
 from ragmem.journal import ragmem_home
 
@@ -316,7 +317,8 @@ def run_flow(target: str, config: dict[str, Any], finish: Callable[[dict[str, An
     threading.Thread(target=watchdog, name="ragmem-prefect-watchdog", daemon=True).start()
     try:
         with prefect_context(api_url, quiet=quiet):
-            result = getattr(importlib.import_module(module), name)(config, **kwargs)
+            # secrets stay out of the Prefect database: the flow gets them back (ragmem.masking)
+            result = getattr(importlib.import_module(module), name)(masking.protect(config), **kwargs)
     except Exception:
         if OUTCOME.value is not None and not healthy(api_url, timeout=2.0):
             with finishing:

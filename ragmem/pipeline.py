@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from ragmem.agents.runner import run_live
 from ragmem.config import RunConfig
 from ragmem.judges import Judge, JudgeItem, Judgement, judging
 from ragmem.loaders import Dataset, load_dataset
+from ragmem.masking import mask
 from ragmem.metrics import MetricContext, MetricResult, compute_metrics
 from ragmem.metrics.generation import scorer_for
 from ragmem.schema import AgentOutput, Example
@@ -181,24 +181,8 @@ def flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-_SECRET = re.compile(r"(^|[._])(api_?key|password|passwd|secret|token|access_token|auth)$", re.IGNORECASE)
-
-
-def masked(value: Any, key: str = "") -> Any:
-    """``value`` with every secret-looking setting (``api_key``, ``token``, ``password``, ... at any
-    depth) replaced by ``***``: a config should name an environment variable, never hold the
-    secret itself, and what it holds is never logged."""
-    if key and _SECRET.search(key) and value is not None:
-        return "***"
-    if isinstance(value, dict):
-        return {k: masked(v, str(k)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [masked(v) for v in value]
-    return value
-
-
 def _param_text(key: str, value: Any) -> str:
-    value = masked(value, key)
+    value = mask(value, key)
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 
 

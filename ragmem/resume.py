@@ -15,6 +15,7 @@ import socket
 from typing import Any
 
 from ragmem.errors import ConfigError
+from ragmem.masking import mask
 
 # settings a resume may change: none of them changes an answer, a verdict or a metric
 RESUME_FREE = frozenset({"agent.concurrency", "agent.batch_size", "judge.max_concurrency",
@@ -88,7 +89,7 @@ def flat_config(config: dict[str, Any]) -> dict[str, Any]:
     """The settings a resume compares: every setting by dotted key, secrets masked, as JSON has them."""
     from ragmem import pipeline
 
-    return json.loads(json.dumps(pipeline.flatten(pipeline.masked(config)), default=str))
+    return json.loads(json.dumps(pipeline.flatten(mask(config)), default=str))
 
 
 # ---- sweeps -------------------------------------------------------------------------------------

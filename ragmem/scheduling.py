@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
+from ragmem import masking
 from ragmem.config import RunConfig
 from ragmem.errors import ConfigError
 from ragmem.journal import ragmem_home
@@ -71,7 +72,8 @@ def serve_flow(config: dict[str, Any], cron: str, name: str | None, flow_kind: s
     schedule = schedule_for(cron, timezone)
     # the served runs execute in subprocesses: they read these from the environment
     os.environ.update({**QUIET_ENV, "PREFECT_API_URL": api_url, "RAGMEM_HOME": str(ragmem_home())})
-    parameters = {"config": absolute_paths(config)}
+    # secrets masked in the deployment's parameters; the runs' subprocesses inherit them (ragmem.masking)
+    parameters = {"config": masking.protect(absolute_paths(config))}
     flow = pick_flow(config, flow_kind)
     deployment = name or config["experiment"]
     log(f"serving {flow.name}/{deployment} on '{cron}' ({timezone}) at {api_url}; "

@@ -72,6 +72,22 @@ class Keyed:
         return query
 
 
+class KeyRequired:
+    """A class target that refuses to be built without the key the test expects (proves a masked
+    setting is restored before the agent is built)."""
+
+    def __init__(self, api_key=None, options=None):
+        import os
+
+        if api_key != os.environ.get("RAGMEM_TEST_EXPECTED_KEY"):
+            raise ValueError("wrong api_key")
+        if (options or {}).get("accessToken") != os.environ.get("RAGMEM_TEST_EXPECTED_KEY"):
+            raise ValueError("wrong accessToken")
+
+    def __call__(self, query):
+        return query
+
+
 def slow_logged(query):
     """Sleeps ``RAGMEM_TEST_DELAY`` seconds (default 0.05) and appends the query to the file named by
     ``RAGMEM_TEST_CALLS``: a cross-process count of agent calls (interrupt and resume tests)."""
