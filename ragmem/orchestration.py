@@ -16,6 +16,7 @@ arrived and the output stayed clean. So ragmem never uses ephemeral mode:
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -95,13 +96,53 @@ def _pid_file() -> Path:
     return ragmem_home() / "prefect-server.pid"
 
 
+def process_identity(pid: int) -> str | None:
+    """What tells process ``pid`` apart from a later process given the same number: its start time
+    and command line (``/proc`` on Linux, ``ps`` elsewhere); ``None`` when no such process runs."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        return f"{stat.rsplit(')', 1)[1].split()[19]} {cmdline}"  # field 22: start time in clock ticks
+    except FileNotFoundError:
+        if Path("/proc/self/stat").exists():
+            return None  # Linux, and the process is gone
+    except (OSError, IndexError):
+        return None
+    done = subprocess.run(["ps", "-o", "lstart=,command=", "-p", str(pid)], capture_output=True, text=True)
+    return done.stdout.strip() or None
+
+
+def _read_pid_file() -> tuple[int, str | None] | None:
+    """(pid, identity recorded at start) from the pid file; None when there is none or it is unreadable."""
+    try:
+        text = _pid_file().read_text().strip()
+        record = json.loads(text) if text.startswith("{") else {"pid": int(text), "identity": None}
+        return int(record["pid"]), record.get("identity")
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _server_pid() -> int | None:
+    """The pid of the Prefect server this home started, when that very process still runs; a stale
+    pid file (the server gone, its number reused by another process) is removed."""
+    record = _read_pid_file()
+    if record is None:
+        return None
+    pid, recorded = record
+    now = process_identity(pid)
+    same = now is not None and (now == recorded if recorded else "prefect" in now and "server" in now)
+    if not same:
+        _pid_file().unlink(missing_ok=True)
+        return None
+    return pid
+
+
 def ensure_managed_server(port: int | None = None, log=print) -> ManagedServer:
     """Reuse or start the local Prefect server on 127.0.0.1 and wait until it answers."""
     port = port or managed_port()
     api_url = f"http://127.0.0.1:{port}/api"
     if healthy(api_url):
-        pid = int(_pid_file().read_text()) if _pid_file().is_file() else None
-        return ManagedServer(api_url, pid, started=False)
+        return ManagedServer(api_url, _server_pid(), started=False)
     home = ragmem_home()
     (home / "prefect").mkdir(parents=True, exist_ok=True)
     log_path = home / "prefect-server.log"
@@ -113,7 +154,7 @@ def ensure_managed_server(port: int | None = None, log=print) -> ManagedServer:
             [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
             start_new_session=True)
-    _pid_file().write_text(str(proc.pid))
+    _pid_file().write_text(json.dumps({"pid": proc.pid, "identity": process_identity(proc.pid)}))
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if healthy(api_url, timeout=1.0):
@@ -128,12 +169,13 @@ def ensure_managed_server(port: int | None = None, log=print) -> ManagedServer:
 
 
 def stop_managed_server() -> bool:
-    """Stop the server this project started; False when none was running."""
-    pid_file = _pid_file()
-    if not pid_file.is_file():
+    """Stop the server this project started; False when none was running. The pid file is checked
+    against the process it names (start time and command line) before any signal: a stale file is
+    removed and nothing is signalled."""
+    pid = _server_pid()
+    if pid is None:
         return False
-    pid = int(pid_file.read_text())
-    pid_file.unlink()
+    _pid_file().unlink(missing_ok=True)
     try:
         os.killpg(pid, signal.SIGTERM)
     except ProcessLookupError:
