@@ -201,7 +201,7 @@ class RunConfig(Settings):
         file or a symlink loop is named here, not after the Prefect server has started)."""
         if not self.files:
             raise ConfigError("data.files: no dataset given; pass --data PATH or list data.files in the config")
-        from ragmem.loaders import check_path, detect_format
+        from ragmem.readers import check_path, detect_format
 
         for data_file in self.files:
             check_path(data_file.path)

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragmem import endpoints, pipeline
+from ragmem import endpoints, environment, pipeline
 from ragmem.prompts import estimate_tokens
 from ragmem.config import RunConfig
 from ragmem.llm import Result
@@ -156,15 +156,6 @@ class _EmbeddingRecorder:
         return [Result([1.0]) for _ in texts]
 
 
-def _check_agent(cfg: RunConfig) -> None:
-    """What building the agent would check, without building it (building the reference agent
-    indexes its corpus; a Python agent's class may connect to services)."""
-    if cfg.agent.type == "python":
-        from ragmem.agents.python import resolve
-
-        resolve(cfg.agent.target)
-
-
 def _outputs(cfg: RunConfig, dataset, resume: str | None) -> tuple[list[AgentOutput], str, int]:
     """The outputs the requests are built from, where they come from, and how many are stand-ins
     (the examples a live agent would be called for)."""
@@ -211,7 +202,7 @@ def dry_run(cfg: RunConfig, config_name: str = "", *, resume: str | None = None,
         from ragmem.llm import EmbeddingClient
 
         embedder = EmbeddingClient(cfg.embeddings)
-    _check_agent(cfg)
+    environment.check_components(cfg)
     dataset = pipeline.load(cfg)
     probed = endpoints.configured(cfg)
     if preflight:

@@ -10,6 +10,9 @@ or LLM call; a problem is one :class:`ragmem.errors.ConfigError` line naming the
 - A SQLite store: its folder can be created and written, and an existing database file is a SQLite
   database that accepts a write lock (a corrupted, truncated, or read-only file is named).
 - ``$RAGMEM_HOME`` (journals, judge cache, the local Prefect server): can be created and written.
+- What building the components would find wrong, without building them (building the reference
+  agent indexes its corpus; a Python agent's class may connect to services): a Python agent's target
+  imports, every named ``api_key_env`` variable is set, the reference agent's corpus file exists.
 """
 
 from __future__ import annotations
@@ -89,8 +92,28 @@ def tracking_source(cfg) -> str:
     return "MLFLOW_TRACKING_URI" if os.environ.get("MLFLOW_TRACKING_URI") else "the default tracking store"
 
 
+def check_components(cfg) -> None:
+    """The agent target, the key variables and the corpus (module docstring), for ``cfg``."""
+    from ragmem.endpoints import configured
+
+    if cfg.agent.type == "python":
+        from ragmem.agents.python import resolve
+
+        resolve(cfg.agent.target)
+    sections = {"judge.base_url": "judge", "embeddings.base_url": "embeddings", "generator.base_url": "generator",
+                "agent.url": "agent"}
+    for endpoint in configured(cfg):
+        section = sections.get(endpoint.setting)
+        variable = getattr(getattr(cfg, section), "api_key_env", None) if section else None
+        if variable and not os.environ.get(variable):
+            raise ConfigError(f"{section}.api_key_env: the environment variable {variable} is not set")
+    if cfg.agent.type == "reference" and cfg.corpus.path != "bundled" and not Path(cfg.corpus.path).is_file():
+        raise ConfigError(f"corpus.path: {cfg.corpus.path}: file not found")
+
+
 def check(cfg) -> None:
     """Every check above for a :class:`ragmem.config.RunConfig`."""
+    check_components(cfg)
     from ragmem.journal import ragmem_home
 
     _writable_folder(ragmem_home(), "RAGMEM_HOME" if os.environ.get("RAGMEM_HOME") else "the ragmem home (.ragmem)")

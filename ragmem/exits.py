@@ -86,9 +86,10 @@ def finish(exc: BaseException, argv: list[str]) -> int:
         return getattr(exc, "exit_code", 143 if isinstance(exc, Terminated) else 130)
     usage, abort = _click_errors()
     if isinstance(exc, usage):  # a command-line mistake: click's own message and usage line
+        if type(exc).__name__ == "NoArgsIsHelpError":  # bare `ragmem`: the help was shown, not a mistake
+            return 0
         exc.show()
-        # bare `ragmem` (or `ragmem server`) asked for the help it was shown: not a mistake
-        return 0 if type(exc).__name__ == "NoArgsIsHelpError" else exc.exit_code
+        return exc.exit_code
     if isinstance(exc, abort):
         return 130
     if not isinstance(exc, Exception):

@@ -1,13 +1,12 @@
 """Dataset loading: JSON, JSONL, CSV and Parquet files in ragmem's, RAGAS's or DeepEval's field names.
 
-Every record becomes an :class:`~ragmem.schema.Example`. Problems are collected per record with the
+Files are read by :mod:`ragmem.readers`; every record becomes an :class:`~ragmem.schema.Example`. Problems are collected per record with the
 file, the record number (1-based, in file order) and the field, so ``ragmem validate`` can report all
 of them and ``ragmem run`` can refuse bad data with one clear line instead of dropping records.
 """
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 import math
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ragmem.errors import DataError
+from ragmem.readers import detect_format, parse_embedded, read_records
 from ragmem.schema import CONTEXT_SOURCES, Context, Example
 
 #: Canonical field -> accepted names, first match wins. ragmem/original, RAGAS, DeepEval/eval-lib.
@@ -25,9 +25,6 @@ FIELD_ALIASES: dict[str, tuple[str, ...]] = {
     "generated_answer": ("generated_answer", "response", "answer", "actual_output"),
     "reference_answer": ("reference_answer", "reference", "ground_truth", "expected_output"),
 }
-FORMATS = ("json", "jsonl", "csv", "parquet")
-_SUFFIX_FORMAT = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv",
-                  ".parquet": "parquet", ".pq": "parquet"}
 _TRUE = {"1", "true", "yes", "y", "t"}
 _FALSE = {"0", "false", "no", "n", "f"}
 
@@ -55,112 +52,6 @@ class Dataset:
 
     def ids(self) -> set[str]:
         return {e.id for e in self.examples}
-
-
-def detect_format(path: Path, format: str = "auto") -> str:
-    if format != "auto":
-        if format not in FORMATS:
-            raise DataError(str(path), f"unknown format {format!r}; expected one of {', '.join(FORMATS)}")
-        return format
-    fmt = _SUFFIX_FORMAT.get(path.suffix.lower())
-    if fmt is None:
-        raise DataError(str(path), f"cannot tell the format from the suffix {path.suffix!r}; "
-                                   f"use .json, .jsonl, .csv or .parquet, or set data.format")
-    return fmt
-
-
-def check_path(path: Path) -> None:
-    """A data file that can be read: not missing, not a folder, not a device; a symlink loop or a
-    permission problem named as such (:class:`DataError`)."""
-    file = str(path)
-    try:
-        if path.is_dir():
-            raise DataError(file, "is a folder; name a data file (.json, .jsonl, .csv or .parquet)")
-        if not path.exists():
-            raise DataError(file, "file not found" if not path.is_symlink() else "a symlink to nothing (or a loop)")
-        if not path.is_file():
-            raise DataError(file, "is not a regular file (a device, a pipe or a socket); name a data file")
-        with open(path, "rb"):
-            pass
-    except DataError:
-        raise
-    except OSError as exc:  # ELOOP, EACCES, ENAMETOOLONG, ...
-        raise DataError(file, f"cannot be read ({exc.strerror or exc})") from None
-
-
-def not_utf8_message(path: Path, exc: UnicodeDecodeError) -> str:
-    """Where a file stops being UTF-8: line and byte."""
-    line = path.read_bytes()[: exc.start].count(b"\n") + 1
-    return f"not UTF-8 text (line {line}: byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
-
-
-def read_records(path: Path, format: str = "auto") -> list[dict[str, Any]]:
-    """Read a file into a list of raw records (dicts), without validating them."""
-    file = str(path)
-    check_path(path)
-    fmt = detect_format(path, format)
-    try:
-        if fmt == "json":
-            data = json.loads(path.read_text(encoding="utf-8-sig"))
-            if isinstance(data, dict):  # {"examples": [...]} or {"data": [...]}
-                for key in ("examples", "data", "samples"):
-                    if isinstance(data.get(key), list):
-                        data = data[key]
-                        break
-            if not isinstance(data, list):
-                raise DataError(file, "expected a JSON list of records (or an object with an "
-                                      "'examples' list)")
-            return data
-        if fmt == "jsonl":
-            records = []
-            for n, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), 1):
-                if line.strip():
-                    try:
-                        records.append(json.loads(line))
-                    except json.JSONDecodeError as exc:
-                        raise DataError(file, f"line {n} is not valid JSON ({exc.msg})") from None
-            return records
-        import pandas as pd  # pandas only for the tabular formats
-
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False) if fmt == "csv" \
-            else pd.read_parquet(path)
-        return [_from_frame_row(row) for row in frame.to_dict(orient="records")]
-    except DataError:
-        raise
-    except json.JSONDecodeError as exc:
-        raise DataError(file, f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-    except UnicodeDecodeError as exc:
-        raise DataError(file, not_utf8_message(path, exc)) from None
-    except Exception as exc:  # pandas/pyarrow parse errors have many types
-        raise DataError(file, f"cannot read as {fmt}: {type(exc).__name__}: {exc}".splitlines()[0]) from None
-
-
-def _from_frame_row(row: dict[str, Any]) -> dict[str, Any]:
-    """Turn a pandas row into plain Python values (numpy arrays -> lists, NaN/'' -> missing)."""
-    out = {}
-    for key, value in row.items():
-        if hasattr(value, "tolist"):
-            value = value.tolist()
-        if value is None or value == "" or (isinstance(value, float) and math.isnan(value)):
-            continue
-        out[str(key)] = value
-    return out
-
-
-def _parse_embedded(value: Any) -> Any:
-    """CSV cells hold lists/objects as JSON (or as Python reprs, as RAGAS exports them)."""
-    if not isinstance(value, str):
-        return value
-    text = value.strip()
-    if not text or text[0] not in "[{":
-        return value
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        try:
-            return ast.literal_eval(text)
-        except (ValueError, SyntaxError):
-            return value
 
 
 def parse_label(value: Any) -> int:
@@ -247,7 +138,7 @@ class _RecordReader:
         name, value = self.pick("contexts")
         if name is None:
             return []
-        value = _parse_embedded(value)
+        value = parse_embedded(value)
         if isinstance(value, str) and self.tabular:  # a CSV/Parquet cell of plain text: one context
             value = [value]
         if not isinstance(value, list):
@@ -306,7 +197,7 @@ class _RecordReader:
                 else:
                     out["latency_ms"] = value
         if "timings_ms" in raw:
-            value = _parse_embedded(raw["timings_ms"])
+            value = parse_embedded(raw["timings_ms"])
             if not isinstance(value, dict) or not all(
                     _is_number(v) and v >= 0 for v in value.values()):
                 self.problem("timings_ms", "expected an object of stage -> milliseconds (numbers >= 0)")
@@ -317,7 +208,7 @@ class _RecordReader:
             if value is not None:
                 out["session_id"] = value
         if "history" in raw:
-            value = _parse_embedded(raw["history"])
+            value = parse_embedded(raw["history"])
             if not isinstance(value, list) or not all(
                     isinstance(t, dict) and isinstance(t.get("content"), str) for t in value):
                 self.problem("history", "expected a list of {role, content} turns")
@@ -325,14 +216,14 @@ class _RecordReader:
                 out["history"] = [{"role": str(t.get("role", "user")), "content": t["content"]}
                                   for t in value]
         if "relevant_context_ids" in raw:
-            value = _parse_embedded(raw["relevant_context_ids"])
+            value = parse_embedded(raw["relevant_context_ids"])
             if not isinstance(value, list):
                 self.problem("relevant_context_ids", "expected a list of context ids")
             else:
                 ids = [self.identifier(f"relevant_context_ids[{i}]", v, optional=False) for i, v in enumerate(value)]
                 out["relevant_context_ids"] = [v for v in ids if v is not None]
         if "relevance" in raw:
-            value = _parse_embedded(raw["relevance"])
+            value = parse_embedded(raw["relevance"])
             if not isinstance(value, dict) or not all(_is_number(v) and v >= 0 for v in value.values()):
                 self.problem("relevance", "expected an object of context id -> grade (numbers >= 0)")
             else:
@@ -387,6 +278,12 @@ def check_file(data_file: DataFile, require_answer: bool = True) -> FileReport:
         problems.extend(found)
         if example is not None:
             examples.append(example)
+    seen: dict[str, int] = {}
+    for example in examples:  # (ids across files: load_dataset)
+        if example.id in seen:
+            problems.append(DataError(file, f"duplicate id {example.id!r} (also record {seen[example.id]})",
+                                      example.record, "id"))
+        seen.setdefault(example.id, example.record)
     if not records:
         problems.append(DataError(file, "holds no records"))
     return FileReport(file, len(records), problems, examples)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ragmem.errors import DataError
-from ragmem.loaders import not_utf8_message, check_path
+from ragmem.readers import check_path, not_utf8_message
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 ADVERSARIAL_ANSWER = "Not mentioned in the conversation"

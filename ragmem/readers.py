@@ -1,0 +1,125 @@
+"""Reading a data file into raw records (dicts), whatever its format: JSON (a list, or an object with
+an ``examples``/``data``/``samples`` list), JSONL, CSV and Parquet. Validation of the records is
+:mod:`ragmem.loaders`'s. Every problem is a :class:`ragmem.errors.DataError` naming the file (and
+the line, for JSONL and for text that is not UTF-8).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from ragmem.errors import DataError
+
+FORMATS = ("json", "jsonl", "csv", "parquet")
+_SUFFIX_FORMAT = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv",
+                  ".parquet": "parquet", ".pq": "parquet"}
+
+
+def detect_format(path: Path, format: str = "auto") -> str:
+    if format != "auto":
+        if format not in FORMATS:
+            raise DataError(str(path), f"unknown format {format!r}; expected one of {', '.join(FORMATS)}")
+        return format
+    fmt = _SUFFIX_FORMAT.get(path.suffix.lower())
+    if fmt is None:
+        raise DataError(str(path), f"cannot tell the format from the suffix {path.suffix!r}; "
+                                   f"use .json, .jsonl, .csv or .parquet, or set data.format")
+    return fmt
+
+
+def check_path(path: Path) -> None:
+    """A data file that can be read: not missing, not a folder, not a device; a symlink loop or a
+    permission problem named as such (:class:`DataError`)."""
+    file = str(path)
+    try:
+        if path.is_dir():
+            raise DataError(file, "is a folder; name a data file (.json, .jsonl, .csv or .parquet)")
+        if not path.exists():
+            raise DataError(file, "file not found" if not path.is_symlink() else "a symlink to nothing (or a loop)")
+        if not path.is_file():
+            raise DataError(file, "is not a regular file (a device, a pipe or a socket); name a data file")
+        with open(path, "rb"):
+            pass
+    except DataError:
+        raise
+    except OSError as exc:  # ELOOP, EACCES, ENAMETOOLONG, ...
+        raise DataError(file, f"cannot be read ({exc.strerror or exc})") from None
+
+
+def not_utf8_message(path: Path, exc: UnicodeDecodeError) -> str:
+    """Where a file stops being UTF-8: line and byte."""
+    line = path.read_bytes()[: exc.start].count(b"\n") + 1
+    return f"not UTF-8 text (line {line}: byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
+
+
+def read_records(path: Path, format: str = "auto") -> list[dict[str, Any]]:
+    """Read a file into a list of raw records (dicts), without validating them."""
+    file = str(path)
+    check_path(path)
+    fmt = detect_format(path, format)
+    try:
+        if fmt == "json":
+            data = json.loads(path.read_text(encoding="utf-8-sig"))
+            if isinstance(data, dict):  # {"examples": [...]} or {"data": [...]}
+                for key in ("examples", "data", "samples"):
+                    if isinstance(data.get(key), list):
+                        data = data[key]
+                        break
+            if not isinstance(data, list):
+                raise DataError(file, "expected a JSON list of records (or an object with an "
+                                      "'examples' list)")
+            return data
+        if fmt == "jsonl":
+            records = []
+            for n, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), 1):
+                if line.strip():
+                    try:
+                        records.append(json.loads(line))
+                    except json.JSONDecodeError as exc:
+                        raise DataError(file, f"line {n} is not valid JSON ({exc.msg})") from None
+            return records
+        import pandas as pd  # pandas only for the tabular formats
+
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False) if fmt == "csv" \
+            else pd.read_parquet(path)
+        return [_from_frame_row(row) for row in frame.to_dict(orient="records")]
+    except DataError:
+        raise
+    except json.JSONDecodeError as exc:
+        raise DataError(file, f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except UnicodeDecodeError as exc:
+        raise DataError(file, not_utf8_message(path, exc)) from None
+    except Exception as exc:  # pandas/pyarrow parse errors have many types
+        raise DataError(file, f"cannot read as {fmt}: {type(exc).__name__}: {exc}".splitlines()[0]) from None
+
+
+def _from_frame_row(row: dict[str, Any]) -> dict[str, Any]:
+    """Turn a pandas row into plain Python values (numpy arrays -> lists, NaN/'' -> missing)."""
+    out = {}
+    for key, value in row.items():
+        if hasattr(value, "tolist"):
+            value = value.tolist()
+        if value is None or value == "" or (isinstance(value, float) and math.isnan(value)):
+            continue
+        out[str(key)] = value
+    return out
+
+
+def parse_embedded(value: Any) -> Any:
+    """CSV cells hold lists/objects as JSON (or as Python reprs, as RAGAS exports them)."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if not text or text[0] not in "[{":
+        return value
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        try:
+            return ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            return value
