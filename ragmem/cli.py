@@ -78,16 +78,21 @@ def _writable(path: Path) -> Path:
     return path
 
 
-def _ready(resolved: dict[str, Any], data: bool = True):
-    """The validated settings, their data files readable and the machine ready for them (tracking
-    store, ragmem home): everything a command checks before any work (:mod:`ragmem.environment`)."""
-    from ragmem import environment
+def _ready(resolved: dict[str, Any], data: bool = True, resume: str | None = None):
+    """The validated settings, every data record valid, the machine ready for them (tracking store,
+    ragmem home, agent target, key variables: :mod:`ragmem.environment`) and a ``--resume`` run's
+    journal matching: everything a command checks before any work (the flow reuses the dataset)."""
+    from ragmem import environment, pipeline
     from ragmem.config import RunConfig
 
     cfg = RunConfig.from_dict(resolved)
-    if data:
-        cfg.require_data()
     environment.check(cfg)
+    if data:
+        dataset = pipeline.load(cfg)
+        if resume:
+            from ragmem.resume import check_resume
+
+            check_resume(cfg, dataset, resume).close()
     return cfg
 
 
@@ -120,7 +125,7 @@ def run(
     if output is not None or not dry_run:
         output = _writable(output or Path("summary.json"))
     resolved = resolve_config(config, overrides=set_, data=data)
-    cfg = _ready(resolved)
+    cfg = _ready(resolved, resume=resume)
     if dry_run:  # nothing is tracked, no Prefect flow: a plan, printed (and written with --output)
         from ragmem import dryrun
 
@@ -157,13 +162,14 @@ def sweep(
 ) -> None:
     """Evaluate every configuration of a grid: one MLflow parent run, one child run each."""
     _setup_logging(verbose)
-    from ragmem.config import RunConfig, resolve_config
+    from ragmem.config import resolve_config
     from ragmem.sweep import parse_sweep
 
     _writable(output)
     resolved = resolve_config(config, overrides=set_, data=data)
     spec = parse_sweep(resolved["sweep"])
-    RunConfig.from_dict(resolved).require_data()
+    _ready(resolved)
+
     def finish(result: dict[str, Any]) -> None:
         print_sweep(result, spec)
         _write(output, result, "sweep")

@@ -143,8 +143,7 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
     flat = resumes.flat_config(cfg.raw)
     kept: dict[str, AgentOutput] = {}
     if resume:
-        journal = Journal(resume, resume=True)
-        resumes.check_resumable(journal.read_meta(), flat, dataset.sha256, resume, str(journal.folder.parent))
+        journal = resumes.check_resume(cfg, dataset, resume)
         if tracker is not None:
             tracker.reopen(resume)
         ids = dataset.ids()  # a failed call is not an answer: a resume calls it again

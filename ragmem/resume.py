@@ -135,3 +135,13 @@ def finished_child(tracker, run_id: str) -> dict[str, Any]:
     kept = {k: v for k, v in metrics.items()
             if k not in _COUNTS and not k.startswith("undefined_") and not k.endswith(("_ci_low", "_ci_high"))}
     return {"metrics": kept, "table": load_run_table(tracker.client, run_id), "index_builds": 0}
+
+
+def check_resume(cfg, dataset, resume: str):
+    """The journal of ``resume`` exists and was written for these settings and this data (before any
+    work: the command line calls it before starting the flow, the engine again); the Journal."""
+    from ragmem.journal import Journal
+
+    journal = Journal(resume, resume=True)
+    check_resumable(journal.read_meta(), flat_config(cfg.raw), dataset.sha256, resume, str(journal.folder.parent))
+    return journal
