@@ -176,12 +176,16 @@ def test_a_secret_in_the_config_is_never_logged(store, tmp_path):
     assert secret not in json.dumps(client.get_run(result.run_id).data.params) + json.dumps(result.summary)
 
 
-def test_when_every_call_fails_classification_is_null_not_0(tmp_path):
+def test_when_every_call_fails_classification_is_null_not_0(tmp_path, store):
+    from mlflow import MlflowClient
+
     path = tmp_path / "fails.json"
     path.write_text(json.dumps([{"query": "fail now", "reference_answer": "r", "label": 1},
                                 {"query": "fail again", "reference_answer": "r", "label": 0}]))
-    result = ragmem.evaluate(path, track=False, metrics=["accuracy", "precision", "recall", "f1"],
+    result = ragmem.evaluate(path, tracking=store, experiment="all-fail", metrics=["accuracy", "precision", "recall", "f1"],
                              agent={"type": "python", "target": "tests.sample_agents:sometimes_fails", "retries": 0})
     assert result.summary["n_errors"] == 2
     assert [result.metrics[n] for n in ("accuracy", "precision", "recall", "f1")] == [None] * 4
     assert result.metrics["n_classified"] == 0 and any("no example was classified" in n for n in result.summary["notes"])
+    logged = MlflowClient(store["uri"]).get_run(result.run_id).data.metrics
+    assert not {"accuracy", "precision", "recall", "f1"} & set(logged) and logged["n_classified"] == 0  # null: not logged

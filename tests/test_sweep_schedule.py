@@ -73,6 +73,13 @@ def test_a_failing_child_is_recorded_and_the_sweep_goes_on(prefect_env, tmp_path
     failed = client.get_run(children[1]["run_id"])
     assert failed.info.status == "FAILED" and "backend refused" in failed.data.tags["ragmem.error"]
     assert client.get_run(children[0]["run_id"]).info.status == "FINISHED"
+    # every child failing is a failed sweep: still every result written, then one line and exit 2
+    done = run_cli(["sweep", str(ROOT / "configs" / "sweep_retriever.yaml"), "--set", "experiment=sweep-all-fail",
+                    "--set", "agent.type=python", "--set", "agent.target=tests.sample_agents:Breaks",
+                    "--set", "sweep.grid={agent.params.broken: [true]}", "-o", "all.json"], env=env, cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.strip().splitlines()[-1].startswith("error: sweep: every one of the 1"), \
+        done.stderr
+    assert [c["status"] for c in json.loads((tmp_path / "all.json").read_text())["children"]] == ["FAILED"]
 
 
 def test_a_bad_grid_value_fails_before_any_child(prefect_env, tmp_path):
