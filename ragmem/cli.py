@@ -270,10 +270,15 @@ def bench_memory(
         raise RagmemError("bench.data: no LoCoMo data given; pass --data PATH or set bench.data in the config")
     from ragmem.locomo import load_locomo
 
+    _ready(resolved, data=False)
     load_locomo(resolved["bench"]["data"])  # a malformed file fails here, with file, conversation, turn
+
     def finish(result: dict[str, Any]) -> None:
         print_bench(result)
         _write(output, result, "summary")
+        if result["methods"] and all(m["status"] != "FINISHED" for m in result["methods"]):
+            raise RagmemError(f"bench-memory: every one of the {len(result['methods'])} methods failed "
+                              f"(first: {result['methods'][0]['method']}: {result['methods'][0].get('error')})")
 
     _run_flow("ragmem.flows.bench_memory:bench_memory_flow", resolved, verbose, finish, preflight=not no_preflight)
 

@@ -327,27 +327,53 @@ def bench_memory(config: dict[str, Any], steps: Steps = PLAIN, *, tags: dict[str
                      tags={"ragmem.entry": "bench-memory", **(tags or {})}) as parent:
         steps.log_results(parent, params={**common, "bench.methods": [s.name for s in specs]})
         for spec in specs:
-            with tracked_run(tracker, cfg.experiment, spec.name, parent_run_id=parent.id,
-                             tags={"ragmem.entry": "bench-memory-method", "bench.method": spec.name}) as child:
-                layer = kit.layer(spec, bench.full_context_tokens)
-                answered, add_times = [], []
-                for conversation in conversations:
-                    with progress.stage(f"bench-memory: {spec.name}: conversation {conversation.id}"):
-                        done, adds = steps.memory_conversation(spec.name, layer, conversation,
-                                                               selected[conversation.id], bench.top_k, kit.generate)
-                    answered += done
-                    add_times += adds
-                    log.info("bench-memory: %s: conversation %s done (%d questions)", spec.name, conversation.id, len(done))
-                verdicts = steps.judge_answers(spec.name, kit.judge, answered)
-                rows, metrics = memory_bench.score(answered, add_times, kit.scorer, verdicts, kit.count_tokens)
-                metrics.update(kit.usage())
-                steps.log_results(child, metrics=metrics, tables={"questions": pd.DataFrame(rows)},
-                            params={**common, "bench.method": spec.name, "bench.method_type": spec.type,
-                                    "bench.method_spec": spec.model_dump(exclude={"params"}, exclude_none=True)})
-            results[spec.name] = metrics
-            methods.append({"method": spec.name, "run_id": child.id, "metrics": metrics})
+            outcome = _bench_method(spec, conversations, selected, kit, cfg, steps, tracker, parent.id, common)
+            results[spec.name] = {**outcome["metrics"], "status": outcome["status"]}
+            methods.append(outcome)
         table = memory_bench.results_table(results, categories)
         steps.log_results(parent, tables={"locomo_results": pd.DataFrame(table)})
     return {"parent_run_id": parent.id, "experiment": cfg.experiment, "n_conversations": len(conversations),
             "n_questions": n_questions, "categories": {c: CATEGORIES[c] for c in categories},
             "methods": methods, "results_table": table}
+
+
+def _bench_method(spec, conversations, selected, kit, cfg: RunConfig, steps: Steps, tracker, parent_id,
+                  common: dict[str, str]) -> dict[str, Any]:
+    """One memory layer of a benchmark in its own child run. Its failures are contained: a failing
+    ``add``/``reset``/``search`` is recorded and counted (:func:`ragmem.memory_bench.run_conversation`),
+    and a layer that cannot be built, or answers no question at all, ends as a FAILED child run
+    with its reason while the other methods go on."""
+    bench = cfg.bench
+    outcome: dict[str, Any] = {"method": spec.name, "run_id": None, "status": "FAILED", "metrics": {}}
+    before = kit.usage()
+    try:
+        with tracked_run(tracker, cfg.experiment, spec.name, parent_run_id=parent_id,
+                         tags={"ragmem.entry": "bench-memory-method", "bench.method": spec.name}) as child:
+            outcome["run_id"] = child.id
+            layer = kit.layer(spec, bench.full_context_tokens)
+            answered, ingested = [], memory_bench.Ingested()
+            for conversation in conversations:
+                with progress.stage(f"bench-memory: {spec.name}: conversation {conversation.id}"):
+                    done, got = steps.memory_conversation(spec.name, layer, conversation,
+                                                          selected[conversation.id], bench.top_k, kit.generate)
+                answered += done
+                for name in ("add_times", "add_errors", "reset_errors"):
+                    getattr(ingested, name).extend(getattr(got, name))
+                lost = got.add_errors + got.reset_errors
+                log.info("bench-memory: %s: conversation %s done (%d questions%s)", spec.name, conversation.id,
+                         len(done), f"; {len(lost)} add/reset failure(s), first: {lost[0]}" if lost else "")
+            verdicts = steps.judge_answers(spec.name, kit.judge, answered)
+            rows, metrics = memory_bench.score(answered, ingested, kit.scorer, verdicts, kit.count_tokens)
+            metrics.update(kit.usage_since(before))
+            outcome["metrics"] = metrics
+            steps.log_results(child, metrics=metrics, tables={"questions": pd.DataFrame(rows)},
+                              params={**common, "bench.method": spec.name, "bench.method_type": spec.type,
+                                      "bench.method_spec": spec.model_dump(exclude={"params"}, exclude_none=True)})
+            reason = memory_bench.failure(answered, ingested)
+            if reason:
+                raise memory_bench.MethodFailed(reason)
+        outcome["status"] = "FINISHED"
+    except Exception as exc:  # (an interrupt is not contained: it stops the benchmark)
+        outcome["error"] = failure_message(exc)
+        log.warning("bench-memory: %s FAILED: %s", spec.name, outcome["error"])
+    return outcome

@@ -7,8 +7,9 @@ an LLM's generous correct/wrong verdict, or offline the keyword verdict) and ``e
 (share of the question's evidence turns among the recalled memories). Aggregates overall and per
 category (``_cat{N}``): those means, ``search_latency_p50/_p95``, ``answer_latency_p50/_p95``
 (search + generation), ``context_tokens_mean`` (tokens of recalled context per query, counted with
-the generation tokenizer: words and CJK words, not model tokens) and ``add_latency_p50/_p95`` (per
-ingested session).
+the generation tokenizer: words and CJK words, not model tokens), ``add_latency_p50/_p95`` (per
+ingested session) and ``ingest_total_s``; ``n_add_errors``, ``n_reset_errors``, ``n_errors`` and
+``n_evidence_undefined`` (questions whose recalled memories carry no ids: evidence recall null).
 
 Memory layers (``methods`` in ``configs/locomo.yaml``): anything with ``add(messages, user_id,
 timestamp)``, ``search(query, user_id, top_k)`` and optional ``reset()``:
@@ -19,13 +20,14 @@ timestamp)``, ``search(query, user_id, top_k)`` and optional ``reset()``:
 - ``python``: ``target: module:Class`` (built with ``params``), a user's own layer (mem0-like);
 - ``http``: ``url``: ``POST {url}/add {messages, user_id, timestamp}``, ``POST {url}/search
   {query, user_id, top_k}`` -> ``{"results": [{text, id?, score?, timestamp?}]}``, ``POST {url}/reset
-  {user_id}``.
+  {}`` (``reset()`` takes no user: it clears the layer).
 """
 
 from __future__ import annotations
 
+import collections
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -159,6 +161,14 @@ class BenchKit:
     def usage(self) -> dict[str, float]:
         return self.client.usage.as_metrics("judge") if self.client is not None else {}
 
+    def usage_since(self, before: dict[str, float]) -> dict[str, float]:
+        """The judge's calls, tokens and cost since ``before`` (one method's share of the shared client)."""
+        return {k: v - before.get(k, 0.0) for k, v in self.usage().items() if not k.endswith("_hit_rate")}
+
+
+class MethodFailed(Exception):
+    """A memory layer answered no question at all: its child run ends FAILED with this reason."""
+
 
 def judge_answers(judge, answered: Sequence["Answered"]) -> list[int | None]:
     """The judge's verdict per answered question (None where the call or the judge failed)."""
@@ -205,19 +215,47 @@ class Answered:
     error: str | None = None
 
 
-def run_conversation(layer, conversation: Conversation, qas: Sequence[QA], top_k: int, generate) -> tuple[list[Answered], list[float]]:
-    """Reset, ingest every session in order (one ``add`` per session, timed), then answer."""
+@dataclass
+class Ingested:
+    """How ingesting one conversation went: the seconds of each ``add`` that succeeded, and the
+    reason of each ``add`` (one per session) or ``reset`` that failed."""
+
+    add_times: list[float] = field(default_factory=list)
+    add_errors: list[str] = field(default_factory=list)
+    reset_errors: list[str] = field(default_factory=list)
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def run_conversation(layer, conversation: Conversation, qas: Sequence[QA], top_k: int,
+                     generate) -> tuple[list[Answered], Ingested]:
+    """Reset, ingest every session in order (one ``add`` per session, timed), then answer.
+
+    A failing ``reset`` or ``add`` is recorded (with its reason) and the conversation goes on: the
+    questions are answered from what was ingested, as a deployed agent would answer after a lost
+    write. A failing ``search`` or generation is recorded for that question."""
+    ingested = Ingested()
     reset = getattr(layer, "reset", None)
     if callable(reset):
-        reset()
+        try:
+            reset()
+        except Exception as exc:
+            ingested.reset_errors.append(_reason(exc))
     user = f"locomo-{conversation.id}"
-    add_times = []
     for session in conversation.sessions:
+        # ``name`` is where memory libraries (mem0, OpenAI-style messages) read the speaker from
         messages = [{"role": "user", "content": turn_text(t, session.date_time), "id": t.dia_id,
-                     "timestamp": session.date_time, "speaker": t.speaker} for t in session.turns]
+                     "timestamp": session.date_time, "speaker": t.speaker, "name": t.speaker} for t in session.turns]
         start = time.perf_counter()
-        layer.add(messages, user, session.date_time)
-        add_times.append(time.perf_counter() - start)
+        try:
+            layer.add(messages, user, session.date_time)
+        except Exception as exc:
+            ingested.add_errors.append(f"session {session.index}: {_reason(exc)}")
+            continue
+        ingested.add_times.append(time.perf_counter() - start)
     answered = []
     for qa in qas:
         start = time.perf_counter()
@@ -227,31 +265,35 @@ def run_conversation(layer, conversation: Conversation, qas: Sequence[QA], top_k
             answer = generate(qa.question, [str(m.get("text", "")) for m in memories])
             answered.append(Answered(conversation.id, qa, answer, memories, search_s, time.perf_counter() - start))
         except Exception as exc:  # one failing call is recorded for that question; the run goes on
-            answered.append(Answered(conversation.id, qa, None, [], None, None,
-                                     f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"))
-    return answered, add_times
+            answered.append(Answered(conversation.id, qa, None, [], None, None, _reason(exc)))
+    return answered, ingested
 
 
 def _percentile(values: list[float], q: float) -> float | None:
     return float(np.percentile(values, q)) if values else None
 
 
-def score(answered: Sequence[Answered], add_times: Sequence[float], scorer, judge_verdicts: Sequence[int | None],
+def score(answered: Sequence[Answered], ingested: Ingested, scorer, judge_verdicts: Sequence[int | None],
           count_tokens) -> tuple[list[dict[str, Any]], dict[str, float | None]]:
-    """Per-question rows and the aggregate metrics (overall and ``_cat{N}``)."""
+    """Per-question rows and the aggregate metrics (overall and ``_cat{N}``).
+
+    ``evidence_recall`` is null for a question whose recalled memories carry no ids (a layer that
+    returned nothing, or facts without the turns' ``dia_id``): undefined, not 0; such questions are
+    counted in ``n_evidence_undefined``."""
     rows = []
     for item, verdict in zip(answered, judge_verdicts):
         qa = item.question
         retrieved = {str(m.get("id")) for m in item.memories if m.get("id") is not None}
         evidence = set(qa.evidence)
         ok = item.error is None
+        recall = (len(retrieved & evidence) / len(evidence)) if ok and evidence and retrieved else None
         rows.append({
             "conversation": item.conversation, "question": qa.question, "gold_answer": qa.answer,
             "category": qa.category, "answer": item.answer,
             "token_f1": scorer.token_f1(item.answer or "", qa.answer) if ok else None,
             "bleu_1": scorer.bleu_1(item.answer or "", qa.answer) if ok else None,
             "judge_score": None if verdict is None else float(verdict),
-            "evidence_recall": (len(retrieved & evidence) / len(evidence)) if ok and evidence else None,
+            "evidence_recall": recall, "evidence_undefined": bool(ok and evidence and not retrieved),
             "search_latency_s": item.search_s, "answer_latency_s": item.answer_s,
             "context_tokens": sum(count_tokens(str(m.get("text", ""))) for m in item.memories) if ok else None,
             "n_memories": len(item.memories), "retrieved_ids": sorted(retrieved), "evidence": list(qa.evidence),
@@ -274,8 +316,12 @@ def score(answered: Sequence[Answered], add_times: Sequence[float], scorer, judg
     metrics = aggregate(rows, "")
     for category in sorted({r["category"] for r in rows}):
         metrics.update(aggregate([r for r in rows if r["category"] == category], f"_cat{category}"))
-    metrics["add_latency_p50"] = _percentile(list(add_times), 50)
-    metrics["add_latency_p95"] = _percentile(list(add_times), 95)
+    metrics["add_latency_p50"] = _percentile(ingested.add_times, 50)
+    metrics["add_latency_p95"] = _percentile(ingested.add_times, 95)
+    metrics["ingest_total_s"] = float(sum(ingested.add_times)) if ingested.add_times else None
+    metrics["n_add_errors"] = float(len(ingested.add_errors))
+    metrics["n_reset_errors"] = float(len(ingested.reset_errors))
+    metrics["n_evidence_undefined"] = float(sum(r["evidence_undefined"] for r in rows))
     metrics["n_errors"] = float(sum(r["error"] is not None for r in rows))
     metrics["n_judge_failures"] = float(sum(r["judge_score"] is None and r["error"] is None for r in rows))
     return rows, metrics
@@ -295,8 +341,24 @@ def results_table(methods: dict[str, dict[str, float | None]], categories: Seque
                         f"{name} J": m.get(f"judge_score_cat{c}")})
         row.update({"overall F1": m.get("token_f1"), "overall B1": m.get("bleu_1"), "overall J": m.get("judge_score"),
                     "evidence recall": m.get("evidence_recall"),
+                    "add p50 (s)": m.get("add_latency_p50"), "add p95 (s)": m.get("add_latency_p95"),
+                    "ingest total (s)": m.get("ingest_total_s"),
                     "search p50 (s)": m.get("search_latency_p50"), "search p95 (s)": m.get("search_latency_p95"),
                     "total p50 (s)": m.get("answer_latency_p50"), "total p95 (s)": m.get("answer_latency_p95"),
                     "context tokens": m.get("context_tokens_mean")})
+        if "judge_calls" in m:  # an LLM judge: what this method's judging cost
+            row.update({"judge tokens": (m.get("judge_tokens_in") or 0) + (m.get("judge_tokens_out") or 0),
+                        "judge cost ($)": m.get("judge_cost_usd")})
+        row.update({"add errors": m.get("n_add_errors"), "errors": m.get("n_errors"), "status": m.get("status", "FINISHED")})
         table.append(row)
     return table
+
+
+def failure(answered: Sequence[Answered], ingested: Ingested) -> str | None:
+    """Why a method failed as a whole (no question could be answered), or None."""
+    if not answered or any(a.error is None for a in answered):
+        return None
+    reasons = collections.Counter(a.error for a in answered)
+    reason, count = reasons.most_common(1)[0]
+    lost = f"; {len(ingested.add_errors)} add(s) failed too" if ingested.add_errors else ""
+    return f"every one of the {len(answered)} questions failed ({count} with {reason}){lost}"

@@ -138,7 +138,11 @@ def print_bench(result: dict[str, Any]) -> None:
     view.add_column("metric")
     for row in rows:
         view.add_column(row["method"], justify="right")
-    for column in [c for c in rows[0] if c != "method"]:
-        view.add_row(column, *[fmt(column, row[column]) for row in rows])
+    columns = [c for c in dict.fromkeys(k for row in rows for k in row) if c != "method"]
+    for column in columns:
+        view.add_row(column, *[fmt(column, row.get(column)) for row in rows])
     out.print(view)
+    for method in result["methods"]:
+        if method.get("error"):
+            out.print(f"{method['method']} FAILED: {method['error']}", markup=False, highlight=False)
     out.print(f"parent run {result['parent_run_id']} (table: locomo_results.json; one child run per method)")

@@ -132,7 +132,7 @@ def test_validate(tmp_path):
     good = tmp_path / "good.csv"
     good.write_text('query,context,generated_answer,reference_answer\nq,"[""c""]",g,r\n')
     done = run_cli(["validate", str(good)])
-    assert done.returncode == 0 and "1 records, all valid" in done.stdout
+    assert done.returncode == 0 and "1 record, all valid" in done.stdout
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"query": "q"}\n{"query": "q", "reference_answer": "r", "generated_answer": "g", "label": 5}\n')
     done = run_cli(["validate", str(bad), "--label", "1"])

@@ -147,8 +147,8 @@ def _layer_run(spec, tmp_path):
     conversation = load_locomo(path)[0]
     keywords = KeywordExtractor()
     layer = build_layer(method_specs([spec])[0], keywords, lambda t: len(t.split()), 4000)
-    answered, add_times = run_conversation(layer, conversation, questions(conversation), 3, ExtractiveGenerator(keywords))
-    return answered, add_times, layer
+    answered, ingested = run_conversation(layer, conversation, questions(conversation), 3, ExtractiveGenerator(keywords))
+    return answered, ingested.add_times, layer
 
 
 def test_python_memory_layer_plugs_in(tmp_path):
@@ -209,3 +209,93 @@ def test_failing_memory_layer_is_recorded_per_question(tmp_path):
     conversation = load_locomo(path)[0]
     answered, _ = run_conversation(Broken(), conversation, questions(conversation), 3, lambda q, c: c[0] if c else "")
     assert answered[1].error == "TimeoutError: memory service timed out" and answered[0].error is None
+
+
+def test_a_failing_add_or_reset_is_recorded_and_the_questions_answered_from_what_was_ingested(tmp_path):
+    from ragmem.locomo import load_locomo
+    from ragmem.memory_bench import run_conversation
+
+    class Flaky(KeywordMemory):
+        def reset(self):
+            raise ConnectionError("vector store unreachable")
+
+        def add(self, messages, user_id, timestamp=None):
+            if any(m["id"].startswith("D2:") for m in messages):
+                raise RuntimeError("embeddings endpoint answered 500")
+            assert all(m["name"] == m["speaker"] for m in messages)  # the speaker where memory libraries read it
+            super().add(messages, user_id, timestamp)
+
+    path = tmp_path / "c1.json"
+    path.write_text(json.dumps(_conversation()))
+    conversation = load_locomo(path)[0]
+    answered, ingested = run_conversation(Flaky(), conversation, questions(conversation), 3,
+                                          lambda q, c: c[0] if c else "")
+    assert ingested.reset_errors == ["ConnectionError: vector store unreachable"]
+    assert ingested.add_errors == ["session 2: RuntimeError: embeddings endpoint answered 500"]
+    assert len(ingested.add_times) == 1 and all(a.error is None for a in answered)  # session 1 answers
+
+
+class FlakyAdd(KeywordMemory):
+    """Loses the second session: its add fails."""
+
+    def add(self, messages, user_id, timestamp=None):
+        if any(m["id"].startswith("D2:") for m in messages):
+            raise RuntimeError("embeddings endpoint answered 500")
+        super().add(messages, user_id, timestamp)
+
+
+class Unbuildable:
+    def __init__(self):
+        raise ConnectionError("qdrant is not running")
+
+
+class DeadSearch(KeywordMemory):
+    def search(self, query, user_id, top_k):
+        raise ConnectionError("memory service down")
+
+
+class NoIds(KeywordMemory):
+    """Facts without the turns' ids (as an extracting layer returns them)."""
+
+    def search(self, query, user_id, top_k):
+        return [{"text": m["text"]} for m in super().search(query, user_id, top_k)]
+
+
+def test_a_failing_layer_is_contained_and_the_other_methods_complete(tmp_path, shared_store):
+    from mlflow import MlflowClient
+
+    from ragmem import engine
+    from ragmem.config import resolve_config
+
+    path = tmp_path / "c1.json"
+    path.write_text(json.dumps(_conversation()))
+    methods = ["reference", "no_memory", {"name": "flaky", "type": "python", "target": "tests.test_memory:FlakyAdd"},
+               {"name": "unbuildable", "type": "python", "target": "tests.test_memory:Unbuildable"},
+               {"name": "dead", "type": "python", "target": "tests.test_memory:DeadSearch"},
+               {"name": "no_ids", "type": "python", "target": "tests.test_memory:NoIds"}]
+    config = resolve_config(None, extra={"experiment": "bench-contained", "tracking": dict(shared_store),
+                                         "bench": {"data": str(path), "methods": methods}})
+    result = engine.bench_memory(config, preflight=False)  # no exception: every failure is contained
+    status = {m["method"]: m["status"] for m in result["methods"]}
+    assert status == {"reference": "FINISHED", "no_memory": "FINISHED", "flaky": "FINISHED",
+                      "unbuildable": "FAILED", "dead": "FAILED", "no_ids": "FINISHED"}
+    by_name = {m["method"]: m for m in result["methods"]}
+    assert "building tests.test_memory:Unbuildable failed: ConnectionError: qdrant is not running" in by_name["unbuildable"]["error"]
+    assert by_name["dead"]["error"] == ("MethodFailed: every one of the 3 questions failed "
+                                        "(3 with ConnectionError: memory service down)")
+    flaky = by_name["flaky"]["metrics"]
+    assert flaky["n_add_errors"] == 1 and flaky["n_reset_errors"] == 0 and flaky["n_errors"] == 0
+    assert flaky["add_latency_p50"] is not None and flaky["ingest_total_s"] is not None
+    # undefined is null: no ids recalled, nothing to measure evidence against (counted), not a 0
+    for name in ("no_memory", "no_ids"):
+        metrics = by_name[name]["metrics"]
+        assert metrics["evidence_recall"] is None and metrics["n_evidence_undefined"] == 3, name
+    assert by_name["reference"]["metrics"]["evidence_recall"] == 1.0
+    rows = {row["method"]: row for row in result["results_table"]}
+    assert rows["flaky"]["add errors"] == 1 and rows["dead"]["status"] == "FAILED"
+    assert {"add p50 (s)", "add p95 (s)", "ingest total (s)", "search p50 (s)", "context tokens"} <= set(rows["reference"])
+    client = MlflowClient(shared_store["uri"])
+    for name in ("unbuildable", "dead"):
+        run = client.get_run(by_name[name]["run_id"])
+        assert run.info.status == "FAILED" and run.data.tags["ragmem.error"] == by_name[name]["error"]
+    assert client.get_run(by_name["flaky"]["run_id"]).info.status == "FINISHED"

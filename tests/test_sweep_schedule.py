@@ -181,7 +181,28 @@ def test_bench_memory_two_conversations_with_baselines(prefect_env, tmp_path):
     for category in (1, 2, 3, 4):
         assert {f"token_f1_cat{category}", f"bleu_1_cat{category}", f"judge_score_cat{category}"} <= set(reference)
     assert "token_f1_cat5" not in reference  # adversarial excluded by default
-    assert reference["evidence_recall"] > runs["no_memory"].data.metrics.get("evidence_recall", 0)
+    assert reference["evidence_recall"] > 0
+    # no memory recalls no turn: its evidence recall is undefined (not logged, counted), never 0
+    assert "evidence_recall" not in runs["no_memory"].data.metrics
+    assert runs["no_memory"].data.metrics["n_evidence_undefined"] > 200
     assert runs["no_memory"].data.metrics["context_tokens_mean"] == 0
     artifacts = {a.path for a in client.list_artifacts(result["parent_run_id"])}
     assert {"locomo_results.csv", "locomo_results.json"} <= artifacts
+
+
+def test_bench_memory_exits_2_only_when_every_method_failed(prefect_env, tmp_path):
+    from tests.test_memory import _conversation
+
+    data = tmp_path / "c1.json"
+    data.write_text(json.dumps(_conversation()))
+    env = {**prefect_env, "PYTHONPATH": str(ROOT)}
+    dead = {"name": "dead", "type": "python", "target": "tests.test_memory:DeadSearch"}
+    config = tmp_path / "bench.yaml"
+    for methods, code in (([dead, "reference"], 0), ([dead, {**dead, "name": "dead_too"}], 2)):
+        config.write_text(json.dumps({"experiment": "bench-exit", "bench": {"data": str(data), "methods": methods}}))
+        done = run_cli(["bench-memory", str(config), "-o", "bench.json"], env=env, cwd=tmp_path)
+        assert done.returncode == code, done.stderr
+        assert "Traceback" not in done.stderr and "dead FAILED: MethodFailed: every one of the 3 questions failed" in done.stdout
+        statuses = [m["status"] for m in json.loads((tmp_path / "bench.json").read_text())["methods"]]
+        assert statuses == (["FAILED", "FINISHED"] if code == 0 else ["FAILED", "FAILED"])
+    assert done.stderr.strip().splitlines()[-1].startswith("error: bench-memory: every one of the 2 methods failed")
