@@ -284,6 +284,10 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     bench = raw.get("bench")
     if isinstance(bench, dict) and isinstance(bench.get("data"), str) and not Path(bench["data"]).is_absolute():
         bench["data"] = os.path.abspath(path.parent / bench["data"])
+    paths = raw.get("import_paths")
+    if paths is None or isinstance(paths, list):  # targets import from the config's folder too
+        paths = [os.path.abspath(path.parent / p) if isinstance(p, str) else p for p in paths or []]
+        raw["import_paths"] = paths + [os.path.abspath(path.parent)]
     files = raw["data"].get("files") if isinstance(raw.get("data"), dict) else None
     if isinstance(files, list):  # resolve data paths against the config file's folder
         for i, item in enumerate(files):

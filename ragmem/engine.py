@@ -350,7 +350,7 @@ def _bench_method(spec, conversations, selected, kit, cfg: RunConfig, steps: Ste
         with tracked_run(tracker, cfg.experiment, spec.name, parent_run_id=parent_id,
                          tags={"ragmem.entry": "bench-memory-method", "bench.method": spec.name}) as child:
             outcome["run_id"] = child.id
-            layer = kit.layer(spec, bench.full_context_tokens)
+            layer = kit.layer(spec, bench.full_context_tokens, cfg.import_paths)
             answered, ingested = [], memory_bench.Ingested()
             for conversation in conversations:
                 with progress.stage(f"bench-memory: {spec.name}: conversation {conversation.id}"):

@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 from urllib.parse import urlparse
 
-from ragmem.errors import ConfigError
+from ragmem.errors import ConfigError, RagmemError
 
 SCHEMES = ("sqlite", "postgresql", "mysql", "mssql", "http", "https", "databricks", "databricks-uc", "file")
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -96,10 +96,17 @@ def check_components(cfg) -> None:
     """The agent target, the key variables and the corpus (module docstring), for ``cfg``."""
     from ragmem.endpoints import configured
 
-    if cfg.agent.type == "python":
-        from ragmem.agents.python import resolve
+    from ragmem.agents.python import resolve
 
-        resolve(cfg.agent.target)
+    if cfg.agent.type == "python":
+        resolve(cfg.agent.target, cfg.import_paths)
+    for i, method in enumerate(cfg.bench.methods if cfg.bench.data else ()):
+        target = getattr(method, "target", None)
+        if getattr(method, "type", None) == "python" and target:
+            try:
+                resolve(target, cfg.import_paths)
+            except RagmemError as exc:
+                raise ConfigError(f"bench.methods[{i}].{str(exc).removeprefix('agent.')}") from None
     sections = {"judge.base_url": "judge", "embeddings.base_url": "embeddings", "generator.base_url": "generator",
                 "agent.url": "agent"}
     for endpoint in configured(cfg):

@@ -159,5 +159,19 @@ def load_locomo(path: str | Path) -> list[Conversation]:
 
 
 def questions(conversation: Conversation, include_adversarial: bool = False, limit: int | None = None) -> list[QA]:
+    """The scored questions, in conversation order. With ``limit``, taken round-robin across the
+    categories (in conversation order within each), so that a quick run keeps every category when
+    ``limit`` allows: the first 20 questions of a conversation may hold none of some category."""
     selected = [q for q in conversation.qa if include_adversarial or q.category != 5]
-    return selected[:limit] if limit else selected
+    if not limit or limit >= len(selected):
+        return selected
+    by_category: dict[int, list[QA]] = {}
+    for q in selected:
+        by_category.setdefault(q.category, []).append(q)
+    queues = [list(reversed(qs)) for _, qs in sorted(by_category.items())]
+    picked: set[int] = set()
+    while len(picked) < limit:
+        for queue in queues:
+            if queue and len(picked) < limit:
+                picked.add(id(queue.pop()))
+    return [q for q in selected if id(q) in picked]

@@ -155,8 +155,8 @@ class BenchKit:
     def count_tokens(self, text: str) -> int:
         return len(self.scorer.tokens(text))
 
-    def layer(self, spec: MethodSpec, full_context_tokens: int):
-        return build_layer(spec, self.keywords, self.count_tokens, full_context_tokens)
+    def layer(self, spec: MethodSpec, full_context_tokens: int, folders: Sequence[str] = ()):
+        return build_layer(spec, self.keywords, self.count_tokens, full_context_tokens, folders)
 
     def usage(self) -> dict[str, float]:
         return self.client.usage.as_metrics("judge") if self.client is not None else {}
@@ -181,7 +181,8 @@ def judge_answers(judge, answered: Sequence["Answered"]) -> list[int | None]:
     return verdicts
 
 
-def build_layer(spec: MethodSpec, keywords: KeywordExtractor, count_tokens, full_context_tokens: int):
+def build_layer(spec: MethodSpec, keywords: KeywordExtractor, count_tokens, full_context_tokens: int,
+                folders: Sequence[str] = ()):
     """The memory layer of one ``bench.methods`` entry (see :func:`method_specs`)."""
     if spec.type == "reference":
         return BM25Memory(keywords)
@@ -193,7 +194,7 @@ def build_layer(spec: MethodSpec, keywords: KeywordExtractor, count_tokens, full
         return HttpMemory(spec.url, spec.timeout_s)
     from ragmem.agents.python import resolve
 
-    cls = resolve(spec.target)
+    cls = resolve(spec.target, folders)
     try:
         layer = cls(**spec.params)
     except Exception as exc:

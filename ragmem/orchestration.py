@@ -98,22 +98,30 @@ def _pid_file() -> Path:
 
 def process_identity(pid: int) -> str | None:
     """What tells process ``pid`` apart from a later process given the same number: its start time
-    and command line (``/proc`` on Linux, ``ps`` elsewhere); ``None`` when no such process runs."""
+    (``/proc/PID/stat`` field 22 on Linux, ``ps -o lstart=`` elsewhere); ``None`` when no such process
+    runs. (Not the command line: right after a start it can still be empty.)"""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-        return f"{stat.rsplit(')', 1)[1].split()[19]} {cmdline}"  # field 22: start time in clock ticks
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
     except FileNotFoundError:
         if Path("/proc/self/stat").exists():
             return None  # Linux, and the process is gone
     except (OSError, IndexError):
         return None
-    done = subprocess.run(["ps", "-o", "lstart=,command=", "-p", str(pid)], capture_output=True, text=True)
+    done = subprocess.run(["ps", "-o", "lstart=", "-p", str(pid)], capture_output=True, text=True)
     return done.stdout.strip() or None
 
 
+def process_command(pid: int) -> str:
+    """The command line of process ``pid`` ("" when unknown)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        done = subprocess.run(["ps", "-o", "command=", "-p", str(pid)], capture_output=True, text=True)
+        return done.stdout.strip()
+
+
 def _read_pid_file() -> tuple[int, str | None] | None:
-    """(pid, identity recorded at start) from the pid file; None when there is none or it is unreadable."""
+    """(pid, start time recorded at start) from the pid file; None when there is none or it is unreadable."""
     try:
         text = _pid_file().read_text().strip()
         record = json.loads(text) if text.startswith("{") else {"pid": int(text), "identity": None}
@@ -123,14 +131,18 @@ def _read_pid_file() -> tuple[int, str | None] | None:
 
 
 def _server_pid() -> int | None:
-    """The pid of the Prefect server this home started, when that very process still runs; a stale
-    pid file (the server gone, its number reused by another process) is removed."""
+    """The pid of the Prefect server this home started, when that very process still runs (same
+    start time); a stale pid file (the server gone, its number reused by another process) is removed."""
     record = _read_pid_file()
     if record is None:
         return None
     pid, recorded = record
     now = process_identity(pid)
-    same = now is not None and (now == recorded if recorded else "prefect" in now and "server" in now)
+    if recorded:
+        same = now is not None and now == recorded
+    else:  # an old pid file (a bare number): only a process that is a Prefect server
+        command = process_command(pid) if now is not None else ""
+        same = "prefect" in command and "server" in command
     if not same:
         _pid_file().unlink(missing_ok=True)
         return None
@@ -170,8 +182,8 @@ def ensure_managed_server(port: int | None = None, log=print) -> ManagedServer:
 
 def stop_managed_server() -> bool:
     """Stop the server this project started; False when none was running. The pid file is checked
-    against the process it names (start time and command line) before any signal: a stale file is
-    removed and nothing is signalled."""
+    against the process it names (its start time) before any signal: a stale file is removed and
+    nothing is signalled."""
     pid = _server_pid()
     if pid is None:
         return False

@@ -314,6 +314,8 @@ class Settings(ReferenceSettings):
     tracking: TrackingSettings = setting(TrackingSettings, "MLflow")
     sweep: SweepSettings = setting(SweepSettings, "read by ragmem sweep")
     bench: BenchSettings = setting(BenchSettings, "read by ragmem bench-memory")
+    import_paths: list[str] = setting([], "folders where agent.target and bench method targets are imported "
+                                          "from, after the working directory (a config file's folder is added)")
 
     @field_validator("zero_division", mode="before")
     @classmethod

@@ -1,9 +1,11 @@
 """Memory-layer evaluation: the LoCoMo loader, per-source metrics, memory-layer adapters, the bench."""
 
+import collections
 import json
 import threading
 import zipfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -299,3 +301,35 @@ def test_a_failing_layer_is_contained_and_the_other_methods_complete(tmp_path, s
         run = client.get_run(by_name[name]["run_id"])
         assert run.info.status == "FAILED" and run.data.tags["ragmem.error"] == by_name[name]["error"]
     assert client.get_run(by_name["flaky"]["run_id"]).info.status == "FINISHED"
+
+
+def test_a_target_beside_the_config_imports_from_any_working_directory(tmp_path, monkeypatch, shared_store):
+    from ragmem import engine
+    from ragmem.config import resolve_config
+
+    folder = tmp_path / "elsewhere"
+    folder.mkdir()
+    (folder / "my_layer_beside.py").write_text("from tests.test_memory import KeywordMemory as Layer\n")
+    (folder / "c1.json").write_text(json.dumps(_conversation()))
+    (folder / "bench.yaml").write_text(json.dumps({"experiment": "beside", "bench": {
+        "data": "c1.json", "methods": [{"name": "mine", "type": "python", "target": "my_layer_beside:Layer"}]}}))
+    run_dir = tmp_path / "run-from-here"
+    run_dir.mkdir()
+    monkeypatch.chdir(run_dir)
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1]))  # `tests` importable from here
+    config = resolve_config(folder / "bench.yaml", extra={"tracking": dict(shared_store)})
+    assert config["import_paths"] == [str(folder)]
+    result = engine.bench_memory(config, preflight=False)
+    assert [m["status"] for m in result["methods"]] == ["FINISHED"]
+
+
+def test_a_question_limit_keeps_every_category():
+    if not (SHARED / "locomo" / "locomo10.zip").is_file():
+        pytest.skip(f"LoCoMo data not found under {SHARED} (the workplace's shared/data folder is absent)")
+    conversation = next(c for c in load_locomo(SHARED / "locomo" / "locomo10.zip") if c.id.endswith("26"))
+    first = [q.category for q in conversation.qa if q.category != 5][:20]
+    assert 4 not in first  # the first 20 questions of conversation 26 hold no single-hop question
+    picked = questions(conversation, limit=20)
+    assert sorted(collections.Counter(q.category for q in picked).items()) == [(1, 5), (2, 5), (3, 5), (4, 5)]
+    order = [q for q in conversation.qa if q in picked]
+    assert picked == order  # conversation order kept

@@ -31,7 +31,7 @@ def build_agent(config):
         return PythonAgent("ragmem.reference.agent:ReferenceAgent",
                            {"settings": {k: getattr(cfg, k) for k in REFERENCE_SECTIONS}})
     if agent.type == "python":
-        return PythonAgent(agent.target, agent.params)
+        return PythonAgent(agent.target, agent.params, cfg.import_paths)
     if agent.type == "http":
         from ragmem.agents.http import HttpAgent
 

@@ -7,7 +7,7 @@ import importlib
 import inspect
 import os
 import sys
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from ragmem.errors import AgentLoadError
 from ragmem.schema import Example
@@ -26,14 +26,17 @@ def _importable(folder: str) -> Iterator[None]:
             sys.path.remove(folder)
 
 
-def resolve(target: str) -> Any:
+def resolve(target: str, folders: Sequence[str] = ()) -> Any:
     """Import ``module:attr`` (``attr`` may be dotted). The working directory is importable, as it is
-    for ``python -m``, so a user's own ``my_agent.py`` next to the config just works."""
+    for ``python -m``, then ``folders`` (``import_paths``: the config file's folder and any listed),
+    so a user's own ``my_agent.py`` next to the config just works wherever the command is run."""
     module_name, sep, attr = target.partition(":")
     if not sep or not module_name or not attr:
         raise AgentLoadError(f"agent.target: expected 'module:function', got {target!r}")
     try:
-        with _importable(os.getcwd()):
+        with contextlib.ExitStack() as stack:
+            for folder in (os.getcwd(), *folders):
+                stack.enter_context(_importable(folder))
             obj: Any = importlib.import_module(module_name)
     except ImportError as exc:
         raise AgentLoadError(f"agent.target: cannot import module {module_name!r}: {exc}") from None
@@ -49,9 +52,9 @@ class PythonAgent:
     name = "python"
     live = True
 
-    def __init__(self, target: str, params: dict[str, Any] | None = None):
+    def __init__(self, target: str, params: dict[str, Any] | None = None, folders: Sequence[str] = ()):
         self.target = target
-        obj = resolve(target)
+        obj = resolve(target, folders)
         if inspect.isclass(obj):
             try:
                 obj = obj(**(params or {}))
