@@ -364,7 +364,7 @@ def _bench_method(spec, conversations, selected, kit, cfg: RunConfig, steps: Ste
                          len(done), f"; {len(lost)} add/reset failure(s), first: {lost[0]}" if lost else "")
             verdicts = steps.judge_answers(spec.name, kit.judge, answered)
             rows, metrics = memory_bench.score(answered, ingested, kit.scorer, verdicts, kit.count_tokens)
-            metrics.update(kit.usage_since(before))
+            metrics.update(kit.usage_since(before, layer))
             outcome["metrics"] = metrics
             steps.log_results(child, metrics=metrics, tables={"questions": pd.DataFrame(rows)},
                               params={**common, "bench.method": spec.name, "bench.method_type": spec.type,

@@ -158,12 +158,20 @@ class BenchKit:
     def layer(self, spec: MethodSpec, full_context_tokens: int, folders: Sequence[str] = ()):
         return build_layer(spec, self.keywords, self.count_tokens, full_context_tokens, folders)
 
-    def usage(self) -> dict[str, float]:
-        return self.client.usage.as_metrics("judge") if self.client is not None else {}
+    def usage(self, layer=None) -> dict[str, float]:
+        """Calls and tokens so far: the judge's (and its cost), the generator's when it reports them,
+        and the layer's own when it has a ``usage()`` method (``{tokens_in, tokens_out, cost_usd}``
+        for the LLM or embedding model inside it)."""
+        out = self.client.usage.as_metrics("judge") if self.client is not None else {}
+        if callable(getattr(self.generate, "usage", None)):
+            out.update(self.generate.usage())
+        if layer is not None and callable(getattr(layer, "usage", None)):
+            out.update({f"layer_{k}": float(v) for k, v in layer.usage().items() if isinstance(v, (int, float))})
+        return out
 
-    def usage_since(self, before: dict[str, float]) -> dict[str, float]:
-        """The judge's calls, tokens and cost since ``before`` (one method's share of the shared client)."""
-        return {k: v - before.get(k, 0.0) for k, v in self.usage().items() if not k.endswith("_hit_rate")}
+    def usage_since(self, before: dict[str, float], layer=None) -> dict[str, float]:
+        """What one method used since ``before`` (the judge and the generator are shared by all)."""
+        return {k: v - before.get(k, 0.0) for k, v in self.usage(layer).items() if not k.endswith("_hit_rate")}
 
 
 class MethodFailed(Exception):
@@ -350,6 +358,11 @@ def results_table(methods: dict[str, dict[str, float | None]], categories: Seque
         if "judge_calls" in m:  # an LLM judge: what this method's judging cost
             row.update({"judge tokens": (m.get("judge_tokens_in") or 0) + (m.get("judge_tokens_out") or 0),
                         "judge cost ($)": m.get("judge_cost_usd")})
+        if "generator_calls" in m:  # an LLM generator: what answering cost
+            row["generator tokens"] = m.get("generator_tokens_in", 0) + m.get("generator_tokens_out", 0)
+        if any(k.startswith("layer_") for k in m):  # the layer's own model, as it reports it
+            row.update({"layer tokens": (m.get("layer_tokens_in") or 0) + (m.get("layer_tokens_out") or 0),
+                        "layer cost ($)": m.get("layer_cost_usd")})
         row.update({"add errors": m.get("n_add_errors"), "errors": m.get("n_errors"), "status": m.get("status", "FINISHED")})
         table.append(row)
     return table

@@ -333,3 +333,32 @@ def test_a_question_limit_keeps_every_category():
     assert sorted(collections.Counter(q.category for q in picked).items()) == [(1, 5), (2, 5), (3, 5), (4, 5)]
     order = [q for q in conversation.qa if q in picked]
     assert picked == order  # conversation order kept
+
+
+class CountingLayer(KeywordMemory):
+    """A layer with a model inside, reporting what it used."""
+
+    def usage(self):
+        return {"tokens_in": 7 * len(self.items.get("locomo-c1", [])), "tokens_out": 0, "cost_usd": 0.001}
+
+
+def test_each_method_shows_what_its_models_used(tmp_path, shared_store):
+    from ragmem import engine
+    from ragmem.config import resolve_config
+    from tests.openai_stub import Stub
+
+    path = tmp_path / "c1.json"
+    path.write_text(json.dumps(_conversation()))
+    with Stub(chat=lambda request: "Miso") as stub:  # every answer costs 100 tokens in, 10 out (the stub's usage)
+        config = resolve_config(None, extra={
+            "experiment": "bench-usage", "tracking": dict(shared_store),
+            "generator": {"type": "openai", "model": "gen-test", "base_url": stub.base_url},
+            "bench": {"data": str(path), "methods": ["no_memory", {"name": "counting", "type": "python",
+                                                                   "target": "tests.test_memory:CountingLayer"}]}})
+        result = engine.bench_memory(config, preflight=False)
+    rows = {row["method"]: row for row in result["results_table"]}
+    for name in ("no_memory", "counting"):  # 3 questions each, counted per method, not cumulatively
+        metrics = next(m["metrics"] for m in result["methods"] if m["method"] == name)
+        assert metrics["generator_calls"] == 3 and rows[name]["generator tokens"] == 3 * 110
+    assert rows["counting"]["layer tokens"] == 7 * 3 and rows["counting"]["layer cost ($)"] == 0.001
+    assert "layer tokens" not in rows["no_memory"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import re
 from typing import Sequence
 
@@ -54,6 +55,13 @@ class ChatGenerator:
         self.max_tokens = settings.max_tokens
         self.client = OpenAI(base_url=settings.base_url, api_key=os.environ.get(key_env) or "not-needed",
                              timeout=settings.timeout_s, max_retries=3)
+        self.tokens = {"generator_calls": 0, "generator_tokens_in": 0, "generator_tokens_out": 0}
+        self._lock = threading.Lock()
+
+    def usage(self) -> dict[str, float]:
+        """Requests and tokens so far (as the endpoint reported them), for a method's cost."""
+        with self._lock:
+            return {k: float(v) for k, v in self.tokens.items()}
 
     def __call__(self, query: str, contexts: Sequence[str]) -> str:
         passages = "\n".join(f"[{i}] {text}" for i, text in enumerate(contexts, 1)) or "(no passages)"
@@ -61,6 +69,11 @@ class ChatGenerator:
             model=self.model, temperature=self.temperature, max_tokens=self.max_tokens,
             messages=[{"role": "system", "content": self.SYSTEM},
                       {"role": "user", "content": f"<passages>\n{passages}\n</passages>\n<question>{query}</question>"}])
+        usage = getattr(reply, "usage", None)
+        with self._lock:
+            self.tokens["generator_calls"] += 1
+            self.tokens["generator_tokens_in"] += int(getattr(usage, "prompt_tokens", 0) or 0)
+            self.tokens["generator_tokens_out"] += int(getattr(usage, "completion_tokens", 0) or 0)
         return (reply.choices[0].message.content or "").strip()
 
 
