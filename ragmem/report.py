@@ -140,7 +140,8 @@ def print_bench(result: dict[str, Any]) -> None:
         view.add_column(row["method"], justify="right")
     columns = [c for c in dict.fromkeys(k for row in rows for k in row) if c != "method"]
     for column in columns:
-        view.add_row(column, *[fmt(column, row.get(column)) for row in rows])
+        kind = f"n_{column}" if column.endswith(("errors", "tokens")) and column != "context tokens" else column
+        view.add_row(column, *[fmt(kind, row.get(column)) for row in rows])
     out.print(view)
     for method in result["methods"]:
         if method.get("error"):
