@@ -44,14 +44,17 @@ def print_summary(summary: dict[str, Any], show_all: bool = False) -> None:
     intervals = summary.get("ci", {})
     ks = [int(k) for k in str(summary.get("params", {}).get("ranking.k", "")).split(",") if k.strip().isdigit()]
     hidden = 0
+    agreement = ("accuracy", "precision", "recall", "f1")
     for name, value in summary["metrics"].items():
-        if not show_all and not _headline(name, max(ks) if ks else None):
-            hidden += 1
+        if not show_all and (not _headline(name, max(ks) if ks else None) or (name in agreement and value is None)):
+            hidden += 1  # (agreement with labels is shown when there are labels to agree with)
             continue
         interval = intervals.get(name)
         shown = f"[{fmt(name, interval[0])}, {fmt(name, interval[1])}]" if interval else ""
         table.add_row(name, fmt(name, value), shown)
     out.print(table)
+    if any(summary["metrics"].get(name) is not None for name in agreement):
+        out.print("accuracy/precision/recall/f1: the judge's agreement with the labels; pass_rate: the system as judged")
     if hidden:
         out.print(f"({hidden} more metrics in the summary JSON and in MLflow; --all shows them here)")
     counts = {k: v for k, v in summary.get("counts", {}).items() if v and k not in ("n_examples",)}

@@ -32,7 +32,9 @@ def test_overrides_and_tracking_round_trip(store):
 
     result = ragmem.evaluate(str(ROOT / DEMO), experiment="api-test", judge={"threshold": 0.5},
                              tracking=store, metrics=["f1", "avg_coverage"])
-    assert {k for k in result.metrics if not k.startswith(("confusion_", "n_"))} == {"f1", "avg_coverage"}
+    # the selection, plus pass_rate (always computed: the system's quality as judged, labels or not)
+    assert {k for k in result.metrics if not k.startswith(("confusion_", "n_"))} == {"pass_rate", "f1", "avg_coverage"}
+    assert list(result.metrics)[0] == "pass_rate" and result.summary["ci"]["pass_rate"] is not None
     run = MlflowClient(store["uri"]).get_run(result.run_id)
     assert run.info.status == "FINISHED"
     assert "MLFLOW_TRACKING_URI" not in os.environ  # the run's store does not leak into the environment
@@ -65,3 +67,20 @@ def test_live_calls_are_traced_in_mlflow(store, tmp_path):
     traces = client.search_traces(locations=[run.info.experiment_id], run_id=result.run_id)
     assert len(traces) == 2
     assert sorted(s.name for s in traces[0].data.spans) == ["agent", "llm", "retrieve"]
+
+
+def test_pass_rate_needs_no_labels_and_comes_first(tmp_path, capsys):
+    from ragmem.report import print_summary
+
+    data = tmp_path / "unlabelled.json"
+    data.write_text(json.dumps([{"query": f"q{i}", "reference_answer": "the cat is named Miso",
+                                 "generated_answer": "the cat is named Miso" if i < 3 else "no idea"} for i in range(4)]))
+    result = ragmem.evaluate(str(data), track=False, metrics=["accuracy", "f1", "avg_coverage"])
+    assert list(result.metrics)[0] == "pass_rate" and result.metrics["pass_rate"] == 0.75
+    assert result.metrics["n_judged"] == 4 and result.metrics["accuracy"] is None
+    low, high = result.summary["ci"]["pass_rate"]
+    assert 0 <= low <= 0.75 <= high <= 1
+    print_summary(result.summary)
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("│")]
+    assert rows[0].split("│")[1].strip() == "pass_rate"  # the first line of the table
+    assert not any(r.split("│")[1].strip() in ("accuracy", "f1") for r in rows)  # no labels: not shown

@@ -18,7 +18,7 @@ from typing import Sequence
 import pandas as pd
 
 from ragmem.errors import ConfigError
-from ragmem.metrics import classification, coverage, generation, latency, per_source, rag, ranking
+from ragmem.metrics import classification, coverage, generation, latency, per_source, rag, ranking, verdicts
 from ragmem.metrics.base import Aggregator, Family, MetricContext, MetricResult
 
 __all__ = ["FAMILIES", "DEFAULT_METRICS", "RELEVANCE_MODES", "MetricContext", "MetricResult", "aggregators",
@@ -28,6 +28,7 @@ RELEVANCE_MODES = ("auto", "ids", "keyword")
 
 #: Every family, in the order their metrics are computed and reported.
 FAMILIES: tuple[Family, ...] = (
+    verdicts.FAMILY,
     classification.FAMILY,
     coverage.FAMILY,
     latency.FAMILY,
@@ -67,7 +68,7 @@ def expand_selection(names: Sequence[str], ks: Sequence[int] = ranking.DEFAULT_K
 def compute_metrics(table: pd.DataFrame, selected: Sequence[str], ctx: MetricContext) -> MetricResult:
     """Run the families that produce a selected name; each keeps the selected names plus its
     companions (confusion counts, per-stage latencies, measured counts)."""
-    wanted_all = expand_selection(selected, ctx.ks)
+    wanted_all = expand_selection(["pass_rate", *selected], ctx.ks)  # pass_rate always, first
     if "gold_relevance" not in table:
         table = table.assign(gold_relevance=None)
     merged = MetricResult(values={})
