@@ -117,14 +117,21 @@ def run(
     no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip checking every endpoint before the first call."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate, check the endpoints and print the LLM and "
                                  "embedding requests, cached share and cost the run would have; send nothing."),
+    fail_under: List[str] = typer.Option([], "--fail-under", metavar="METRIC=VALUE",
+                                         help="Exit 3 when METRIC is below VALUE (repeatable; adds to gates)."),
+    fail_over: List[str] = typer.Option([], "--fail-over", metavar="METRIC=VALUE",
+                                        help="Exit 3 when METRIC is above VALUE (repeatable; adds to gates)."),
 ) -> None:
     """Run the evaluation flow: load -> time the agent -> judge -> metrics -> MLflow."""
     _setup_logging(verbose)
     from ragmem.config import resolve_config
 
+    from ragmem import gates
+
     if output is not None or not dry_run:
         output = _writable(output or Path("summary.json"))
-    resolved = resolve_config(config, overrides=set_, data=data)
+    extra = {"gates": gates.from_options(fail_under, fail_over)} if fail_under or fail_over else None
+    resolved = resolve_config(config, overrides=set_, data=data, extra=extra)
     cfg = _ready(resolved, resume=resume)
     if dry_run:  # nothing is tracked, no Prefect flow: a plan, printed (and written with --output)
         from ragmem import dryrun
@@ -139,6 +146,11 @@ def run(
     def finish(summary: dict[str, Any]) -> None:
         print_summary(summary, show_all)
         _write(output, summary, "summary")
+        failed = [g for g in summary.get("gates", []) if not g["passed"]]
+        if failed:  # the run is complete and logged: now the verdict, one line per failed gate, exit 3
+            raise gates.GateFailed([gates.GateResult(**g) for g in failed])
+        if summary.get("gates"):
+            out.print(f"gates: all {len(summary['gates'])} passed")
 
     try:
         _run_flow("ragmem.flows.evaluate:evaluate_flow", resolved, verbose, finish, resume=resume,

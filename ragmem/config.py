@@ -303,7 +303,10 @@ def validate(config: dict[str, Any]) -> RunConfig:
     grid point as the configuration it makes (a bad value in the grid fails here, not in the middle
     of a sweep)."""
     cfg = RunConfig.from_dict(config)
+    from ragmem.gates import check_names
     from ragmem.memory_bench import method_specs
+
+    check_names(cfg.gates, cfg.ks)
 
     method_specs(cfg.bench.methods)
     if cfg.sweep.grid:

@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
-from ragmem import endpoints, interrupts, memory_bench, pipeline, progress
+from ragmem import endpoints, gates, interrupts, memory_bench, pipeline, progress
 from ragmem import resume as resumes
 from ragmem.config import RunConfig
 from ragmem.journal import Journal
@@ -186,6 +186,8 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
                     result.notes.append(line)
             params = pipeline.run_params(cfg, dataset, components)
             summary = pipeline.summary(run.id, cfg, result, table, params)
+            if cfg.gates:  # judged here, acted on by the caller (ragmem run exits 3) after the run is logged
+                summary["gates"] = gates.as_dicts(gates.evaluate(result.values, cfg.gates))
             if run.id is not None:
                 try:
                     with progress.stage("logging to MLflow"):

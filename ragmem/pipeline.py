@@ -137,7 +137,7 @@ def score(table: pd.DataFrame, cfg: RunConfig, components: Components) -> tuple[
     ctx = MetricContext(components.keywords, cfg.zero_division, cfg.ks, cfg.ranking.relevance, cfg.ranking.keyword_threshold,
                         generation=cfg.generation, rag=cfg.rag_metrics,
                         llm=components.llm, embedder=components.embedder)
-    result = compute_metrics(table, list(cfg.metrics), ctx)
+    result = compute_metrics(table, [*cfg.metrics, *cfg.gates], ctx)  # a gated metric is always computed
     table = table.copy()
     for name, values in result.columns.items():
         numeric = all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in values)

@@ -236,6 +236,17 @@ class Constraint(Section):
         return self
 
 
+class Gate(Section):
+    min: Optional[float] = setting(None, "the run fails when the metric is below this")
+    max: Optional[float] = setting(None, "the run fails when the metric is above this")
+
+    @model_validator(mode="after")
+    def _bound(self):
+        if self.max is None and self.min is None:
+            raise ValueError("expected {min: X} and/or {max: X}")
+        return self
+
+
 class SweepSettings(Section):
     grid: dict[str, Annotated[list[Any], Field(min_length=1)]] = setting({}, "dotted.key -> [values]")
     samples: Optional[Positive] = setting(None, "run N grid points drawn at random (seed)")
@@ -314,6 +325,8 @@ class Settings(ReferenceSettings):
     tracking: TrackingSettings = setting(TrackingSettings, "MLflow")
     sweep: SweepSettings = setting(SweepSettings, "read by ragmem sweep")
     bench: BenchSettings = setting(BenchSettings, "read by ragmem bench-memory")
+    gates: dict[str, Gate] = setting({}, "quality gates checked after ragmem run: {metric: {min?, max?}}; "
+                                         "a failed gate exits 3")
     import_paths: list[str] = setting([], "folders where agent.target and bench method targets are imported "
                                           "from, after the working directory (a config file's folder is added)")
 

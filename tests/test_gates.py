@@ -1,0 +1,66 @@
+"""Quality gates: bars a run must clear; a failed gate is one line per gate and exit 3, after the
+run is fully computed and logged."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import ragmem
+from ragmem import gates
+from ragmem.errors import ConfigError
+from tests.conftest import ROOT, run_cli
+
+DEMO = str(ROOT / "ragmem" / "datasets" / "demo_bilingual.json")
+
+
+def test_options_become_gates_and_bad_ones_are_refused():
+    assert gates.from_options(["pass_rate=0.8", "f1=0.5"], ["latency_p95=2"]) == \
+        {"pass_rate": {"min": 0.8}, "f1": {"min": 0.5}, "latency_p95": {"max": 2.0}}
+    for bad in ("pass_rate", "pass_rate=high", "=0.5"):
+        with pytest.raises(ConfigError, match="expected METRIC=NUMBER"):
+            gates.from_options([bad], [])
+
+
+def test_a_gate_fails_below_its_min_above_its_max_and_on_null():
+    results = gates.evaluate({"pass_rate": 0.58, "latency_p95": 2.5, "f1": None, "avg_coverage": 0.9},
+                             {"pass_rate": {"min": 0.8}, "latency_p95": {"max": 2.0}, "f1": {"min": 0.1},
+                              "avg_coverage": {"min": 0.5, "max": 1.0}})
+    assert [r.passed for r in results] == [False, False, False, True]
+    assert [r.line() for r in results[:3]] == ["gate failed: pass_rate 0.58 < 0.8 (min)",
+                                               "gate failed: latency_p95 2.5 > 2 (max)",
+                                               "gate failed: f1 could not be computed (null)"]
+
+
+def test_the_summary_carries_the_gates_and_a_gated_metric_is_computed_even_unselected():
+    result = ragmem.evaluate(DEMO, track=False, metrics=["avg_coverage"],
+                             gates={"pass_rate": {"min": 0.9}, "f1": {"min": 0.5}})
+    assert result.metrics["f1"] == pytest.approx(0.75)  # gated, so computed
+    assert [(g["metric"], g["passed"]) for g in result.summary["gates"]] == [("pass_rate", False), ("f1", True)]
+
+
+def test_an_unknown_gated_metric_is_refused_before_any_work():
+    with pytest.raises(ConfigError, match="gates.pass_rat: unknown metric"):
+        ragmem.evaluate(DEMO, track=False, gates={"pass_rat": {"min": 0.9}})
+    with pytest.raises(ConfigError, match=r"gates.f1: expected \{min: X\} and/or \{max: X\}"):
+        ragmem.evaluate(DEMO, track=False, gates={"f1": {}})
+
+
+@pytest.mark.e2e
+def test_a_failed_gate_exits_3_after_the_run_is_logged(prefect_env, tmp_path):
+    from mlflow import MlflowClient
+
+    done = run_cli(["run", str(ROOT / "configs" / "demo.yaml"), "--fail-under", "pass_rate=0.9",
+                    "--fail-under", "accuracy=0.5", "--fail-over", "avg_coverage=0.5", "-o", "s.json"],
+                   env=prefect_env, cwd=tmp_path)
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.strip().splitlines()[-2:] == ["error: gate failed: pass_rate 0.5833 < 0.9 (min)",
+                                                     "error: gate failed: avg_coverage 0.9321 > 0.5 (max)"]
+    summary = json.loads((tmp_path / "s.json").read_text())  # written before the verdict
+    assert [g["passed"] for g in summary["gates"]] == [False, True, False]
+    run = MlflowClient(f"sqlite:///{tmp_path}/mlruns/mlflow.db").get_run(summary["run_id"])
+    assert run.info.status == "FINISHED" and "pass_rate" in run.data.metrics  # fully logged
+    passed = run_cli(["run", str(ROOT / "configs" / "demo.yaml"), "--fail-under", "pass_rate=0.5", "-o", "p.json"],
+                     env=prefect_env, cwd=tmp_path)
+    assert passed.returncode == 0 and "gates: all 1 passed" in passed.stdout
