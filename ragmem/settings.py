@@ -14,7 +14,7 @@ The README's settings tables are checked against these models by ``tests/test_co
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import Annotated, Any, ClassVar, Literal, Optional, Union
 
 from annotated_types import Ge, Gt, Le, Lt
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
@@ -224,27 +224,27 @@ class Objective(Section):
     goal: Literal["maximize", "minimize"] = setting("maximize", "direction")
 
 
-class Constraint(Section):
-    metric: str = Field(description="metric bounded")
+class Bounds(Section):
+    """A lower and/or an upper bound on a metric (at least one)."""
+
     max: Optional[float] = setting(None, "upper bound")
     min: Optional[float] = setting(None, "lower bound")
+    _shape: ClassVar[str] = "{min: X} and/or {max: X}"
 
     @model_validator(mode="after")
     def _bound(self):
         if self.max is None and self.min is None:
-            raise ValueError("expected {metric: NAME, max: X} or {metric: NAME, min: X}")
+            raise ValueError(f"expected {self._shape}")
         return self
 
 
-class Gate(Section):
-    min: Optional[float] = setting(None, "the run fails when the metric is below this")
-    max: Optional[float] = setting(None, "the run fails when the metric is above this")
+class Constraint(Bounds):
+    metric: str = Field(description="metric bounded")
+    _shape: ClassVar[str] = "{metric: NAME, max: X} or {metric: NAME, min: X}"
 
-    @model_validator(mode="after")
-    def _bound(self):
-        if self.max is None and self.min is None:
-            raise ValueError("expected {min: X} and/or {max: X}")
-        return self
+
+class Gate(Bounds):
+    """A quality gate: the run fails (exit 3) when the metric is below ``min`` or above ``max``."""
 
 
 class SweepSettings(Section):
