@@ -64,3 +64,15 @@ def test_a_failed_gate_exits_3_after_the_run_is_logged(prefect_env, tmp_path):
     passed = run_cli(["run", str(ROOT / "configs" / "demo.yaml"), "--fail-under", "pass_rate=0.5", "-o", "p.json"],
                      env=prefect_env, cwd=tmp_path)
     assert passed.returncode == 0 and "gates: all 1 passed" in passed.stdout
+
+
+def test_a_users_test_suite_asserts_the_same_gates():
+    from ragmem.testing import assert_gates
+
+    result = ragmem.evaluate(DEMO, track=False, gates={"pass_rate": {"min": 0.5}})
+    assert_gates(result)  # the run's own gates: pass_rate 0.5833 >= 0.5
+    assert_gates(result.summary, {"f1": {"min": 0.7}, "avg_coverage": {"max": 1.0}})
+    with pytest.raises(AssertionError) as failed:
+        assert_gates(result, {"pass_rate": {"min": 0.9}, "accuracy": {"min": 0.9}})
+    assert str(failed.value).splitlines() == ["gate failed: pass_rate 0.5833 < 0.9 (min)",
+                                              "gate failed: accuracy 0.6667 < 0.9 (min)"]
