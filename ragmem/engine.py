@@ -27,6 +27,7 @@ import pandas as pd
 from ragmem import endpoints, gates, interrupts, memory_bench, pipeline, progress
 from ragmem import resume as resumes
 from ragmem.config import RunConfig
+from ragmem.errors import failure_message  # noqa: F401  (also ragmem.engine.failure_message)
 from ragmem.journal import Journal
 from ragmem.masking import mask
 from ragmem.loaders import Dataset
@@ -108,11 +109,6 @@ class Steps:
 
 
 PLAIN = Steps()
-
-
-def failure_message(exc: BaseException) -> str:
-    text = str(exc).splitlines()[0] if str(exc) else ""
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _tracker(cfg: RunConfig) -> Tracker | None:

@@ -44,6 +44,12 @@ def format_location(file: str, record: int | None = None, field: str | None = No
     return ": ".join(parts) + ": "
 
 
+def failure_message(exc: BaseException) -> str:
+    """``Type: first line of the message`` (or ``Type``): how a failure is recorded per item or run."""
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 class Stopped(Exception):
     """A command's run was interrupted (Ctrl+C, SIGTERM): carried past click, which would swallow a
     KeyboardInterrupt, to the CLI's one line and exit code (130, or 143 for SIGTERM)."""

@@ -32,7 +32,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ragmem.errors import ConfigError
+from ragmem.errors import ConfigError, failure_message
 from ragmem.config import as_section
 from ragmem.settings import MethodSpec
 from ragmem.judges import JudgeItem
@@ -234,11 +234,6 @@ class Ingested:
     reset_errors: list[str] = field(default_factory=list)
 
 
-def _reason(exc: BaseException) -> str:
-    text = str(exc).splitlines()[0] if str(exc) else ""
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
 def run_conversation(layer, conversation: Conversation, qas: Sequence[QA], top_k: int,
                      generate) -> tuple[list[Answered], Ingested]:
     """Reset, ingest every session in order (one ``add`` per session, timed), then answer.
@@ -252,7 +247,7 @@ def run_conversation(layer, conversation: Conversation, qas: Sequence[QA], top_k
         try:
             reset()
         except Exception as exc:
-            ingested.reset_errors.append(_reason(exc))
+            ingested.reset_errors.append(failure_message(exc))
     user = f"locomo-{conversation.id}"
     for session in conversation.sessions:
         # ``name`` is where memory libraries (mem0, OpenAI-style messages) read the speaker from
@@ -262,7 +257,7 @@ def run_conversation(layer, conversation: Conversation, qas: Sequence[QA], top_k
         try:
             layer.add(messages, user, session.date_time)
         except Exception as exc:
-            ingested.add_errors.append(f"session {session.index}: {_reason(exc)}")
+            ingested.add_errors.append(f"session {session.index}: {failure_message(exc)}")
             continue
         ingested.add_times.append(time.perf_counter() - start)
     answered = []
@@ -274,7 +269,7 @@ def run_conversation(layer, conversation: Conversation, qas: Sequence[QA], top_k
             answer = generate(qa.question, [str(m.get("text", "")) for m in memories])
             answered.append(Answered(conversation.id, qa, answer, memories, search_s, time.perf_counter() - start))
         except Exception as exc:  # one failing call is recorded for that question; the run goes on
-            answered.append(Answered(conversation.id, qa, None, [], None, None, _reason(exc)))
+            answered.append(Answered(conversation.id, qa, None, [], None, None, failure_message(exc)))
     return answered, ingested
 
 
