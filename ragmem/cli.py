@@ -121,6 +121,11 @@ def run(
                                          help="Exit 3 when METRIC is below VALUE (repeatable; adds to gates)."),
     fail_over: List[str] = typer.Option([], "--fail-over", metavar="METRIC=VALUE",
                                         help="Exit 3 when METRIC is above VALUE (repeatable; adds to gates)."),
+    baseline: Optional[str] = typer.Option(None, "--baseline", metavar="RUN_ID",
+                                           help="Run (id or unique prefix) that --max-regression compares with."),
+    max_regression: List[str] = typer.Option([], "--max-regression", metavar="METRIC=DELTA",
+                                             help="Exit 3 when METRIC is significantly worse than the baseline "
+                                                  "by more than DELTA (paired test; repeatable)."),
 ) -> None:
     """Run the evaluation flow: load -> time the agent -> judge -> metrics -> MLflow."""
     _setup_logging(verbose)
@@ -130,7 +135,9 @@ def run(
 
     if output is not None or not dry_run:
         output = _writable(output or Path("summary.json"))
-    extra = {"gates": gates.from_options(fail_under, fail_over)} if fail_under or fail_over else None
+    extra: dict[str, Any] = {"gates": gates.from_options(fail_under, fail_over, max_regression)}
+    if baseline:
+        extra["baseline"] = baseline
     resolved = resolve_config(config, overrides=set_, data=data, extra=extra)
     cfg = _ready(resolved, resume=resume)
     if dry_run:  # nothing is tracked, no Prefect flow: a plan, printed (and written with --output)

@@ -73,11 +73,30 @@ def run_status(status: str, tags: dict[str, str]) -> str:
     return "DEAD" if dead else "RUNNING" if dead is False else "RUNNING?"
 
 
+def resolve_run_id(client, ref: str, what: str = "run") -> str:
+    """A full run id, or a unique prefix of one (the 8 characters the tables show)."""
+    ref = ref.strip()
+    if len(ref) == 32:
+        return ref
+    if len(ref) < 4 or any(c not in "0123456789abcdef" for c in ref.lower()):
+        raise RagmemError(f"{what} {ref!r}: expected a run id or a prefix of at least 4 hex characters")
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    matches = [r.info.run_id for r in client.search_runs(
+        experiments, filter_string=f"attributes.run_id LIKE '{ref.lower()}%'", max_results=3)] if experiments else []
+    if not matches:
+        raise RagmemError(f"{what} {ref!r}: no run id starts with it in the tracking store")
+    if len(matches) > 1:
+        raise RagmemError(f"{what} {ref!r}: more than one run id starts with it ({', '.join(matches[:3])}); "
+                          "give more characters")
+    return matches[0]
+
+
 def load_run_table(client, run_id: str) -> pd.DataFrame:
-    """The per-example table a run logged (``examples.json``)."""
+    """The per-example table a run logged (``examples.json``); ``run_id`` may be a unique prefix."""
     import json
     import tempfile
 
+    run_id = resolve_run_id(client, run_id)
     try:
         run = client.get_run(run_id)
     except Exception:
@@ -94,41 +113,63 @@ def load_run_table(client, run_id: str) -> pd.DataFrame:
     return table
 
 
-def paired_comparison(client, run_a: str, run_b: str, metrics: list[str] | None = None,
-                      resamples: int = 1000, seed: int = 0, confidence: float = 0.95) -> dict[str, Any]:
-    """Every metric both runs logged and the per-example tables support, compared on the examples
-    the two runs share (matched by example id): ``B - A``, its interval and p-value."""
+def known_metrics(client, run_ids: list[str]) -> list[str]:
+    """The metrics every one of the runs logged (intervals and counts left out)."""
+    logged = [set(client.get_run(r).data.metrics) for r in run_ids]
+    common = set.intersection(*logged) if logged else set()
+    return sorted(m for m in common if not m.endswith(("_ci_low", "_ci_high"))
+                  and not m.startswith(("confusion_", "n_", "undefined_", "count/")))
+
+
+def paired_tables(a: pd.DataFrame, params_a: dict[str, str], b: pd.DataFrame, params_b: dict[str, str],
+                  names: list[str], resamples: int = 1000, seed: int = 0,
+                  confidence: float = 0.95) -> tuple[list[dict[str, Any]], int]:
+    """``B - A`` for every metric of ``names`` the per-example tables support, on the examples they
+    share (matched by ``id``): rows of :meth:`ragmem.stats.PairedResult.to_dict`, and the number shared."""
     from ragmem import stats
     from ragmem.metrics._division import parse_zero_division
 
-    a, b = load_run_table(client, run_a), load_run_table(client, run_b)
-    run_a_info, run_b_info = a.attrs["run"], b.attrs["run"]
-    shared = [i for i in a["id"] if i in set(b["id"])]
+    ids_b = set(b["id"])
+    shared = [i for i in a["id"] if i in ids_b]
     if not shared:
-        raise RagmemError(f"runs {run_a} and {run_b} share no example ids: nothing to compare")
+        return [], 0
     a = a.set_index("id").loc[shared].reset_index()
     b = b.set_index("id").loc[shared].reset_index()
-    logged = [m for m in run_a_info.data.metrics if m in run_b_info.data.metrics and not m.endswith(("_ci_low", "_ci_high"))
-              and not m.startswith(("confusion_", "n_", "undefined_"))]
-    names = metrics or logged
-    params = run_a_info.data.params
-    zd = parse_zero_division(params.get("zero_division", "0"))
+    zd = parse_zero_division(params_a.get("zero_division", "0"))
     scorer = None
-    if "generation.tokenizer" in params and "generation.bleu_tokenize" in params:  # corpus BLEU/chrF as the run scored them
+    if "generation.tokenizer" in params_a and "generation.bleu_tokenize" in params_a:  # corpus BLEU/chrF as the run scored them
         from ragmem.metrics.generation import scorer_for
 
-        scorer = scorer_for(params["generation.tokenizer"], params["generation.bleu_tokenize"])
+        scorer = scorer_for(params_a["generation.tokenizer"], params_a["generation.bleu_tokenize"])
     else:  # a run logged without them cannot have its corpus scores rebuilt
         names = [n for n in names if n not in ("bleu", "chrf")]
     aggs_a, aggs_b = stats.aggregators(a, names, zd, scorer), stats.aggregators(b, names, zd, scorer)
     rows = [stats.paired(n, aggs_a[n], aggs_b[n], resamples, seed, confidence).to_dict()
             for n in names if n in aggs_a and n in aggs_b]
-    warnings = signature_warnings([run_a_info.data.params, run_b_info.data.params])
-    if len(shared) < max(len(a), len(b)):
-        warnings.append(f"compared on the {len(shared)} examples the runs share")
+    return rows, len(shared)
+
+
+def paired_comparison(client, run_a: str, run_b: str, metrics: list[str] | None = None,
+                      resamples: int = 1000, seed: int = 0, confidence: float = 0.95) -> dict[str, Any]:
+    """Every metric both runs logged and the per-example tables support, compared on the examples
+    the two runs share (matched by example id): ``B - A``, its interval and p-value. Run ids may be
+    unique prefixes; a metric neither run logged is refused with the list of known ones."""
+    run_a, run_b = resolve_run_id(client, run_a), resolve_run_id(client, run_b)
+    known = known_metrics(client, [run_a, run_b])
+    unknown = [m for m in metrics or [] if m not in known]
+    if unknown:
+        raise RagmemError(f"--metrics {unknown[0]!r}: not logged by both runs; known: {', '.join(known)}")
+    a, b = load_run_table(client, run_a), load_run_table(client, run_b)
+    run_a_info, run_b_info = a.attrs["run"], b.attrs["run"]
     settings_a, settings_b = run_a_info.data.params, run_b_info.data.params
+    rows, n_shared = paired_tables(a, settings_a, b, settings_b, list(metrics or known), resamples, seed, confidence)
+    if not n_shared:
+        raise RagmemError(f"runs {run_a} and {run_b} share no example ids: nothing to compare")
+    warnings = signature_warnings([settings_a, settings_b])
+    if n_shared < max(len(a), len(b)):
+        warnings.append(f"compared on the {n_shared} examples the runs share")
     differing = {k: [settings_a.get(k), settings_b.get(k)] for k in sorted(set(settings_a) | set(settings_b))
                  if settings_a.get(k) != settings_b.get(k) and k not in _VOLATILE}
-    return {"run_a": run_a, "run_b": run_b, "n_shared": len(shared), "resamples": resamples, "seed": seed,
+    return {"run_a": run_a, "run_b": run_b, "n_shared": n_shared, "resamples": resamples, "seed": seed,
             "confidence": confidence, "test": "paired bootstrap CI; approximate randomization p-value (two-sided)",
             "settings_that_differ": differing, "warnings": warnings, "metrics": rows}

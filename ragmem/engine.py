@@ -183,7 +183,8 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
             params = pipeline.run_params(cfg, dataset, components)
             summary = pipeline.summary(run.id, cfg, result, table, params)
             if cfg.gates:  # judged here, acted on by the caller (ragmem run exits 3) after the run is logged
-                summary["gates"] = gates.as_dicts(gates.evaluate(result.values, cfg.gates))
+                summary["gates"] = gates.as_dicts(gates.evaluate(result.values, cfg.gates)
+                                                  + gates.regressions(cfg, table, params, result.values))
             if run.id is not None:
                 try:
                     with progress.stage("logging to MLflow"):

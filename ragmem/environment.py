@@ -13,6 +13,7 @@ or LLM call; a problem is one :class:`ragmem.errors.ConfigError` line naming the
 - What building the components would find wrong, without building them (building the reference
   agent indexes its corpus; a Python agent's class may connect to services): a Python agent's target
   imports, every named ``api_key_env`` variable is set, the reference agent's corpus file exists.
+- The ``baseline`` run of ``max_regression`` gates is in the tracking store, with its per-example table.
 """
 
 from __future__ import annotations
@@ -128,3 +129,7 @@ def check(cfg) -> None:
         check_tracking(cfg.tracking_uri, tracking_source(cfg))
         if cfg.tracking_uri.startswith("sqlite:"):
             _writable_folder(Path(cfg.tracking.artifact_root), "tracking.artifact_root")
+    if cfg.baseline and any(g.max_regression is not None for g in cfg.gates.values()):
+        from ragmem.gates import load_baseline
+
+        load_baseline(cfg.tracking_uri, cfg.baseline)  # exists, with its per-example table

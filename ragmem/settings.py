@@ -244,7 +244,18 @@ class Constraint(Bounds):
 
 
 class Gate(Bounds):
-    """A quality gate: the run fails (exit 3) when the metric is below ``min`` or above ``max``."""
+    """A quality gate: the run fails (exit 3) when the metric is below ``min`` or above ``max``, or
+    (``max_regression``) significantly worse than the ``baseline`` run by more than that much."""
+
+    max_regression: Optional[Annotated[float, Ge(0)]] = setting(
+        None, "fail when significantly worse than the baseline run by more than this (paired test)")
+    _shape: ClassVar[str] = "{min: X}, {max: X} and/or {max_regression: DELTA}"
+
+    @model_validator(mode="after")
+    def _bound(self):
+        if self.max is None and self.min is None and self.max_regression is None:
+            raise ValueError(f"expected {self._shape}")
+        return self
 
 
 class SweepSettings(Section):
@@ -327,6 +338,7 @@ class Settings(ReferenceSettings):
     bench: BenchSettings = setting(BenchSettings, "read by ragmem bench-memory")
     gates: dict[str, Gate] = setting({}, "quality gates checked after ragmem run: {metric: {min?, max?}}; "
                                          "a failed gate exits 3")
+    baseline: Optional[str] = setting(None, "run id (or unique prefix) the max_regression gates compare with")
     import_paths: list[str] = setting([], "folders where agent.target and bench method targets are imported "
                                           "from, after the working directory (a config file's folder is added)")
 
@@ -345,6 +357,10 @@ class Settings(ReferenceSettings):
 
     @model_validator(mode="after")
     def _across(self):
+        regress = [m for m, g in self.gates.items() if g.max_regression is not None]
+        if regress and not self.baseline:
+            raise ValueError(f"gates.{regress[0]}.max_regression: needs a baseline run "
+                             "(--baseline RUN_ID, or baseline: RUN_ID in the config)")
         selected = expand_selection(self.metrics, self.ranking.k)
         if self.judge.type == "llm" and "answer_relevancy" in selected and not self.embeddings.model:
             raise ValueError("embeddings.model: answer_relevancy with judge.type llm needs an embeddings endpoint "

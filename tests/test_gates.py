@@ -43,7 +43,7 @@ def test_the_summary_carries_the_gates_and_a_gated_metric_is_computed_even_unsel
 def test_an_unknown_gated_metric_is_refused_before_any_work():
     with pytest.raises(ConfigError, match="gates.pass_rat: unknown metric"):
         ragmem.evaluate(DEMO, track=False, gates={"pass_rat": {"min": 0.9}})
-    with pytest.raises(ConfigError, match=r"gates.f1: expected \{min: X\} and/or \{max: X\}"):
+    with pytest.raises(ConfigError, match=r"gates.f1: expected \{min: X\}, \{max: X\} and/or \{max_regression: DELTA\}"):
         ragmem.evaluate(DEMO, track=False, gates={"f1": {}})
 
 
@@ -64,6 +64,13 @@ def test_a_failed_gate_exits_3_after_the_run_is_logged(prefect_env, tmp_path):
     passed = run_cli(["run", str(ROOT / "configs" / "demo.yaml"), "--fail-under", "pass_rate=0.5", "-o", "p.json"],
                      env=prefect_env, cwd=tmp_path)
     assert passed.returncode == 0 and "gates: all 1 passed" in passed.stdout
+    again = run_cli(["run", str(ROOT / "configs" / "demo.yaml"), "--baseline", summary["run_id"][:8],
+                     "--max-regression", "pass_rate=0", "-o", "b.json"], env=prefect_env, cwd=tmp_path)
+    assert again.returncode == 0 and "gates: all 1 passed" in again.stdout, again.stderr  # same answers: no drop
+    unknown = run_cli(["run", str(ROOT / "configs" / "demo.yaml"), "--baseline", "0000abcd",
+                       "--max-regression", "pass_rate=0"], env=prefect_env, cwd=tmp_path)
+    assert unknown.returncode == 2 and unknown.stderr.strip().splitlines()[-1] == \
+        "error: baseline: run '0000abcd': no run id starts with it in the tracking store"
 
 
 def test_a_users_test_suite_asserts_the_same_gates():
@@ -76,3 +83,51 @@ def test_a_users_test_suite_asserts_the_same_gates():
         assert_gates(result, {"pass_rate": {"min": 0.9}, "accuracy": {"min": 0.9}})
     assert str(failed.value).splitlines() == ["gate failed: pass_rate 0.5833 < 0.9 (min)",
                                               "gate failed: accuracy 0.6667 < 0.9 (min)"]
+
+
+def _answers(folder, name, wrong: set[int], n: int = 120) -> str:
+    """``n`` replayed examples answering their reference, except those in ``wrong``."""
+    path = folder / name
+    path.write_text(json.dumps([{"id": f"e{i}", "query": f"Which city hosts site {i}?",
+                                 "reference_answer": f"Site {i} is in Lisbon harbour.",
+                                 "generated_answer": (f"Site {i} is in Oslo fjord." if i in wrong
+                                                      else f"Site {i} is in Lisbon harbour.")} for i in range(n)]))
+    return str(path)
+
+
+def test_a_baseline_gate_fails_on_a_real_regression_not_on_noise(tmp_path, shared_store):
+    tracking = {"uri": shared_store["uri"], "artifact_root": shared_store["artifact_root"]}
+    base = ragmem.evaluate(_answers(tmp_path, "base.json", set(range(0, 120, 20))), tracking=tracking,
+                           experiment="gates-baseline")
+    assert base.metrics["pass_rate"] == pytest.approx(0.95)
+    prefix = base.run_id[:8]  # the prefix the tables show is accepted
+    noisy = ragmem.evaluate(_answers(tmp_path, "noisy.json", set(range(0, 120, 20)) | {7}), tracking=tracking,
+                            experiment="gates-baseline", baseline=prefix, gates={"pass_rate": {"max_regression": 0.0}})
+    [gate] = noisy.summary["gates"]
+    assert gate["passed"] and gate["baseline"] == base.run_id and gate["diff"] == pytest.approx(-1 / 120)
+    assert gate["ci_high"] >= 0  # one flipped example is not a significant drop
+    worse = ragmem.evaluate(_answers(tmp_path, "worse.json", set(range(0, 120, 3))), tracking=tracking,
+                            experiment="gates-baseline", baseline=base.run_id,
+                            gates={"pass_rate": {"max_regression": 0.05}, "f1": {"min": 0.0}})
+    regression = [g for g in worse.summary["gates"] if g["metric"] == "pass_rate"][0]
+    assert not regression["passed"] and regression["ci_high"] < -0.05 and regression["p_value"] < 0.05
+    line = gates.GateResult(**regression).line()
+    assert line.startswith(f"gate failed: pass_rate 0.6667 vs baseline {prefix} 0.95: -0.2833 [")
+    assert line.endswith("worse by more than max_regression 0.05")
+    tolerant = gates.regressions(worse_cfg := ragmem.api._config(None, {"tracking": tracking, "baseline": base.run_id,
+                                                                       "gates": {"pass_rate": {"max_regression": 0.5}},
+                                                                       "data": {"files": [{"path": str(tmp_path / "worse.json")}]}},
+                                                                 True, {}),
+                                 worse.table, worse.params, worse.metrics)
+    assert worse_cfg.baseline == base.run_id and tolerant[0].passed  # a drop within DELTA passes
+
+
+def test_a_baseline_is_checked_before_any_work(tmp_path, shared_store):
+    tracking = {"uri": shared_store["uri"], "artifact_root": shared_store["artifact_root"]}
+    data = _answers(tmp_path, "d.json", set())
+    with pytest.raises(ConfigError, match="max_regression: needs a baseline run"):
+        ragmem.evaluate(data, track=False, gates={"f1": {"max_regression": 0.1}})
+    with pytest.raises(ConfigError, match="baseline: run 'ffffffff': no run id starts with it"):
+        ragmem.evaluate(data, tracking=tracking, baseline="ffffffff", gates={"f1": {"max_regression": 0.1}})
+    with pytest.raises(ConfigError, match="expected METRIC=NUMBER"):
+        gates.from_options([], [], ["f1"])
