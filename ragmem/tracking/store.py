@@ -1,21 +1,5 @@
-"""Every MLflow call ragmem makes lives here, and one context manager owns a run's lifecycle.
-
-The client is always given run ids explicitly (``MlflowClient``): MLflow's active run is per thread,
-and Prefect runs tasks on worker threads, where ``mlflow.log_metric`` would silently open an orphan
-run. Default store: ``sqlite:///mlruns/mlflow.db`` (MLflow 3 refuses a bare ``./mlruns`` file store)
-with artifacts under ``mlruns/artifacts/<experiment>``, passed explicitly at experiment creation
-(MLflow otherwise stores the working directory of whoever created the experiment).
-
-Lifecycle: :func:`tracked_run` ends every run: FINISHED when its block ends, FAILED with a
-``ragmem.error`` tag when the block raises, KILLED on Ctrl+C or SIGTERM. Runs, sweep parents and
-children, and bench-memory parents and methods all go through it. The one other ending, for sweep
-children created up front that never reached their own block (their task died, or the sweep was
-interrupted), is :func:`end_unfinished`, with the same helper. No other module sets a status.
-
-Importing this module changes nothing in the process: no environment variable, no logger level,
-no global tracking URI (MLflow's trace exporter reads the process-wide URI, so it is set only while
-traces are written, and put back as it was, ``MLFLOW_TRACKING_URI`` included).
-"""
+"""The MLflow store: :class:`Tracker` (every MLflow client call, by explicit run id), and the
+process-wide tracking URI that MLflow's trace exporter reads (:func:`process_tracking_uri`)."""
 
 from __future__ import annotations
 
@@ -24,18 +8,14 @@ import json
 import math
 import os
 import re
-import signal
 import sqlite3
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
 import pandas as pd
-
-from ragmem.errors import Terminated
 
 _PARAM_LIMIT = 6000  # MLflow's limit for a param value
 _ERROR_TAG_LIMIT = 5000
@@ -267,154 +247,3 @@ class Tracker:
 
     def _terminate(self, run_id: str, status: str) -> None:
         self.client.set_terminated(run_id, status=status)
-
-
-@dataclass
-class TrackedRun:
-    """What :func:`tracked_run` yields: the run id (``None`` when tracking is off) and its tracker."""
-
-    id: str | None
-    tracker: Tracker | None
-
-    def logged(self, step: str) -> str | None:
-        """What :meth:`mark` recorded for ``step`` on this run, or ``None`` when it was not done
-        yet: a retried logging step skips what it already wrote (traces, metrics)."""
-        return self.tracker.tags(self.id).get(f"ragmem.logged.{step}")
-
-    def mark(self, step: str, value: str) -> None:
-        self.tracker.set_tags(self.id, {f"ragmem.logged.{step}": value})
-
-
-@contextlib.contextmanager
-def _sigterm_as_exception() -> Iterator[None]:
-    """In the main thread, SIGTERM raises :class:`Terminated` for the block (so the run is marked
-    KILLED and the block's cleanup runs); the previous handler is put back afterwards."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, frame):
-        raise Terminated(f"terminated by signal {signum}")
-
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not allowed here (an embedded interpreter)
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-@contextlib.contextmanager
-def tracked_run(tracker: Tracker | None, experiment: str, run_name: str | None = None, *,
-                tags: dict[str, str] | None = None, parent_run_id: str | None = None,
-                run_id: str | None = None) -> Iterator[TrackedRun]:
-    """Open (or, with ``run_id``, adopt) an MLflow run for the block and end it with its status:
-
-    - the block ends: FINISHED;
-    - the block raises: FAILED, with the tag ``ragmem.error`` = ``Type: message``; re-raised;
-    - Ctrl+C (KeyboardInterrupt) or SIGTERM: KILLED; re-raised.
-
-    With ``tracker=None`` (tracking off) it yields ``TrackedRun(None, None)`` and records nothing.
-    """
-    if tracker is None:
-        yield TrackedRun(None, None)
-        return
-    run_id = run_id or tracker.create_run(experiment, run_name, tags=tags, parent_run_id=parent_run_id)
-    run = TrackedRun(run_id, tracker)
-    try:
-        with _sigterm_as_exception():
-            yield run
-    except KeyboardInterrupt as exc:  # Terminated (SIGTERM) is a KeyboardInterrupt too
-        _end(tracker, run_id, "KILLED", exc)
-        raise
-    except BaseException as exc:
-        _end(tracker, run_id, "FAILED", exc)
-        raise
-    tracker._terminate(run_id, "FINISHED")
-
-
-def _end(tracker: Tracker, run_id: str, status: str, exc: BaseException | str) -> None:
-    reason = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    try:
-        tracker.set_tags(run_id, {"ragmem.error": reason[:_ERROR_TAG_LIMIT]})
-        tracker._terminate(run_id, status)
-    except Exception:  # the store itself failed: the original error is what the user must see
-        pass
-
-
-def end_unfinished(tracker: Tracker | None, run_ids, status: str, reason: str) -> None:
-    """End the runs created beforehand that are still RUNNING (sweep children): FAILED when a
-    child's task died before its own :func:`tracked_run` could end it, KILLED when the sweep was
-    interrupted while they ran. Runs already ended keep their status."""
-    for run_id in run_ids if tracker is not None else ():
-        try:
-            running = tracker.client.get_run(run_id).info.status == "RUNNING"
-        except Exception:  # the store itself failed: nothing more can be recorded
-            return
-        if running:
-            _end(tracker, run_id, status, reason)
-
-
-def log_results(run: TrackedRun, *, params: dict[str, Any] | None = None,
-                metrics: dict[str, float | None] | None = None, tags: dict[str, str] | None = None,
-                json_files: dict[str, Any] | None = None, tables: dict[str, pd.DataFrame] | None = None,
-                figures: dict[str, Any] | None = None, files: tuple[Path, ...] = ()) -> None:
-    """Log results on a run, idempotently: params and tags are set (the same value again is a
-    no-op), a metric the run already holds with the same value is not logged again (a retried step
-    adds no second history entry), artifacts of the same name are replaced. Nothing happens when
-    tracking is off."""
-    if run.id is None:
-        return
-    tracker = run.tracker
-    if params:
-        tracker.log_params(run.id, params)
-    if tags:
-        tracker.set_tags(run.id, tags)
-    if metrics:  # a value the run already holds is not logged again (no second history entry)
-        held = tracker.client.get_run(run.id).data.metrics
-        tracker.log_metrics(run.id, {k: v for k, v in metrics.items() if v is None or held.get(k) != float(v)})
-    for name, payload in (json_files or {}).items():
-        tracker.log_json(run.id, payload, name)
-    for name, table in (tables or {}).items():
-        tracker.log_table(run.id, table, name)
-    for name, figure in (figures or {}).items():
-        tracker.log_figure(run.id, figure, name)
-    for path in files:
-        if Path(path).is_file():
-            tracker.log_file(run.id, path)
-
-
-def record_run(run: TrackedRun, resolved_config: dict[str, Any], params: dict[str, str],
-               metrics: dict[str, float | None], counts: dict[str, int], table: pd.DataFrame,
-               summary: dict[str, Any], examples=(), outputs=(), max_traces: int = 0,
-               extra_files: tuple[Path, ...] = ()) -> int:
-    """Log one evaluation run: agent traces, params, metrics (+ counts and ``{metric}_ci_low/high``),
-    the resolved config, ``summary.json``, the per-example table (``examples.csv`` and the MLflow
-    table ``examples.json``), the plots and ``extra_files`` (the journal). Idempotent (see
-    :func:`log_results`; traces are written once). Returns the number of traces."""
-    from ragmem import plots
-
-    if run.id is None:
-        return 0
-    traced = run.logged("traces")
-    if traced is None:
-        n_traces = run.tracker.log_agent_traces(run.id, summary["experiment"], examples, outputs, max_traces)
-        run.mark("traces", str(n_traces))
-    else:
-        n_traces = int(traced)
-    intervals = {f"{name}_ci_{side}": bound for name, (low, high) in summary.get("ci", {}).items()
-                 for side, bound in (("low", low), ("high", high))}
-    figures = {}
-    if metrics.get("confusion_tp") is not None:
-        figures["plots/confusion_matrix.png"] = plots.confusion_matrix_figure(metrics)
-    if table["latency_s"].notna().any():
-        figures["plots/latency_histogram.png"] = plots.latency_histogram_figure(table)
-    log_results(run, params=params,
-                metrics={**metrics, **intervals, **{k: float(v) for k, v in counts.items()},
-                         "n_traces": float(n_traces)},
-                json_files={"config.json": resolved_config, "summary.json": summary},
-                tables={"examples": table}, figures=figures, files=extra_files)
-    return n_traces
