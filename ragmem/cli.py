@@ -16,8 +16,6 @@ from ragmem.report import out, print_bench, print_paired, print_runs, print_summ
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Evaluate RAG systems and agent memory layers; every run is tracked in MLflow.")
-server_app = typer.Typer(no_args_is_help=True, help="The local Prefect server ragmem manages.")
-app.add_typer(server_app, name="server")
 log = logging.getLogger("ragmem")
 
 
@@ -326,55 +324,12 @@ def validate(
     print(f"{data}: {report.n_records} record{'s' if report.n_records != 1 else ''}, all valid")
 
 
-@app.command()
-def ui(
-    port: int = typer.Option(5000, "--port", help="Port of the MLflow UI."),
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (127.0.0.1 keeps it local)."),
-    tracking_uri: Optional[str] = typer.Option(None, "--tracking-uri",
-                                               help="Store to show (default: MLFLOW_TRACKING_URI or sqlite:///mlruns/mlflow.db)."),
-) -> None:
-    """Serve the MLflow UI for the tracking store on 127.0.0.1."""
-    from ragmem.config import DEFAULT_ARTIFACT_ROOT, DEFAULT_TRACKING_URI
-    from ragmem.tracking import prepare_local_store
+from ragmem.cli_services import report, server_app, trigger, ui  # noqa: E402  (registered below)
 
-    uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
-    prepare_local_store(uri)
-    out.print(f"MLflow UI for {uri} at http://{host}:{port} (Ctrl+C to stop)")
-    command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
-               "--default-artifact-root", str(Path(DEFAULT_ARTIFACT_ROOT).resolve()),
-               "--host", host, "--port", str(port), "--workers", "1"]  # one user: MLflow's default is 4 workers
-    os.execv(sys.executable, command)
-
-
-@server_app.command("start")
-def server_start() -> None:
-    """Start (or find) the local Prefect server on 127.0.0.1."""
-    _setup_logging(False)
-    from ragmem.orchestration import ensure_managed_server
-
-    server = ensure_managed_server(log=log.info)
-    out.print(f"Prefect server {'started' if server.started else 'already running'} at {server.api_url}")
-
-
-@server_app.command("status")
-def server_status() -> None:
-    """Show which Prefect API runs report to."""
-    from ragmem.orchestration import configured_api_url, healthy, managed_port
-
-    url = configured_api_url()
-    if url:
-        out.print(f"PREFECT_API_URL={url} ({'answering' if healthy(url) else 'not answering'})")
-        return
-    url = f"http://127.0.0.1:{managed_port()}/api"
-    out.print(f"local server {url}: {'running' if healthy(url) else 'not running (started by the next run)'}")
-
-
-@server_app.command("stop")
-def server_stop() -> None:
-    """Stop the local Prefect server ragmem started."""
-    from ragmem.orchestration import stop_managed_server
-
-    out.print("stopped" if stop_managed_server() else "no server started by ragmem is running")
+app.add_typer(server_app, name="server")
+app.command()(report)
+app.command()(trigger)
+app.command()(ui)
 
 
 def _version(value: bool) -> None:
@@ -395,8 +350,8 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: every outcome ends as one line and an exit code (:mod:`ragmem.exits`)."""
     from ragmem.exits import finish, prepare_environment
 
-    prepare_environment()
     argv = list(sys.argv[1:] if argv is None else argv)
+    prepare_environment(argv)
     try:
         code = app(args=argv, prog_name="ragmem", standalone_mode=False)
     except BaseException as exc:  # noqa: BLE001 (every kind is mapped to its line and code)

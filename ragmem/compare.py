@@ -13,10 +13,11 @@ from typing import Any
 import pandas as pd
 
 from ragmem.errors import RagmemError
+from ragmem.tracking.lifecycle import metric_key
 
 SIGNATURE_PARAMS = ("keywords.signature", "judge.signature", "data.sha256", "ranking.k", "zero_division")
 DEFAULT_COLUMNS = ("f1", "accuracy", "reference_coverage", "hit_rate_at_10", "mrr_at_10", "latency_p95")
-_VOLATILE = {"git_commit", "data.path", "run_name"}
+_VOLATILE = {"data.path", "ragmem.version"}
 
 
 def lower_is_better(metric: str) -> bool:
@@ -52,7 +53,7 @@ def list_runs(client, experiment: str, metric: str = "f1", last: int = 20) -> tu
     for run in runs:
         row: dict[str, Any] = {"run_id": run.info.run_id, "status": run_status(run.info.status, run.data.tags)}
         row.update({k: run.data.params.get(k) for k in differing})
-        row.update({m: run.data.metrics.get(m) for m in columns})
+        row.update({m: run.data.metrics.get(metric_key(m)) for m in columns})
         rows.append(row)
     table = pd.DataFrame(rows)
     table = table.sort_values(metric, ascending=lower_is_better(metric), na_position="last", kind="stable")
@@ -118,7 +119,7 @@ def known_metrics(client, run_ids: list[str]) -> list[str]:
     logged = [set(client.get_run(r).data.metrics) for r in run_ids]
     common = set.intersection(*logged) if logged else set()
     return sorted(m for m in common if not m.endswith(("_ci_low", "_ci_high"))
-                  and not m.startswith(("confusion_", "n_", "undefined_", "count/")))
+                  and not m.startswith(("confusion_", "n_", "undefined_", "count/", "usage/")))
 
 
 def paired_tables(a: pd.DataFrame, params_a: dict[str, str], b: pd.DataFrame, params_b: dict[str, str],

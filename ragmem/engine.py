@@ -213,7 +213,7 @@ def _evaluate_child(cfg: RunConfig, run_id: str | None, dataset: Dataset, resume
     result = evaluate(cfg, PLAIN, dataset=dataset, run_id=None if again else run_id, preflight=False,  # checked by the sweep
                       resume=run_id if again else None)
     return {"metrics": {k: v for k, v in result.metrics.items() if v is not None}, "table": result.table,
-            "index_builds": result.index_builds}
+            "index_builds": result.index_builds, "ci": result.summary.get("ci", {})}
 
 
 def sweep(config: dict[str, Any], steps: Steps = PLAIN, *, tags: dict[str, str] | None = None,
@@ -275,6 +275,7 @@ def sweep(config: dict[str, Any], steps: Steps = PLAIN, *, tags: dict[str, str] 
             child = {"run_id": child_ids[i], "params": point, "metrics": {}, "status": "FINISHED", "error": None}
             if status == "ok":
                 child["metrics"], tables[i] = value["metrics"], value["table"]
+                child["ci"] = value.get("ci", {})
                 index_builds += value["index_builds"]
             else:
                 child.update(status="FAILED", error=value)
@@ -283,11 +284,14 @@ def sweep(config: dict[str, Any], steps: Steps = PLAIN, *, tags: dict[str, str] 
             metric = child["metrics"].get(spec.metric)
             shown = child["error"] or (f"{spec.metric}={metric:.4f}" if metric is not None else f"{spec.metric}=n/a")
             log.info("sweep: %d/%d %s -> %s", i + 1, len(points), sweeps.child_name(point), shown)
-        best = sweeps.pick_best(children, spec)
-        if best is not None:
-            sweeps.mark_against_best(children, tables, children.index(best), spec, cfg)
+        top = sweeps.pick_best(children, spec)
+        if top is not None:  # compared with the top one; the choice among those tied with it: tie_break
+            sweeps.mark_against_best(children, tables, children.index(top), spec, cfg)
+        best = sweeps.choose(children, spec)
         summary = {"parent_run_id": parent.id, "experiment": cfg.experiment,
-                   "objective": {"metric": spec.metric, "goal": spec.goal, "constraints": list(spec.constraints)},
+                   "objective": {"metric": spec.metric, "goal": spec.goal, "constraints": list(spec.constraints),
+                                 "tie_break": list(spec.tie_break)},
+                   "tied_for_best": [c["run_id"] for c in children if c.get("tied_for_best")],
                    "index_builds": index_builds, "children": children,
                    "best": None if best is None else {"run_id": best["run_id"], "params": best["params"],
                                                       "metrics": best["metrics"],

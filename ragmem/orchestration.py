@@ -149,6 +149,30 @@ def _server_pid() -> int | None:
     return pid
 
 
+def server_owner(port: int) -> dict[str, Any] | None:
+    """Who runs the Prefect server on ``port``: its pid, the ragmem home it was started with (from
+    its ``PREFECT_HOME``) and its working directory (the checkout it was started from); ``None`` when
+    no ``prefect server start ... --port PORT`` process is found (or not on Linux)."""
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        words = [a.decode(errors="replace") for a in argv]
+        if "server" not in words or "start" not in words or not any("prefect" in w for w in words):
+            continue
+        if "--port" not in words or words[words.index("--port") + 1:][:1] != [str(port)]:
+            continue
+        try:
+            env = dict(v.split("=", 1) for v in (entry / "environ").read_text(errors="replace").split("\0") if "=" in v)
+            cwd = os.readlink(entry / "cwd")
+        except OSError:
+            env, cwd = {}, None
+        home = env.get("PREFECT_HOME")
+        return {"pid": int(entry.name), "home": str(Path(home).parent) if home else None, "cwd": cwd}
+    return None
+
+
 def ensure_managed_server(port: int | None = None, log=print) -> ManagedServer:
     """Reuse or start the local Prefect server on 127.0.0.1 and wait until it answers."""
     port = port or managed_port()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
@@ -160,15 +159,6 @@ def confidence_intervals(table: pd.DataFrame, result: MetricResult, cfg: RunConf
         return stats.bootstrap(aggs, len(table), cfg.stats.resamples, cfg.seed, cfg.stats.confidence)
 
 
-def git_commit(cwd: str | Path | None = None) -> str:
-    """The commit of the working directory's git checkout, or ``none`` outside one."""
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return "none"
-    return out.stdout.strip() if out.returncode == 0 else "none"
-
-
 def flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``; lists and free-form mappings (``agent.params``) stay whole."""
     out: dict[str, Any] = {}
@@ -186,16 +176,39 @@ def _param_text(key: str, value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 
 
+_REFERENCE_SECTIONS = ("corpus.", "retriever.", "memory.", "generator.")
+_NOT_PARAMS = ("data.files", "metrics", "ranking.k", "experiment", "run_name", "tracking.uri", "tracking.enabled",
+               "tracking.artifact_root", "import_paths")
+
+
+def _is_param(key: str, value: Any, cfg: RunConfig) -> bool:
+    """A setting that is set and that this run used: no ``null`` and no empty value, no section of the
+    reference agent unless it ran, no embeddings endpoint unless one is configured; the experiment,
+    run name and tracking settings are MLflow's own fields, not params."""
+    if value is None or value == [] or value == {} or key in _NOT_PARAMS or key.startswith(("sweep", "bench")):
+        return False
+    if key.startswith(_REFERENCE_SECTIONS):
+        return cfg.agent.type == "reference"
+    if key.startswith("embeddings."):
+        return bool(cfg.embeddings.model)
+    if key.startswith(("judge.", "rag_metrics.")) and not cfg.judge.model:  # no LLM: its settings did nothing
+        return key in ("judge.type", "judge.threshold")
+    if key.startswith("agent.") and cfg.agent.type == "replay":  # answers read from the data
+        return key == "agent.type"
+    return True
+
+
 def run_params(cfg: RunConfig, dataset: Dataset, components: Components) -> dict[str, str]:
-    """Everything that produced the numbers, as MLflow params (strings): every setting by its
-    dotted key, plus data identity, signatures and versions. Secret-looking values are masked."""
-    params = {key: _param_text(key, value) for key, value in flatten(cfg.raw).items()
-              if key not in ("data.files", "metrics", "ranking.k") and not key.startswith(("sweep", "bench"))}
+    """Everything that produced the numbers, as MLflow params (strings), each under its section's
+    dotted prefix: every setting that is set (:func:`_is_param`), plus data identity, signatures and
+    versions. Secret-looking values are masked. (The git commit is the tag
+    ``mlflow.source.git.commit``, see :mod:`ragmem.tracking.record`.)"""
+    params = {key: _param_text(key, value) for key, value in flatten(cfg.raw).items() if _is_param(key, value, cfg)}
     return params | {
         "data.path": ";".join(str(f.path) for f in dataset.files),
         "data.labels": ";".join("-" if f.label is None else str(f.label) for f in dataset.files),
         "data.sha256": dataset.sha256,
-        "n_examples": str(len(dataset)),
+        "data.n_examples": str(len(dataset)),
         "judge.signature": components.judge.signature(),
         "judge.prompt_version": prompts.PROMPT_VERSION,
         "judge.prompt_hash": prompts.prompt_hash(),
@@ -208,8 +221,7 @@ def run_params(cfg: RunConfig, dataset: Dataset, components: Components) -> dict
         "keywords.signature": components.keywords.signature(),
         "metrics": ",".join(cfg.metrics),
         "ranking.k": ",".join(map(str, cfg.ks)),
-        "ragmem_version": __version__,
-        "git_commit": git_commit(),
+        "ragmem.version": __version__,
     } | ({"judge.response_format_used": components.llm.mode} if components.llm is not None else {})
 
 

@@ -69,16 +69,32 @@ def metric_by_setting_figure(table: pd.DataFrame, metric: str, keys: list[str]) 
 
 
 def pareto_figure(latency: list[float], quality: list[float], labels: list[str], front: list[int],
-                  quality_name: str, latency_name: str) -> Figure:
-    """Quality against latency; the Pareto front (no child faster and better) is joined and ringed."""
+                  quality_name: str, latency_name: str, latency_ci=None, quality_ci=None, tied=None) -> Figure:
+    """Quality against mean latency (ms), each point with its 95% intervals as bars (so a difference
+    within the bars reads as noise); the Pareto front (no child faster and better) is joined and
+    ringed; the configurations tied for best are filled green."""
     fig, (ax,) = _subplots(6.4, 4.4)
-    ax.scatter(latency, quality, color="#4c72b0", alpha=0.7)
+    latency = [v * 1000 for v in latency]
+    n = len(latency)
+
+    def bars(values, intervals, scale):
+        intervals = intervals or [None] * n
+        return [[max(0.0, v - (ci[0] * scale if ci else v)) for v, ci in zip(values, intervals)],
+                [max(0.0, (ci[1] * scale if ci else v) - v) for v, ci in zip(values, intervals)]]
+
+    if latency_ci or quality_ci:
+        ax.errorbar(latency, quality, xerr=bars(latency, latency_ci, 1000), yerr=bars(quality, quality_ci, 1),
+                    fmt="none", ecolor="#9aa7b5", elinewidth=0.8, capsize=2, zorder=1)
+    colors = ["#2e9d4b" if tied and tied[i] else "#4c72b0" for i in range(n)]
+    ax.scatter(latency, quality, color=colors, alpha=0.8, zorder=2)
+    if tied and any(tied):
+        ax.scatter([], [], color="#2e9d4b", label="tied for best (paired test)")
     pts = sorted((latency[i], quality[i]) for i in front)
     ax.plot([p[0] for p in pts], [p[1] for p in pts], color="#c44e52", marker="o", mfc="none", ms=11,
             label="Pareto front")
     for i in front:
         ax.annotate(labels[i], (latency[i], quality[i]), fontsize=7, xytext=(4, 4), textcoords="offset points")
-    ax.set_xlabel(f"{latency_name} (s)")
+    ax.set_xlabel(f"{latency_name} (ms), 95% interval bars")
     ax.set_ylabel(quality_name)
     ax.set_title("Quality against latency")
     ax.legend()

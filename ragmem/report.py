@@ -72,7 +72,7 @@ def print_sweep(result: dict[str, Any], spec) -> None:
     extra = [m for m in ("reference_coverage", "hit_rate_at_10", "latency_p95") if m != metric]
     table = Table(title=f"sweep {result['experiment']}: {len(result['children'])} configurations, "
                         f"objective {spec.goal} {metric}", title_justify="left")
-    for column in [*(k.rsplit(".", 1)[-1] for k in spec.keys), metric, *extra, "vs best (p)", "status"]:
+    for column in [*(k.rsplit(".", 1)[-1] for k in spec.keys), metric, *extra, "vs top (p)", "status"]:
         table.add_column(column, overflow="fold")
     best_id = (result.get("best") or {}).get("run_id")
     for child in result["children"]:
@@ -80,19 +80,24 @@ def print_sweep(result: dict[str, Any], spec) -> None:
         style = "bold green" if child["run_id"] == best_id else None
         versus = child.get("vs_best") or {}
         if versus.get("is_best"):
-            shown = "best"
+            shown = "top"
         elif versus:
-            shown = f"{versus['diff']:+.4f} ({versus['p_value']:.3f}){' worse*' if versus['significantly_worse'] else ''}"
+            shown = f"{versus['diff']:+.4f} ({versus['p_value']:.3f}){' worse*' if versus['significantly_worse'] else ' tied'}"
         else:
             shown = ""
         table.add_row(*[str(child["params"][k]) for k in spec.keys], *[fmt(n, m.get(n)) for n in [metric, *extra]],
                       shown, "ok" if not child["error"] else f"FAILED: {child['error'][:60]}", style=style)
     out.print(table)
-    out.print("vs best: objective difference to the best child on the same examples (randomization "
-              "p-value); worse* = significantly worse at p < 0.05")
+    out.print("vs top: objective difference to the top child on the same examples (randomization p-value); "
+              "worse* = significantly worse at p < 0.05, tied = not")
     if best_id:
+        breaks = result["objective"].get("tie_break") or []
+        rule = ", then ".join(f"{t['goal']} {t.get('setting') or t.get('metric')}" for t in breaks) or f"the higher {metric}"
+        n_tied = len(result.get("tied_for_best") or [])
+        out.print(f"{n_tied} configuration{'s' if n_tied != 1 else ''} tied for best; chosen by tie_break ({rule})",
+                  markup=False, highlight=False)
         out.print(f"best: {result['best']['params']} ({metric}={fmt(metric, result['best']['metrics'][metric])}), "
-                  f"run {best_id}; parent run {result['parent_run_id']}")
+                  f"run {best_id}; parent run {result['parent_run_id']}", markup=False, highlight=False)
     else:
         out.print(f"no configuration met the objective and constraints; parent run {result['parent_run_id']}")
 

@@ -131,7 +131,9 @@ def finished_child(tracker, run_id: str) -> dict[str, Any]:
     """A child finished before the sweep was interrupted: its metrics and per-example table, read back."""
     from ragmem.compare import load_run_table
 
-    metrics = tracker.client.get_run(run_id).data.metrics
+    from ragmem.tracking.lifecycle import metric_name
+
+    metrics = {metric_name(k): v for k, v in tracker.client.get_run(run_id).data.metrics.items()}
     kept = {k: v for k, v in metrics.items()
             if k not in _COUNTS and not k.startswith("undefined_") and not k.endswith(("_ci_low", "_ci_high"))}
     return {"metrics": kept, "table": load_run_table(tracker.client, run_id), "index_builds": 0}

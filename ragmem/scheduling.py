@@ -77,7 +77,36 @@ def serve_flow(config: dict[str, Any], cron: str, name: str | None, flow_kind: s
     flow = pick_flow(config, flow_kind)
     deployment = name or config["experiment"]
     log(f"serving {flow.name}/{deployment} on '{cron}' ({timezone}) at {api_url}; "
-        f"trigger now with: prefect deployment run '{flow.name}/{deployment}'; Ctrl+C to stop")
+        f"trigger a run now with: ragmem trigger {deployment}; Ctrl+C to stop")
     with prefect_context(api_url, quiet=False):
         flow.serve(name=deployment, schedule=schedule, parameters=parameters, pause_on_shutdown=False,
                    print_starting_message=False, limit=1)
+
+
+def trigger(name: str, api_url: str) -> tuple[str, str, str]:
+    """Start a run of the served deployment ``name`` (``NAME`` or ``FLOW/NAME``) now; the ``ragmem
+    serve`` process that serves it runs it. Returns (deployment, flow run name, flow run id)."""
+    import asyncio
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterName
+
+    wanted = name.split("/", 1)[-1]
+
+    async def go():
+        async with get_client() as client:
+            found = await client.read_deployments(deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=[wanted])))
+            flows = {d.flow_id: (await client.read_flow(d.flow_id)).name for d in found}
+            full = [(f"{flows[d.flow_id]}/{d.name}", d) for d in found]
+            matches = [(n, d) for n, d in full if n == name or "/" not in name]
+            if len(matches) != 1:
+                every = [f"{flows[d.flow_id]}/{d.name}" for d in await client.read_deployments()]
+                why = "no deployment" if not matches else "more than one deployment"
+                raise ConfigError(f"trigger {name!r}: {why} of that name at {api_url}; deployments: "
+                                  f"{', '.join(sorted(every)) or '(none: start one with ragmem serve)'}")
+            label, deployment = matches[0]
+            run = await client.create_flow_run_from_deployment(deployment.id)
+            return label, run.name, str(run.id)
+
+    with prefect_context(api_url):
+        return asyncio.run(go())

@@ -258,11 +258,28 @@ class Gate(Bounds):
         return self
 
 
+class TieBreak(Section):
+    """A secondary objective: among the configurations tied for best, prefer the one whose grid
+    ``setting`` (or ``metric``) is lowest (``goal: minimize``) or highest."""
+
+    metric: Optional[str] = setting(None, "a metric, e.g. avg_latency (or a setting:)")
+    goal: Literal["maximize", "minimize"] = setting("minimize", "direction")
+    setting: Optional[str] = setting(None, "a grid key, e.g. retriever.top_k")  # (last: it shadows setting())
+
+    @model_validator(mode="after")
+    def _one(self):
+        if (self.setting is None) == (self.metric is None):
+            raise ValueError("expected {setting: KEY, goal: ...} or {metric: NAME, goal: ...}")
+        return self
+
+
 class SweepSettings(Section):
     grid: dict[str, Annotated[list[Any], Field(min_length=1)]] = setting({}, "dotted.key -> [values]")
     samples: Optional[Positive] = setting(None, "run N grid points drawn at random (seed)")
     objective: Objective = setting(Objective, "{metric, goal}")
     constraints: list[Constraint] = setting([], "[{metric, max?, min?}]")
+    tie_break: list[TieBreak] = setting([], "secondary objectives, in order, among the configurations tied "
+                                            "for best (not significantly worse than the top one)")
     max_parallel: Positive = setting(2, "children at once")
     plot_metrics: Optional[list[str]] = setting(None, "metrics plotted against each swept key")
 

@@ -5,8 +5,9 @@
         retriever.type: [bm25, tfidf, hybrid]
         retriever.top_k: [1, 3, 5, 10]
       samples: null                  # N: run N distinct grid points drawn at random (seed) instead
-      objective: {metric: f1, goal: maximize}
+      objective: {metric: ndcg_at_10, goal: maximize}
       constraints: [{metric: latency_p95, max: 0.5}]
+      tie_break: [{setting: retriever.top_k, goal: minimize}]   # among the configurations tied for best
       max_parallel: 2                # children evaluated at once (Prefect thread-pool task runner)
 
 The sweep is pure data here; :func:`ragmem.engine.sweep` runs it.
@@ -38,6 +39,7 @@ class SweepSpec:
     constraints: tuple[dict[str, Any], ...]
     max_parallel: int
     plot_metrics: tuple[str, ...] | None
+    tie_break: tuple[dict[str, Any], ...] = ()
 
     @property
     def keys(self) -> list[str]:
@@ -50,9 +52,14 @@ def parse_sweep(raw: dict[str, Any] | SweepSettings | None) -> SweepSpec:
     if not settings.grid:
         raise ConfigError("sweep.grid: expected a mapping of dotted.key -> [values], e.g. retriever.top_k: [1, 3, 5]")
     constraints = tuple(c.model_dump(exclude_none=True) for c in settings.constraints)
+    tie_break = tuple(t.model_dump(exclude_none=True) for t in settings.tie_break)
+    for i, t in enumerate(tie_break):
+        if "setting" in t and t["setting"] not in settings.grid:
+            raise ConfigError(f"sweep.tie_break[{i}].setting: {t['setting']!r} is not a key of sweep.grid "
+                              f"({', '.join(settings.grid)})")
     return SweepSpec({k: list(v) for k, v in settings.grid.items()}, settings.samples, settings.objective.metric,
                      settings.objective.goal, constraints, settings.max_parallel,
-                     tuple(settings.plot_metrics) if settings.plot_metrics else None)
+                     tuple(settings.plot_metrics) if settings.plot_metrics else None, tie_break)
 
 
 def expand(spec: SweepSpec, seed: int = 0) -> list[dict[str, Any]]:
@@ -102,19 +109,45 @@ def feasible(metrics: dict[str, float | None], spec: SweepSpec) -> bool:
     return True
 
 
+def _candidates(children: list[dict[str, Any]], spec: SweepSpec) -> list[dict[str, Any]]:
+    return [c for c in children if c.get("status") == "FINISHED"
+            and c["metrics"].get(spec.metric) is not None and feasible(c["metrics"], spec)]
+
+
 def pick_best(children: list[dict[str, Any]], spec: SweepSpec) -> dict[str, Any] | None:
-    """The completed, feasible child with the best objective; ties go to the lower ``latency_p95``
-    (when measured), then to the earlier grid point."""
-    candidates = [c for c in children if c.get("status") == "FINISHED"
-                  and c["metrics"].get(spec.metric) is not None and feasible(c["metrics"], spec)]
+    """The top child: completed, meeting every constraint, with the best objective value (equal
+    values: the earlier grid point). Never decided by latency jitter: see :func:`choose`."""
+    candidates = _candidates(children, spec)
     if not candidates:
         return None
     sign = 1 if spec.goal == "maximize" else -1
-    def latency(c):
-        value = c["metrics"].get("latency_p95")
-        return math.inf if value is None else value
+    return max(candidates, key=lambda c: (sign * c["metrics"][spec.metric], -children.index(c)))
 
-    return max(candidates, key=lambda c: (sign * c["metrics"][spec.metric], -latency(c), -children.index(c)))
+
+def choose(children: list[dict[str, Any]], spec: SweepSpec) -> dict[str, Any] | None:
+    """The chosen configuration, after :func:`mark_against_best`: among the candidates tied for best
+    (the top child and every one not significantly worse than it on the same examples: the paired
+    test of ``ragmem compare``), the first by ``sweep.tie_break`` (each a grid setting or a metric,
+    lowest first for ``minimize``), then by the objective value, then grid order. Each tied child is
+    marked ``tied_for_best``."""
+    candidates = _candidates(children, spec)
+    if not candidates:
+        return None
+    tied = [c for c in candidates if (c.get("vs_best") or {}).get("is_best")
+            or (c.get("vs_best") and not c["vs_best"]["significantly_worse"])]
+    for c in children:
+        c["tied_for_best"] = c in tied
+    sign = 1 if spec.goal == "maximize" else -1
+
+    def order(c: dict[str, Any]) -> tuple:
+        keys = []
+        for t in spec.tie_break:
+            value = c["params"].get(t["setting"]) if "setting" in t else c["metrics"].get(t["metric"])
+            numeric = isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value))
+            keys.append((not numeric, (value if t["goal"] == "minimize" else -value) if numeric else 0))
+        return (*keys, -sign * c["metrics"][spec.metric], children.index(c))
+
+    return min(tied or candidates, key=order)
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:
@@ -135,7 +168,8 @@ def comparison_table(children: list[dict[str, Any]], spec: SweepSpec) -> pd.Data
         row.update(c.get("metrics", {}))
         versus = c.get("vs_best") or {}
         row.update({"vs_best_diff": versus.get("diff"), "vs_best_p_value": versus.get("p_value"),
-                    "significantly_worse_than_best": versus.get("significantly_worse")})
+                    "significantly_worse_than_best": versus.get("significantly_worse"),
+                    "tied_for_best": c.get("tied_for_best")})
         row["error"] = c.get("error")
         rows.append(row)
     return pd.DataFrame(rows)
@@ -185,18 +219,21 @@ def parent_record(children: list[dict[str, Any]], best: dict[str, Any] | None, s
                                              f"mrr_at_{top_k}", "avg_latency"]) if m in done]
     figures = {f"plots/{metric}_by_setting.png": plots.metric_by_setting_figure(done, metric, spec.keys)
                for metric in metrics if metric in done and done[metric].notna().any()}
-    latency = next((m for m in ("latency_p95", "avg_latency") if m in done and done[m].notna().all()), None)
-    if latency and spec.metric in done and len(done):
-        ok = done[done[spec.metric].notna()]
-        lat, quality = ok[latency].tolist(), ok[spec.metric].tolist()
-        labels = [",".join(f"{k.rsplit('.', 1)[-1]}={r[k]}" for k in spec.keys) for _, r in ok.iterrows()]
+    if "avg_latency" in done and done["avg_latency"].notna().all() and spec.metric in done and len(done):
+        ok = [c for c in children if c.get("status") == "FINISHED" and c["metrics"].get(spec.metric) is not None]
+        lat = [c["metrics"]["avg_latency"] for c in ok]
+        quality = [c["metrics"][spec.metric] for c in ok]
+        labels = [child_name(c["params"]) for c in ok]
         figures["plots/quality_vs_latency.png"] = plots.pareto_figure(
-            lat, quality, labels, pareto_front(list(zip(lat, quality))), spec.metric, latency)
+            lat, quality, labels, pareto_front(list(zip(lat, quality))), spec.metric, "avg_latency",
+            [c.get("ci", {}).get("avg_latency") for c in ok], [c.get("ci", {}).get(spec.metric) for c in ok],
+            [bool(c.get("tied_for_best")) for c in ok])
     metrics_out: dict[str, float | None] = {"n_children": float(len(children)),
                                             "index_builds": float(summary["index_builds"]),
                                             "n_children_failed": float((table["status"] != "FINISHED").sum())}
     record: dict[str, Any] = {"tables": {"comparison": table}, "json_files": {"sweep.json": summary},
                               "figures": figures, "metrics": metrics_out}
+    metrics_out["n_tied_for_best"] = float(sum(bool(c.get("tied_for_best")) for c in children))
     if best is not None:
         metrics_out[f"best_{spec.metric}"] = best["metrics"][spec.metric]
         record["tags"] = {"best_run_id": best["run_id"]} if best["run_id"] else {}

@@ -63,7 +63,7 @@ def test_live_calls_are_traced_in_mlflow(store, tmp_path):
                              tracking={**store, "max_traces": 2}, metrics=["avg_latency"])
     client = MlflowClient(store["uri"])
     run = client.get_run(result.run_id)
-    assert run.data.metrics["n_traces"] == 2
+    assert run.data.metrics["count/n_traces"] == 2
     traces = client.search_traces(locations=[run.info.experiment_id], run_id=result.run_id)
     assert len(traces) == 2
     assert sorted(s.name for s in traces[0].data.spans) == ["agent", "llm", "retrieve"]

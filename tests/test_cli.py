@@ -16,9 +16,9 @@ pytestmark = pytest.mark.e2e
 
 EXPECTED_METRICS = {"accuracy", "precision", "recall", "f1", "avg_coverage", "reference_coverage",
                     "avg_latency", "latency_p50", "latency_p95", "latency_p99", "latency_max"}
-EXPECTED_PARAMS = {"data.path", "data.sha256", "data.labels", "n_examples", "agent.type", "judge.type",
+EXPECTED_PARAMS = {"data.path", "data.sha256", "data.labels", "data.n_examples", "agent.type", "judge.type",
                    "judge.threshold", "judge.signature", "keywords.tokenizer", "keywords.stopwords",
-                   "ragmem_version", "git_commit", "metrics", "seed", "zero_division"}
+                   "ragmem.version", "metrics", "seed", "zero_division"}
 
 
 def _task_run_names(api_url, flow_run_id, expected, timeout=180.0):
@@ -48,11 +48,11 @@ def test_run_on_the_two_seed_files(prefect_env, seed_dir, tmp_path):
     assert run.info.status == "FINISHED"
     assert client.get_experiment(run.info.experiment_id).name == "seed-samples"
     assert EXPECTED_PARAMS <= set(run.data.params)
-    assert run.data.params["n_examples"] == "16" and run.data.params["data.labels"] == "1;0"
+    assert run.data.params["data.n_examples"] == "16" and run.data.params["data.labels"] == "1;0"
     assert run.data.params["keywords.tokenizer"] == "jieba"
     for name in ("accuracy", "precision", "recall", "f1", "avg_coverage", "reference_coverage"):
         assert run.data.metrics[name] == pytest.approx(summary["metrics"][name])
-    assert run.data.metrics["n_latency_measured"] == 0  # replayed without latency_ms: not measured
+    assert run.data.metrics["count/n_latency_measured"] == 0  # replayed without latency_ms: not measured
     assert "avg_latency" not in run.data.metrics           # ...and never logged as a number
     top = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"config.json", "summary.json", "examples.csv", "examples.json", "agent_outputs.jsonl"} <= top

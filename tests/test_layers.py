@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-SHELL = {"cli.py", "scheduling.py", "orchestration.py"}  # the command line and Prefect server management
+SHELL = {"cli.py", "cli_services.py", "scheduling.py", "orchestration.py"}  # the command line and Prefect server management
 
 
 _IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import\b|import\s+([\w.]+))", re.MULTILINE)

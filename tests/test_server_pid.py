@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from ragmem import orchestration
 from tests.conftest import run_cli
 
@@ -32,7 +34,7 @@ def test_a_stale_pid_file_is_removed_and_its_number_never_signalled(tmp_path, mo
         # through the command: one line, exit 0, the bystander untouched
         pid_file.write_text(json.dumps({"pid": bystander.pid, "identity": "1"}))
         done = run_cli(["server", "stop"], env={**os.environ, "RAGMEM_HOME": str(tmp_path)})
-        assert done.returncode == 0 and done.stdout.strip() == "no server started by ragmem is running"
+        assert done.returncode == 0 and done.stdout.strip() == "no server started by this ragmem home is running"
         assert bystander.poll() is None
     finally:
         bystander.kill()
@@ -51,3 +53,18 @@ def test_the_identity_of_a_process_is_its_start_time():
             bystander.wait()
         assert orchestration.process_identity(bystander.pid) is None
     assert "pytest" in orchestration.process_command(os.getpid())  # a command line is readable
+
+
+@pytest.mark.e2e
+def test_status_names_the_home_and_checkout_that_started_the_server(prefect_env, tmp_path):
+    here = run_cli(["server", "status"], env=prefect_env, cwd=tmp_path)
+    port = prefect_env["RAGMEM_PREFECT_PORT"]
+    home = os.path.realpath(prefect_env["RAGMEM_HOME"])
+    assert here.returncode == 0 and f"local server http://127.0.0.1:{port}/api: running, pid " in here.stdout
+    assert f"with this ragmem home ({home})" in " ".join(here.stdout.split()), here.stdout
+    other = run_cli(["server", "status"], env={**prefect_env, "RAGMEM_HOME": str(tmp_path / "other")}, cwd=tmp_path)
+    text = " ".join(other.stdout.split())
+    assert f"with another ragmem home ({home})" in text and "ragmem server stop stops only a server this home started" in text
+    stop = run_cli(["server", "stop"], env={**prefect_env, "RAGMEM_HOME": str(tmp_path / "other")}, cwd=tmp_path)
+    assert stop.stdout.strip() == "no server started by this ragmem home is running"  # and it still runs:
+    assert "running, pid" in run_cli(["server", "status"], env=prefect_env, cwd=tmp_path).stdout

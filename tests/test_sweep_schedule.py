@@ -1,6 +1,7 @@
 """Sweeps, scheduled deployments and run comparison, end to end on a local Prefect server."""
 
 import json
+import re
 import subprocess
 import sys
 import urllib.error
@@ -8,7 +9,7 @@ import urllib.error
 import pytest
 from mlflow import MlflowClient
 
-from tests.conftest import ROOT, api_get, api_post, run_cli, wait_until
+from tests.conftest import ROOT, api_get, run_cli, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -33,12 +34,19 @@ def test_sweep_retriever_config(prefect_env, tmp_path):
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
     assert {"comparison.csv", "comparison.json", "sweep.json"} <= artifacts
     plots = {a.path for a in client.list_artifacts(parent.info.run_id, "plots")}
-    assert {"plots/f1_by_setting.png", "plots/hit_rate_at_10_by_setting.png", "plots/quality_vs_latency.png"} <= plots
+    assert {"plots/ndcg_at_10_by_setting.png", "plots/hit_rate_at_10_by_setting.png", "plots/quality_vs_latency.png"} <= plots
     assert parent.data.tags["best_run_id"] == result["best"]["run_id"]
     # a sweep child is a run like any other: the same artifacts, its journal included
     child_artifacts = {a.path for a in client.list_artifacts(children[0]["run_id"])}
     assert child_artifacts == {"agent_outputs.jsonl", "config.json", "summary.json", "examples.csv",
-                               "examples.json", "plots"}
+                               "examples.json", "plots", "report.html"}
+    # the choice: among the configurations tied with the top one, the smallest top_k, then window
+    tied = [c for c in children if c["run_id"] in result["tied_for_best"]]
+    top = max(c["metrics"]["ndcg_at_10"] for c in children)
+    assert any(c["metrics"]["ndcg_at_10"] == top for c in tied) and len(tied) < len(children)
+    assert all(not c["vs_best"]["significantly_worse"] for c in tied)
+    smallest = min((c["params"]["retriever.top_k"], c["params"]["memory.short_window"]) for c in tied)
+    assert (result["best"]["params"]["retriever.top_k"], result["best"]["params"]["memory.short_window"]) == smallest
     assert all(k.info.status == "FINISHED" for k in kids) and parent.info.status == "FINISHED"
 
     # hit rate and reference coverage do not fall as top_k grows (other settings fixed)
@@ -109,7 +117,14 @@ def test_scheduled_deployment_and_a_triggered_run(prefect_env, tmp_path):
         assert [s["schedule"]["cron"] for s in deployment["schedules"]] == ["0 2 * * *"]
         assert deployment["parameters"]["config"]["experiment"] == "demo"
 
-        flow_run = api_post(api_url, f"/deployments/{deployment['id']}/create_flow_run", {})
+        triggered = run_cli(["trigger", "nightly-test"], env=prefect_env, cwd=tmp_path)  # as serve printed it
+        assert triggered.returncode == 0, triggered.stderr
+        assert triggered.stdout.startswith("triggered ragmem-evaluate/nightly-test: flow run ")
+        flow_run = {"id": re.search(r"\(([0-9a-f-]{36})\)", triggered.stdout).group(1)}
+        unknown = run_cli(["trigger", "nosuch"], env=prefect_env, cwd=tmp_path)
+        assert unknown.returncode == 2 and "no deployment of that name" in unknown.stderr
+        assert "ragmem-evaluate/nightly-test" in unknown.stderr
+
         def finished():
             state = api_get(api_url, f"/flow_runs/{flow_run['id']}")["state_type"]
             return state if state in ("COMPLETED", "FAILED", "CRASHED") else None
@@ -121,6 +136,8 @@ def test_scheduled_deployment_and_a_triggered_run(prefect_env, tmp_path):
                                   filter_string=f"tags.`prefect.flow_run_id` = '{flow_run['id']}'")
         assert len(runs) == 1 and runs[0].info.status == "FINISHED"
         assert runs[0].data.metrics["f1"] > 0
+        tags = runs[0].data.tags  # a scheduled run is a JOB in MLflow's Source column
+        assert tags["mlflow.source.type"] == "JOB" and tags["mlflow.source.name"].startswith("ragmem serve ")
     finally:
         serve.terminate()
         serve.wait(timeout=30)
@@ -184,7 +201,7 @@ def test_bench_memory_two_conversations_with_baselines(prefect_env, tmp_path):
     assert reference["evidence_recall"] > 0
     # no memory recalls no turn: its evidence recall is undefined (not logged, counted), never 0
     assert "evidence_recall" not in runs["no_memory"].data.metrics
-    assert runs["no_memory"].data.metrics["n_evidence_undefined"] > 200
+    assert runs["no_memory"].data.metrics["count/n_evidence_undefined"] > 200
     assert runs["no_memory"].data.metrics["context_tokens_mean"] == 0
     artifacts = {a.path for a in client.list_artifacts(result["parent_run_id"])}
     assert {"locomo_results.csv", "locomo_results.json"} <= artifacts

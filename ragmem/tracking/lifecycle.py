@@ -4,6 +4,7 @@ idempotent logging of results (:func:`log_results`)."""
 from __future__ import annotations
 
 import contextlib
+import re
 import signal
 import threading
 from dataclasses import dataclass
@@ -104,11 +105,33 @@ def end_unfinished(tracker: Tracker | None, run_ids, status: str, reason: str) -
             _end(tracker, run_id, status, reason)
 
 
+_USAGE = re.compile(r"^(judge|embeddings|generator|layer)_(calls|failures|cache_hits|cache_hit_rate|tokens_in|"
+                    r"tokens_out|tokens|cost_usd)$")
+
+
+def metric_key(name: str) -> str:
+    """The name a metric is logged under in MLflow: scores under their own name, counts under
+    ``count/`` (``n_*``, ``undefined_*``, ``confusion_*``, ``*_errors``, ``*_failures``) and the usage of an
+    endpoint under ``usage/`` (``judge_calls``, ``judge_failures``, tokens, cost, cache hits), so
+    the UI's metric list and charts show the scores first and the counts apart."""
+    if _USAGE.match(name):
+        return f"usage/{name}"
+    if name.startswith(("n_", "undefined_", "confusion_")) or name.endswith(("_errors", "_failures")):
+        return f"count/{name}"
+    return name
+
+
+def metric_name(key: str) -> str:
+    """The inverse of :func:`metric_key`."""
+    return key.split("/", 1)[1] if key.startswith(("count/", "usage/")) else key
+
+
 def log_results(run: TrackedRun, *, params: dict[str, Any] | None = None,
                 metrics: dict[str, float | None] | None = None, tags: dict[str, str] | None = None,
                 json_files: dict[str, Any] | None = None, tables: dict[str, pd.DataFrame] | None = None,
-                figures: dict[str, Any] | None = None, files: tuple[Path, ...] = ()) -> None:
-    """Log results on a run, idempotently: params and tags are set (the same value again is a
+                figures: dict[str, Any] | None = None, files: tuple[Path, ...] = (),
+                texts: dict[str, str] | None = None) -> None:
+    """Log results on a run (metrics named by :func:`metric_key`), idempotently: params and tags are set (the same value again is a
     no-op), a metric the run already holds with the same value is not logged again (a retried step
     adds no second history entry), artifacts of the same name are replaced. Nothing happens when
     tracking is off."""
@@ -120,12 +143,15 @@ def log_results(run: TrackedRun, *, params: dict[str, Any] | None = None,
     if tags:
         tracker.set_tags(run.id, tags)
     if metrics:  # a value the run already holds is not logged again (no second history entry)
+        metrics = {metric_key(k): v for k, v in metrics.items()}
         held = tracker.client.get_run(run.id).data.metrics
         tracker.log_metrics(run.id, {k: v for k, v in metrics.items() if v is None or held.get(k) != float(v)})
     for name, payload in (json_files or {}).items():
         tracker.log_json(run.id, payload, name)
     for name, table in (tables or {}).items():
         tracker.log_table(run.id, table, name)
+    for name, text in (texts or {}).items():
+        tracker.log_text(run.id, text, name)
     for name, figure in (figures or {}).items():
         tracker.log_figure(run.id, figure, name)
     for path in files:

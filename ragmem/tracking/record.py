@@ -1,29 +1,103 @@
-"""What one evaluation run leaves in MLflow (:func:`record_run`)."""
+"""What one evaluation run leaves in MLflow (:func:`record_run`), so MLflow's own views are filled:
+
+- Runs table: params (settings that are set, by section), scores as metrics, counts and endpoint
+  usage apart (``count/``, ``usage/``: :func:`ragmem.tracking.lifecycle.metric_key`), the Source
+  column (``mlflow.source.*`` tags, :func:`ragmem.tracking.store.source_tags`) and the Dataset column;
+- Datasets: the data as the run's input (name, digest = ``data.sha256`` cut to MLflow's 36
+  characters, source path, schema of the fields the records use, profile with rows and the sha256);
+- Traces: the slowest and failed agent calls, each with the judge's verdict (its reason as the
+  rationale) and the example's headline scores as assessments;
+- Artifacts: config, summary, the per-example table, ``report.html`` (:mod:`ragmem.report_html`),
+  plots, the journal.
+"""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from ragmem.tracking.lifecycle import TrackedRun, log_results
+from ragmem.tracking.store import Feedback
+
+# per-example scores shown on a trace (5 ms each on sqlite: the headline ones, not every k)
+_ASSESSED = ("reference_coverage", "coverage", "token_f1", "rouge_l", "answer_correctness", "faithfulness",
+             "answer_relevancy", "contextual_precision", "context_entity_recall")
+_COLSPEC = {"id": "string", "query": "string", "reference_answer": "string", "generated_answer": "string",
+            "label": "long", "latency_ms": "double", "session_id": "string"}
+
+
+def dataset_schema(examples) -> dict[str, Any]:
+    """MLflow's column spec of the fields the records use (``contexts`` etc. as arrays of objects)."""
+    columns = []
+    for name in ("id", "query", "reference_answer", "generated_answer", "label", "latency_ms", "session_id",
+                 "contexts", "history", "relevant_context_ids", "relevance", "timings_ms"):
+        used = [getattr(e, name) for e in examples if getattr(e, name) not in (None, [], {})]
+        if not used:
+            continue
+        if name in _COLSPEC:
+            columns.append({"type": _COLSPEC[name], "name": name, "required": len(used) == len(examples)})
+        elif name == "relevant_context_ids":
+            columns.append({"type": "array", "items": {"type": "string"}, "name": name, "required": False})
+        elif name in ("relevance", "timings_ms"):
+            columns.append({"type": "map", "values": {"type": "double"}, "name": name, "required": False})
+        else:
+            columns.append({"type": "array", "items": {"type": "object", "properties": {
+                "text" if name == "contexts" else "content": {"type": "string", "required": True}}},
+                "name": name, "required": len(used) == len(examples)})
+    return {"mlflow_colspec": columns}
+
+
+def log_dataset(run: TrackedRun, params: dict[str, str], examples) -> None:
+    paths = params["data.path"].split(";")
+    name = Path(paths[0]).stem + (f" +{len(paths) - 1} files" if len(paths) > 1 else "")
+    run.tracker.log_dataset(run.id, name, params["data.sha256"], params["data.path"], dataset_schema(examples),
+                            {"num_rows": len(examples), "files": len(paths), "sha256": params["data.sha256"]})
+
+
+def assessments(table: pd.DataFrame, params: dict[str, str], ids: list[str]) -> dict[str, list[Feedback]]:
+    """Per example id of ``ids``: the judge's verdict (rationale: its reason) and the headline scores."""
+    k = max(int(x) for x in params.get("ranking.k", "10").split(","))
+    scored = [c for c in (*_ASSESSED, f"hit_rate_at_{k}", f"ndcg_at_{k}") if c in table.columns]
+    llm = params.get("judge.type") == "llm"
+    judge = ("LLM_JUDGE", params.get("judge.model", "llm")) if llm else ("CODE", "ragmem keyword judge")
+    out: dict[str, list[Feedback]] = {}
+    wanted = set(ids)
+    for row in table[table["id"].astype(str).isin(wanted)].to_dict("records"):
+        items = []
+        if row.get("verdict") is not None and not _missing(row["verdict"]):
+            reason = row.get("judge_reason")
+            items.append(Feedback("verdict", int(row["verdict"]), None if _missing(reason) else str(reason), *judge))
+        items += [Feedback(c, float(row[c])) for c in scored if not _missing(row.get(c))]
+        out[str(row["id"])] = items
+    return out
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
 
 def record_run(run: TrackedRun, resolved_config: dict[str, Any], params: dict[str, str],
                metrics: dict[str, float | None], counts: dict[str, int], table: pd.DataFrame,
                summary: dict[str, Any], examples=(), outputs=(), max_traces: int = 0,
                extra_files: tuple[Path, ...] = ()) -> int:
-    """Log one evaluation run: agent traces, params, metrics (+ counts and ``{metric}_ci_low/high``),
-    the resolved config, ``summary.json``, the per-example table (``examples.csv`` and the MLflow
+    """Log one evaluation run: the dataset as its input, agent traces with assessments, params, metrics (+ counts and ``{metric}_ci_low/high``),
+    the resolved config, ``summary.json``, ``report.html``, the per-example table (``examples.csv`` and the MLflow
     table ``examples.json``), the plots and ``extra_files`` (the journal). Idempotent (see
     :func:`log_results`; traces are written once). Returns the number of traces."""
-    from ragmem import plots
+    from ragmem import plots, report_html
 
     if run.id is None:
         return 0
+    if run.logged("input") is None:
+        log_dataset(run, params, examples)
+        run.mark("input", "1")
     traced = run.logged("traces")
     if traced is None:
-        n_traces = run.tracker.log_agent_traces(run.id, summary["experiment"], examples, outputs, max_traces)
+        n_traces = run.tracker.log_agent_traces(run.id, summary["experiment"], examples, outputs, max_traces,
+                                                lambda ids: assessments(table, params, ids))
         run.mark("traces", str(n_traces))
     else:
         n_traces = int(traced)
@@ -38,5 +112,6 @@ def record_run(run: TrackedRun, resolved_config: dict[str, Any], params: dict[st
                 metrics={**metrics, **intervals, **{k: float(v) for k, v in counts.items()},
                          "n_traces": float(n_traces)},
                 json_files={"config.json": resolved_config, "summary.json": summary},
-                tables={"examples": table}, figures=figures, files=extra_files)
+                tables={"examples": table}, figures=figures, files=extra_files,
+                texts={"report.html": report_html.run_page(summary, table)})
     return n_traces

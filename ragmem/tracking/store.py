@@ -4,16 +4,20 @@ process-wide tracking URI that MLflow's trace exporter reads (:func:`process_tra
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import os
 import re
 import sqlite3
+import subprocess
+import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pandas as pd
 
@@ -85,6 +89,51 @@ def process_tracking_uri(uri: str) -> Iterator[None]:
                 _URI_CHANGED.notify_all()
 
 
+@dataclass(frozen=True)
+class Feedback:
+    """One assessment of an example, attached to its trace (MLflow's ``Feedback``)."""
+
+    name: str
+    value: float | int | str | bool | None
+    rationale: str | None = None
+    source_type: str = "CODE"  # or LLM_JUDGE
+    source_id: str = "ragmem"
+
+
+_DATASETS = threading.Lock()
+EXPERIMENT_KIND = "custom_model_development"  # the UI opens on the runs, not on an empty GenAI overview
+
+
+def _git(*args: str) -> str | None:
+    try:
+        out = subprocess.run(["git", *args], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def source_tags() -> dict[str, str]:
+    """MLflow's source tags for the runs this process creates (the UI's Source column): the command
+    (``RAGMEM_SOURCE_NAME``, set by the ``ragmem`` command line: ``ragmem run configs/demo.yaml``;
+    else the script), ``JOB`` for scheduled runs (``ragmem serve``) and ``LOCAL`` otherwise, and the
+    working directory's git commit and branch when it is a git checkout."""
+    name = os.environ.get("RAGMEM_SOURCE_NAME") or (
+        os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] not in ("", "-c") else "python")
+    tags = {"mlflow.source.name": name, "mlflow.source.type": "JOB" if name.startswith("ragmem serve") else "LOCAL"}
+    return tags | _git_tags(os.getcwd())
+
+
+@functools.lru_cache(maxsize=8)
+def _git_tags(cwd: str) -> dict[str, str]:
+    tags = {}
+    for key, args in (("mlflow.source.git.commit", ("rev-parse", "HEAD")),
+                      ("mlflow.source.git.branch", ("rev-parse", "--abbrev-ref", "HEAD"))):
+        value = _git("-C", cwd, *args)
+        if value:
+            tags[key] = value
+    return tags
+
+
 class Tracker:
     """A thin, explicit-run-id wrapper over ``MlflowClient``."""
 
@@ -107,7 +156,8 @@ class Tracker:
         else:
             location = f"{self.artifact_root.rstrip('/')}/{_slug(name)}"
         try:
-            return self.client.create_experiment(name, artifact_location=location)
+            return self.client.create_experiment(name, artifact_location=location,
+                                                 tags={"mlflow.experimentKind": EXPERIMENT_KIND})
         except Exception:  # created concurrently by another process: use theirs
             found = self.client.get_experiment_by_name(name)
             if found is None:
@@ -121,7 +171,7 @@ class Tracker:
         recognisable (see :mod:`ragmem.resume`)."""
         from ragmem.resume import host
 
-        tags = {"ragmem.host": host(), "ragmem.pid": str(os.getpid()), **(tags or {})}
+        tags = {**source_tags(), "ragmem.host": host(), "ragmem.pid": str(os.getpid()), **(tags or {})}
         if parent_run_id:
             tags["mlflow.parentRunId"] = parent_run_id
         run = self.client.create_run(self.experiment_id(experiment), run_name=run_name, tags=tags)
@@ -202,17 +252,43 @@ class Tracker:
             self.client.log_artifact(run_id, str(path))
         self.client.log_table(run_id, data=flat.astype(object).where(flat.notna(), None), artifact_file=f"{name}.json")
 
+    def log_dataset(self, run_id: str, name: str, digest: str, source: str, schema: dict[str, Any],
+                    profile: dict[str, Any]) -> None:
+        """The run's input dataset (the UI's Dataset column and Datasets page). MLflow caps a digest
+        at 36 characters: ``digest`` is cut to that (the whole sha256 is in ``profile``)."""
+        from mlflow.entities import Dataset, DatasetInput, InputTag
+
+        dataset = Dataset(name=name, digest=digest[:36], source_type="local", source=json.dumps({"uri": source}),
+                          schema=json.dumps(schema), profile=json.dumps(profile))
+        entry = [DatasetInput(dataset, tags=[InputTag("mlflow.data.context", "evaluation")])]
+        # the store inserts a dataset it has not seen: sweep children logging the same data at once
+        # would race on its unique key (serialized here; another process's insert: tried again once)
+        with _DATASETS:
+            try:
+                self.client.log_inputs(run_id, datasets=entry)
+            except Exception as exc:
+                if "UNIQUE" not in str(exc) and "Duplicate" not in str(exc):
+                    raise
+                self.client.log_inputs(run_id, datasets=entry)
+
+    def log_text(self, run_id: str, text: str, artifact_file: str) -> None:
+        self.client.log_text(run_id, text, artifact_file)
+
     def log_file(self, run_id: str, path: str | Path, artifact_path: str | None = None) -> None:
         self.client.log_artifact(run_id, str(path), artifact_path)
 
     def log_figure(self, run_id: str, figure: Any, artifact_file: str) -> None:
         self.client.log_figure(run_id, figure, artifact_file)
 
-    def log_agent_traces(self, run_id: str, experiment: str, examples, outputs, limit: int) -> int:
+    def log_agent_traces(self, run_id: str, experiment: str, examples, outputs, limit: int,
+                         assess: Callable[[list[str]], dict[str, list[Feedback]]] | None = None) -> int:
         """One MLflow trace per timed agent call, with a span per reported stage, so a slow or wrong
         answer can be opened in the UI. Writing a trace to sqlite costs ~60 ms (measured), so at most
-        ``limit`` calls are traced: failed calls first, then the slowest. Returns how many."""
+        ``limit`` calls are traced: failed calls first, then the slowest. Each trace carries the
+        assessments ``assess(example ids)`` gives for its example (the judge's verdict, per-example scores; ~5 ms each on
+        sqlite, measured), so the Traces view shows quality next to each call. Returns how many."""
         import mlflow
+        from mlflow.tracing.client import TracingClient
 
         timed = [(ex, out) for ex, out in zip(examples, outputs) if out.started_at_ns is not None]
         timed.sort(key=lambda pair: (pair[1].error is None, -(pair[1].latency_s or 0.0)))
@@ -221,12 +297,22 @@ class Tracker:
         experiment_id = self.experiment_id(experiment)
         # MLflow exports traces to the *process-wide* tracking URI, whatever client started them
         with process_tracking_uri(self.uri):
-            for ex, out in timed[:limit]:
-                self._trace(run_id, experiment_id, ex, out)
+            traced = [(str(ex.id), self._trace(run_id, experiment_id, ex, out)) for ex, out in timed[:limit]]
             mlflow.flush_trace_async_logging()
+            if assess is not None:
+                assessments = assess([example_id for example_id, _ in traced])
+                from mlflow.entities import AssessmentSource
+                from mlflow.entities import Feedback as MlflowFeedback
+
+                client = TracingClient(self.uri)
+                for example_id, trace_id in traced:
+                    for f in assessments.get(example_id, ()):
+                        client.log_assessment(trace_id, MlflowFeedback(
+                            name=f.name, value=f.value, rationale=f.rationale,
+                            source=AssessmentSource(source_type=f.source_type, source_id=f.source_id)))
         return min(limit, len(timed))
 
-    def _trace(self, run_id: str, experiment_id: str, ex, out) -> None:
+    def _trace(self, run_id: str, experiment_id: str, ex, out) -> str:
         start = out.started_at_ns
         end = start + int((out.latency_s or 0.0) * 1e9)
         root = self.client.start_trace(
@@ -244,6 +330,7 @@ class Tracker:
         self.client.end_trace(root.trace_id, outputs={"answer": out.answer, "n_contexts": len(out.contexts),
                                                       "error": out.error},
                               status="ERROR" if out.error else "OK", end_time_ns=end)
+        return root.trace_id
 
     def _terminate(self, run_id: str, status: str) -> None:
         self.client.set_terminated(run_id, status=status)

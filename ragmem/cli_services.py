@@ -1,0 +1,125 @@
+"""The ``ragmem`` commands around the runs: the local Prefect server (``server start|status|stop``),
+the MLflow UI (``ui``), triggering a served deployment (``trigger``) and the HTML report
+(``report``). Registered on the one ``ragmem`` command in :mod:`ragmem.cli`."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from ragmem.errors import RagmemError
+from ragmem.report import out
+
+server_app = typer.Typer(no_args_is_help=True, help="The local Prefect server ragmem manages.")
+
+
+def _tracking_client(tracking_uri: str | None):
+    from ragmem.config import DEFAULT_TRACKING_URI
+    from ragmem.tracking import Tracker
+
+    return Tracker(tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI).client
+
+
+def report(
+    runs: List[str] = typer.Argument(..., help="RUN for its report, or RUN_A RUN_B for a diff (ids or unique prefixes)."),
+    output: Path = typer.Option(Path("report.html"), "--output", "-o", help="Where to write the HTML page."),
+    tracking_uri: Optional[str] = typer.Option(None, "--tracking-uri", help="Default: MLFLOW_TRACKING_URI or sqlite:///mlruns/mlflow.db."),
+    resamples: int = typer.Option(1000, "--resamples", help="Diff: bootstrap/randomization resamples."),
+    seed: int = typer.Option(0, "--seed", help="Diff: random seed."),
+) -> None:
+    """Write a run's self-contained HTML report, or a diff of two runs example by example."""
+    from ragmem import report_html
+    from ragmem.cli import _writable
+
+    if len(runs) not in (1, 2):
+        raise RagmemError(f"report: give one run id (its report) or two (a diff), got {len(runs)}")
+    output = _writable(output)
+    page = report_html.from_tracking(_tracking_client(tracking_uri), list(runs), resamples, seed)
+    output.write_text(page, encoding="utf-8")
+    out.print(f"{'diff' if len(runs) == 2 else 'report'} written to {output}", markup=False, highlight=False)
+
+
+def trigger(name: str = typer.Argument(..., help="Deployment name (as ragmem serve printed it), or FLOW/NAME.")) -> None:
+    """Start a run of a served deployment now (it runs in the ragmem serve process)."""
+    from ragmem.orchestration import configured_api_url, healthy, managed_port
+    from ragmem.scheduling import trigger as start
+
+    url = configured_api_url() or f"http://127.0.0.1:{managed_port()}/api"
+    if not healthy(url):
+        raise RagmemError(f"trigger: no Prefect server answers at {url}; is ragmem serve running? "
+                          "(it starts the local server; set PREFECT_API_URL for another one)")
+    deployment, run_name, run_id = start(name, url)
+    out.print(f"triggered {deployment}: flow run {run_name} ({run_id}); the ragmem serve process runs it",
+              markup=False, highlight=False)
+
+
+def ui(
+    port: int = typer.Option(5000, "--port", help="Port of the MLflow UI."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (127.0.0.1 keeps it local)."),
+    tracking_uri: Optional[str] = typer.Option(None, "--tracking-uri",
+                                               help="Store to show (default: MLFLOW_TRACKING_URI or sqlite:///mlruns/mlflow.db)."),
+    workers: int = typer.Option(1, "--workers", help="Server worker processes (one is plenty for one user)."),
+) -> None:
+    """Serve the MLflow UI for the tracking store on 127.0.0.1."""
+    from ragmem.config import DEFAULT_ARTIFACT_ROOT, DEFAULT_TRACKING_URI
+    from ragmem.tracking import prepare_local_store
+
+    uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
+    prepare_local_store(uri)
+    out.print(f"MLflow UI for {uri} at http://{host}:{port} (Ctrl+C to stop)")
+    command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
+               "--default-artifact-root", str(Path(DEFAULT_ARTIFACT_ROOT).resolve()),
+               "--host", host, "--port", str(port), "--workers", str(workers)]
+    # MLflow's server imports print deprecation warnings of its own dependencies: not the user's to fix
+    env = {**os.environ, "PYTHONWARNINGS": os.environ.get("PYTHONWARNINGS") or "ignore::DeprecationWarning"}
+    os.execve(sys.executable, command, env)
+
+
+@server_app.command("start")
+def server_start() -> None:
+    """Start (or find) the local Prefect server on 127.0.0.1."""
+    from ragmem.cli import _setup_logging, log
+    from ragmem.orchestration import ensure_managed_server
+
+    _setup_logging(False)
+    server = ensure_managed_server(log=log.info)
+    out.print(f"Prefect server {'started' if server.started else 'already running'} at {server.api_url}")
+
+
+@server_app.command("status")
+def server_status() -> None:
+    """Show which Prefect API runs report to, and which checkout and ragmem home started it."""
+    from ragmem.journal import ragmem_home
+    from ragmem.orchestration import configured_api_url, healthy, managed_port, server_owner
+
+    url = configured_api_url()
+    if url:
+        out.print(f"PREFECT_API_URL={url} ({'answering' if healthy(url) else 'not answering'})")
+        return
+    url = f"http://127.0.0.1:{managed_port()}/api"
+    if not healthy(url):
+        out.print(f"local server {url}: not running (started by the next run)")
+        return
+    owner = server_owner(managed_port())
+    here = str(ragmem_home().resolve())
+    if owner is None:
+        out.print(f"local server {url}: running (started outside ragmem, or its process is not visible here)")
+    elif owner["home"] and str(Path(owner["home"]).resolve()) == here:
+        out.print(f"local server {url}: running, pid {owner['pid']}, started from {owner['cwd']} "
+                  f"with this ragmem home ({here})", markup=False, highlight=False)
+    else:
+        out.print(f"local server {url}: running, pid {owner['pid']}, started from {owner['cwd']} with another "
+                  f"ragmem home ({owner['home']}); ragmem server stop stops only a server this home started",
+                  markup=False, highlight=False)
+
+
+@server_app.command("stop")
+def server_stop() -> None:
+    """Stop the local Prefect server ragmem started."""
+    from ragmem.orchestration import stop_managed_server
+
+    out.print("stopped" if stop_managed_server() else "no server started by this ragmem home is running")

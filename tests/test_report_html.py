@@ -1,0 +1,103 @@
+"""report.html (logged with every run) and ``ragmem report``: a self-contained page, rendered in a
+real headless browser (Debian's chromium) when one is installed."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from mlflow import MlflowClient
+
+import ragmem
+from ragmem import report_html
+from tests.conftest import ROOT, run_cli
+
+DEMO = ROOT / "ragmem" / "datasets" / "demo_bilingual.json"
+BROWSER = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+def test_keywords_are_highlighted_and_everything_else_escaped():
+    assert report_html.keywords("rag 检索 模型") == ["rag", "检索", "模型"]
+    assert report_html.keywords('["a b", "c"]') == ["a b", "c"]
+    marked = report_html.highlight("RAG <b>检索</b> & 检索模型", ["rag", "检索", "检索模型"], "hit")
+    assert marked == ('<mark class="hit">RAG</mark> &lt;b&gt;<mark class="hit">检索</mark>&lt;/b&gt; &amp; '
+                      '<mark class="hit">检索模型</mark>')
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory, shared_store):
+    """The demo data, and a copy whose first six passing answers were replaced by wrong ones."""
+    folder = tmp_path_factory.mktemp("report")
+    records = json.loads(DEMO.read_text(encoding="utf-8"))
+    base = ragmem.evaluate(str(DEMO), experiment="report-html", tracking=shared_store)
+    passing = [i for i, r in enumerate(records) if base.table.loc[i, "verdict"] == 1][:6]
+    for i in passing:
+        records[i]["generated_answer"] = "I do not know."
+    worse_path = folder / "worse.json"
+    worse_path.write_text(json.dumps(records, ensure_ascii=False), encoding="utf-8")
+    worse = ragmem.evaluate(str(worse_path), experiment="report-html", tracking=shared_store)
+    return base, worse, [records[i]["id"] for i in passing], folder
+
+
+def test_every_run_logs_a_self_contained_report(two_runs, shared_store):
+    base, _, _, folder = two_runs
+    client = MlflowClient(shared_store["uri"])
+    page = Path(client.download_artifacts(base.run_id, "report.html", str(folder))).read_text(encoding="utf-8")
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)  # nothing fetched at view time
+    assert "<script" not in page  # works in MLflow's sandboxed artifact viewer
+    headline = page.index("<h2>Headline metrics</h2>")
+    assert page.index(">pass_rate<", headline) < page.index(">reference_coverage<", headline)
+    assert "0.5833" in page and "[0.4167, 0.7500]" in page  # pass rate and its interval
+    assert "Worst examples (25 of 36)" in page and "Failures (0)" in page and "<h2>Latency</h2>" in page
+    assert page == report_html.from_tracking(client, [base.run_id[:8]])  # ragmem report RUN rebuilds it
+
+
+def test_a_diff_shows_the_flipped_verdicts(two_runs, shared_store):
+    base, worse, flipped, _ = two_runs
+    page = report_html.from_tracking(MlflowClient(shared_store["uri"]), [base.run_id, worse.run_id[:10]], resamples=200)
+    assert "Flipped to fail (pass in A, fail in B): 6" in page and "Flipped to pass (fail in A, pass in B): 0" in page
+    section = page[page.index("Flipped to fail"):page.index("Flipped to pass")]
+    assert re.findall(r"<tr><td>([^<]+)</td>", section) == flipped
+    assert "I do not know." in section and ">pass_rate<" in page
+
+
+@pytest.mark.e2e
+def test_the_pages_render_in_a_headless_browser(two_runs, shared_store, tmp_path):
+    if BROWSER is None:
+        pytest.skip("no chromium installed (Debian: apt-get install chromium); the pages are checked as text above")
+    base, worse, flipped, _ = two_runs
+    env = {"MLFLOW_TRACKING_URI": shared_store["uri"], **{k: v for k, v in __import__("os").environ.items()
+                                                          if k != "MLFLOW_TRACKING_URI"}}
+    for args, name in (([base.run_id[:8]], "report.html"), ([base.run_id[:8], worse.run_id[:8]], "diff.html")):
+        done = run_cli(["report", *args, "--output", str(tmp_path / name), "--resamples", "200"], env=env, cwd=tmp_path)
+        assert done.returncode == 0 and done.stdout.strip().endswith(f"written to {tmp_path / name}"), done.stderr
+    for name, expected in (("report.html", ["pass_rate", "Worst examples (25 of 36)", "en-10"]),
+                           ("diff.html", ["Flipped to fail (pass in A, fail in B): 6", *flipped])):
+        shown = subprocess.run([BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                                f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr", "--v=0",
+                                "--dump-dom", (tmp_path / name).as_uri()], capture_output=True, text=True, timeout=120)
+        assert shown.returncode == 0, shown.stderr[-2000:]
+        text = re.sub(r"<[^>]+>", "", shown.stdout)
+        for item in expected:
+            assert item in text, (name, item)
+        console = [line for line in shown.stderr.splitlines() if "CONSOLE" in line or "net::ERR" in line]
+        assert console == [], console  # no script error, no failed request
+
+
+def test_a_failed_call_without_an_answer_is_shown_with_its_reason():
+    import pandas as pd
+
+    table = pd.DataFrame([{"id": "x1", "query": "q?", "generated_answer": float("nan"), "reference_answer": "ref",
+                           "error": "TimeoutError: agent call exceeded 2 s", "judge_error": None, "verdict": float("nan"),
+                           "judge_reason": float("nan"), "kw_reference": "ref", "kw_generated": float("nan"),
+                           "contexts": [], "latency_s": float("nan")}])
+    summary = {"experiment": "e", "run_id": None, "n_examples": 1, "n_errors": 1, "metrics": {"pass_rate": None},
+               "ci": {}, "params": {}}
+    page = report_html.run_page(summary, table)
+    assert "Failures (1)" in page and "TimeoutError: agent call exceeded 2 s" in page and ">nan<" not in page
+    assert "no answer" in page and "not judged" in page and "latency not measured" in page
