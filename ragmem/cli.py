@@ -12,7 +12,7 @@ from typing import Any, Callable, List, Optional
 import typer
 
 from ragmem.errors import RagmemError, Stopped
-from ragmem.report import out, print_bench, print_paired, print_runs, print_summary, print_sweep
+from ragmem.report import out, plural, print_bench, print_paired, print_runs, print_summary, print_sweep
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Evaluate RAG systems and agent memory layers; every run is tracked in MLflow.")
@@ -201,7 +201,7 @@ def sweep(
 def compare(
     runs: List[str] = typer.Argument(None, help="RUN_A RUN_B for a paired comparison; none for a table of runs."),
     experiment: str = typer.Option("ragmem", "--experiment", "-e", help="Experiment whose runs to list."),
-    metric: str = typer.Option("f1", "--metric", "-m", help="Metric to sort by (best first)."),
+    metric: str = typer.Option("pass_rate", "--metric", "-m", help="Metric to sort by (best first)."),
     last: int = typer.Option(20, "--last", "-n", help="How many of the latest runs to list."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write the comparison as JSON."),
     tracking_uri: Optional[str] = typer.Option(None, "--tracking-uri", help="Default: MLFLOW_TRACKING_URI or sqlite:///mlruns/mlflow.db."),
@@ -227,7 +227,7 @@ def compare(
             _write(output, result, "comparison")
         return
     table, warnings = list_runs(client, experiment, metric, last)
-    print_runs(table, f"{experiment}: {len(table)} run(s), sorted by {metric}", warnings)
+    print_runs(table, f"{experiment}: {plural(len(table), 'run')}, sorted by {metric}", warnings)
     if output:
         _write(output, {"experiment": experiment, "metric": metric, "warnings": warnings,
                         "runs": json.loads(table.to_json(orient="records"))}, "comparison")
@@ -318,7 +318,7 @@ def validate(
         print(f"invalid: {problem}", file=sys.stderr)
     n_bad = len({p.record for p in report.problems})
     if report.problems:
-        print(f"{data}: {report.n_records} records, {n_bad} invalid, {len(report.problems)} problem(s)",
+        print(f"{data}: {plural(report.n_records, 'record')}, {n_bad} invalid, {plural(len(report.problems), 'problem')}",
               file=sys.stderr)
         raise typer.Exit(2)
     print(f"{data}: {report.n_records} record{'s' if report.n_records != 1 else ''}, all valid")

@@ -71,11 +71,14 @@ def ui(
     uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
     prepare_local_store(uri)
     out.print(f"MLflow UI for {uri} at http://{host}:{port} (Ctrl+C to stop)")
-    command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
+    command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--registry-store-uri", uri,
                "--default-artifact-root", str(Path(DEFAULT_ARTIFACT_ROOT).resolve()),
-               "--host", host, "--port", str(port), "--workers", str(workers)]
-    # MLflow's server imports print deprecation warnings of its own dependencies: not the user's to fix
-    env = {**os.environ, "PYTHONWARNINGS": os.environ.get("PYTHONWARNINGS") or "ignore::DeprecationWarning"}
+               "--host", host, "--port", str(port), "--workers", str(workers),
+               "--uvicorn-opts", "--log-level warning"]  # (uvicorn's per-start INFO lines)
+    # quiet: MLflow's server prints its dependencies' deprecation warnings (Starlette's are UserWarnings)
+    # and INFO lines about its job backends; not the user's to act on. Errors still show.
+    env = {**os.environ, "PYTHONWARNINGS": os.environ.get("PYTHONWARNINGS") or "ignore",
+           "MLFLOW_LOGGING_LEVEL": os.environ.get("MLFLOW_LOGGING_LEVEL") or "WARNING"}
     os.execve(sys.executable, command, env)
 
 

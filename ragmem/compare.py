@@ -8,15 +8,16 @@ practice): each run logs signatures (``keywords.signature``, ``judge.signature``
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pandas as pd
 
 from ragmem.errors import RagmemError
-from ragmem.tracking.lifecycle import metric_key
+from ragmem.tracking.lifecycle import metric_key, metric_name
 
 SIGNATURE_PARAMS = ("keywords.signature", "judge.signature", "data.sha256", "ranking.k", "zero_division")
-DEFAULT_COLUMNS = ("f1", "accuracy", "reference_coverage", "hit_rate_at_10", "mrr_at_10", "latency_p95")
+DEFAULT_COLUMNS = ("pass_rate", "reference_coverage", "hit_rate_at_10", "ndcg_at_10", "latency_p95")
 _VOLATILE = {"data.path", "ragmem.version"}
 
 
@@ -33,7 +34,20 @@ def signature_warnings(params: list[dict[str, str]]) -> list[str]:
     return warnings
 
 
-def list_runs(client, experiment: str, metric: str = "f1", last: int = 20) -> tuple[pd.DataFrame, list[str]]:
+def _is_metric_name(name: str) -> bool:
+    from ragmem.errors import ConfigError
+    from ragmem.metrics import expand_selection
+    from ragmem.metrics.ranking import DEFAULT_KS
+
+    at_k = [int(k) for k in re.findall(r"_at_(\d+)$", name)]
+    try:
+        expand_selection([name], tuple(sorted({*DEFAULT_KS, *at_k})))
+    except ConfigError:
+        return False
+    return True
+
+
+def list_runs(client, experiment: str, metric: str = "pass_rate", last: int = 20) -> tuple[pd.DataFrame, list[str]]:
     """The last ``last`` runs of an experiment: params that differ between them, the chosen metric
     and a few common ones, sorted by the metric (best first)."""
     found = client.get_experiment_by_name(experiment)
@@ -44,6 +58,10 @@ def list_runs(client, experiment: str, metric: str = "f1", last: int = 20) -> tu
     runs = client.search_runs([found.experiment_id], order_by=["attributes.start_time DESC"], max_results=last)
     if not runs:
         raise RagmemError(f"experiment {experiment!r} has no runs")
+    logged = sorted({metric_name(k) for r in runs for k in r.data.metrics if not k.endswith(("_ci_low", "_ci_high"))})
+    if metric not in logged and not _is_metric_name(metric):
+        raise RagmemError(f"--metric {metric!r}: not a metric ragmem computes, and none of the last {len(runs)} "
+                          f"runs of {experiment!r} logged it; logged: {', '.join(logged) or '(none)'}")
     params = [r.data.params for r in runs if r.data.params]  # an unfinished run has logged none yet
     keys = sorted({k for p in params for k in p})
     differing = [k for k in keys if k not in _VOLATILE and not k.startswith(("sweep.", "best."))

@@ -29,10 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from ragmem import endpoints, environment, pipeline
-from ragmem.prompts import estimate_tokens
 from ragmem.config import RunConfig
 from ragmem.llm import Result
+from ragmem.prompts import estimate_tokens
 from ragmem.schema import AgentOutput, Context
+from ragmem.text import plural
 
 _REASON = "x" * 120  # a verdict's reason: about 30 tokens, the length judges typically give
 
@@ -207,7 +208,8 @@ def dry_run(cfg: RunConfig, config_name: str = "", *, resume: str | None = None,
     probed = endpoints.configured(cfg)
     if preflight:
         endpoints.preflight(probed)
-        checked = f"{len(probed)} endpoint(s) answer: {', '.join(e.setting for e in probed)}" if probed else "no endpoints"
+        verb = "answers" if len(probed) == 1 else "answer"
+        checked = f"{plural(len(probed), 'endpoint')} {verb}: {', '.join(e.setting for e in probed)}" if probed else "no endpoints"
     else:
         checked = "skipped (--no-preflight)"
     result = DryRun(config_name, len(dataset), "", checked)

@@ -29,10 +29,11 @@ from ragmem import resume as resumes
 from ragmem.config import RunConfig
 from ragmem.errors import failure_message  # noqa: F401  (also ragmem.engine.failure_message)
 from ragmem.journal import Journal
-from ragmem.masking import mask
 from ragmem.loaders import Dataset
+from ragmem.masking import mask
 from ragmem.schema import AgentOutput, Example
-from ragmem.tracking import (Tracker, TrackedRun, end_unfinished, is_transient, log_results, process_tracking_uri,
+from ragmem.text import plural
+from ragmem.tracking import (TrackedRun, Tracker, end_unfinished, is_transient, log_results, process_tracking_uri,
                              record_run, tracked_run)
 
 log = logging.getLogger("ragmem")
@@ -364,7 +365,7 @@ def _bench_method(spec, conversations, selected, kit, cfg: RunConfig, steps: Ste
                     getattr(ingested, name).extend(getattr(got, name))
                 lost = got.add_errors + got.reset_errors
                 log.info("bench-memory: %s: conversation %s done (%d questions%s)", spec.name, conversation.id,
-                         len(done), f"; {len(lost)} add/reset failure(s), first: {lost[0]}" if lost else "")
+                         len(done), f"; {plural(len(lost), 'add/reset failure')}, first: {lost[0]}" if lost else "")
             verdicts = steps.judge_answers(spec.name, kit.judge, answered)
             rows, metrics = memory_bench.score(answered, ingested, kit.scorer, verdicts, kit.count_tokens)
             metrics.update(kit.usage_since(before, layer))

@@ -17,6 +17,7 @@ from typing import Any, Iterable
 from ragmem.errors import DataError
 from ragmem.readers import detect_format, parse_embedded, read_records
 from ragmem.schema import CONTEXT_SOURCES, Context, Example
+from ragmem.text import plural
 
 #: Canonical field -> accepted names, first match wins. ragmem/original, RAGAS, DeepEval/eval-lib.
 FIELD_ALIASES: dict[str, tuple[str, ...]] = {
@@ -319,7 +320,7 @@ def _load(files: list[DataFile], require_answer: bool) -> Dataset:
         if report.problems:
             first = report.problems[0]
             more = len(report.problems) - 1
-            suffix = f" (and {more} more problem(s); run `ragmem validate {report.file}`)" if more else ""
+            suffix = f" (and {plural(more, 'more problem')}; run `ragmem validate {report.file}`)" if more else ""
             raise DataError(first.file, first.detail + suffix, first.record, first.field)
         digest.update(data_file.path.read_bytes())
         digest.update(f"|label={data_file.label}|".encode())

@@ -32,12 +32,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ragmem.errors import ConfigError, failure_message
 from ragmem.config import as_section
-from ragmem.settings import MethodSpec
+from ragmem.errors import ConfigError, failure_message
 from ragmem.judges import JudgeItem
-from ragmem.locomo import Conversation, QA
+from ragmem.locomo import QA, Conversation
 from ragmem.reference.memory import BM25Memory
+from ragmem.settings import MethodSpec
+from ragmem.text import plural
 from ragmem.text.keywords import KeywordExtractor
 
 METHOD_TYPES = ("reference", "full_context", "no_memory", "python", "http")
@@ -369,5 +370,5 @@ def failure(answered: Sequence[Answered], ingested: Ingested) -> str | None:
         return None
     reasons = collections.Counter(a.error for a in answered)
     reason, count = reasons.most_common(1)[0]
-    lost = f"; {len(ingested.add_errors)} add(s) failed too" if ingested.add_errors else ""
+    lost = f"; {plural(len(ingested.add_errors), 'add')} failed too" if ingested.add_errors else ""
     return f"every one of the {len(answered)} questions failed ({count} with {reason}){lost}"

@@ -34,14 +34,14 @@ def confusion_matrix_figure(counts: dict[str, float]) -> Figure:
 
 
 def latency_histogram_figure(table: pd.DataFrame) -> Figure:
-    """Histogram of measured call latencies (seconds) with p50/p95 marked."""
-    seconds = table["latency_s"].dropna()
+    """Histogram of measured call latencies in ms (measured in seconds) with p50/p95 marked."""
+    seconds = table["latency_s"].dropna() * 1000  # (ms)
     fig, (ax,) = _subplots(5, 3.6)
     ax.hist(seconds, bins=min(30, max(5, len(seconds) // 2)), color="#4c72b0")
     for q, style in ((0.5, "--"), (0.95, ":")):
         value = seconds.quantile(q)
-        ax.axvline(value, color="k", linestyle=style, label=f"p{int(q * 100)} = {value:.3f} s")
-    ax.set_xlabel("latency (s)")
+        ax.axvline(value, color="k", linestyle=style, label=f"p{int(q * 100)} = {value:.1f} ms")
+    ax.set_xlabel("latency (ms)")
     ax.set_ylabel("examples")
     ax.set_title(f"Agent latency (n = {len(seconds)})")
     ax.legend()

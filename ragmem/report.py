@@ -3,21 +3,67 @@ comparison, the memory benchmark. Everything shown is also in the JSON the comma
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
-out = Console(width=max(Console().width, 120))
+from ragmem.text import plural  # noqa: F401  (also ragmem.report.plural)
+
+
+def _width() -> int:
+    """The terminal's width, kept within 80..120 (a pipe or a test capture: 120)."""
+    import shutil
+
+    columns = shutil.get_terminal_size((120, 24)).columns
+    return max(80, min(columns, 120))
+
+
+out = Console(width=_width())
+
+#: Short column headers (tables fit 80-120 columns without breaking a word), explained by a legend.
+_SHORT = (("reference_coverage", "ref_cov"), ("hit_rate_at_", "hit@"), ("mrr_at_", "mrr@"), ("ndcg_at_", "ndcg@"),
+          ("recall_at_", "recall@"), ("precision_at_", "prec@"), ("map_at_", "map@"), ("avg_coverage", "ctx_cov"),
+          ("short_window", "window"), ("avg_latency", "lat"))
+
+
+def short(name: str) -> str:
+    for long, brief in _SHORT:
+        name = name.replace(long, brief)
+    return name
+
+
+def legend(names) -> str | None:
+    used = [(long + ("k" if long.endswith("_at_") else ""), brief + ("k" if brief.endswith("@") else ""))
+            for long, brief in _SHORT if any(long in n for n in names)]
+    return ("columns: " + ", ".join(f"{b} = {lg}" for lg, b in used)) if used else None
+
+
+def is_latency(name: str) -> bool:
+    return "latency" in name and not name.startswith(("n_", "count/"))
+
+
+def label(name: str) -> str:
+    """A metric's name as shown: latencies are shown in ms (MLflow and the JSON keep seconds)."""
+    return f"{name} (ms)" if is_latency(name) else name
+
+
+def say(text: str) -> None:
+    """A line of text: never hard-wrapped (a long one wraps in the terminal), no markup."""
+    out.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
 def fmt(name: str, value: Any) -> str:
-    if value is None:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n/a"
     if name.startswith(("confusion_", "n_")):
         return str(int(value))
+    if is_latency(name) and isinstance(value, (int, float)):
+        return f"{value * 1000:.1f}"
     if isinstance(value, float):
         return f"{value:.4f}" if abs(value) < 1e5 else f"{value:.4g}"
     return str(value)
@@ -36,122 +82,171 @@ def _headline(name: str, max_k: int | None) -> bool:
 
 
 def print_summary(summary: dict[str, Any], show_all: bool = False) -> None:
-    table = Table(title=f"{summary['experiment']}: n={summary['n_examples']}, errors={summary['n_errors']}",
-                  title_justify="left")
+    table = Table(title=f"{summary['experiment']}: {plural(summary['n_examples'], 'example')}, "
+                        f"{plural(summary['n_errors'], 'error')}", title_justify="left")
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column("CI (bootstrap)", justify="right")
     intervals = summary.get("ci", {})
     ks = [int(k) for k in str(summary.get("params", {}).get("ranking.k", "")).split(",") if k.strip().isdigit()]
     hidden = 0
-    agreement = ("accuracy", "precision", "recall", "f1")
+    agreement = ("accuracy", "precision", "recall", "f1", "judge_label_kappa")
+    nulls, rows, agreeing = [], [], []
     for name, value in summary["metrics"].items():
-        if not show_all and (not _headline(name, max(ks) if ks else None) or (name in agreement and value is None)):
-            hidden += 1  # (agreement with labels is shown when there are labels to agree with)
+        if not show_all and not _headline(name, max(ks) if ks else None):
+            hidden += 1
+            continue
+        if value is None and not show_all:  # (agreement with labels: shown when there are labels)
+            nulls.append(name)
             continue
         interval = intervals.get(name)
         shown = f"[{fmt(name, interval[0])}, {fmt(name, interval[1])}]" if interval else ""
-        table.add_row(name, fmt(name, value), shown)
+        (agreeing if name in agreement else rows).append((label(name), fmt(name, value), shown))
+    for row in rows:
+        table.add_row(*row)
+    if agreeing:  # below the system's metrics, under their own heading: they measure the judge
+        table.add_section()
+        table.add_row("[italic]judge vs labels[/italic]", "", "")
+        for row in agreeing:
+            table.add_row(*row)
     out.print(table)
-    if any(summary["metrics"].get(name) is not None for name in agreement):
-        out.print("accuracy/precision/recall/f1: the judge's agreement with the labels; pass_rate: the system as judged")
+    if agreeing:
+        say("judge vs labels: the judge's agreement with the dataset's labels, not the system's quality "
+            "(pass_rate is the system as judged)")
+    if nulls:
+        say(f"not computed (null): {', '.join(nulls)}")
     if hidden:
-        out.print(f"({hidden} more metrics in the summary JSON and in MLflow; --all shows them here)")
+        say(f"({plural(hidden, 'more metric')} in the summary JSON and in MLflow; --all shows them here)")
     counts = {k: v for k, v in summary.get("counts", {}).items() if v and k not in ("n_examples",)}
     if counts:
-        out.print("counts: " + ", ".join(f"{k}={v}" for k, v in counts.items()))
+        say("counts: " + ", ".join(f"{k}={v}" for k, v in counts.items()))
     for note in summary.get("notes", []):
-        out.print(f"note: {note}")
+        say(f"note: {note}")
     if summary.get("run_id"):
-        out.print(f"MLflow run {summary['run_id']} in experiment '{summary['experiment']}' "
-                  f"(open with: ragmem ui)")
+        say(f"MLflow run {summary['run_id']} in experiment '{summary['experiment']}' "
+            f"(open with: ragmem ui; report: ragmem report {summary['run_id'][:8]})")
+
+
+def _column(view: Table, header: str, numeric: bool = True, **kwargs: Any) -> None:
+    """A column whose header never breaks mid-word."""
+    view.add_column(header, justify="right" if numeric else "left", min_width=len(header), **kwargs)
 
 
 def print_sweep(result: dict[str, Any], spec) -> None:
     metric = spec.metric
-    extra = [m for m in ("reference_coverage", "hit_rate_at_10", "latency_p95") if m != metric]
-    table = Table(title=f"sweep {result['experiment']}: {len(result['children'])} configurations, "
-                        f"objective {spec.goal} {metric}", title_justify="left")
-    for column in [*(k.rsplit(".", 1)[-1] for k in spec.keys), metric, *extra, "vs top (p)", "status"]:
-        table.add_column(column, overflow="fold")
+    extra = [m for m in ("reference_coverage", "avg_latency") if m != metric]
+    keys = [k.rsplit(".", 1)[-1] for k in spec.keys]
+    n = len(result["children"])
+    view = Table(title=f"sweep {result['experiment']}: {plural(n, 'configuration')}, objective {spec.goal} {metric}",
+                 title_justify="left", box=box.SIMPLE_HEAVY, pad_edge=False, collapse_padding=True)
+    for key in keys:
+        _column(view, short(key), numeric=False)
+    for name in [metric, *extra]:
+        _column(view, short(label(name)))
+    _column(view, "Δ top", numeric=True)
+    _column(view, "p", numeric=False)
+    _column(view, "status", numeric=False, overflow="fold")
     best_id = (result.get("best") or {}).get("run_id")
     for child in result["children"]:
         m = child["metrics"]
         style = "bold green" if child["run_id"] == best_id else None
         versus = child.get("vs_best") or {}
         if versus.get("is_best"):
-            shown = "top"
+            shown, p = "top", ""
         elif versus:
-            shown = f"{versus['diff']:+.4f} ({versus['p_value']:.3f}){' worse*' if versus['significantly_worse'] else ' tied'}"
+            shown = f"{versus['diff']:+.4f}"
+            p = f"{versus['p_value']:.3f} {'worse*' if versus['significantly_worse'] else 'tied'}"
         else:
-            shown = ""
-        table.add_row(*[str(child["params"][k]) for k in spec.keys], *[fmt(n, m.get(n)) for n in [metric, *extra]],
-                      shown, "ok" if not child["error"] else f"FAILED: {child['error'][:60]}", style=style)
-    out.print(table)
-    out.print("vs top: objective difference to the top child on the same examples (randomization p-value); "
-              "worse* = significantly worse at p < 0.05, tied = not")
+            shown, p = "", ""
+        view.add_row(*[str(child["params"][k]) for k in spec.keys], *[fmt(n_, m.get(n_)) for n_ in [metric, *extra]],
+                     shown, p, "ok" if not child["error"] else f"FAILED: {child['error'][:60]}", style=style)
+    out.print(view)
+    names = [*spec.keys, metric, *extra]
+    say("Δ top: objective difference to the top configuration on the same examples, p: randomization p-value; "
+        "worse* = significantly worse (p < 0.05), tied = not" + (f"; {legend(names)}" if legend(names) else ""))
     if best_id:
         breaks = result["objective"].get("tie_break") or []
         rule = ", then ".join(f"{t['goal']} {t.get('setting') or t.get('metric')}" for t in breaks) or f"the higher {metric}"
         n_tied = len(result.get("tied_for_best") or [])
-        out.print(f"{n_tied} configuration{'s' if n_tied != 1 else ''} tied for best; chosen by tie_break ({rule})",
-                  markup=False, highlight=False)
-        out.print(f"best: {result['best']['params']} ({metric}={fmt(metric, result['best']['metrics'][metric])}), "
-                  f"run {best_id}; parent run {result['parent_run_id']}", markup=False, highlight=False)
+        say(f"{plural(n_tied, 'configuration')} tied for best; chosen by tie_break ({rule})")
+        say(f"best: {result['best']['params']} ({metric}={fmt(metric, result['best']['metrics'][metric])}), "
+            f"run {best_id}; parent run {result['parent_run_id']}")
     else:
-        out.print(f"no configuration met the objective and constraints; parent run {result['parent_run_id']}")
+        say(f"no configuration met the objective and constraints; parent run {result['parent_run_id']}")
 
 
 def print_runs(table, title: str, warnings: list[str]) -> None:
     """The latest runs of an experiment: the settings that differ and the metrics."""
     import pandas as pd
 
-    view = Table(title=title, title_justify="left")
+    view = Table(title=title, title_justify="left", box=box.SIMPLE_HEAVY, pad_edge=False, collapse_padding=True)
     for column in table.columns:
-        view.add_column("run" if column == "run_id" else column.rsplit(".", 1)[-1], overflow="fold")
+        header = "run" if column == "run_id" else short(label(column.rsplit(".", 1)[-1]))
+        _column(view, header, numeric=pd.api.types.is_float_dtype(table[column]), overflow="fold")
     for _, row in table.iterrows():
         view.add_row(*[(str(v)[:8] if c == "run_id" else fmt(c, None if pd.isna(v) else v) if isinstance(v, float)
                         else ("" if v is None else str(v))) for c, v in row.items()])
     out.print(view)
+    if legend(table.columns):
+        say(legend(table.columns))
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
 
 
+def _setting(value: Any, width: int = 32) -> str:
+    text = str(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def print_paired(result: dict[str, Any]) -> None:
-    view = Table(title=f"B - A on {result['n_shared']} shared examples (A = {result['run_a'][:8]}, "
+    view = Table(title=f"B - A on {plural(result['n_shared'], 'shared example')} (A = {result['run_a'][:8]}, "
                        f"B = {result['run_b'][:8]}; {result['resamples']} resamples)", title_justify="left")
     for column in ("metric", "A", "B", "B - A", "95% CI", "p-value", ""):
-        view.add_column(column, justify="left" if column in ("metric", "") else "right")
+        _column(view, column, numeric=column not in ("metric", ""))
     for row in result["metrics"]:
         name = row["metric"]
         ci = f"[{fmt(name, row['ci_low'])}, {fmt(name, row['ci_high'])}]" if row["ci_low"] is not None else "n/a"
         p = row["p_value"]
         mark = "*" if p is not None and p < 0.05 else ""
-        view.add_row(name, fmt(name, row["a"]), fmt(name, row["b"]),
-                     "n/a" if row["diff"] is None else f"{row['diff']:+.4f}", ci,
+        diff = "n/a" if row["diff"] is None else (f"{row['diff'] * 1000:+.1f}" if is_latency(name) else f"{row['diff']:+.4f}")
+        view.add_row(label(name), fmt(name, row["a"]), fmt(name, row["b"]), diff, ci,
                      "n/a" if p is None else f"{p:.4f}", mark)
     out.print(view)
-    out.print("* p < 0.05 (approximate randomization test, two-sided); CI: paired bootstrap")
-    if result["settings_that_differ"]:
-        shown = ", ".join(f"{k}: {a} -> {b}" for k, (a, b) in list(result["settings_that_differ"].items())[:8])
-        out.print(f"settings that differ: {shown}", markup=False, highlight=False)
+    say("* p < 0.05 (approximate randomization test, two-sided); CI: paired bootstrap")
+    differ = result["settings_that_differ"]
+    if differ:  # a signature is long and says only "differs"; values are cut to 32 characters
+        shown = [f"{k} differs" if k.endswith(".signature") else f"{k}: {_setting(a)} -> {_setting(b)}"
+                 for k, (a, b) in list(differ.items())[:8]]
+        more = f" (+{len(differ) - 8} more in the JSON)" if len(differ) > 8 else ""
+        say(f"settings that differ: {'; '.join(shown)}{more}")
     for warning in result["warnings"]:
         print(f"warning: {warning}", file=sys.stderr)
 
 
 def print_bench(result: dict[str, Any]) -> None:
     rows = result["results_table"]
-    view = Table(title=f"{result['experiment']}: {result['n_conversations']} conversations, "
-                       f"{result['n_questions']} questions (F1 token F1, B1 BLEU-1, J judge)", title_justify="left")
-    view.add_column("metric")
+    view = Table(title=f"{result['experiment']}: {plural(result['n_conversations'], 'conversation')}, "
+                       f"{plural(result['n_questions'], 'question')} (F1 token F1, B1 BLEU-1, J judge)",
+                 title_justify="left")
+    _column(view, "metric", numeric=False)
     for row in rows:
-        view.add_column(row["method"], justify="right")
+        _column(view, row["method"])
     columns = [c for c in dict.fromkeys(k for row in rows for k in row) if c != "method"]
+    empty = []
     for column in columns:
+        values = [row.get(column) for row in rows]
+        if all(v is None or (isinstance(v, float) and math.isnan(v)) for v in values):
+            empty.append(column)
+            continue
         kind = f"n_{column}" if column.endswith(("errors", "tokens")) and column != "context tokens" else column
-        view.add_row(column, *[fmt(kind, row.get(column)) for row in rows])
+        if column.endswith("(s)"):  # the JSON keeps seconds; shown in ms
+            view.add_row(column.replace("(s)", "(ms)"), *[fmt("latency", v) for v in values])
+        else:
+            view.add_row(column, *[fmt(kind, v) for v in values])
     out.print(view)
+    if empty:
+        say(f"n/a for every method (not shown): {', '.join(empty)}")
     for method in result["methods"]:
         if method.get("error"):
-            out.print(f"{method['method']} FAILED: {method['error']}", markup=False, highlight=False)
-    out.print(f"parent run {result['parent_run_id']} (table: locomo_results.json; one child run per method)")
+            say(f"{method['method']} FAILED: {method['error']}")
+    say(f"parent run {result['parent_run_id']} (table: locomo_results.json; one child run per method)")

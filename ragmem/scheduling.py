@@ -96,11 +96,17 @@ def trigger(name: str, api_url: str) -> tuple[str, str, str]:
     async def go():
         async with get_client() as client:
             found = await client.read_deployments(deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=[wanted])))
-            flows = {d.flow_id: (await client.read_flow(d.flow_id)).name for d in found}
-            full = [(f"{flows[d.flow_id]}/{d.name}", d) for d in found]
+            flows = {}
+
+            async def label(d) -> str:
+                if d.flow_id not in flows:
+                    flows[d.flow_id] = (await client.read_flow(d.flow_id)).name
+                return f"{flows[d.flow_id]}/{d.name}"
+
+            full = [(await label(d), d) for d in found]
             matches = [(n, d) for n, d in full if n == name or "/" not in name]
             if len(matches) != 1:
-                every = [f"{flows[d.flow_id]}/{d.name}" for d in await client.read_deployments()]
+                every = [await label(d) for d in await client.read_deployments()]
                 why = "no deployment" if not matches else "more than one deployment"
                 raise ConfigError(f"trigger {name!r}: {why} of that name at {api_url}; deployments: "
                                   f"{', '.join(sorted(every)) or '(none: start one with ragmem serve)'}")

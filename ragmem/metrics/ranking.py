@@ -32,6 +32,7 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 from ragmem.metrics.base import DEFAULT_KS, Family, MetricResult, failed, mean_aggregator, nanmean, scored_mask
+from ragmem.text import plural
 
 RANKING_FAMILIES = ("hit_rate", "mrr", "ndcg", "recall", "precision", "map")
 AT_K = re.compile(r"^(%s)_at_(\d+)$" % "|".join(RANKING_FAMILIES))
@@ -146,10 +147,10 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
     aggregates["n_ranking_no_relevant"] = float(no_relevant)
     notes = []
     if used_keyword:
-        notes.append(f"ranking: {used_keyword} example(s) without gold ids judged relevant by keyword overlap "
+        notes.append(f"ranking: {plural(used_keyword, 'example')} without gold ids judged relevant by keyword overlap "
                      f"> {ctx.keyword_threshold} with the reference (approximation)")
     if no_relevant:
-        notes.append(f"ranking: {no_relevant} example(s) with no relevant context left out of the means")
+        notes.append(f"ranking: {plural(no_relevant, 'example')} with no relevant context left out of the means")
     return MetricResult(values=aggregates, columns={n: columns[n] for n in names if n in wanted}, notes=notes)
 
 

@@ -1,0 +1,110 @@
+"""The terminal output: tables within 80-120 columns with whole words in their headers, latencies in
+ms, counts with the right plural, rows of n/a hidden behind a note; compare takes run-id prefixes and
+refuses unknown metric names."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from rich.console import Console
+
+import ragmem
+from ragmem import report
+from tests.conftest import ROOT, run_cli
+
+DEMO = str(ROOT / "ragmem" / "datasets" / "demo_bilingual.json")
+
+
+@pytest.fixture
+def screen(monkeypatch):
+    def at(width):
+        console = Console(width=width, record=True, force_terminal=False)
+        monkeypatch.setattr(report, "out", console)
+        return console
+    return at
+
+
+def _sweep_result():
+    children = []
+    for i, (kind, k) in enumerate([("bm25", 1), ("tfidf", 3), ("hybrid", 5)]):
+        children.append({"run_id": f"{i:032x}", "params": {"retriever.type": kind, "retriever.top_k": k,
+                                                           "memory.short_window": 4},
+                         "metrics": {"ndcg_at_10": 0.7 + i / 100, "reference_coverage": 0.8, "hit_rate_at_10": 0.9,
+                                     "avg_latency": 0.0042},
+                         "vs_best": {"is_best": i == 2, "diff": -0.02, "p_value": 0.2, "significantly_worse": False},
+                         "status": "FINISHED", "error": None})
+    return {"experiment": "sweep-retriever", "children": children, "parent_run_id": "p" * 32,
+            "objective": {"tie_break": [{"setting": "retriever.top_k", "goal": "minimize"}]},
+            "tied_for_best": [c["run_id"] for c in children], "best": {"run_id": children[0]["run_id"],
+                                                                         "params": children[0]["params"],
+                                                                         "metrics": children[0]["metrics"]}}
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_sweep_table_fits_and_keeps_its_headers_whole(screen, width):
+    from ragmem.sweep import parse_sweep
+
+    console = screen(width)
+    spec = parse_sweep({"grid": {"retriever.type": ["bm25"], "retriever.top_k": [1], "memory.short_window": [4]},
+                        "objective": {"metric": "ndcg_at_10"}})
+    report.print_sweep(_sweep_result(), spec)
+    text = console.export_text()
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("sweep "))
+    table = [line for line in lines[start + 1:start + 7] if line.strip()]  # header, rule, 3 rows
+    assert max(len(line.rstrip()) for line in table) <= width
+    assert table[0].split() == ["type", "top_k", "window", "ndcg@10", "ref_cov", "lat", "(ms)", "Δ", "top", "p", "status"]
+    assert "hybrid" in text and "…" not in text
+    assert "4.2" in text  # avg_latency 0.0042 s, shown in ms
+    assert "ref_cov = reference_coverage, ndcg@k = ndcg_at_k, window = short_window, lat = avg_latency" \
+        in " ".join(text.split())
+    assert "3 configurations tied for best; chosen by tie_break (minimize retriever.top_k)" in " ".join(text.split())
+
+
+def test_the_summary_shows_ms_plurals_and_hides_nulls(screen, tmp_path):
+    console = screen(100)
+    data = tmp_path / "one.json"
+    data.write_text(json.dumps([{"id": "a", "query": "q?", "reference_answer": "r", "generated_answer": "r",
+                                 "latency_ms": 12.5}]))
+    result = ragmem.evaluate(str(data), track=False)
+    report.print_summary(result.summary)
+    text = " ".join(console.export_text().split())
+    assert "1 example, 0 errors" in text and "latency_p95 (ms) │ 12.5000" not in text
+    assert "latency_p50 (ms) │ 12.5" in text
+    assert "not computed (null): accuracy, precision, recall, f1" in text  # no labels: hidden, named once
+    assert "│ accuracy" not in text
+
+
+def test_the_bench_table_hides_rows_that_are_n_a_everywhere(screen):
+    console = screen(100)
+    report.print_bench({"experiment": "locomo", "n_conversations": 1, "n_questions": 2, "parent_run_id": "p",
+                        "methods": [{"method": "a"}, {"method": "b"}],
+                        "results_table": [{"method": "a", "F1": 0.5, "J": None, "add p50 (s)": 0.0123},
+                                          {"method": "b", "F1": 0.25, "J": None, "add p50 (s)": 0.5}]})
+    text = " ".join(console.export_text().split())
+    assert "1 conversation, 2 questions" in text and "add p50 (ms) │ 12.3 │ 500.0" in text
+    assert "n/a for every method (not shown): J" in text and "│ J " not in text
+
+
+def test_compare_takes_prefixes_and_refuses_unknown_metrics(tmp_path, shared_store):
+    first = ragmem.evaluate(DEMO, experiment="compare-cli", tracking=shared_store)
+    second = ragmem.evaluate(DEMO, experiment="compare-cli", tracking=shared_store, judge={"threshold": 0.5})
+    env = {**os.environ, "MLFLOW_TRACKING_URI": shared_store["uri"]}
+    done = run_cli(["compare", first.run_id[:8], second.run_id[:8], "--metrics", "pass_rate", "--resamples", "200"],
+                   env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    text = " ".join(done.stdout.split())
+    assert f"A = {first.run_id[:8]}" in text and "pass_rate" in text
+    assert "settings that differ: judge.signature differs; judge.threshold: 0.7 -> 0.5" in text
+    bad = run_cli(["compare", first.run_id[:8], second.run_id, "--metrics", "nosuch"], env=env, cwd=tmp_path)
+    assert bad.returncode == 2 and bad.stderr.strip().startswith("error: --metrics 'nosuch': not logged by both runs; known: ")
+    assert "pass_rate" in bad.stderr
+    listed = run_cli(["compare", "-e", "compare-cli", "--metric", "nosuch"], env=env, cwd=tmp_path)
+    assert listed.returncode == 2 and "error: --metric 'nosuch': not a metric ragmem computes, and none of the last " \
+        "2 runs of 'compare-cli' logged it; logged: " in listed.stderr
+    known = run_cli(["compare", "-e", "compare-cli", "--metric", "faithfulness_pass_rate"], env=env, cwd=tmp_path)
+    assert known.returncode == 0, known.stderr
+    short = run_cli(["compare", "abc"], env=env, cwd=tmp_path)
+    assert short.returncode == 2
