@@ -23,10 +23,12 @@ from ragmem.errors import RagmemError, Stopped, Terminated
 
 def prepare_environment(argv: list[str] | None = None) -> None:
     """Environment defaults for a command (users may set each themselves)."""
-    # the command as MLflow's run source (the Source column): its name and config, never an option
+    # the command as MLflow's run source (the Source column): its name and config, never an option;
+    # set for this command (an inherited value is another command's), read by the runs it creates and
+    # by the flow runs a ``ragmem serve`` starts in subprocesses
     words = [a for a in (argv or [])[:2] if not a.startswith("-")]
     if words:
-        os.environ.setdefault("RAGMEM_SOURCE_NAME", " ".join(["ragmem", words[0], *words[1:]]))
+        os.environ["RAGMEM_SOURCE_NAME"] = " ".join(["ragmem", words[0], *words[1:]])
     # a download progress bar per artifact is noise in a terminal table
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     # an MLflow tracking server that stops answering: MLflow retries a request 7 times over ~4
