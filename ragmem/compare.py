@@ -140,13 +140,25 @@ def known_metrics(client, run_ids: list[str]) -> list[str]:
                   and not m.startswith(("confusion_", "n_", "undefined_", "count/", "usage/")))
 
 
-def paired_tables(a: pd.DataFrame, params_a: dict[str, str], b: pd.DataFrame, params_b: dict[str, str],
-                  names: list[str], resamples: int = 1000, seed: int = 0,
-                  confidence: float = 0.95) -> tuple[list[dict[str, Any]], int]:
-    """``B - A`` for every metric of ``names`` the per-example tables support, on the examples they
-    share (matched by ``id``): rows of :meth:`ragmem.stats.PairedResult.to_dict`, and the number shared."""
-    from ragmem import stats
+def scoring_of(params: dict[str, str]) -> tuple[float, Any]:
+    """A run's ``zero_division`` and generation scorer, as its params logged them (the scorer is
+    ``None`` for a run logged without its tokenizer settings: its corpus BLEU/chrF cannot be rebuilt)."""
     from ragmem.metrics._division import parse_zero_division
+
+    scorer = None
+    if "generation.tokenizer" in params and "generation.bleu_tokenize" in params:
+        from ragmem.metrics.generation import scorer_for
+
+        scorer = scorer_for(params["generation.tokenizer"], params["generation.bleu_tokenize"])
+    return parse_zero_division(params.get("zero_division", "0")), scorer
+
+
+def paired_rows(a: pd.DataFrame, b: pd.DataFrame, names: list[str], zero_division: float, scorer,
+                resamples: int = 1000, seed: int = 0, confidence: float = 0.95) -> tuple[list[dict[str, Any]], int]:
+    """``B - A`` for every metric of ``names`` the per-example tables support, on the examples they
+    share (matched by ``id``, in A's order): rows of :meth:`ragmem.stats.PairedResult.to_dict`, and
+    the number shared. Without a ``scorer`` corpus BLEU/chrF are left out."""
+    from ragmem import stats
 
     ids_b = set(b["id"])
     shared = [i for i in a["id"] if i in ids_b]
@@ -154,15 +166,9 @@ def paired_tables(a: pd.DataFrame, params_a: dict[str, str], b: pd.DataFrame, pa
         return [], 0
     a = a.set_index("id").loc[shared].reset_index()
     b = b.set_index("id").loc[shared].reset_index()
-    zd = parse_zero_division(params_a.get("zero_division", "0"))
-    scorer = None
-    if "generation.tokenizer" in params_a and "generation.bleu_tokenize" in params_a:  # corpus BLEU/chrF as the run scored them
-        from ragmem.metrics.generation import scorer_for
-
-        scorer = scorer_for(params_a["generation.tokenizer"], params_a["generation.bleu_tokenize"])
-    else:  # a run logged without them cannot have its corpus scores rebuilt
+    if scorer is None:
         names = [n for n in names if n not in ("bleu", "chrf")]
-    aggs_a, aggs_b = stats.aggregators(a, names, zd, scorer), stats.aggregators(b, names, zd, scorer)
+    aggs_a, aggs_b = stats.aggregators(a, names, zero_division, scorer), stats.aggregators(b, names, zero_division, scorer)
     rows = [stats.paired(n, aggs_a[n], aggs_b[n], resamples, seed, confidence).to_dict()
             for n in names if n in aggs_a and n in aggs_b]
     return rows, len(shared)
@@ -178,10 +184,17 @@ def paired_comparison(client, run_a: str, run_b: str, metrics: list[str] | None 
     unknown = [m for m in metrics or [] if m not in known]
     if unknown:
         raise RagmemError(f"--metrics {unknown[0]!r}: not logged by both runs; known: {', '.join(known)}")
-    a, b = load_run_table(client, run_a), load_run_table(client, run_b)
+    return compare_tables(load_run_table(client, run_a), load_run_table(client, run_b), list(metrics or known),
+                          resamples, seed, confidence)
+
+
+def compare_tables(a: pd.DataFrame, b: pd.DataFrame, names: list[str], resamples: int = 1000, seed: int = 0,
+                   confidence: float = 0.95) -> dict[str, Any]:
+    """:func:`paired_comparison` of two per-example tables already loaded (:func:`load_run_table`)."""
     run_a_info, run_b_info = a.attrs["run"], b.attrs["run"]
+    run_a, run_b = run_a_info.info.run_id, run_b_info.info.run_id
     settings_a, settings_b = run_a_info.data.params, run_b_info.data.params
-    rows, n_shared = paired_tables(a, settings_a, b, settings_b, list(metrics or known), resamples, seed, confidence)
+    rows, n_shared = paired_rows(a, b, names, *scoring_of(settings_a), resamples, seed, confidence)
     if not n_shared:
         raise RagmemError(f"runs {run_a} and {run_b} share no example ids: nothing to compare")
     warnings = signature_warnings([settings_a, settings_b])

@@ -138,15 +138,15 @@ def load_baseline(tracking_uri: str, run_ref: str):
 
 def regressions(cfg, table, params: dict[str, str], metrics: dict[str, Any]) -> list[GateResult]:
     """Every ``max_regression`` gate: the run against ``cfg.baseline``, example by example."""
-    from ragmem.compare import lower_is_better, paired_tables
+    from ragmem.compare import lower_is_better, paired_rows, scoring_of
 
     gated = {m: _bound(g, "max_regression") for m, g in cfg.gates.items() if _bound(g, "max_regression") is not None}
     if not gated:
         return []
     base = load_baseline(cfg.tracking_uri, cfg.baseline)
     info = base.attrs["run"]
-    rows, _ = paired_tables(base, info.data.params, table, params, list(gated),
-                           cfg.stats.resamples or 1000, cfg.seed, cfg.stats.confidence)
+    rows, _ = paired_rows(base, table, list(gated), *scoring_of(info.data.params),
+                          cfg.stats.resamples or 1000, cfg.seed, cfg.stats.confidence)
     by_metric = {r["metric"]: r for r in rows}
     out = []
     for metric, delta in gated.items():

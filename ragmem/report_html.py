@@ -325,7 +325,7 @@ def _pairs(rows: pd.DataFrame, columns: list[str]) -> str:
 def from_tracking(client, runs: list[str], resamples: int = 1000, seed: int = 0) -> str:
     """The page of one logged run (rebuilt from its ``summary.json`` and ``examples.json``), or the
     diff of two (``runs``: ids or unique prefixes); ``client``: an MLflow client."""
-    from ragmem.compare import known_metrics, load_run_table, paired_comparison, resolve_run_id
+    from ragmem.compare import compare_tables, known_metrics, load_run_table, resolve_run_id
 
     runs = [resolve_run_id(client, r) for r in runs]
     tables = [load_run_table(client, r) for r in runs]
@@ -336,7 +336,7 @@ def from_tracking(client, runs: list[str], resamples: int = 1000, seed: int = 0)
         return run_page(summaries[0], tables[0])
     known = set(known_metrics(client, runs))
     names = [n for n in headline(summaries[0]) if n in known]
-    comparison = paired_comparison(client, runs[0], runs[1], names or None, resamples, seed)
+    comparison = compare_tables(tables[0], tables[1], names or sorted(known), resamples, seed)
     return diff_page(comparison, tables[0], tables[1])
 
 

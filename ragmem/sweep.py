@@ -175,12 +175,10 @@ def comparison_table(children: list[dict[str, Any]], spec: SweepSpec) -> pd.Data
 def mark_against_best(children: list[dict[str, Any]], tables: dict, best: int, spec: SweepSpec, cfg) -> None:
     """Each finished child's objective against the best child's, on the same examples: difference,
     paired-bootstrap interval, randomization p-value, and whether it is significantly worse."""
-    from ragmem import stats
+    from ragmem.compare import paired_rows
     from ragmem.metrics.generation import scorer_for
 
-    resamples = cfg.stats.resamples
     scorer = scorer_for(cfg.generation.tokenizer, cfg.generation.bleu_tokenize)
-    best_table = tables[best].set_index("id")
     for i, child in enumerate(children):
         if i not in tables:
             continue
@@ -188,13 +186,11 @@ def mark_against_best(children: list[dict[str, Any]], tables: dict, best: int, s
             child["vs_best"] = {"diff": 0.0, "ci_low": 0.0, "ci_high": 0.0, "p_value": 1.0,
                                 "significantly_worse": False, "is_best": True}
             continue
-        shared = [x for x in tables[i]["id"] if x in best_table.index]
-        a = stats.aggregators(best_table.loc[shared].reset_index(), [spec.metric], cfg.zero_division, scorer)
-        b = stats.aggregators(tables[i].set_index("id").loc[shared].reset_index(), [spec.metric],
-                              cfg.zero_division, scorer)
-        if spec.metric not in a or spec.metric not in b:
+        rows, _ = paired_rows(tables[best], tables[i], [spec.metric], cfg.zero_division, scorer,
+                              cfg.stats.resamples, cfg.seed)
+        if not rows:
             continue
-        result = stats.paired(spec.metric, a[spec.metric], b[spec.metric], resamples, cfg.seed).to_dict()
+        result = rows[0]
         worse = result["diff"] is not None and (result["diff"] < 0 if spec.goal == "maximize" else result["diff"] > 0)
         child["vs_best"] = {k: result[k] for k in ("diff", "ci_low", "ci_high", "p_value")} | {
             "significantly_worse": bool(worse and result["p_value"] is not None and result["p_value"] < 0.05),

@@ -16,6 +16,7 @@ import pandas as pd
 from ragmem.errors import Terminated
 from ragmem.tracking.store import _ERROR_TAG_LIMIT, Tracker
 
+
 @dataclass
 class TrackedRun:
     """What :func:`tracked_run` yields: the run id (``None`` when tracking is off) and its tracker."""
