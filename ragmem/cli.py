@@ -321,7 +321,7 @@ def validate(
         print(f"{data}: {plural(report.n_records, 'record')}, {n_bad} invalid, {plural(len(report.problems), 'problem')}",
               file=sys.stderr)
         raise typer.Exit(2)
-    print(f"{data}: {report.n_records} record{'s' if report.n_records != 1 else ''}, all valid")
+    print(f"{data}: {plural(report.n_records, 'record')}, all valid")
 
 
 from ragmem.cli_services import report, server_app, trigger, ui  # noqa: E402  (registered below)

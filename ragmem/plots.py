@@ -35,15 +35,15 @@ def confusion_matrix_figure(counts: dict[str, float]) -> Figure:
 
 def latency_histogram_figure(table: pd.DataFrame) -> Figure:
     """Histogram of measured call latencies in ms (measured in seconds) with p50/p95 marked."""
-    seconds = table["latency_s"].dropna() * 1000  # (ms)
+    ms = table["latency_s"].dropna() * 1000
     fig, (ax,) = _subplots(5, 3.6)
-    ax.hist(seconds, bins=min(30, max(5, len(seconds) // 2)), color="#4c72b0")
+    ax.hist(ms, bins=min(30, max(5, len(ms) // 2)), color="#4c72b0")
     for q, style in ((0.5, "--"), (0.95, ":")):
-        value = seconds.quantile(q)
+        value = ms.quantile(q)
         ax.axvline(value, color="k", linestyle=style, label=f"p{int(q * 100)} = {value:.1f} ms")
     ax.set_xlabel("latency (ms)")
     ax.set_ylabel("examples")
-    ax.set_title(f"Agent latency (n = {len(seconds)})")
+    ax.set_title(f"Agent latency (n = {len(ms)})")
     ax.legend()
     fig.tight_layout()
     return fig

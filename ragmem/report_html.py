@@ -154,8 +154,9 @@ def _example_rows(rows: pd.DataFrame, columns: list[str]) -> list[list[str]]:
     out = []
     for row in rows.to_dict("records"):
         ref_kw, gen_kw = keywords(row.get("kw_reference")), keywords(row.get("kw_generated"))
-        matched = [k for k in gen_kw if k in set(ref_kw)]
-        missing = [k for k in ref_kw if k not in set(gen_kw)]
+        in_ref, in_gen = set(ref_kw), set(gen_kw)
+        matched = [k for k in gen_kw if k in in_ref]
+        missing = [k for k in ref_kw if k not in in_gen]
         reason = next((r for r in (row.get("error"), row.get("judge_error"), row.get("judge_reason")) if not _missing(r)), None)
         out.append([_e(row["id"]), _e(row.get("query")),
                     highlight(row.get("generated_answer"), matched, "hit") or '<span class="note">no answer</span>',
