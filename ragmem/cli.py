@@ -94,6 +94,19 @@ def _ready(resolved: dict[str, Any], data: bool = True, resume: str | None = Non
     return cfg
 
 
+def _store_client(tracking_uri: str | None):
+    """An MLflow client of the store a command reads (``--tracking-uri``, else ``MLFLOW_TRACKING_URI``,
+    else the embedded default); a tracking server that does not answer is one line, exit 2."""
+    from ragmem.config import DEFAULT_TRACKING_URI
+    from ragmem.endpoints import check_store
+    from ragmem.tracking import Tracker
+
+    uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
+    check_store(uri, "--tracking-uri" if tracking_uri else "MLFLOW_TRACKING_URI" if os.environ.get("MLFLOW_TRACKING_URI")
+                else "tracking.uri")
+    return Tracker(uri).client
+
+
 def _write(path: Path, payload: dict[str, Any], what: str) -> None:
     from ragmem.pipeline import write_json
 
@@ -211,11 +224,8 @@ def compare(
 ) -> None:
     """Compare runs: the latest runs of an experiment sorted by a metric, or two runs example by example."""
     from ragmem.compare import list_runs
-    from ragmem.config import DEFAULT_TRACKING_URI
-    from ragmem.tracking import Tracker
 
-    uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
-    client = Tracker(uri).client
+    client = _store_client(tracking_uri)
     if runs:
         if len(runs) != 2:
             raise RagmemError(f"compare: give two run ids (RUN_A RUN_B) or none, got {len(runs)}")

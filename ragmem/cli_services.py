@@ -17,13 +17,6 @@ from ragmem.report import out
 server_app = typer.Typer(no_args_is_help=True, help="The local Prefect server ragmem manages.")
 
 
-def _tracking_client(tracking_uri: str | None):
-    from ragmem.config import DEFAULT_TRACKING_URI
-    from ragmem.tracking import Tracker
-
-    return Tracker(tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI).client
-
-
 def report(
     runs: List[str] = typer.Argument(..., help="RUN for its report, or RUN_A RUN_B for a diff (ids or unique prefixes)."),
     output: Path = typer.Option(Path("report.html"), "--output", "-o", help="Where to write the HTML page."),
@@ -33,12 +26,12 @@ def report(
 ) -> None:
     """Write a run's self-contained HTML report, or a diff of two runs example by example."""
     from ragmem import report_html
-    from ragmem.cli import _writable
+    from ragmem.cli import _store_client, _writable
 
     if len(runs) not in (1, 2):
         raise RagmemError(f"report: give one run id (its report) or two (a diff), got {len(runs)}")
     output = _writable(output)
-    page = report_html.from_tracking(_tracking_client(tracking_uri), list(runs), resamples, seed)
+    page = report_html.from_tracking(_store_client(tracking_uri), list(runs), resamples, seed)
     output.write_text(page, encoding="utf-8")
     out.print(f"{'diff' if len(runs) == 2 else 'report'} written to {output}", markup=False, highlight=False)
 

@@ -123,6 +123,15 @@ def preflight(endpoints: list[Endpoint], log=None, timeout: float = PROBE_TIMEOU
         log("preflight: %d endpoint(s) answer: %s", len(endpoints), ", ".join(e.setting for e in endpoints))
 
 
+def check_store(uri: str, setting: str = "tracking.uri") -> None:
+    """A tracking server that a command only reads from (``compare``, ``report``, a gate's baseline)
+    answers, or :class:`EndpointDown` in one line (exit 2); a database URI is not probed."""
+    if uri.startswith(("http://", "https://")):
+        problem = probe(Endpoint(setting, uri, "mlflow"))
+        if problem:
+            raise EndpointDown(f"{setting} {uri}: {problem}; nothing was read")
+
+
 class Breaker:
     """Counts the outcomes of the attempts on one endpoint (thread-safe) and opens when it is down."""
 

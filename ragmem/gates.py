@@ -127,8 +127,10 @@ def load_baseline(tracking_uri: str, run_ref: str):
     key = (tracking_uri, run_ref)
     if key not in _BASELINES:
         from ragmem.compare import load_run_table
+        from ragmem.endpoints import check_store
         from ragmem.tracking import Tracker
 
+        check_store(tracking_uri)  # a tracking server that does not answer: one line, exit 2
         try:
             _BASELINES[key] = load_run_table(Tracker(tracking_uri).client, run_ref)
         except RagmemError as exc:

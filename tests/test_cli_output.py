@@ -108,3 +108,19 @@ def test_compare_takes_prefixes_and_refuses_unknown_metrics(tmp_path, shared_sto
     assert known.returncode == 0, known.stderr
     short = run_cli(["compare", "abc"], env=env, cwd=tmp_path)
     assert short.returncode == 2
+
+
+def test_a_tracking_server_that_does_not_answer_is_one_line(tmp_path):
+    from tests.conftest import free_port
+
+    dead = f"http://127.0.0.1:{free_port()}"
+    for args in (["compare", "-e", "x", "--tracking-uri", dead], ["report", "abcd1234", "--tracking-uri", dead]):
+        done = run_cli(args, cwd=tmp_path)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert done.stderr.strip().splitlines() == [
+            f"error: --tracking-uri {dead}: cannot connect (Connection refused); nothing was read"]
+    baseline = run_cli(["run", str(ROOT / "configs" / "demo.yaml"), "--baseline", "abcd1234", "--max-regression",
+                        "pass_rate=0"], env={**os.environ, "MLFLOW_TRACKING_URI": dead}, cwd=tmp_path)
+    assert baseline.returncode == 2 and baseline.stderr.strip().splitlines()[-1] == \
+        f"error: tracking.uri {dead}: cannot connect (Connection refused); nothing was read"
+    assert not (tmp_path / "summary.json").exists()  # before any work
