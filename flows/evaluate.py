@@ -15,6 +15,7 @@ from prefect.runtime import flow_run
 from ragmem import engine, masking
 from ragmem.config import RunConfig
 from ragmem.orchestration import work_done
+from ragmem.flows.runners import task_runner_for
 from ragmem.tasks.steps import PrefectSteps
 
 
@@ -33,3 +34,8 @@ def evaluate_flow(config: dict[str, Any], resume: str | None = None, preflight: 
                              tags={"ragmem.entry": "flow", "prefect.flow_run_id": str(flow_run.id)})
     work_done(result.summary)  # complete now, whatever happens to the Prefect API from here on
     return result.summary
+
+
+def run_evaluate(config: dict[str, Any], resume: str | None = None, preflight: bool = True) -> dict[str, Any]:
+    """Run the evaluate flow on the task runner of ``orchestration.task_runner``."""
+    return evaluate_flow.with_options(task_runner=task_runner_for(config))(config, resume=resume, preflight=preflight)

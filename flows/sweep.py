@@ -16,6 +16,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from ragmem import engine, masking
 from ragmem.orchestration import work_done
 from ragmem.sweep import parse_sweep
+from ragmem.flows.runners import task_runner_for
 from ragmem.tasks.steps import PrefectSteps
 
 
@@ -34,7 +35,8 @@ def sweep_flow(config: dict[str, Any], preflight: bool = True, resume: str | Non
 
 
 def run_sweep(config: dict[str, Any], preflight: bool = True, resume: str | None = None) -> dict[str, Any]:
-    """Run the sweep flow with ``sweep.max_parallel`` children at a time."""
+    """Run the sweep flow with ``sweep.max_parallel`` children at a time (on threads), or its
+    children on Dask (``orchestration.task_runner: dask``)."""
     spec = parse_sweep(config["sweep"])
-    runner = ThreadPoolTaskRunner(max_workers=spec.max_parallel)
+    runner = task_runner_for(config, threads=spec.max_parallel)
     return sweep_flow.with_options(task_runner=runner)(config, preflight=preflight, resume=resume)

@@ -171,7 +171,7 @@ def run(
             out.print(f"gates: all {len(summary['gates'])} passed")
 
     try:
-        _run_flow("ragmem.flows.evaluate:evaluate_flow", resolved, verbose, finish, resume=resume,
+        _run_flow("ragmem.flows.evaluate:run_evaluate", resolved, verbose, finish, resume=resume,
                   preflight=not no_preflight)
     except RagmemError as exc:  # the tracking store went away after the work: the summary is still written
         if getattr(exc, "ragmem_summary", None):

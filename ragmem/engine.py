@@ -69,9 +69,17 @@ class Steps:
     def judge(self, judge: Any, batch: Sequence[Example], outputs: Sequence[AgentOutput], index: int) -> list:
         return pipeline.judge(judge, batch, outputs)
 
-    def score(self, examples, outputs, judgements, components: pipeline.Components, cfg: RunConfig):
+    def score(self, examples, outputs, judgements, components: pipeline.Components, cfg: RunConfig, mapper=None):
+        mapper = mapper or self.mapper(cfg)
+        pipeline.prime_keywords(examples, outputs, components.keywords, mapper)
         table = pipeline.build_table(examples, outputs, judgements, components.keywords)
-        return pipeline.score(table, cfg, components)
+        return pipeline.score(table, cfg, components, mapper)
+
+    def mapper(self, cfg: RunConfig):
+        """Where the text-heavy scoring work runs (:mod:`ragmem.parallel`): local processes."""
+        from ragmem.parallel import mapper_for
+
+        return mapper_for(cfg.orchestration.workers)
 
     def log(self, run: TrackedRun, **record: Any) -> int:
         """An evaluation run's params, metrics, artifacts and traces (:func:`ragmem.tracking.record_run`)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from dataclasses import asdict
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +86,7 @@ class Journal:
     # -- outputs --------------------------------------------------------------------------------
 
     def append(self, output: AgentOutput) -> None:
-        self._file.write(json.dumps(asdict(output), ensure_ascii=False) + "\n")
+        self._file.write(json.dumps(_as_record(output), ensure_ascii=False) + "\n")
         self._file.flush()
         self.written += 1
 
@@ -113,3 +113,15 @@ class Journal:
                     continue  # the last line of a journal cut off mid-write
                 found[output.example_id] = output
         return found
+
+
+_OUTPUT_FIELDS = tuple(f.name for f in fields(AgentOutput))
+_CONTEXT_FIELDS = tuple(f.name for f in fields(Context))
+
+
+def _as_record(output: AgentOutput) -> dict[str, Any]:
+    """``dataclasses.asdict`` of an output, without its deep copy of every value (a third of the
+    time of replaying 10k examples went there)."""
+    record = {name: getattr(output, name) for name in _OUTPUT_FIELDS}
+    record["contexts"] = [{name: getattr(c, name) for name in _CONTEXT_FIELDS} for c in output.contexts]
+    return record

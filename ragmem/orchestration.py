@@ -299,6 +299,9 @@ def prefect_context(api_url: str, quiet: bool = True) -> Iterator[None]:
     updates = {PREFECT_API_URL: api_url, PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
     if quiet:
         updates[PREFECT_LOGGING_LEVEL] = "WARNING"
+        # a Dask LocalCluster (orchestration.task_runner: dask) and its worker processes, which
+        # read their logging config from the environment
+        os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
     drop = _DropUserErrors(quiet)
     # Prefect's run loggers create their records on these loggers, so a logger-level filter sees
     # them whether or not Prefect has attached its handlers yet.

@@ -131,11 +131,21 @@ def build_table(examples: Sequence[Example], outputs: Sequence[AgentOutput],
     return table
 
 
-def score(table: pd.DataFrame, cfg: RunConfig, components: Components) -> tuple[pd.DataFrame, MetricResult]:
-    """Aggregate metrics, plus their per-example columns added to a copy of the table."""
+def prime_keywords(examples: Sequence[Example], outputs: Sequence[AgentOutput], keywords: KeywordExtractor,
+                   mapper=None) -> None:
+    """The keyword sets of every reference, answer and context, computed at once on ``mapper``."""
+    texts: list[str] = []
+    for ex, out in zip(examples, outputs):
+        texts += [ex.reference_answer or "", out.answer or "", *(c.text for c in out.contexts)]
+    keywords.prime(texts, mapper)
+
+
+def score(table: pd.DataFrame, cfg: RunConfig, components: Components, mapper=None) -> tuple[pd.DataFrame, MetricResult]:
+    """Aggregate metrics, plus their per-example columns added to a copy of the table; the
+    text-heavy work runs on ``mapper`` (:mod:`ragmem.parallel`; default: this process)."""
     ctx = MetricContext(components.keywords, cfg.zero_division, cfg.ks, cfg.ranking.relevance, cfg.ranking.keyword_threshold,
                         generation=cfg.generation, rag=cfg.rag_metrics,
-                        llm=components.llm, embedder=components.embedder)
+                        llm=components.llm, embedder=components.embedder, mapper=mapper)
     result = compute_metrics(table, [*cfg.metrics, *cfg.gates], ctx)  # a gated metric is always computed
     table = table.copy()
     for name, values in result.columns.items():
@@ -222,7 +232,18 @@ def run_params(cfg: RunConfig, dataset: Dataset, components: Components) -> dict
         "metrics": ",".join(cfg.metrics),
         "ranking.k": ",".join(map(str, cfg.ks)),
         "ragmem.version": __version__,
-    } | ({"judge.response_format_used": components.llm.mode} if components.llm is not None else {})
+    } | ({"judge.response_format_used": components.llm.mode} if components.llm is not None else {}) \
+      | _entity_param(cfg, components)
+
+
+def _entity_param(cfg: RunConfig, components: Components) -> dict[str, str]:
+    """How offline context_entity_recall finds entities (the tagger follows keywords.tokenizer)."""
+    if components.llm is not None or "context_entity_recall" not in [*cfg.metrics, *cfg.gates]:
+        return {}
+    from ragmem.metrics.rag import OfflineEntities
+
+    keywords = components.keywords
+    return {"rag_metrics.entities": OfflineEntities(keywords.stopwords, keywords.tokenizer).signature()}
 
 
 def generation_signature(cfg: RunConfig) -> str:

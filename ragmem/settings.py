@@ -186,11 +186,11 @@ class RagMetricSettings(Section):
 
 # ---- metrics ------------------------------------------------------------------------------------
 
-Tokenizer = Literal["jieba", "char"]
+Tokenizer = Literal["jieba", "rjieba", "char"]
 
 
 class KeywordSettings(Section):
-    tokenizer: Tokenizer = setting("jieba", "jieba or char")
+    tokenizer: Tokenizer = setting("jieba", "jieba, rjieba (faster, the fast extra) or char")
     stopwords: list[str] = setting(["stopwords-iso:zh", "stopwords:en"], "lists as SOURCE:LANG; [] for none")
 
 
@@ -215,6 +215,17 @@ class TrackingSettings(Section):
     uri: Optional[str] = setting(None, "MLflow tracking URI (default MLFLOW_TRACKING_URI, else sqlite)")
     artifact_root: str = setting(DEFAULT_ARTIFACT_ROOT, "where new experiments keep artifacts")
     max_traces: Count = setting(200, "agent calls traced per run")
+
+
+class OrchestrationSettings(Section):
+    task_runner: Literal["threads", "dask"] = setting(
+        "threads", "where scoring batches and sweep children run: this process (threads, with a local "
+                   "process pool for scoring) or Dask (prefect-dask's DaskTaskRunner)")
+    workers: Union[Positive, Literal["auto"]] = setting(
+        "auto", "local processes that score examples (auto: the cores this process may use; 1: none)")
+    dask_address: Optional[str] = setting(None, "scheduler of an existing Dask cluster (tcp://HOST:8786); "
+                                                "default: a LocalCluster on this machine")
+    dask_workers: Optional[Positive] = setting(None, "workers of the LocalCluster (default: the cores)")
 
 
 # ---- sweeps and the memory benchmark ------------------------------------------------------------
@@ -351,6 +362,7 @@ class Settings(ReferenceSettings):
     stats: StatsSettings = setting(StatsSettings, "confidence intervals")
     zero_division: float = setting(0.0, "value of a 0/0 ratio: 0, 1 or nan")
     tracking: TrackingSettings = setting(TrackingSettings, "MLflow")
+    orchestration: OrchestrationSettings = setting(OrchestrationSettings, "where the work runs")
     sweep: SweepSettings = setting(SweepSettings, "read by ragmem sweep")
     bench: BenchSettings = setting(BenchSettings, "read by ragmem bench-memory")
     gates: dict[str, Gate] = setting({}, "quality gates checked after ragmem run: {metric: {min?, max?}}; "

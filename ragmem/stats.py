@@ -18,7 +18,7 @@ an approximate randomization test (each example's pair of results swapped with p
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import pandas as pd
@@ -37,26 +37,35 @@ def aggregators(table: pd.DataFrame, names: list[str], zero_division: float = 0.
 
 
 def resample_indices(n: int, resamples: int, seed: int) -> np.ndarray:
+    """All ``resamples`` index vectors at once (R, n): what :func:`resample_blocks` draws block by
+    block (tests and small runs; a run never holds this whole matrix)."""
     return np.random.default_rng(seed).integers(0, n, size=(resamples, n))
 
 
-def resample_all(aggs: dict[str, Aggregator], idx: np.ndarray) -> dict[str, np.ndarray]:
-    """Every aggregator on the resamples ``idx`` (R, n), processed in blocks of resamples.
+def resample_blocks(n: int, resamples: int, seed: int) -> Iterator[tuple[int, np.ndarray]]:
+    """``(first resample, indices)`` blocks of at most ``_BLOCK_ELEMENTS`` cells, drawn in turn from
+    one seeded generator: the same numbers as :func:`resample_indices`, never all held at once
+    (at 100k examples x 1000 resamples the whole matrix would take 800 MB)."""
+    rng = np.random.default_rng(seed)
+    block = max(1, _BLOCK_ELEMENTS // max(1, n))
+    for start in range(0, resamples, block):
+        yield start, rng.integers(0, n, size=(min(block, resamples - start), n))
+
+
+def resample_all(aggs: dict[str, Aggregator], n: int, resamples: int, seed: int) -> dict[str, np.ndarray]:
+    """Every aggregator on ``resamples`` seeded resamples of the ``n`` examples, block by block.
 
     A sum-kind metric of a resample is ``counts @ data``, with ``counts[r, i]`` the number of times
     example ``i`` was drawn in resample ``r``: one BLAS product over the side-by-side data of every
     sum-kind aggregator replaces a gather of (R, n, m) values per aggregator. Apply-kind
     aggregators (percentiles) gather their values.
     """
-    n_resamples, n = idx.shape
-    out = {name: np.full(n_resamples, np.nan) for name in aggs}
+    out = {name: np.full(resamples, np.nan) for name in aggs}
     summed = [(name, agg) for name, agg in aggs.items() if agg.kind == "sum"]
     matrices = [agg.data.reshape(n, -1) for _, agg in summed]
     columns = np.hstack(matrices) if matrices else None
     edges = np.cumsum([0] + [m.shape[1] for m in matrices])
-    block = max(1, _BLOCK_ELEMENTS // max(1, n))
-    for start in range(0, n_resamples, block):
-        part = idx[start:start + block]
+    for start, part in resample_blocks(n, resamples, seed):
         rows = slice(start, start + len(part))
         if summed:
             flat = (np.arange(len(part))[:, None] * n + part).ravel()
@@ -77,7 +86,7 @@ def bootstrap(aggs: dict[str, Aggregator], n: int, resamples: int = 1000, seed: 
         return {name: None for name in aggs}
     alpha = (1 - confidence) / 2
     out: dict[str, tuple[float, float] | None] = {}
-    for name, values in resample_all(aggs, resample_indices(n, resamples, seed)).items():
+    for name, values in resample_all(aggs, n, resamples, seed).items():
         values = values[~np.isnan(values)]
         out[name] = None if values.size == 0 else (float(np.quantile(values, alpha)),
                                                    float(np.quantile(values, 1 - alpha)))
@@ -112,7 +121,7 @@ def paired(name: str, a: Aggregator, b: Aggregator, resamples: int = 1000, seed:
     if va is None or vb is None or n == 0:
         return PairedResult(name, va, vb, None, None, None, n)
     diff = vb - va
-    both = resample_all({"a": a, "b": b}, resample_indices(n, resamples, seed))
+    both = resample_all({"a": a, "b": b}, n, resamples, seed)
     boot = both["b"] - both["a"]
     boot = boot[~np.isnan(boot)]
     alpha = (1 - confidence) / 2

@@ -51,9 +51,48 @@ def judge(judge_: Any, batch: Sequence[Example], outputs: Sequence[AgentOutput],
 
 
 @task(name="metrics", cache_policy=NO_CACHE)
-def score(examples, outputs, judgements, components, cfg: RunConfig):
-    """Per-example table with metric columns, and the aggregates (LLM metrics batched here)."""
-    return PLAIN.score(examples, outputs, judgements, components, cfg)
+def score(examples, outputs, judgements, components, cfg: RunConfig, mapper=None):
+    """Per-example table with metric columns, and the aggregates (LLM metrics batched here; the
+    text-heavy work on ``mapper``)."""
+    return PLAIN.score(examples, outputs, judgements, components, cfg, mapper)
+
+
+class Payload:
+    """A task argument Prefect neither walks through nor resolves. ``quote()`` does that on the
+    thread pool, but reaches a Dask worker still wrapped (as a 1-tuple), so what goes to Dask is
+    wrapped in this instead."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any):
+        self.value = value
+
+
+@task(name="score-batch", cache_policy=NO_CACHE, task_run_name="{name}-batch-{index}")
+def score_batch(fn: Callable[..., list], payload: Payload, name: str, index: int) -> list:
+    """The text-heavy scoring of one batch (``fn(part, *args)``, see :mod:`ragmem.parallel`)."""
+    part, args = payload.value
+    return fn(part, *args)
+
+
+class PrefectMapper:
+    """Scoring batches as Prefect tasks on the flow's task runner (prefect-dask's DaskTaskRunner):
+    at most ``MAX_BATCHES`` batches of at least ``MIN_BATCH`` items, spread over however many
+    workers the cluster has."""
+
+    name = "dask"
+    MIN_BATCH, MAX_BATCHES = 200, 64
+
+    def map(self, fn: Callable[..., list], items: Sequence[Any], *args: Any) -> list:
+        from ragmem.parallel import chunks
+
+        parts = chunks(items, max(1, min(self.MAX_BATCHES, len(items) // self.MIN_BATCH)))
+        futures = [score_batch.submit(fn, Payload((part, args)), fn.__name__.replace("_", "-"), i)
+                   for i, part in enumerate(parts)]
+        out: list = []
+        for future in futures:
+            out.extend(future.result())
+        return out
 
 
 @task(name="log-run", cache_policy=NO_CACHE, **_LOG_RETRIES)
@@ -69,9 +108,9 @@ def log_results(run: tracking.TrackedRun, results: dict[str, Any]) -> None:
 
 
 @task(name="evaluate-config", cache_policy=NO_CACHE, task_run_name="child-{index}")
-def child(fn: Callable[..., Any], item: tuple, index: int) -> Any:
+def child(fn: Callable[..., Any], item: Payload, index: int) -> Any:
     """Evaluate one grid point into its (already created) child run; raises when it fails."""
-    return fn(*item)
+    return fn(*item.value)
 
 
 @task(name="load-locomo", cache_policy=NO_CACHE)
@@ -93,7 +132,9 @@ def judge_answers(method: str, judge_, answered) -> list[int | None]:
 
 
 class PrefectSteps(engine.Steps):
-    """Every step as a Prefect task; sweep children run on the flow's task runner."""
+    """Every step as a Prefect task; sweep children run on the flow's task runner, and so do the
+    scoring batches with ``orchestration.task_runner: dask``."""
+
 
     def load(self, cfg):
         return load(cfg)
@@ -105,7 +146,12 @@ class PrefectSteps(engine.Steps):
         return judge(quote(judge_), quote(batch), quote(outputs), index)
 
     def score(self, examples, outputs, judgements, components, cfg):
-        return score(quote(examples), quote(outputs), quote(judgements), quote(components), cfg)
+        if cfg.orchestration.task_runner == "dask":
+            # in the flow itself: its scoring batches are submitted from here to Dask (a task
+            # submitted from inside a task would carry that task's context, clients included)
+            return PLAIN.score(examples, outputs, judgements, components, cfg, PrefectMapper())
+        return score(quote(examples), quote(outputs), quote(judgements), quote(components), cfg,
+                     quote(self.mapper(cfg)))
 
     def log(self, run, **record):
         return log_run(run, quote(record))
@@ -114,7 +160,7 @@ class PrefectSteps(engine.Steps):
         log_results(run, quote(results))
 
     def children(self, fn, items, max_parallel):
-        futures = [child.submit(fn, quote(item), i) for i, item in enumerate(items)]
+        futures = [child.submit(fn, Payload(item), i) for i, item in enumerate(items)]
         outcomes = []
         for future in futures:
             try:

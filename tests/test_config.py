@@ -27,7 +27,7 @@ BAD_SETTINGS = [
     ("tracking.max_traces=-1", "tracking.max_traces: expected an integer >= 0, got -1"),
     ("retriever.top_k=0", "retriever.top_k: expected an integer >= 1, got 0"),
     ("retriever.top_k=five", "retriever.top_k: expected an integer >= 1, got 'five'"),
-    ("generation.tokenizer=bogus", "generation.tokenizer: expected one of jieba, char, got 'bogus'"),
+    ("generation.tokenizer=bogus", "generation.tokenizer: expected one of jieba, rjieba, char, got 'bogus'"),
     ("keywords.stopwords=none", "keywords.stopwords: expected a list of text, got 'none'"),
     ("ranking.k=[1, 0]", "ranking.k[1]: expected an integer >= 1, got 0"),
     ("stats.confidence=1", "stats.confidence: expected a number > 0 and < 1, got 1"),

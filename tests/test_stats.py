@@ -112,9 +112,9 @@ def test_resampling_by_counts_equals_gathering_in_any_block_size(monkeypatch):
     names = ["accuracy", "f1", "avg_coverage", "latency_p95", "avg_latency"]
     aggs = stats.aggregators(table, names)
     idx = stats.resample_indices(n, 300, 4)
-    one_block = stats.resample_all(aggs, idx)
+    one_block = stats.resample_all(aggs, n, 300, 4)
     monkeypatch.setattr(stats, "_BLOCK_ELEMENTS", 7 * n)  # 7 resamples per block, the last one short
-    many_blocks = stats.resample_all(aggs, idx)
+    many_blocks = stats.resample_all(aggs, n, 300, 4)
     for name, agg in aggs.items():
         gathered = np.array([np.nan if (v := agg.with_data(agg.data[row]).value()) is None else v for row in idx])
         np.testing.assert_allclose(one_block[name], gathered, rtol=1e-12, equal_nan=True)

@@ -58,6 +58,13 @@ class MetricContext:
     rag: Any = field(default_factory=lambda: _section("RagMetricSettings"))           # rag_metrics.*
     llm: Any = None        # ragmem.llm.JudgeClient: LLM-based metrics (else their offline modes)
     embedder: Any = None   # ragmem.llm.EmbeddingClient
+    mapper: Any = None     # ragmem.parallel mapper of the text-heavy work (None: in this process)
+
+    def map(self, fn, items, *args):
+        """``fn(chunk, *args)`` over chunks of ``items``, results in order (see :mod:`ragmem.parallel`)."""
+        from ragmem.parallel import SERIAL
+
+        return (self.mapper or SERIAL).map(fn, items, *args)
 
     def generation_scorer(self):
         from ragmem.metrics.generation import scorer_for

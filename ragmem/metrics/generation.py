@@ -36,6 +36,7 @@ import json
 import numpy as np
 import pandas as pd
 
+from ragmem.metrics import kernels
 from ragmem.metrics.base import Aggregator, Family, MetricResult, failed, mean_aggregator, nanmean, scored_mask
 from ragmem.text.keywords import normalize
 from ragmem.text.tokenizers import get_tokenizer
@@ -47,19 +48,12 @@ CORPUS = {"bleu": ("bleu_stats", 10), "chrf": ("chrf_stats", 18)}
 _ARTICLES = frozenset({"a", "an", "the"})
 
 
-class _RougeTokenizer:
-    """The ``tokenize(text)`` object rouge-score accepts in place of its ASCII-only default."""
-
-    def __init__(self, tokens):
-        self._tokens = tokens
-
-    def tokenize(self, text: str) -> list[str]:
-        return self._tokens(text)
-
-
 class GenerationScorer:
+    """Every generation score of a (hypothesis, reference) pair. The statistics come from
+    :mod:`ragmem.metrics.kernels` (equal to sacrebleu's and rouge-score's, pinned by the tests);
+    sacrebleu turns summed statistics into corpus scores."""
+
     def __init__(self, tokenizer: str = "jieba", bleu_tokenize: str = "zh"):
-        from rouge_score import rouge_scorer
         from sacrebleu.metrics import BLEU, CHRF
 
         self.tokenizer = get_tokenizer(tokenizer)
@@ -70,11 +64,11 @@ class GenerationScorer:
         # sacrebleu's signatures name the number of references, known once a score was computed
         self._bleu.corpus_score(["a"], [["a"]])
         self._chrf.corpus_score(["a"], [["a"]])
+        # sacrebleu's zh tokenizer as one regex (kernels.zh_tokenize); the others are sacrebleu's own
+        self._bleu_segment = kernels.zh_tokenize if bleu_tokenize == "zh" else self._bleu._preprocess_segment
         # One example's texts are tokenized by bleu_1, ROUGE, token_f1 and exact_match alike, and
         # references recur across examples and runs: tokenize each text once (thread-safe cache).
         self._cached_tokens = lru_cache(maxsize=16384)(self._tokenize)
-        self._rouge = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"],
-                                               tokenizer=_RougeTokenizer(self._cached_tokens))
 
     def _tokenize(self, text: str) -> tuple[str, ...]:
         return tuple(self.tokenizer(normalize(text or "")))
@@ -87,13 +81,13 @@ class GenerationScorer:
 
     # ---- per example -------------------------------------------------------------------------
     def bleu_stats(self, hyp: str, ref: str) -> list[int]:
-        """sacrebleu's sufficient statistics: [hyp_len, ref_len, correct 1-4, total 1-4].
-        (``_extract_corpus_statistics`` is private in sacrebleu 2.x; the tests pin its output
-        against ``corpus_score``.)"""
-        return [int(x) for x in self._bleu._extract_corpus_statistics([hyp], [[ref]])[0]]
+        """sacrebleu's sufficient statistics: [hyp_len, ref_len, correct 1-4, total 1-4]."""
+        order = self._bleu.max_ngram_order
+        return kernels.bleu_statistics(kernels.bleu_ngrams(self._bleu_segment(hyp), order),
+                                       kernels.bleu_ngrams(self._bleu_segment(ref), order), order)
 
     def chrf_stats(self, hyp: str, ref: str) -> list[int]:
-        return [int(x) for x in self._chrf._extract_corpus_statistics([hyp], [[ref]])[0]]
+        return kernels.chrf_statistics(hyp, ref, self._chrf.char_order)
 
     def bleu_from_stats(self, stats: Sequence[float]) -> float:
         """Corpus BLEU (0-1) from summed statistics."""
@@ -126,9 +120,11 @@ class GenerationScorer:
         return bp * matches / len(h)
 
     def rouge(self, hyp: str, ref: str) -> dict[str, float]:
-        scores = self._rouge.score(ref, hyp)  # rouge-score's order: (target, prediction)
-        return {"rouge_1": scores["rouge1"].fmeasure, "rouge_2": scores["rouge2"].fmeasure,
-                "rouge_l": scores["rougeL"].fmeasure}
+        """rouge-score's F-measures (its ``score(target=ref, prediction=hyp)``) on our tokens."""
+        h, r = self._cached_tokens(hyp), self._cached_tokens(ref)
+        return {"rouge_1": kernels.rouge_n(kernels.ngram_counts(r, 1), kernels.ngram_counts(h, 1)),
+                "rouge_2": kernels.rouge_n(kernels.ngram_counts(r, 2), kernels.ngram_counts(h, 2)),
+                "rouge_l": kernels.rouge_l(r, h)}
 
     def token_f1(self, hyp: str, ref: str) -> float:
         h, r = self.squad_tokens(hyp), self.squad_tokens(ref)
@@ -177,17 +173,27 @@ def scorer_for(tokenizer: str, bleu_tokenize: str) -> GenerationScorer:
     return GenerationScorer(tokenizer, bleu_tokenize)
 
 
+def score_pairs(pairs: Sequence[tuple[str, str]], tokenizer: str, bleu_tokenize: str) -> list[dict[str, object]]:
+    """:meth:`GenerationScorer.score` of each (hypothesis, reference) pair (a mapped function: see
+    :mod:`ragmem.parallel`)."""
+    scorer = scorer_for(tokenizer, bleu_tokenize)
+    return [scorer.score(hyp, ref) for hyp, ref in pairs]
+
+
 def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
     """Per-example scores (columns, with the BLEU/chrF statistics), the wanted means, and corpus
     BLEU/chrF from the summed statistics (their sentence means beside them)."""
     scorer = ctx.generation_scorer()
     columns: dict[str, list] = {n: [] for n in (*NAMES, "bleu_stats", "chrf_stats")}
-    for row in table.itertuples(index=False):
+    rows = list(table.itertuples(index=False))
+    pairs = [(row.generated_answer or "", row.reference_answer or "") for row in rows if not failed(row)]
+    scores = iter(ctx.map(score_pairs, pairs, scorer.tokenizer.name, scorer.bleu_tokenize))
+    for row in rows:
         if failed(row):
             for values in columns.values():
                 values.append(None)
             continue
-        for name, value in scorer.score(row.generated_answer or "", row.reference_answer or "").items():
+        for name, value in next(scores).items():
             columns[name].append(value)
     values: dict[str, float | None] = {n: nanmean(columns[n]) for n in NAMES if n in wanted}
     for name, (stats_column, _) in CORPUS.items():

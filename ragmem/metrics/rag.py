@@ -66,6 +66,26 @@ def contextual_precision(verdicts: Sequence[int]) -> float:
     return total / relevant
 
 
+def cohen_kappa(pairs: Sequence[tuple[int, int]]) -> float:
+    """Cohen's kappa of (label, verdict) pairs: ``1 - Σ_{i≠j} O_ij / Σ_{i≠j} E_ij`` with ``O`` the
+    confusion counts and ``E`` their expectation from the marginals, scikit-learn's
+    ``cohen_kappa_score`` formula (the tests pin it against it). By hand because importing
+    scikit-learn (scipy.stats) costs about a second of every run.
+
+    >>> round(cohen_kappa([(1, 1), (1, 0), (0, 0), (0, 0)]), 4)
+    0.5
+    """
+    classes = sorted({x for pair in pairs for x in pair})
+    index = {c: i for i, c in enumerate(classes)}
+    confusion = np.zeros((len(classes), len(classes)))
+    for a, b in pairs:
+        confusion[index[a], index[b]] += 1
+    sum0, sum1 = confusion.sum(axis=0), confusion.sum(axis=1)
+    expected = np.outer(sum0, sum1) / np.sum(sum0)
+    off_diagonal = 1 - np.eye(len(classes))
+    return float(1 - np.sum(off_diagonal * confusion) / np.sum(off_diagonal * expected))
+
+
 def normalize_entity(text: str) -> str:
     return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
@@ -77,17 +97,19 @@ def entity_recall(context_entities: set[str], reference_entities: set[str]) -> f
 
 
 class OfflineEntities:
-    """jieba part-of-speech tags for Chinese; capitalised spans and numbers for English."""
+    """Part-of-speech tags for Chinese (the keyword tokenizer's tagger: jieba.posseg, or rjieba's
+    ``tag`` with ``keywords.tokenizer: rjieba``); capitalised spans and numbers for English."""
 
-    def __init__(self, stopwords: frozenset[str]):
-        self.stopwords = stopwords
-
-    def __call__(self, text: str) -> set[str]:
-        import jieba.posseg as posseg
-
+    def __init__(self, stopwords: frozenset[str], tokenizer=None):
         from ragmem.text.tokenizers import JiebaTokenizer
 
-        JiebaTokenizer()._ensure_loaded()
+        self.stopwords = stopwords
+        self.tokenizer = tokenizer if tokenizer is not None else JiebaTokenizer()
+
+    def signature(self) -> str:
+        return f"offline:pos:{self.tokenizer.tagger_signature()}:{','.join(_POS_KEEP)}|en:capitalised+numbers"
+
+    def __call__(self, text: str) -> set[str]:
         found: set[str] = set()
         for span in _CAPITALISED.findall(text):
             words = span.split()
@@ -98,10 +120,19 @@ class OfflineEntities:
         found.update(_NUMBER.findall(text))
         cjk = "".join(c if "\u3400" <= c <= "\u9fff" else " " for c in text)
         if cjk.strip():
-            for word, flag in posseg.lcut(cjk):
+            for word, flag in self.tokenizer.pos_tags(cjk):
                 if word.strip() and flag.startswith(_POS_KEEP):
                     found.add(word)
         return {normalize_entity(e) for e in found}
+
+
+def offline_entities(texts: Sequence[str], tokenizer: str, stopwords: tuple[str, ...]) -> list[set[str]]:
+    """:class:`OfflineEntities` of each text (a mapped function: see :mod:`ragmem.parallel`)."""
+    from ragmem.text.keywords import keywords_for
+
+    K = keywords_for(tokenizer, tuple(stopwords))
+    extract = OfflineEntities(K.stopwords, K.tokenizer)
+    return [extract(text) for text in texts]
 
 
 def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
@@ -157,9 +188,7 @@ class RagMetrics:
         labelled = [(int(r.label), int(r.verdict)) for r in table.itertuples(index=False)
                     if not isinstance(r.error, str) and not pd.isna(r.label) and not pd.isna(r.verdict)]
         if labelled and len({lab for lab, _ in labelled} | {v for _, v in labelled}) > 1:
-            from sklearn.metrics import cohen_kappa_score
-
-            result.values["judge_label_kappa"] = float(cohen_kappa_score([a for a, _ in labelled], [b for _, b in labelled]))
+            result.values["judge_label_kappa"] = cohen_kappa(labelled)
         if "keyword_verdict" in table:
             pairs = [(r.keyword_verdict, r.verdict) for r in table.itertuples(index=False)
                      if not pd.isna(r.keyword_verdict) and not pd.isna(r.verdict)]
@@ -286,8 +315,8 @@ class RagMetrics:
             for text, result in zip(unique, self._ask([("entities", {"text": t}) for t in unique])):
                 entities[text] = result.error if result.error else {normalize_entity(e) for e in result.value["entities"]}
         else:
-            extract = OfflineEntities(self.ctx.keywords.stopwords)
-            entities = {t: extract(t) for t in unique}
+            K = self.ctx.keywords
+            entities = dict(zip(unique, self.ctx.map(offline_entities, unique, K.tokenizer_name, K.stopword_specs)))
         values, errors, undefined = [], [], 0
         for row in rows:
             if row is None:

@@ -87,14 +87,25 @@ class KeywordExtractor:
             parts.append(signature)
         self.stopwords = frozenset(words)
         self._stopword_signature = "+".join(parts) or "none"
+        self._known: dict[str, frozenset[str]] = {}  # filled by prime()
         self.keywords = lru_cache(maxsize=cache_size)(self._keywords)
+
+    def prime(self, texts, mapper=None) -> None:
+        """Compute the keyword sets of ``texts`` at once (on ``mapper``'s workers: see
+        :mod:`ragmem.parallel`), so the metrics that ask for them later find them."""
+        from ragmem.parallel import SERIAL
+
+        todo = [t for t in dict.fromkeys(texts) if t not in self._known]
+        sets = (mapper or SERIAL).map(keyword_sets, todo, self.tokenizer_name, self.stopword_specs)
+        self._known.update(zip(todo, sets))
 
     def tokens(self, text: str) -> list[str]:
         """All tokens of the normalised text, stopwords removed, in order (duplicates kept)."""
         return [t for t in self.tokenizer(normalize(text)) if t not in self.stopwords]
 
     def _keywords(self, text: str) -> frozenset[str]:
-        return frozenset(self.tokens(text))
+        known = self._known.get(text)
+        return known if known is not None else frozenset(self.tokens(text))
 
     def __call__(self, text: str) -> frozenset[str]:
         return self.keywords(text)
@@ -111,3 +122,15 @@ class KeywordExtractor:
 
     def stopword_signature(self) -> str:
         return self._stopword_signature
+
+
+@lru_cache(maxsize=8)
+def keywords_for(tokenizer: str, stopwords: tuple[str, ...]) -> KeywordExtractor:
+    """One extractor per setting and process (a worker's: its dictionary loads once)."""
+    return KeywordExtractor(tokenizer, stopwords)
+
+
+def keyword_sets(texts, tokenizer: str, stopwords: tuple[str, ...]) -> list[frozenset[str]]:
+    """``K(text)`` of each text (a mapped function: see :mod:`ragmem.parallel`)."""
+    K = keywords_for(tokenizer, tuple(stopwords))
+    return [K(text) for text in texts]

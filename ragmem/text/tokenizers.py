@@ -50,6 +50,13 @@ class _RunTokenizer:
     def signature(self) -> str:
         return self.name
 
+    def pos_tags(self, text: str) -> list[tuple[str, str]]:
+        """(word, part-of-speech flag) over a text of CJK runs (ictclas flags, as jieba.posseg)."""
+        return JiebaTokenizer().pos_tags(text)
+
+    def tagger_signature(self) -> str:
+        return f"jieba-{_version('jieba')}-posseg"
+
 
 class JiebaTokenizer(_RunTokenizer):
     """jieba's default (accurate) mode for Chinese runs; its dictionary loads once, silently."""
@@ -81,6 +88,46 @@ class JiebaTokenizer(_RunTokenizer):
     def signature(self) -> str:
         return f"jieba-{_version('jieba')}"
 
+    def pos_tags(self, text: str) -> list[tuple[str, str]]:
+        import jieba.posseg as posseg
+
+        self._ensure_loaded()
+        return [(pair.word, pair.flag) for pair in posseg.lcut(text)]
+
+
+class RjiebaTokenizer(_RunTokenizer):
+    """jieba's dictionary and HMM in Rust (``rjieba``, jieba-rs): 20-40x faster than jieba.
+
+    An optional accelerator (``pip install 'ragmem[fast]'``); jieba stays the reference. The CJK
+    runs ragmem hands it segment as jieba's do on the parity corpora measured in
+    ``benchmarks/bench_segmenters.py`` except for a few texts (README: Performance); the
+    signature names it, so scores made with either are never compared as one.
+    """
+
+    name = "rjieba"
+
+    def __init__(self) -> None:
+        from ragmem.errors import ConfigError
+
+        try:
+            import rjieba
+        except ImportError:
+            raise ConfigError("tokenizer rjieba: the package is not installed; "
+                              "pip install 'ragmem[fast]' (or choose jieba)") from None
+        self._rjieba = rjieba
+
+    def segment_cjk(self, run: str) -> list[str]:
+        return self._rjieba.cut(run)
+
+    def signature(self) -> str:
+        return f"rjieba-{_version('rjieba')}"
+
+    def pos_tags(self, text: str) -> list[tuple[str, str]]:
+        return self._rjieba.tag(text)
+
+    def tagger_signature(self) -> str:
+        return f"rjieba-{_version('rjieba')}-tag"
+
 
 class CharTokenizer(_RunTokenizer):
     """Every CJK ideograph is a token (no dictionary); a baseline, and what sacrebleu's ``zh`` does."""
@@ -91,7 +138,8 @@ class CharTokenizer(_RunTokenizer):
         return list(run)
 
 
-TOKENIZERS: dict[str, type[_RunTokenizer]] = {"jieba": JiebaTokenizer, "char": CharTokenizer}
+TOKENIZERS: dict[str, type[_RunTokenizer]] = {"jieba": JiebaTokenizer, "rjieba": RjiebaTokenizer,
+                                               "char": CharTokenizer}
 
 
 def get_tokenizer(name: str) -> _RunTokenizer:

@@ -1,0 +1,36 @@
+"""The flows' task runner, from ``orchestration.task_runner``.
+
+- ``threads`` (default): Prefect's thread pool in this process; the scoring batches run on a local
+  process pool (``orchestration.workers``, see :mod:`ragmem.parallel`);
+- ``dask``: prefect-dask's ``DaskTaskRunner``. The scoring batches (and a sweep's children) are
+  Prefect tasks on the Dask workers: an existing cluster (``orchestration.dask_address``, e.g.
+  ``tcp://10.0.0.5:8786``), else a ``LocalCluster`` started for the flow run and stopped after it
+  (``orchestration.dask_workers`` processes, one thread each, bound to 127.0.0.1, no dashboard).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect.task_runners import ThreadPoolTaskRunner
+
+
+def task_runner_for(config: dict[str, Any], threads: int | None = None):
+    """The task runner a flow of this (resolved) config runs on; ``threads`` sizes the thread pool."""
+    orchestration = config.get("orchestration") or {}
+    if orchestration.get("task_runner") != "dask":
+        return ThreadPoolTaskRunner(max_workers=threads)
+    from prefect_dask import DaskTaskRunner
+
+    if orchestration.get("dask_address"):
+        return DaskTaskRunner(address=orchestration["dask_address"])
+    from ragmem.parallel import local_workers
+
+    from prefect.settings import PREFECT_LOGGING_LEVEL
+
+    workers = orchestration.get("dask_workers") or local_workers("auto")
+    # the worker processes log as this process does (ragmem run: WARNING unless --verbose)
+    env = {"PREFECT_LOGGING_LEVEL": str(PREFECT_LOGGING_LEVEL.value())}
+    return DaskTaskRunner(cluster_class="distributed.LocalCluster",
+                          cluster_kwargs={"n_workers": workers, "threads_per_worker": 1, "processes": True,
+                                          "host": "127.0.0.1", "dashboard_address": None, "env": env})

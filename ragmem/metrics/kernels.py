@@ -1,0 +1,174 @@
+"""Fast kernels for the generation metrics' per-example statistics, equal to the libraries' own.
+
+sacrebleu and rouge-score are the reference implementations; their per-call overhead dominated a
+10k-example run (sacrebleu re-tokenizes and rebuilds reference n-grams per call, its ``zh``
+tokenizer tests every character against 27 ranges in Python, rouge-score fills an
+``|a| x |b|`` table in Python and imports nltk). These kernels compute the same integers and the
+same floats (``tests/test_kernels.py`` pins them against the libraries on bilingual corpora, to 0 for
+the integer statistics and 1e-12 for the F-measures):
+
+- :func:`zh_tokenize`: sacrebleu's ``TokenizerZh`` as one regex substitution, its character class
+  built from sacrebleu's own ``_UCODE_RANGES`` with the same string comparisons (two of those bounds
+  are two characters long, ``'\\u20000'``; the class reproduces what the comparisons accept);
+- :func:`bleu_statistics`: sacrebleu BLEU's ``[hyp_len, ref_len, correct_1..4, total_1..4]`` for one
+  reference (``_compute_segment_statistics``), n-grams from sacrebleu's own helper;
+- :func:`chrf_statistics`: chrF's ``[hyp, ref, match] x 6`` character orders (whitespace removed,
+  word order 0: sacrebleu's defaults), n-gram counting restricted to positions whose shorter n-gram
+  both texts share (an n-gram both hold has every one of its sub-grams in both, so the counts of the
+  shared n-grams are exact);
+- :func:`lcs_length`: the longest common subsequence of two token lists with Hyyrö's bit-parallel
+  algorithm (one big-integer step per token of the second list instead of a DP row);
+- :func:`rouge_n`, :func:`rouge_l`: rouge-score's ``_score_ngrams`` / ``_score_lcs`` F-measures.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from functools import lru_cache
+from typing import Sequence
+
+
+def _ucode_class() -> str:
+    """A regex character class accepting exactly the characters sacrebleu's
+    ``TokenizerZh._is_chinese_char`` accepts (``start <= c <= end`` over its ranges)."""
+    from sacrebleu.tokenizers.tokenizer_zh import _UCODE_RANGES
+
+    def low(bound: str) -> int:  # the least single character c with c >= bound
+        return ord(bound) if len(bound) == 1 else ord(bound[0]) + 1
+
+    def high(bound: str) -> int:  # the greatest single character c with c <= bound
+        return ord(bound[0])
+
+    parts = [(low(s), high(e)) for s, e in _UCODE_RANGES if low(s) <= high(e)]
+    return "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in parts)
+
+
+@lru_cache(maxsize=1)
+def _zh_pattern():
+    """The CJK regex, and sacrebleu's 13a post-tokenizer as (translation table, other regexes).
+
+    The post-tokenizer's first regex pads each of 30 ASCII punctuation characters (the space
+    among them) with spaces, one substitution per character: ``str.translate`` does the same in
+    one C pass. Its class is read from sacrebleu's pattern, so the two cannot drift apart."""
+    from sacrebleu.tokenizers.tokenizer_re import TokenizerRegexp
+
+    regexes = TokenizerRegexp()._re
+    first = regexes[0][0].pattern  # ([\{-\~\[-\` -\&\(-\+\:-\@\/])
+    padded = {c: f" {c} " for c in map(chr, range(128)) if re.fullmatch(first, c)}
+    return re.compile(f"([{_ucode_class()}])"), str.maketrans(padded), regexes[1:]
+
+
+def zh_tokenize(line: str) -> str:
+    """sacrebleu's ``zh`` tokenization of a segment (as BLEU's ``_preprocess_segment`` calls it)."""
+    pattern, table, regexes = _zh_pattern()
+    line = pattern.sub(r" \1 ", line.strip()).translate(table)
+    for regex, replacement in regexes:
+        line = regex.sub(replacement, line)
+    return " ".join(line.split())
+
+
+def bleu_ngrams(tokenized: str, max_order: int = 4) -> tuple[Counter, int]:
+    from sacrebleu.metrics.helpers import extract_all_word_ngrams
+
+    return extract_all_word_ngrams(tokenized, 1, max_order)
+
+
+def bleu_statistics(hyp: tuple[Counter, int], ref: tuple[Counter, int], max_order: int = 4) -> list[int]:
+    """``[hyp_len, ref_len, correct_1..n, total_1..n]`` of one hypothesis against one reference,
+    from their :func:`bleu_ngrams`."""
+    hyp_ngrams, hyp_len = hyp
+    ref_ngrams, ref_len = ref
+    correct = [0] * max_order
+    total = [0] * max_order
+    for ngram, count in hyp_ngrams.items():
+        n = len(ngram) - 1
+        total[n] += count
+        found = ref_ngrams.get(ngram)
+        if found:
+            correct[n] += count if count < found else found
+    return [hyp_len, ref_len, *correct, *total]
+
+
+def chrf_statistics(hyp: str, ref: str, order: int = 6) -> list[int]:
+    """chrF's ``[n_hyp, n_ref, n_match]`` per character order 1..``order`` (whitespace removed).
+
+    ``n_hyp`` is 0 for an order the reference has no n-gram of (sacrebleu: no hits without a
+    reference n-gram)."""
+    h, r = "".join(hyp.split()), "".join(ref.split())
+    out: list[int] = []
+    if h == r:  # every n-gram matches itself
+        for n in range(1, order + 1):
+            count = max(0, len(h) - n + 1)
+            out += [count, count, count]
+        return out
+    # alive positions: where the n-gram starting there may also occur in the other text
+    h_alive, r_alive = range(len(h)), range(len(r))
+    for n in range(1, order + 1):
+        n_hyp, n_ref = max(0, len(h) - n + 1), max(0, len(r) - n + 1)
+        h_alive = [i for i in h_alive if i + n <= len(h)]
+        r_alive = [j for j in r_alive if j + n <= len(r)]
+        if not h_alive or not r_alive:
+            out += [n_hyp if n_ref else 0, n_ref, 0]
+            h_alive = r_alive = []
+            continue
+        hc = Counter([h[i:i + n] for i in h_alive])
+        rc = Counter([r[j:j + n] for j in r_alive])
+        match = 0
+        for gram, count in hc.items():
+            found = rc.get(gram)
+            if found:
+                match += count if count < found else found
+        out += [n_hyp if n_ref else 0, n_ref, match]
+        # the (n+1)-gram at i is shared only if the n-grams at i and i+1 are
+        h_alive = [i for i in h_alive if h[i:i + n] in rc and h[i + 1:i + 1 + n] in rc]
+        r_alive = [j for j in r_alive if r[j:j + n] in hc and r[j + 1:j + 1 + n] in hc]
+    return out
+
+
+def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
+    """Length of the longest common subsequence (Hyyrö's bit-vector algorithm).
+
+    ``V`` holds one bit per position of ``a``; a zero bit marks a position the LCS so far has used.
+
+    >>> lcs_length("the cat sat".split(), "the fat cat sat".split())
+    3
+    """
+    if not a or not b:
+        return 0
+    masks: dict[str, int] = {}
+    for i, token in enumerate(a):
+        masks[token] = masks.get(token, 0) | (1 << i)
+    full = (1 << len(a)) - 1
+    v = full
+    for token in b:
+        u = v & masks.get(token, 0)
+        v = ((v + u) | (v - u)) & full
+    return len(a) - v.bit_count()
+
+
+def _fmeasure(precision: float, recall: float) -> float:
+    return 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
+
+
+def ngram_counts(tokens: Sequence[str], n: int) -> Counter:
+    return Counter([tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)])
+
+
+def rouge_n(target: Counter, prediction: Counter) -> float:
+    """rouge-score's ``_score_ngrams`` F-measure from the two texts' n-gram counts."""
+    overlap = 0
+    for gram, count in target.items():
+        found = prediction.get(gram)
+        if found:
+            overlap += count if count < found else found
+    target_count, prediction_count = sum(target.values()), sum(prediction.values())
+    return _fmeasure(overlap / max(prediction_count, 1), overlap / max(target_count, 1))
+
+
+def rouge_l(target: Sequence[str], prediction: Sequence[str]) -> float:
+    """rouge-score's ``_score_lcs`` F-measure (0 when either text has no token)."""
+    if not target or not prediction:
+        return 0.0
+    lcs = lcs_length(target, prediction)
+    return _fmeasure(lcs / len(prediction), lcs / len(target))
