@@ -1,13 +1,16 @@
 """ragmem's full offline suite against RAGAS's five non-LLM metrics, side by side on the same data.
 
     python benchmarks/bench_vs_ragas.py [--n 10000] [--resamples 1000] [--only ragmem|ragas]
+                                        [--tokenizer jieba|rjieba] [--workers auto|N]
 
 Writes N synthetic bilingual examples (half Chinese; 6 contexts each drawn from a shared pool of
 distinct texts; answers of 20-40 words or characters; seeded), then times, each in a fresh process
 of its own (so imports count and peak RSS is that process's alone):
 
 - ragmem: ``ragmem.evaluate(path, track=False)``: every default metric with ``--resamples``
-  bootstrap resamples (no MLflow, no Prefect);
+  bootstrap resamples (no MLflow, no Prefect), with ``keywords.tokenizer`` and
+  ``generation.tokenizer`` set to ``--tokenizer`` (default ``rjieba``, the fast extra; ``jieba`` is
+  the reference) and ``orchestration.workers`` to ``--workers``;
 - RAGAS 0.4.3: ``ragas.evaluate`` with BleuScore, RougeScore, NonLLMStringSimilarity, ExactMatch and
   NonLLMContextPrecisionWithReference, in a virtual environment of its own
   (``benchmarks/.venv-ragas``, made on first use: ragas==0.4.3 with the langchain 0.3 line pinned,
@@ -16,7 +19,8 @@ of its own (so imports count and peak RSS is that process's alone):
 Prints one line per side and one line of ratios, e.g.
 ``ragmem n=10000 compute=30.4 s rss=807 MB | ragas compute=32.0 s rss=904 MB | time 0.95x rss 0.89x``.
 ``compute`` is the wall time of the evaluation call in that process, ``total`` adds the interpreter
-start and imports.
+start and imports; ``rss`` is the peak of the summed resident memory of that process and its
+children (ragmem's scoring workers included), sampled every 50 ms.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import random
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -78,7 +83,10 @@ import json, resource, sys, time
 t0 = time.perf_counter()
 import ragmem
 t1 = time.perf_counter()
-result = ragmem.evaluate(sys.argv[1], track=False, stats={"resamples": int(sys.argv[2])})
+tok, workers = sys.argv[3], sys.argv[4]
+result = ragmem.evaluate(sys.argv[1], track=False, stats={"resamples": int(sys.argv[2])},
+                         keywords={"tokenizer": tok}, generation={"tokenizer": tok},
+                         orchestration={"workers": workers if workers == "auto" else int(workers)})
 t2 = time.perf_counter()
 print(json.dumps({"compute": t2 - t1, "total": t2 - t0, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "n": len(result.table), "metrics": len(result.metrics)}))
@@ -115,10 +123,30 @@ def ragas_python() -> Path:
 
 
 def run(python: Path | str, code: str, *args: str) -> dict:
-    done = subprocess.run([str(python), "-c", code, *args], capture_output=True, text=True, cwd=ROOT)
-    if done.returncode != 0:
-        raise SystemExit(f"failed: {done.stderr.strip()[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    """Run ``code`` in a fresh process; its JSON line, with ``rss_mb`` replaced by the peak of the
+    summed RSS of the process and all its children (ragmem's worker processes count), sampled
+    every 50 ms from here."""
+    import psutil
+
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen([str(python), "-c", code, *args], stdout=out, stderr=err, text=True, cwd=ROOT)
+        peak = main_peak = 0
+        tree = psutil.Process(proc.pid)
+        while proc.poll() is None:
+            try:
+                members = [tree, *tree.children(recursive=True)]
+                peak = max(peak, sum(m.memory_info().rss for m in members if m.is_running()))
+                main_peak = max(main_peak, tree.memory_info().rss)
+            except psutil.Error:  # a child ended between listing and reading
+                pass
+            time.sleep(0.05)
+        out.seek(0), err.seek(0)
+        if proc.returncode != 0:
+            raise SystemExit(f"failed: {err.read().strip()[-2000:]}")
+        result = json.loads(out.read().strip().splitlines()[-1])
+    result["rss_mb"] = max(result["rss_mb"], peak / 2**20)
+    result["main_rss_mb"] = main_peak / 2**20
+    return result
 
 
 def main() -> None:
@@ -126,6 +154,8 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=10000)
     parser.add_argument("--resamples", type=int, default=1000)
     parser.add_argument("--only", choices=["ragmem", "ragas"])
+    parser.add_argument("--tokenizer", choices=["jieba", "rjieba"], default="rjieba")
+    parser.add_argument("--workers", default="auto", help="orchestration.workers of the ragmem side")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "data.json"
@@ -135,7 +165,8 @@ def main() -> None:
         print(f"data n={args.n} distinct_contexts={len(texts)} context_chars={sum(map(len, texts))}", file=sys.stderr)
         sides = {}
         if args.only in (None, "ragmem"):
-            sides["ragmem"] = run(sys.executable, _RAGMEM, str(path), str(args.resamples))
+            sides["ragmem"] = run(sys.executable, _RAGMEM, str(path), str(args.resamples), args.tokenizer,
+                                  args.workers)
         if args.only in (None, "ragas"):
             sides["ragas"] = run(ragas_python(), _RAGAS, str(path))
     line = " | ".join(f"{name} compute={s['compute']:.1f} s total={s['total']:.1f} s rss={s['rss_mb']:.0f} MB"
@@ -143,7 +174,7 @@ def main() -> None:
     if len(sides) == 2:
         a, b = sides["ragmem"], sides["ragas"]
         line += f" | time {a['compute'] / b['compute']:.2f}x rss {a['rss_mb'] / b['rss_mb']:.2f}x (ragmem / ragas)"
-    print(f"n={args.n} {line}")
+    print(f"n={args.n} tokenizer={args.tokenizer} workers={args.workers} {line}")
 
 
 if __name__ == "__main__":

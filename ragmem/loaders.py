@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -152,7 +153,7 @@ class _RecordReader:
             if not isinstance(item, dict):
                 text = self.as_text(where, item)
                 if text is not None:
-                    out.append(Context(text=text))
+                    out.append(Context(text=sys.intern(text)))
                 continue
             key = "text" if "text" in item else "content"
             if key not in item:
@@ -170,7 +171,8 @@ class _RecordReader:
                 self.problem(f"{where}.score", f"expected a number, got {score!r}")
                 score = None
             cid = self.identifier(f"{where}.id", item.get("id"))
-            out.append(Context(text=text, id=cid, source=source,
+            # interned: the same context recurs across examples (one copy of each, not one per example)
+            out.append(Context(text=sys.intern(text), id=cid, source=source,
                                score=None if score is None else float(score)))
         return out
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 import unicodedata
 from collections import Counter
 from typing import Any, Sequence
@@ -123,7 +124,7 @@ class OfflineEntities:
             for word, flag in self.tokenizer.pos_tags(cjk):
                 if word.strip() and flag.startswith(_POS_KEEP):
                     found.add(word)
-        return {normalize_entity(e) for e in found}
+        return {sys.intern(normalize_entity(e)) for e in found}
 
 
 def offline_entities(texts: Sequence[str], tokenizer: str, stopwords: tuple[str, ...]) -> list[set[str]]:

@@ -1,0 +1,65 @@
+"""What Prefect and MLflow add: ``ragmem run`` (Prefect flow, MLflow run) against
+``ragmem.evaluate(track=False)`` on the same data.
+
+    python benchmarks/bench_overhead.py [--n 10000] [--tokenizer rjieba|jieba] [--task-runner threads|dask]
+
+Writes N synthetic bilingual examples and a replay config, then times, in a temporary folder of its
+own (its own MLflow store; the Prefect server the CLI reuses or starts, already running when timed:
+a warm-up run comes first):
+
+- ``ragmem.evaluate(config, track=False)`` in a fresh process (wall time of the process);
+- ``ragmem run CONFIG`` (wall time of the command: Prefect, MLflow params, metrics, the per-example
+  table, traces and report).
+
+Prints one line, e.g. ``n=10000 evaluate=15.2 s run=16.4 s overhead=+7.9%``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_vs_ragas import synthetic  # noqa: E402
+
+_EVALUATE = "import ragmem, sys; ragmem.evaluate(config=sys.argv[1], track=False)"
+
+
+def timed(command: list[str], cwd: Path) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"failed: {' '.join(command)}\n{done.stderr.strip()[-2000:]}")
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=10000)
+    parser.add_argument("--tokenizer", choices=["jieba", "rjieba"], default="rjieba")
+    parser.add_argument("--task-runner", choices=["threads", "dask"], default="threads")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        (folder / "data.json").write_text(json.dumps(synthetic(args.n), ensure_ascii=False), encoding="utf-8")
+        config = folder / "bench.yaml"
+        config.write_text(json.dumps({
+            "experiment": "bench-overhead", "data": {"files": [{"path": "data.json"}]}, "agent": {"type": "replay"},
+            "keywords": {"tokenizer": args.tokenizer}, "generation": {"tokenizer": args.tokenizer},
+            "orchestration": {"task_runner": args.task_runner}}), encoding="utf-8")
+        ragmem = [sys.executable, "-m", "ragmem.cli"]
+        timed([*ragmem, "run", str(config), "--set", "tracking.enabled=false"], folder)  # warm-up: the server
+        evaluate = timed([sys.executable, "-c", _EVALUATE, str(config)], folder)
+        run = timed([*ragmem, "run", str(config)], folder)
+    print(f"n={args.n} tokenizer={args.tokenizer} task_runner={args.task_runner} evaluate={evaluate:.1f} s "
+          f"run={run:.1f} s overhead={(run / evaluate - 1) * 100:+.1f}%")
+
+
+if __name__ == "__main__":
+    main()
