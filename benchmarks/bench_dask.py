@@ -10,15 +10,13 @@ with a LocalCluster of each size, in a temporary folder; prints one line, e.g.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_overhead import timed  # noqa: E402
-from bench_vs_ragas import synthetic  # noqa: E402
+from bench_overhead import replay_config, timed  # noqa: E402
 
 
 def main() -> None:
@@ -29,12 +27,8 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        (folder / "data.json").write_text(json.dumps(synthetic(args.n), ensure_ascii=False), encoding="utf-8")
-        config = folder / "bench.yaml"
-        config.write_text(json.dumps({
-            "experiment": "bench-dask", "data": {"files": [{"path": "data.json"}]}, "agent": {"type": "replay"},
-            "keywords": {"tokenizer": args.tokenizer}, "generation": {"tokenizer": args.tokenizer},
-            "tracking": {"enabled": False}, "orchestration": {"task_runner": "dask"}}), encoding="utf-8")
+        config = replay_config(folder, args.n, args.tokenizer, tracking={"enabled": False},
+                               orchestration={"task_runner": "dask"})
         ragmem = [sys.executable, "-m", "ragmem.cli", "run", str(config)]
         times = {w: timed([*ragmem, "--set", f"orchestration.dask_workers={w}"], folder) for w in args.workers}
     first = times[args.workers[0]]

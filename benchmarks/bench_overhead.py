@@ -39,6 +39,16 @@ def timed(command: list[str], cwd: Path) -> float:
     return time.perf_counter() - start
 
 
+def replay_config(folder: Path, n: int, tokenizer: str, **sections) -> Path:
+    """N synthetic examples and a replay config naming them (plus ``sections``), in ``folder``."""
+    (folder / "data.json").write_text(json.dumps(synthetic(n), ensure_ascii=False), encoding="utf-8")
+    config = folder / "bench.yaml"
+    config.write_text(json.dumps({
+        "experiment": "bench", "data": {"files": [{"path": "data.json"}]}, "agent": {"type": "replay"},
+        "keywords": {"tokenizer": tokenizer}, "generation": {"tokenizer": tokenizer}, **sections}), encoding="utf-8")
+    return config
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=10000)
@@ -47,12 +57,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        (folder / "data.json").write_text(json.dumps(synthetic(args.n), ensure_ascii=False), encoding="utf-8")
-        config = folder / "bench.yaml"
-        config.write_text(json.dumps({
-            "experiment": "bench-overhead", "data": {"files": [{"path": "data.json"}]}, "agent": {"type": "replay"},
-            "keywords": {"tokenizer": args.tokenizer}, "generation": {"tokenizer": args.tokenizer},
-            "orchestration": {"task_runner": args.task_runner}}), encoding="utf-8")
+        config = replay_config(folder, args.n, args.tokenizer, orchestration={"task_runner": args.task_runner})
         ragmem = [sys.executable, "-m", "ragmem.cli"]
         timed([*ragmem, "run", str(config), "--set", "tracking.enabled=false"], folder)  # warm-up: the server
         evaluate = timed([sys.executable, "-c", _EVALUATE, str(config)], folder)
