@@ -77,16 +77,31 @@ def score_batch(fn: Callable[..., list], payload: Payload, name: str, index: int
 
 class PrefectMapper:
     """Scoring batches as Prefect tasks on the flow's task runner (prefect-dask's DaskTaskRunner):
-    at most ``MAX_BATCHES`` batches of at least ``MIN_BATCH`` items, spread over however many
-    workers the cluster has."""
+    two batches per Dask worker (each task run costs Prefect's engine on the worker a fixed
+    overhead, so fewer, larger batches), none under ``MIN_BATCH`` items."""
 
     name = "dask"
-    MIN_BATCH, MAX_BATCHES = 200, 64
+    MIN_BATCH = 200
+
+    def __init__(self, workers: int):
+        self.workers = workers
+
+    @classmethod
+    def for_config(cls, cfg: RunConfig) -> "PrefectMapper":
+        from ragmem.parallel import local_workers
+
+        orchestration = cfg.orchestration
+        if not orchestration.dask_address:
+            return cls(orchestration.dask_workers or local_workers("auto"))
+        from distributed import Client
+
+        with Client(orchestration.dask_address, timeout=30) as client:  # how many workers it has now
+            return cls(max(1, len(client.scheduler_info().get("workers", {}))))
 
     def map(self, fn: Callable[..., list], items: Sequence[Any], *args: Any) -> list:
         from ragmem.parallel import chunks
 
-        parts = chunks(items, max(1, min(self.MAX_BATCHES, len(items) // self.MIN_BATCH)))
+        parts = chunks(items, max(1, min(2 * self.workers, len(items) // self.MIN_BATCH)))
         futures = [score_batch.submit(fn, Payload((part, args)), fn.__name__.replace("_", "-"), i)
                    for i, part in enumerate(parts)]
         out: list = []
@@ -149,7 +164,7 @@ class PrefectSteps(engine.Steps):
         if cfg.orchestration.task_runner == "dask":
             # in the flow itself: its scoring batches are submitted from here to Dask (a task
             # submitted from inside a task would carry that task's context, clients included)
-            return PLAIN.score(examples, outputs, judgements, components, cfg, PrefectMapper())
+            return PLAIN.score(examples, outputs, judgements, components, cfg, PrefectMapper.for_config(cfg))
         return score(quote(examples), quote(outputs), quote(judgements), quote(components), cfg,
                      quote(self.mapper(cfg)))
 
