@@ -24,9 +24,9 @@ def task_runner_for(config: dict[str, Any], threads: int | None = None):
 
     if orchestration.get("dask_address"):
         return DaskTaskRunner(address=orchestration["dask_address"])
-    from ragmem.parallel import local_workers
-
     from prefect.settings import PREFECT_LOGGING_LEVEL
+
+    from ragmem.parallel import local_workers
 
     workers = orchestration.get("dask_workers") or local_workers("auto")
     # the worker processes log as this process does (ragmem run: WARNING unless --verbose)

@@ -7,8 +7,8 @@ applies a module-level function to chunks of items and returns the results in or
 - :class:`Serial`: in this process (small runs, tests, and inside a Dask worker);
 - :class:`ProcessPool`: ``workers`` local processes (``orchestration.workers``), joblib's loky
   executor, reused by every run of the process;
-- :class:`DaskMapper`: the chunks as Dask tasks on a ``distributed.Client`` (``orchestration.
-  task_runner: dask``; see :mod:`ragmem.orchestration`).
+- with ``orchestration.task_runner: dask``, ``ragmem.tasks.steps.PrefectMapper``: the chunks as
+  Prefect tasks on prefect-dask's DaskTaskRunner (see ``flows/runners.py``).
 
 Every mapped function is pure and its per-process caches (``generation.scorer_for``, the keyword
 extractors) load jieba's dictionary once per worker, so results are identical whichever mapper ran
@@ -72,26 +72,6 @@ class ProcessPool:
         out: list = []
         for future in futures:
             out.extend(future.result())
-        return out
-
-
-class DaskMapper:
-    """The chunks as tasks on a Dask cluster (``client``: a ``distributed.Client``)."""
-
-    name = "dask"
-
-    def __init__(self, client: Any):
-        self.client = client
-        self.workers = max(1, len(client.scheduler_info().get("workers", {})))
-
-    def map(self, fn: Callable[..., list], items: Sequence[Any], *args: Any) -> list:
-        if not items:
-            return []
-        parts = chunks(items, 4 * self.workers)
-        futures = [self.client.submit(fn, part, *args, pure=False) for part in parts]
-        out: list = []
-        for part in self.client.gather(futures):
-            out.extend(part)
         return out
 
 

@@ -51,10 +51,10 @@ def judge(judge_: Any, batch: Sequence[Example], outputs: Sequence[AgentOutput],
 
 
 @task(name="metrics", cache_policy=NO_CACHE)
-def score(examples, outputs, judgements, components, cfg: RunConfig, mapper=None):
-    """Per-example table with metric columns, and the aggregates (LLM metrics batched here; the
-    text-heavy work on ``mapper``)."""
-    return PLAIN.score(examples, outputs, judgements, components, cfg, mapper)
+def score(examples, outputs, judgements, components, cfg: RunConfig):
+    """Per-example table with metric columns, and the aggregates (LLM metrics batched here, the
+    text-heavy work on local processes)."""
+    return PLAIN.score(examples, outputs, judgements, components, cfg)
 
 
 class Payload:
@@ -165,8 +165,7 @@ class PrefectSteps(engine.Steps):
             # in the flow itself: its scoring batches are submitted from here to Dask (a task
             # submitted from inside a task would carry that task's context, clients included)
             return PLAIN.score(examples, outputs, judgements, components, cfg, PrefectMapper.for_config(cfg))
-        return score(quote(examples), quote(outputs), quote(judgements), quote(components), cfg,
-                     quote(self.mapper(cfg)))
+        return score(quote(examples), quote(outputs), quote(judgements), quote(components), cfg)
 
     def log(self, run, **record):
         return log_run(run, quote(record))

@@ -68,6 +68,16 @@ def zh_tokenize(line: str) -> str:
     return " ".join(line.split())
 
 
+def clipped_overlap(a: Counter, b: Counter) -> int:
+    """``Σ_g min(a[g], b[g])``: the matches of two n-gram counts (each clipped by the other)."""
+    overlap = 0
+    for gram, count in a.items():
+        found = b.get(gram)
+        if found:
+            overlap += count if count < found else found
+    return overlap
+
+
 def bleu_ngrams(tokenized: str, max_order: int = 4) -> tuple[Counter, int]:
     from sacrebleu.metrics.helpers import extract_all_word_ngrams
 
@@ -114,12 +124,7 @@ def chrf_statistics(hyp: str, ref: str, order: int = 6) -> list[int]:
             continue
         hc = Counter([h[i:i + n] for i in h_alive])
         rc = Counter([r[j:j + n] for j in r_alive])
-        match = 0
-        for gram, count in hc.items():
-            found = rc.get(gram)
-            if found:
-                match += count if count < found else found
-        out += [n_hyp if n_ref else 0, n_ref, match]
+        out += [n_hyp if n_ref else 0, n_ref, clipped_overlap(hc, rc)]
         # the (n+1)-gram at i is shared only if the n-grams at i and i+1 are
         h_alive = [i for i in h_alive if h[i:i + n] in rc and h[i + 1:i + 1 + n] in rc]
         r_alive = [j for j in r_alive if r[j:j + n] in hc and r[j + 1:j + 1 + n] in hc]
@@ -157,11 +162,7 @@ def ngram_counts(tokens: Sequence[str], n: int) -> Counter:
 
 def rouge_n(target: Counter, prediction: Counter) -> float:
     """rouge-score's ``_score_ngrams`` F-measure from the two texts' n-gram counts."""
-    overlap = 0
-    for gram, count in target.items():
-        found = prediction.get(gram)
-        if found:
-            overlap += count if count < found else found
+    overlap = clipped_overlap(target, prediction)
     target_count, prediction_count = sum(target.values()), sum(prediction.values())
     return _fmeasure(overlap / max(prediction_count, 1), overlap / max(target_count, 1))
 
