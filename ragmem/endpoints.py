@@ -47,7 +47,8 @@ class EndpointDown(RagmemError):
 class Endpoint:
     setting: str    # the setting that names it, e.g. judge.base_url
     url: str
-    kind: str       # "openai" (GET {url}/models), "http" (any answer), "mlflow" (GET {url}/health)
+    kind: str       # "openai" (GET {url}/models), "http" (any answer), "mlflow" (GET {url}/health),
+                    # "dask" (a TCP connection to a scheduler's tcp://HOST:PORT)
     key_env: str | None = None
 
 
@@ -73,13 +74,39 @@ def configured(cfg: Any) -> list[Endpoint]:
             found.append(Endpoint(f"bench.methods[{i}].url", method.url, "http"))
     if cfg.tracking.enabled and cfg.tracking_uri.startswith(("http://", "https://")):
         found.append(Endpoint("tracking.uri", cfg.tracking_uri, "mlflow"))
+    orchestration = getattr(cfg, "orchestration", None)
+    if orchestration is not None and orchestration.task_runner == "dask" and orchestration.dask_address:
+        found.append(Endpoint("orchestration.dask_address", orchestration.dask_address, "dask"))
     return list(dict.fromkeys(found))
+
+
+def _probe_tcp(address: str, timeout: float) -> str | None:
+    """A Dask scheduler (``tcp://HOST:PORT``) accepts a connection, else why not."""
+    import socket
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(address if "://" in address else f"tcp://{address}")
+        host, port = parts.hostname, parts.port
+    except ValueError as exc:
+        return f"not a usable address ({exc})"
+    if not host or not port:
+        return "not a usable address (expected tcp://HOST:PORT)"
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return None
+    except TimeoutError:
+        return f"no answer within {timeout:g} s"
+    except OSError as exc:
+        return f"cannot connect ({exc.strerror or exc})"
 
 
 def probe(endpoint: Endpoint, timeout: float = PROBE_TIMEOUT_S) -> str | None:
     """``None`` when the endpoint answers, else why not (one line)."""
     import os
 
+    if endpoint.kind == "dask":
+        return _probe_tcp(endpoint.url, timeout)
     url = endpoint.url.rstrip("/")
     url = {"openai": f"{url}/models", "mlflow": f"{url}/health"}.get(endpoint.kind, url)
     try:

@@ -59,3 +59,28 @@ def test_the_cli_names_a_corrupted_store_and_starts_nothing(tmp_path):
     assert proc.stderr.startswith("error: the default tracking store sqlite:///mlruns/mlflow.db: mlruns/mlflow.db is "
                                   "not a SQLite database")
     assert not (tmp_path / ".ragmem" / "prefect").exists()  # no Prefect server was started
+
+
+def test_a_dask_scheduler_that_does_not_answer_stops_the_run_before_any_call():
+    """orchestration.dask_address is probed with the other endpoints: one line, exit 2, nothing run."""
+    import socket
+
+    from ragmem.config import RunConfig, resolve_config
+    from ragmem.endpoints import EndpointDown, configured, preflight, probe
+
+    listening = socket.create_server(("127.0.0.1", 0))
+    closed = socket.create_server(("127.0.0.1", 0))
+    dead_port = closed.getsockname()[1]
+    closed.close()
+    try:
+        cfg = RunConfig.from_dict(resolve_config(extra={"orchestration": {
+            "task_runner": "dask", "dask_address": f"tcp://127.0.0.1:{dead_port}"}}))
+        [endpoint] = [e for e in configured(cfg) if e.setting == "orchestration.dask_address"]
+        with pytest.raises(EndpointDown, match=rf"^orchestration.dask_address tcp://127.0.0.1:{dead_port}: "
+                                               r"cannot connect \(Connection refused\); nothing was run"):
+            preflight([endpoint])
+        alive = endpoint.__class__(endpoint.setting, f"tcp://127.0.0.1:{listening.getsockname()[1]}", "dask")
+        assert probe(alive) is None
+        assert "expected tcp://HOST:PORT" in probe(endpoint.__class__(endpoint.setting, "nonsense", "dask"))
+    finally:
+        listening.close()
