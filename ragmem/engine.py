@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -168,14 +169,18 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
                     journal.append(output)
                     called.advance(1, failed=int(output.error is not None))
 
-                for i, batch in enumerate(pipeline.batches(dataset.examples, cfg.agent.batch_size)):
+                sized = pipeline.batches_for(dataset.examples, cfg.agent.batch_size)
+                for i, batch in enumerate(sized):
                     interrupts.check()
+                    started = time.perf_counter()
                     todo = [e for e in batch if e.id not in kept]
                     answered = {o.example_id: o for o in steps.time_agent(components.agent, todo, cfg, i, record)} if todo else {}
                     journal.sync()
                     answered = [kept.get(e.id) or answered[e.id] for e in batch]
                     verdicts = steps.judge(components.judge, batch, answered, i)
                     judged.advance(len(batch), failed=sum(v is not None and v.error is not None for v in verdicts))
+                    if isinstance(sized, pipeline.AutoBatches):
+                        sized.took(time.perf_counter() - started)
                     judgements += verdicts
                     outputs += answered
                     log.debug("agent + judge: %d/%d examples (%d agent errors)", len(outputs), len(dataset),

@@ -85,7 +85,8 @@ class AgentSettings(Section):
     timeout_s: Optional[Seconds] = setting(60.0, "per call; null for none")
     retries: Count = setting(2, "retries of a failed call")
     retry_backoff_s: Backoff = setting(0.5, "first backoff, doubling, jittered")
-    batch_size: Positive = setting(256, "examples per Prefect task")
+    batch_size: Union[Positive, Literal["auto"]] = setting(
+        "auto", "examples per Prefect task (auto: 256 first, then grown while a batch takes under 2 s)")
 
     @model_validator(mode="after")
     def _needs(self):

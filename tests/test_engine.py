@@ -110,6 +110,25 @@ def test_logging_twice_writes_no_trace_or_metric_twice(store, tmp_path):
     assert n == 6 and len(client.search_traces(locations=where, run_id=result.run_id)) == traces_before
     assert len(client.get_metric_history(result.run_id, "f1")) == 1
     assert len(client.get_metric_history(result.run_id, "avg_latency")) == 1
+    # ...and the per-example table is replaced, not appended to; MLflow's table tag names it once
+    table = json.loads(open(client.download_artifacts(result.run_id, "examples.json", str(tmp_path))).read())
+    assert len(table["data"]) == 6 and table["columns"] == list(result.table.columns)
+    logged = json.loads(client.get_run(result.run_id).data.tags["mlflow.loggedArtifacts"])
+    assert logged == [{"path": "examples.json", "type": "table"}]
+
+
+def test_the_logged_table_keeps_15_digits_nulls_and_nested_values(store, tmp_path):
+    import pandas as pd
+
+    tracker = Tracker(store["uri"], store["artifact_root"])
+    run_id = tracker.create_run("table-format")
+    frame = pd.DataFrame({"id": ["a", "b"], "score": [0.1234567890123456, float("nan")], "query": ["向量", None],
+                          "contexts": [[{"text": "中文"}], []], "label": pd.array([1, None], dtype="Int64")})
+    tracker.log_table(run_id, frame, "examples")
+    client = MlflowClient(store["uri"])
+    table = json.loads(open(client.download_artifacts(run_id, "examples.json", str(tmp_path)), encoding="utf-8").read())
+    assert table["columns"] == ["id", "score", "query", "contexts", "label"]
+    assert table["data"] == [["a", 0.123456789012346, "向量", '[{"text": "中文"}]', 1], ["b", None, None, "[]", None]]
 
 
 @pytest.mark.parametrize("error, transient", [
@@ -189,3 +208,20 @@ def test_when_every_call_fails_classification_is_null_not_0(tmp_path, store):
     assert result.metrics["n_classified"] == 0 and any("no example was classified" in n for n in result.summary["notes"])
     logged = MlflowClient(store["uri"]).get_run(result.run_id).data.metrics
     assert not {"accuracy", "precision", "recall", "f1"} & set(logged) and logged["count/n_classified"] == 0  # null: not logged
+
+
+def test_auto_batches_grow_for_a_fast_agent_and_keep_256_for_a_slow_one():
+    from ragmem.pipeline import AutoBatches
+
+    def sizes(seconds_per_example: float, n: int = 20000) -> list[int]:
+        batches, seen, out = AutoBatches(list(range(n))), [], []
+        for batch in batches:
+            out.append(len(batch))
+            seen += batch
+            batches.took(len(batch) * seconds_per_example)
+        assert seen == list(range(n))  # every example once, in order
+        return out
+
+    assert sizes(1e-5) == [256, 2048, 16384, 1312]      # replayed data: 4 batches, not 79
+    assert sizes(0.002)[:3] == [256, 1000, 1000]        # about 2 s a batch
+    assert set(sizes(0.5, 1000)) == {256, 232}          # an LLM agent: the first size throughout
