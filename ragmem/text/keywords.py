@@ -88,8 +88,10 @@ class KeywordExtractor:
             parts.append(signature)
         self.stopwords = frozenset(words)
         self._stopword_signature = "+".join(parts) or "none"
-        self._known: dict[str, frozenset[str]] = {}  # filled by prime()
-        self.keywords = lru_cache(maxsize=cache_size)(self._keywords)
+        # filled by prime(): each primed text's keywords as a tuple (a sixth of a frozenset's memory:
+        # at 30k examples, 150k texts held 280 MB as sets), made a set again when asked for
+        self._known: dict[str, tuple[str, ...]] = {}
+        self._segmented = lru_cache(maxsize=cache_size)(self._keywords)
 
     def prime(self, texts, mapper=None) -> None:
         """Compute the keyword sets of ``texts`` at once (on ``mapper``'s workers: see
@@ -104,11 +106,15 @@ class KeywordExtractor:
         """All tokens of the normalised text, stopwords removed, in order (duplicates kept)."""
         return [t for t in self.tokenizer(normalize(text)) if t not in self.stopwords]
 
-    def _keywords(self, text: str) -> frozenset[str]:
+    def keywords(self, text: str) -> frozenset[str]:
+        """``K(text)``: from :meth:`prime`'s results, else segmented now (and cached)."""
         known = self._known.get(text)
+        return frozenset(known) if known is not None else self._segmented(text)
+
+    def _keywords(self, text: str) -> frozenset[str]:
         # interned: a run's keyword sets share one string per distinct word (at 30k examples the
         # sets held ~0.5 M copies of a few thousand words)
-        return known if known is not None else frozenset(map(sys.intern, self.tokens(text)))
+        return frozenset(map(sys.intern, self.tokens(text)))
 
     def __call__(self, text: str) -> frozenset[str]:
         return self.keywords(text)
@@ -133,7 +139,7 @@ def keywords_for(tokenizer: str, stopwords: tuple[str, ...]) -> KeywordExtractor
     return KeywordExtractor(tokenizer, stopwords)
 
 
-def keyword_sets(texts, tokenizer: str, stopwords: tuple[str, ...]) -> list[frozenset[str]]:
-    """``K(text)`` of each text (a mapped function: see :mod:`ragmem.parallel`)."""
+def keyword_sets(texts, tokenizer: str, stopwords: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """``K(text)`` of each text, as a tuple (a mapped function: see :mod:`ragmem.parallel`)."""
     K = keywords_for(tokenizer, tuple(stopwords))
-    return [K._keywords(text) for text in texts]  # each text comes once: a worker caches nothing
+    return [tuple(K._keywords(text)) for text in texts]  # each text comes once: a worker caches nothing
