@@ -4,8 +4,8 @@
     python benchmarks/bench_overhead.py [--n 10000] [--tokenizer rjieba|jieba] [--task-runner threads|dask]
 
 Writes N synthetic bilingual examples and a replay config, then times, in a temporary folder of its
-own (its own MLflow store; the Prefect server the CLI reuses or starts, already running when timed:
-a warm-up run comes first):
+own (its own MLflow store; the Prefect server the CLI reuses or starts; both exist when timed: a
+warm-up run creates them first, as a user's first run does once):
 
 - ``ragmem.evaluate(config, track=False)`` in a fresh process (wall time of the process);
 - ``ragmem run CONFIG`` (wall time of the command: Prefect, MLflow params, metrics, the per-example
@@ -59,7 +59,7 @@ def main() -> None:
         folder = Path(tmp)
         config = replay_config(folder, args.n, args.tokenizer, orchestration={"task_runner": args.task_runner})
         ragmem = [sys.executable, "-m", "ragmem.cli"]
-        timed([*ragmem, "run", str(config), "--set", "tracking.enabled=false"], folder)  # warm-up: the server
+        timed([*ragmem, "run", str(config)], folder)  # warm-up: the Prefect server, the MLflow store's creation
         evaluate = timed([sys.executable, "-c", _EVALUATE, str(config)], folder)
         run = timed([*ragmem, "run", str(config)], folder)
     print(f"n={args.n} tokenizer={args.tokenizer} task_runner={args.task_runner} evaluate={evaluate:.1f} s "
