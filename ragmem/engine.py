@@ -31,6 +31,7 @@ from ragmem.config import RunConfig
 from ragmem.errors import failure_message  # noqa: F401  (also ragmem.engine.failure_message)
 from ragmem.journal import Journal
 from ragmem.loaders import Dataset
+from ragmem.parallel import mapper_for
 from ragmem.masking import mask
 from ragmem.schema import AgentOutput, Example
 from ragmem.text import plural
@@ -170,6 +171,7 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
                     called.advance(1, failed=int(output.error is not None))
 
                 sized = pipeline.batches_for(dataset.examples, cfg.agent.batch_size)
+                local = mapper_for(cfg.orchestration.workers)  # the judge's keyword sets: on local processes
                 for i, batch in enumerate(sized):
                     interrupts.check()
                     started = time.perf_counter()
@@ -177,6 +179,7 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
                     answered = {o.example_id: o for o in steps.time_agent(components.agent, todo, cfg, i, record)} if todo else {}
                     journal.sync()
                     answered = [kept.get(e.id) or answered[e.id] for e in batch]
+                    pipeline.prime_keywords(batch, answered, components.keywords, local, contexts=False)
                     verdicts = steps.judge(components.judge, batch, answered, i)
                     judged.advance(len(batch), failed=sum(v is not None and v.error is not None for v in verdicts))
                     if isinstance(sized, pipeline.AutoBatches):

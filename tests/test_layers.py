@@ -63,3 +63,15 @@ def test_only_the_run_lifecycle_sets_a_run_status():
     setters = sorted(str(p.relative_to(ROOT)) for folder in ("ragmem", "flows", "tasks")
                      for p in (ROOT / folder).rglob("*.py") if "set_terminated" in p.read_text(encoding="utf-8"))
     assert setters == ["ragmem/tracking/store.py"]  # Tracker._terminate, called by lifecycle.py only
+
+
+def test_the_scoring_workers_load_neither_pandas_nor_the_metric_families():
+    # each mapped function's module is what a worker process imports (pandas and the families:
+    # about 90 MB in each worker); the registry is still there for everyone else
+    code = ("import sys; from ragmem.parallel import chunks; from ragmem.metrics.scorer import score_pairs; "
+            "from ragmem.text.keywords import keyword_sets; from ragmem.text.entities import offline_entities; "
+            "loaded = sorted(m for m in ('pandas', 'numpy', 'ragmem.metrics.registry', 'ragmem.metrics.base') "
+            "if m in sys.modules); from ragmem.metrics import FAMILIES; print(loaded, len(FAMILIES) > 0)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[]", "True"]

@@ -32,8 +32,6 @@ from __future__ import annotations
 
 import math
 import re
-import sys
-import unicodedata
 from collections import Counter
 from typing import Any, Sequence
 
@@ -42,12 +40,10 @@ import pandas as pd
 
 from ragmem.metrics.base import Family, MetricResult, mean_aggregator, nanmean, scored_mask
 from ragmem.metrics.ranking import is_gold, keyword_relevant
+from ragmem.text.entities import OfflineEntities, normalize_entity, offline_entities  # noqa: F401  (also here)
 
 NAMES = ("answer_correctness", "contextual_precision", "answer_relevancy", "context_entity_recall", "faithfulness")
 _SENTENCES = re.compile(r"[^。！？!?.;；\n]+[。！？!?.;；]?")
-_CAPITALISED = re.compile(r"\b[A-Z][\w'’-]*(?:\s+(?:of|the|de|van|von)?\s*[A-Z][\w'’-]*)*")
-_NUMBER = re.compile(r"\b\d+(?:[.,]\d+)*\b")
-_POS_KEEP = ("nr", "ns", "nt", "nz", "m", "t")
 
 
 def contextual_precision(verdicts: Sequence[int]) -> float:
@@ -87,53 +83,10 @@ def cohen_kappa(pairs: Sequence[tuple[int, int]]) -> float:
     return float(1 - np.sum(off_diagonal * confusion) / np.sum(off_diagonal * expected))
 
 
-def normalize_entity(text: str) -> str:
-    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
-
-
 def entity_recall(context_entities: set[str], reference_entities: set[str]) -> float | None:
     if not reference_entities:
         return None
     return len(context_entities & reference_entities) / len(reference_entities)
-
-
-class OfflineEntities:
-    """Part-of-speech tags for Chinese (the keyword tokenizer's tagger: jieba.posseg, or rjieba's
-    ``tag`` with ``keywords.tokenizer: rjieba``); capitalised spans and numbers for English."""
-
-    def __init__(self, stopwords: frozenset[str], tokenizer=None):
-        from ragmem.text.tokenizers import JiebaTokenizer
-
-        self.stopwords = stopwords
-        self.tokenizer = tokenizer if tokenizer is not None else JiebaTokenizer()
-
-    def signature(self) -> str:
-        return f"offline:pos:{self.tokenizer.tagger_signature()}:{','.join(_POS_KEEP)}|en:capitalised+numbers"
-
-    def __call__(self, text: str) -> set[str]:
-        found: set[str] = set()
-        for span in _CAPITALISED.findall(text):
-            words = span.split()
-            while words and words[0].lower() in self.stopwords:  # "The Taj Mahal" -> "Taj Mahal"
-                words = words[1:]
-            if words:
-                found.add(" ".join(words))
-        found.update(_NUMBER.findall(text))
-        cjk = "".join(c if "\u3400" <= c <= "\u9fff" else " " for c in text)
-        if cjk.strip():
-            for word, flag in self.tokenizer.pos_tags(cjk):
-                if word.strip() and flag.startswith(_POS_KEEP):
-                    found.add(word)
-        return {sys.intern(normalize_entity(e)) for e in found}
-
-
-def offline_entities(texts: Sequence[str], tokenizer: str, stopwords: tuple[str, ...]) -> list[set[str]]:
-    """:class:`OfflineEntities` of each text (a mapped function: see :mod:`ragmem.parallel`)."""
-    from ragmem.text.keywords import keywords_for
-
-    K = keywords_for(tokenizer, tuple(stopwords))
-    extract = OfflineEntities(K.stopwords, K.tokenizer)
-    return [extract(text) for text in texts]
 
 
 def _cosine(a: Sequence[float], b: Sequence[float]) -> float:

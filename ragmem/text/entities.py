@@ -1,0 +1,60 @@
+"""Offline entities of a text, for ``context_entity_recall`` without an LLM: part-of-speech tags for
+Chinese, capitalised spans and numbers for English.
+
+Kept apart from :mod:`ragmem.metrics.rag` so that the scoring workers (:mod:`ragmem.parallel`)
+import only this, not the metric families (pandas and numpy: about 90 MB in each worker).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import unicodedata
+from typing import Sequence
+
+_CAPITALISED = re.compile(r"\b[A-Z][\w'’-]*(?:\s+(?:of|the|de|van|von)?\s*[A-Z][\w'’-]*)*")
+_NUMBER = re.compile(r"\b\d+(?:[.,]\d+)*\b")
+_POS_KEEP = ("nr", "ns", "nt", "nz", "m", "t")
+
+
+def normalize_entity(text: str) -> str:
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+class OfflineEntities:
+    """Part-of-speech tags for Chinese (the keyword tokenizer's tagger: jieba.posseg, or rjieba's
+    ``tag`` with ``keywords.tokenizer: rjieba``); capitalised spans and numbers for English."""
+
+    def __init__(self, stopwords: frozenset[str], tokenizer=None):
+        from ragmem.text.tokenizers import JiebaTokenizer
+
+        self.stopwords = stopwords
+        self.tokenizer = tokenizer if tokenizer is not None else JiebaTokenizer()
+
+    def signature(self) -> str:
+        return f"offline:pos:{self.tokenizer.tagger_signature()}:{','.join(_POS_KEEP)}|en:capitalised+numbers"
+
+    def __call__(self, text: str) -> set[str]:
+        found: set[str] = set()
+        for span in _CAPITALISED.findall(text):
+            words = span.split()
+            while words and words[0].lower() in self.stopwords:  # "The Taj Mahal" -> "Taj Mahal"
+                words = words[1:]
+            if words:
+                found.add(" ".join(words))
+        found.update(_NUMBER.findall(text))
+        cjk = "".join(c if "\u3400" <= c <= "\u9fff" else " " for c in text)
+        if cjk.strip():
+            for word, flag in self.tokenizer.pos_tags(cjk):
+                if word.strip() and flag.startswith(_POS_KEEP):
+                    found.add(word)
+        return {sys.intern(normalize_entity(e)) for e in found}
+
+
+def offline_entities(texts: Sequence[str], tokenizer: str, stopwords: tuple[str, ...]) -> list[set[str]]:
+    """:class:`OfflineEntities` of each text (a mapped function: see :mod:`ragmem.parallel`)."""
+    from ragmem.text.keywords import keywords_for
+
+    K = keywords_for(tokenizer, tuple(stopwords))
+    extract = OfflineEntities(K.stopwords, K.tokenizer)
+    return [extract(text) for text in texts]
