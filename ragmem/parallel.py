@@ -62,17 +62,29 @@ class ProcessPool:
         self.workers = workers
 
     def map(self, fn: Callable[..., list], items: Sequence[Any], *args: Any) -> list:
+        return self.submit(fn, items, *args).result()
+
+    def submit(self, fn: Callable[..., list], items: Sequence[Any], *args: Any) -> "Pending":
+        """Start ``map(fn, items, *args)`` on the workers and return at once (small inputs: on
+        ``result()``, in this process)."""
         if len(items) < MIN_PARALLEL_ITEMS:
-            return SERIAL.map(fn, items, *args)
+            return Pending(lambda: SERIAL.map(fn, items, *args))
         from joblib.externals.loky import get_reusable_executor
 
         executor = get_reusable_executor(max_workers=self.workers, timeout=300)
         # a few chunks per worker: an uneven chunk does not leave the other workers idle
         futures = [executor.submit(fn, part, *args) for part in chunks(items, 4 * self.workers)]
-        out: list = []
-        for future in futures:
-            out.extend(future.result())
-        return out
+        return Pending(lambda: [x for future in futures for x in future.result()])
+
+
+class Pending:
+    """A map started by :meth:`ProcessPool.submit`: ``result()`` waits for it, in order."""
+
+    def __init__(self, collect: Callable[[], list]):
+        self._collect = collect
+
+    def result(self) -> list:
+        return self._collect()
 
 
 def local_workers(setting: int | str) -> int:

@@ -128,6 +128,26 @@ def test_scores_are_identical_on_a_process_pool(monkeypatch):
     assert parallel.ProcessPool(2).map(score_pairs, pairs, "jieba", "zh") == score_pairs(pairs, "jieba", "zh")
 
 
+def test_a_map_started_early_is_collected_once_and_only_for_the_same_input(monkeypatch):
+    """MetricContext.start begins a family's map on the workers; the family's map() collects it."""
+    from ragmem import parallel
+    from ragmem.metrics import MetricContext
+    from ragmem.text.keywords import KeywordExtractor
+
+    monkeypatch.setattr(parallel, "MIN_PARALLEL_ITEMS", 1)
+    pairs, expected = PAIRS[:200], score_pairs(PAIRS[:200], "jieba", "zh")
+    ctx = MetricContext(KeywordExtractor(), mapper=parallel.ProcessPool(2))
+    ctx.start(score_pairs, pairs, "jieba", "zh")
+    assert len(ctx.started) == 1
+    assert ctx.map(score_pairs, list(pairs), "jieba", "zh") == expected and ctx.started == {}
+    ctx.start(score_pairs, pairs, "jieba", "zh")
+    other = PAIRS[200:260]  # another input: computed anew, not the started one
+    assert ctx.map(score_pairs, other, "jieba", "zh") == score_pairs(other, "jieba", "zh")
+    serial = MetricContext(KeywordExtractor())  # no workers: start does nothing, map computes
+    serial.start(score_pairs, pairs, "jieba", "zh")
+    assert serial.started == {} and serial.map(score_pairs, pairs, "jieba", "zh") == expected
+
+
 def test_cohen_kappa_equals_scikit_learns():
     from sklearn.metrics import cohen_kappa_score
 

@@ -59,12 +59,24 @@ class MetricContext:
     llm: Any = None        # ragmem.llm.JudgeClient: LLM-based metrics (else their offline modes)
     embedder: Any = None   # ragmem.llm.EmbeddingClient
     mapper: Any = None     # ragmem.parallel mapper of the text-heavy work (None: in this process)
+    started: dict = field(default_factory=dict, compare=False, repr=False)  # see start()
 
     def map(self, fn, items, *args):
-        """``fn(chunk, *args)`` over chunks of ``items``, results in order (see :mod:`ragmem.parallel`)."""
+        """``fn(chunk, *args)`` over chunks of ``items``, results in order (see :mod:`ragmem.parallel`);
+        a map :meth:`start` began with the same arguments is collected instead."""
         from ragmem.parallel import SERIAL
 
+        begun = self.started.pop((fn, args), None)
+        if begun is not None and begun[0] == items:
+            return begun[1].result()
         return (self.mapper or SERIAL).map(fn, items, *args)
+
+    def start(self, fn, items, *args) -> None:
+        """Begin ``map(fn, items, *args)`` on the workers now, for a later :meth:`map` to collect: the
+        families' text-heavy maps run while this process computes the others (no-op without a
+        mapper that can start work)."""
+        if hasattr(self.mapper, "submit"):
+            self.started[(fn, args)] = (items, self.mapper.submit(fn, items, *args))
 
     def generation_scorer(self):
         from ragmem.metrics.generation import scorer_for
@@ -189,6 +201,8 @@ class Family:
       family's companions: counts, per-stage latencies), per-example columns, undefined counts;
     - ``aggregators(table, names, zero_division, scorer)``: per-example sufficient statistics of
       the ``names`` the table supports (what intervals and paired tests resample);
+    - ``start(table, ctx, wanted)`` (optional): begins the family's text-heavy maps on the workers
+      (:meth:`MetricContext.start`) before any family computes;
     - ``owns(name)``: whether an output name is this family's, companions included (default:
       selectable or matching ``pattern``).
     """
@@ -200,6 +214,7 @@ class Family:
     pattern: Any = None  # a compiled regular expression
     selectors: dict[str, Callable[[Sequence[int]], list[str]]] = field(default_factory=dict)
     owns_also: Callable[[str], bool] | None = None
+    start: Callable[[pd.DataFrame, MetricContext, Sequence[str]], None] | None = None  # begins its maps early
 
     def selects(self, name: str) -> bool:
         return name in self.selectable or (self.pattern is not None and self.pattern.match(name) is not None)

@@ -45,8 +45,7 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
     scorer = ctx.generation_scorer()
     columns: dict[str, list] = {n: [] for n in (*NAMES, "bleu_stats", "chrf_stats")}
     rows = list(table.itertuples(index=False))
-    pairs = [(row.generated_answer or "", row.reference_answer or "") for row in rows if not failed(row)]
-    scores = iter(ctx.map(score_pairs, pairs, scorer.tokenizer.name, scorer.bleu_tokenize))
+    scores = iter(ctx.map(score_pairs, _pairs(rows), scorer.tokenizer.name, scorer.bleu_tokenize))
     for row in rows:
         if failed(row):
             for values in columns.values():
@@ -64,6 +63,16 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
     # sentence BLEU/chrF and the statistics stay as columns (the bootstrap resamples the statistics)
     keep = set(wanted) | {"bleu", "chrf", "bleu_stats", "chrf_stats"}
     return MetricResult(values=values, columns={k: v for k, v in columns.items() if k in keep})
+
+
+def _pairs(rows) -> list[tuple[str, str]]:
+    return [(row.generated_answer or "", row.reference_answer or "") for row in rows if not failed(row)]
+
+
+def start(table: pd.DataFrame, ctx, wanted) -> None:
+    """Begin scoring every pair on the workers (:meth:`MetricContext.start`)."""
+    scorer = ctx.generation_scorer()
+    ctx.start(score_pairs, _pairs(table.itertuples(index=False)), scorer.tokenizer.name, scorer.bleu_tokenize)
 
 
 def _stats_matrix(values: pd.Series, width: int) -> np.ndarray:
@@ -93,4 +102,4 @@ def aggregators(table: pd.DataFrame, names, zero_division: float, scorer=None) -
     return out
 
 
-FAMILY = Family("generation", NAMES, compute, aggregators, owns_also=COMPANIONS.__contains__)
+FAMILY = Family("generation", NAMES, compute, aggregators, owns_also=COMPANIONS.__contains__, start=start)

@@ -113,21 +113,26 @@ def chrf_statistics(hyp: str, ref: str, order: int = 6) -> list[int]:
             out += [count, count, count]
         return out
     # alive positions: where the n-gram starting there may also occur in the other text
-    h_alive, r_alive = range(len(h)), range(len(r))
+    h_alive, r_alive = list(range(len(h))), list(range(len(r)))
     for n in range(1, order + 1):
         n_hyp, n_ref = max(0, len(h) - n + 1), max(0, len(r) - n + 1)
-        h_alive = [i for i in h_alive if i + n <= len(h)]
-        r_alive = [j for j in r_alive if j + n <= len(r)]
+        while h_alive and h_alive[-1] + n > len(h):  # sorted: only the tail can run past the end
+            h_alive.pop()
+        while r_alive and r_alive[-1] + n > len(r):
+            r_alive.pop()
         if not h_alive or not r_alive:
             out += [n_hyp if n_ref else 0, n_ref, 0]
             h_alive = r_alive = []
             continue
-        hc = Counter([h[i:i + n] for i in h_alive])
-        rc = Counter([r[j:j + n] for j in r_alive])
+        h_grams, r_grams = [h[i:i + n] for i in h_alive], [r[j:j + n] for j in r_alive]
+        hc, rc = Counter(h_grams), Counter(r_grams)
         out += [n_hyp if n_ref else 0, n_ref, clipped_overlap(hc, rc)]
-        # the (n+1)-gram at i is shared only if the n-grams at i and i+1 are
-        h_alive = [i for i in h_alive if h[i:i + n] in rc and h[i + 1:i + 1 + n] in rc]
-        r_alive = [j for j in r_alive if r[j:j + n] in hc and r[j + 1:j + 1 + n] in hc]
+        # the (n+1)-gram at i is shared only if the n-grams at i and i+1 are (a position no longer
+        # alive has an n-gram the other text lacks: one of its shorter n-grams, or the next one's, was)
+        h_shared = {i for i, g in zip(h_alive, h_grams) if g in rc}
+        r_shared = {j for j, g in zip(r_alive, r_grams) if g in hc}
+        h_alive = [i for i in h_alive if i in h_shared and i + 1 in h_shared]
+        r_alive = [j for j in r_alive if j in r_shared and j + 1 in r_shared]
     return out
 
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
 from typing import Any, Sequence
 
 import numpy as np
@@ -41,6 +40,7 @@ import pandas as pd
 from ragmem.metrics.base import Family, MetricResult, mean_aggregator, nanmean, scored_mask
 from ragmem.metrics.ranking import is_gold, keyword_relevant
 from ragmem.text.entities import OfflineEntities, normalize_entity, offline_entities  # noqa: F401  (also here)
+from ragmem.text.keywords import keyword_cosines
 
 NAMES = ("answer_correctness", "contextual_precision", "answer_relevancy", "context_entity_recall", "faithfulness")
 _SENTENCES = re.compile(r"[^。！？!?.;；\n]+[。！？!?.;；]?")
@@ -95,13 +95,6 @@ def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
     return float(a @ b / denominator) if denominator else 0.0
 
 
-def _bag_cosine(tokens_a: list[str], tokens_b: list[str]) -> float:
-    ca, cb = Counter(tokens_a), Counter(tokens_b)
-    dot = sum(ca[t] * cb[t] for t in ca)
-    norm = math.sqrt(sum(v * v for v in ca.values())) * math.sqrt(sum(v * v for v in cb.values()))
-    return dot / norm if norm else 0.0
-
-
 def _sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCES.findall(text or "") if s.strip(" 。.!?！？;；")]
 
@@ -111,6 +104,7 @@ class RagMetrics:
 
     def __init__(self, ctx, settings):
         self.ctx = ctx
+        self._rows_of = None
         self.llm = ctx.llm
         self.embedder = ctx.embedder
         self.threshold = settings.threshold
@@ -131,20 +125,22 @@ class RagMetrics:
                             undefined={name: undefined})
 
     def _rows(self, table: pd.DataFrame):
-        return [None if isinstance(r.error, str) else r for r in table.itertuples(index=False)]
+        if self._rows_of is None or self._rows_of[0] is not table:  # once per table, not per metric
+            self._rows_of = (table, _rows(table))
+        return self._rows_of[1]
 
     # -- metrics -----------------------------------------------------------------------------
     def answer_correctness(self, table: pd.DataFrame) -> MetricResult:
-        values = [None if isinstance(r.error, str) or pd.isna(r.verdict) else float(r.verdict)
-                  for r in table.itertuples(index=False)]
-        errors = [r.judge_error if isinstance(r.judge_error, str) else None for r in table.itertuples(index=False)]
+        every = list(table.itertuples(index=False))
+        values = [None if isinstance(r.error, str) or pd.isna(r.verdict) else float(r.verdict) for r in every]
+        errors = [r.judge_error if isinstance(r.judge_error, str) else None for r in every]
         result = self._finish("answer_correctness", values, errors)
-        labelled = [(int(r.label), int(r.verdict)) for r in table.itertuples(index=False)
+        labelled = [(int(r.label), int(r.verdict)) for r in every
                     if not isinstance(r.error, str) and not pd.isna(r.label) and not pd.isna(r.verdict)]
         if labelled and len({lab for lab, _ in labelled} | {v for _, v in labelled}) > 1:
             result.values["judge_label_kappa"] = cohen_kappa(labelled)
         if "keyword_verdict" in table:
-            pairs = [(r.keyword_verdict, r.verdict) for r in table.itertuples(index=False)
+            pairs = [(r.keyword_verdict, r.verdict) for r in every
                      if not pd.isna(r.keyword_verdict) and not pd.isna(r.verdict)]
             if pairs:
                 result.values["keyword_llm_agreement"] = sum(int(a) == int(b) for a, b in pairs) / len(pairs)
@@ -196,6 +192,9 @@ class RagMetrics:
             queries = [r.query if r is not None else "" for r in rows]
             answers = [(r.generated_answer or "") if r is not None else "" for r in rows]
             vectors = self._embed(queries + answers) if self.embedder is not None else None
+            if vectors is None:  # token-count cosines, on the scoring workers
+                K = self.ctx.keywords
+                cosines = iter(self.ctx.map(keyword_cosines, _relevancy_pairs(rows), K.tokenizer_name, K.stopword_specs))
             for i, row in enumerate(rows):
                 if row is None:
                     values.append(None), errors.append(None)
@@ -206,8 +205,7 @@ class RagMetrics:
                     else:
                         values.append(_cosine(q.value, a.value)), errors.append(None)
                 else:
-                    tokens = self.ctx.keywords.tokens
-                    values.append(_bag_cosine(tokens(row.query), tokens(row.generated_answer or ""))), errors.append(None)
+                    values.append(next(cosines)), errors.append(None)
             if self.embedder is None:
                 self.notes.append("answer_relevancy offline: keyword-count cosine of query and answer (approximation)")
             return self._finish("answer_relevancy", values, errors)
@@ -259,11 +257,7 @@ class RagMetrics:
 
     def context_entity_recall(self, table: pd.DataFrame) -> MetricResult:
         rows = self._rows(table)
-        texts: list[str] = []
-        for row in rows:
-            if row is not None:
-                texts += [row.reference_answer or ""] + [c["text"] for c in row.contexts]
-        unique = list(dict.fromkeys(texts))
+        unique = _entity_texts(rows)
         entities: dict[str, set[str] | str] = {}
         if self.llm is not None:
             for text, result in zip(unique, self._ask([("entities", {"text": t}) for t in unique])):
@@ -343,6 +337,36 @@ class RagMetrics:
         return self._finish("faithfulness", values, errors, undefined)
 
 
+def _rows(table: pd.DataFrame) -> list:
+    """The table's rows, ``None`` for a failed agent call."""
+    return [None if isinstance(r.error, str) else r for r in table.itertuples(index=False)]
+
+
+def _entity_texts(rows) -> list[str]:
+    """Every distinct reference and context text of the rows (offline entities are per text)."""
+    texts: list[str] = []
+    for row in rows:
+        if row is not None:
+            texts += [row.reference_answer or ""] + [c["text"] for c in row.contexts]
+    return list(dict.fromkeys(texts))
+
+
+def _relevancy_pairs(rows) -> list[tuple[str, str]]:
+    return [(r.query, r.generated_answer or "") for r in rows if r is not None]
+
+
+def start(table: pd.DataFrame, ctx, wanted) -> None:
+    """Begin the offline entities and answer_relevancy's cosines on the workers (see
+    :meth:`MetricContext.start`); with an LLM (or embeddings) they are requests, not maps."""
+    if ctx.llm is not None:
+        return
+    K, rows = ctx.keywords, _rows(table)
+    if "context_entity_recall" in wanted:
+        ctx.start(offline_entities, _entity_texts(rows), K.tokenizer_name, K.stopword_specs)
+    if "answer_relevancy" in wanted and ctx.embedder is None:
+        ctx.start(keyword_cosines, _relevancy_pairs(rows), K.tokenizer_name, K.stopword_specs)
+
+
 def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
     """The wanted RAG metrics, every LLM request of each batched (see :class:`RagMetrics`)."""
     computer = RagMetrics(ctx, ctx.rag)
@@ -362,4 +386,4 @@ def aggregators(table: pd.DataFrame, names, zero_division: float, scorer=None) -
     return {n: mean_aggregator(table[n], ok) for n in names if n in table}
 
 
-FAMILY = Family("rag", NAMES, compute, aggregators)
+FAMILY = Family("rag", NAMES, compute, aggregators, start=start)

@@ -71,12 +71,17 @@ def compute_metrics(table: pd.DataFrame, selected: Sequence[str], ctx: MetricCon
     wanted_all = expand_selection(["pass_rate", *selected], ctx.ks)  # pass_rate always, first
     if "gold_relevance" not in table:
         table = table.assign(gold_relevance=None)
+    runs = [(family, [n for n in wanted_all if family.selects(n)]) for family in FAMILIES]
+    runs = [(family, wanted) for family, wanted in runs if wanted]
+    for family, wanted in runs:  # the text-heavy maps begin on the workers...
+        if family.start is not None:
+            family.start(table, ctx, wanted)
+    # ...while this process computes the families that need none; results merge in FAMILIES order
+    order = sorted(range(len(runs)), key=lambda i: runs[i][0].start is not None)
+    results = {i: runs[i][0].compute(table, ctx, runs[i][1]) for i in order}
     merged = MetricResult(values={})
-    for family in FAMILIES:
-        wanted = [n for n in wanted_all if family.selects(n)]
-        if not wanted:
-            continue
-        result = family.compute(table, ctx, wanted)
+    for i, (family, wanted) in enumerate(runs):
+        result = results[i]
         merged.values.update(result.values)
         merged.columns.update(result.columns)
         merged.undefined.update({k: v for k, v in result.undefined.items() if k in wanted})

@@ -56,8 +56,9 @@ class GenerationScorer:
     def bleu_stats(self, hyp: str, ref: str) -> list[int]:
         """sacrebleu's sufficient statistics: [hyp_len, ref_len, correct 1-4, total 1-4]."""
         order = self._bleu.max_ngram_order
-        return kernels.bleu_statistics(kernels.bleu_ngrams(self._bleu_segment(hyp), order),
-                                       kernels.bleu_ngrams(self._bleu_segment(ref), order), order)
+        hyp_ngrams = kernels.bleu_ngrams(self._bleu_segment(hyp), order)
+        ref_ngrams = hyp_ngrams if ref == hyp else kernels.bleu_ngrams(self._bleu_segment(ref), order)
+        return kernels.bleu_statistics(hyp_ngrams, ref_ngrams, order)
 
     def chrf_stats(self, hyp: str, ref: str) -> list[int]:
         return kernels.chrf_statistics(hyp, ref, self._chrf.char_order)

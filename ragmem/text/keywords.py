@@ -17,8 +17,10 @@ distinct text (the biggest saving measured for jieba; see STACK-NOTES).
 
 from __future__ import annotations
 
+import math
 import sys
 import unicodedata
+from collections import Counter
 from functools import lru_cache
 from importlib import metadata
 
@@ -143,3 +145,17 @@ def keyword_sets(texts, tokenizer: str, stopwords: tuple[str, ...]) -> list[tupl
     """``K(text)`` of each text, as a tuple (a mapped function: see :mod:`ragmem.parallel`)."""
     K = keywords_for(tokenizer, tuple(stopwords))
     return [tuple(K._keywords(text)) for text in texts]  # each text comes once: a worker caches nothing
+
+
+def keyword_cosines(pairs, tokenizer: str, stopwords: tuple[str, ...]) -> list[float]:
+    """Cosine of the keyword-count vectors (:meth:`KeywordExtractor.tokens`, repeats counted) of
+    each ``(a, b)`` pair: ``Σ_t a_t b_t / (‖a‖ ‖b‖)``, 0 when either has none (offline
+    ``answer_relevancy``; a mapped function: see :mod:`ragmem.parallel`)."""
+    K = keywords_for(tokenizer, tuple(stopwords))
+    out = []
+    for a, b in pairs:
+        ca, cb = Counter(K.tokens(a)), Counter(K.tokens(b))
+        dot = sum(ca[t] * cb[t] for t in ca)
+        norm = math.sqrt(sum(v * v for v in ca.values())) * math.sqrt(sum(v * v for v in cb.values()))
+        out.append(dot / norm if norm else 0.0)
+    return out
