@@ -31,42 +31,28 @@ def task_runner_for(config: dict[str, Any], threads: int | None = None):
     workers = orchestration.get("dask_workers") or local_workers("auto")
     # the worker processes log as this process does (ragmem run: WARNING unless --verbose)
     env = {"PREFECT_LOGGING_LEVEL": str(PREFECT_LOGGING_LEVEL.value())}
-    return DaskTaskRunner(cluster_class="ragmem.flows.runners.local_cluster",
+    return DaskTaskRunner(cluster_class="distributed.LocalCluster",
                           cluster_kwargs={"n_workers": workers, "threads_per_worker": 1, "processes": True,
                                           "host": "127.0.0.1", "dashboard_address": None, "env": env,
                                           "preload": ["ragmem.flows.runners"]})
 
 
-def local_cluster(**kwargs: Any):
-    """``distributed.LocalCluster(**kwargs)`` whose processes never see the terminal's Ctrl+C.
-
-    They share the terminal's process group, so a Ctrl+C reached every worker too, and each printed
-    Dask's warnings or a ``CommClosedError`` traceback before ragmem's one line. SIGINT is ignored
-    while the cluster starts, and a process started with a signal ignored keeps it ignored (Python
-    and asyncio install no handler then); this process's handler is put back as soon as the cluster
-    is up, and the flow stops the workers itself when it ends, interrupted or not. The main thread
-    holds SIGINT blocked meanwhile, so a Ctrl+C pressed during the start waits and is then
-    delivered here (unless one of Prefect's threads received it: then press it again).
-    """
-    import signal
-    import threading
-
-    from distributed import LocalCluster
-
-    if threading.current_thread() is not threading.main_thread():
-        return LocalCluster(**kwargs)
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        return LocalCluster(**kwargs)
-    finally:
-        signal.signal(signal.SIGINT, handler)
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-
-
 def dask_setup(worker: Any) -> None:
-    """Each LocalCluster worker's start (this module is its Dask preload): the batches a Ctrl+C
-    cancels end quietly (Dask logs a warning for each running one as the cluster closes)."""
-    import logging
+    """Each LocalCluster worker's start (this module is its Dask preload).
 
-    logging.getLogger("distributed.worker.state_machine").setLevel(logging.ERROR)
+    - The worker leaves the terminal's process group: a terminal sends Ctrl+C to its whole
+      foreground group, and each worker printed Dask's warnings or a ``CommClosedError`` traceback
+      before ragmem's one line. The flow stops the workers itself when it ends, interrupted or not.
+      (Ignoring SIGINT while the cluster started lost a Ctrl+C pressed meanwhile: the cluster starts
+      with the first scoring batch, well into the run.)
+    - Unless ``-v``, it logs nothing but a critical error: when a run ends early (Ctrl+C, a failed
+      step) the scheduler closes under the workers, and each logged the cancelled batches and a
+      heartbeat traceback after ragmem's own line. What fails in a batch reaches the flow anyway.
+    """
+    import logging
+    import os
+
+    if hasattr(os, "setpgid"):
+        os.setpgid(0, 0)
+    if os.environ.get("PREFECT_LOGGING_LEVEL", "").upper() == "WARNING":  # ragmem run without -v
+        logging.getLogger("distributed").setLevel(logging.CRITICAL)

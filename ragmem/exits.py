@@ -76,6 +76,25 @@ def _masked_sets(args: list[str]) -> list[str]:
     return out
 
 
+def _close_dask_clusters() -> None:
+    """A Dask LocalCluster (``orchestration.task_runner: dask``) an interrupt left open: closed now,
+    quietly. Dask's own exit hook would close it after ragmem's line and print a traceback when
+    that failed (its event loop already stopping); its workers end with it either way."""
+    if "distributed.deploy.spec" not in sys.modules:
+        return
+    import atexit
+    import logging
+
+    from distributed.deploy import spec
+
+    logging.getLogger("distributed").setLevel(logging.CRITICAL)
+    atexit.unregister(spec.close_clusters)
+    try:
+        spec.close_clusters()
+    except BaseException:  # noqa: BLE001  (a cluster that cannot close now goes with this process)
+        pass
+
+
 def finish(exc: BaseException, argv: list[str]) -> int:
     """Print the one line for ``exc`` (raised by the command run with ``argv``); return the exit code."""
     if isinstance(exc, SystemExit):
@@ -86,6 +105,7 @@ def finish(exc: BaseException, argv: list[str]) -> int:
     if isinstance(exc, typer.Exit):
         return exc.exit_code
     if isinstance(exc, (KeyboardInterrupt, Stopped)):  # Ctrl+C, or SIGTERM (Terminated): the run is KILLED
+        _close_dask_clusters()
         progress = getattr(exc, "ragmem_progress", None)
         done = f": {progress[1]} of {progress[2]} {progress[3] if len(progress) > 3 else 'examples'} done" if progress else ""
         print(f"interrupted{done}{_resume_hint(exc, argv)}", file=sys.stderr)

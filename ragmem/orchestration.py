@@ -301,7 +301,8 @@ def prefect_context(api_url: str, quiet: bool = True) -> Iterator[None]:
         updates[PREFECT_LOGGING_LEVEL] = "WARNING"
         # a Dask LocalCluster (orchestration.task_runner: dask) and its worker processes, which
         # read their logging config from the environment
-        os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
+        os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "error")  # (a nanny killing a busy worker
+        # as an interrupted run's cluster closes, a warning, is not news to the user who pressed Ctrl+C)
     drop = _DropUserErrors(quiet)
     # Prefect's run loggers create their records on these loggers, so a logger-level filter sees
     # them whether or not Prefect has attached its handlers yet.
