@@ -15,6 +15,7 @@ from typing import Sequence
 _CAPITALISED = re.compile(r"\b[A-Z][\w'’-]*(?:\s+(?:of|the|de|van|von)?\s*[A-Z][\w'’-]*)*")
 _NUMBER = re.compile(r"\b\d+(?:[.,]\d+)*\b")
 _POS_KEEP = ("nr", "ns", "nt", "nz", "m", "t")
+_NOT_CJK = re.compile("[^\u3400-\u9fff]")
 
 
 def normalize_entity(text: str) -> str:
@@ -43,7 +44,7 @@ class OfflineEntities:
             if words:
                 found.add(" ".join(words))
         found.update(_NUMBER.findall(text))
-        cjk = "".join(c if "\u3400" <= c <= "\u9fff" else " " for c in text)
+        cjk = _NOT_CJK.sub(" ", text)  # each other character a space, so words stay apart
         if cjk.strip():
             for word, flag in self.tokenizer.pos_tags(cjk):
                 if word.strip() and flag.startswith(_POS_KEEP):

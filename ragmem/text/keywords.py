@@ -124,8 +124,9 @@ class KeywordExtractor:
     def union(self, texts) -> frozenset[str]:
         """Keywords of several texts together (e.g. all contexts of an example)."""
         out: set[str] = set()
-        for text in texts:
-            out |= self.keywords(text)
+        for text in texts:  # from the primed tuples directly (no set made per text)
+            known = self._known.get(text)
+            out.update(known if known is not None else self._segmented(text))
         return frozenset(out)
 
     def signature(self) -> str:
