@@ -14,8 +14,8 @@ from prefect.runtime import flow_run
 
 from ragmem import engine, masking
 from ragmem.config import RunConfig
-from ragmem.orchestration import work_done
 from ragmem.flows.runners import task_runner_for
+from ragmem.orchestration import work_done
 from ragmem.tasks.steps import PrefectSteps
 
 
@@ -36,6 +36,11 @@ def evaluate_flow(config: dict[str, Any], resume: str | None = None, preflight: 
     return result.summary
 
 
+def evaluate_flow_for(config: dict[str, Any]):
+    """The evaluate flow on the task runner of ``orchestration.task_runner``."""
+    return evaluate_flow.with_options(task_runner=task_runner_for(config))
+
+
 def run_evaluate(config: dict[str, Any], resume: str | None = None, preflight: bool = True) -> dict[str, Any]:
-    """Run the evaluate flow on the task runner of ``orchestration.task_runner``."""
-    return evaluate_flow.with_options(task_runner=task_runner_for(config))(config, resume=resume, preflight=preflight)
+    """Run the evaluate flow (:func:`evaluate_flow_for`)."""
+    return evaluate_flow_for(config)(config, resume=resume, preflight=preflight)

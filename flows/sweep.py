@@ -1,7 +1,7 @@
 """The sweep flow: one parent MLflow run, one child run per configuration, evaluated in parallel.
 
 The sweep itself lives in :func:`ragmem.engine.sweep`; here the children run as Prefect tasks on a
-thread pool of ``sweep.max_parallel`` workers.
+thread pool of ``sweep.max_parallel`` workers, or on Dask (``orchestration.task_runner: dask``).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from ragmem import engine, masking
+from ragmem.flows.runners import task_runner_for
 from ragmem.orchestration import work_done
 from ragmem.sweep import parse_sweep
-from ragmem.flows.runners import task_runner_for
 from ragmem.tasks.steps import PrefectSteps
 
 
@@ -34,9 +34,13 @@ def sweep_flow(config: dict[str, Any], preflight: bool = True, resume: str | Non
     return result
 
 
+def sweep_flow_for(config: dict[str, Any]):
+    """The sweep flow with ``sweep.max_parallel`` children at a time (on threads), or its children
+    on Dask (``orchestration.task_runner: dask``)."""
+    threads = parse_sweep(config["sweep"]).max_parallel
+    return sweep_flow.with_options(task_runner=task_runner_for(config, threads=threads))
+
+
 def run_sweep(config: dict[str, Any], preflight: bool = True, resume: str | None = None) -> dict[str, Any]:
-    """Run the sweep flow with ``sweep.max_parallel`` children at a time (on threads), or its
-    children on Dask (``orchestration.task_runner: dask``)."""
-    spec = parse_sweep(config["sweep"])
-    runner = task_runner_for(config, threads=spec.max_parallel)
-    return sweep_flow.with_options(task_runner=runner)(config, preflight=preflight, resume=resume)
+    """Run the sweep flow (:func:`sweep_flow_for`)."""
+    return sweep_flow_for(config)(config, preflight=preflight, resume=resume)

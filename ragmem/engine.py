@@ -31,8 +31,8 @@ from ragmem.config import RunConfig
 from ragmem.errors import failure_message  # noqa: F401  (also ragmem.engine.failure_message)
 from ragmem.journal import Journal
 from ragmem.loaders import Dataset
-from ragmem.parallel import mapper_for
 from ragmem.masking import mask
+from ragmem.parallel import mapper_for
 from ragmem.schema import AgentOutput, Example
 from ragmem.text import plural
 from ragmem.tracking import (TrackedRun, Tracker, end_unfinished, is_transient, log_results, process_tracking_uri,
@@ -79,8 +79,6 @@ class Steps:
 
     def mapper(self, cfg: RunConfig):
         """Where the text-heavy scoring work runs (:mod:`ragmem.parallel`): local processes."""
-        from ragmem.parallel import mapper_for
-
         return mapper_for(cfg.orchestration.workers)
 
     def log(self, run: TrackedRun, **record: Any) -> int:
@@ -170,7 +168,7 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
                     journal.append(output)
                     called.advance(1, failed=int(output.error is not None))
 
-                sized = pipeline.batches_for(dataset.examples, cfg.agent.batch_size)
+                sized = pipeline.Batches(dataset.examples, cfg.agent.batch_size)
                 local = mapper_for(cfg.orchestration.workers)  # the judge's keyword sets: on local processes
                 for i, batch in enumerate(sized):
                     interrupts.check()
@@ -182,8 +180,7 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
                     pipeline.prime_keywords(batch, answered, components.keywords, local, contexts=False)
                     verdicts = steps.judge(components.judge, batch, answered, i)
                     judged.advance(len(batch), failed=sum(v is not None and v.error is not None for v in verdicts))
-                    if isinstance(sized, pipeline.AutoBatches):
-                        sized.took(time.perf_counter() - started)
+                    sized.took(time.perf_counter() - started)
                     judgements += verdicts
                     outputs += answered
                     log.debug("agent + judge: %d/%d examples (%d agent errors)", len(outputs), len(dataset),

@@ -299,10 +299,10 @@ def prefect_context(api_url: str, quiet: bool = True) -> Iterator[None]:
     updates = {PREFECT_API_URL: api_url, PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
     if quiet:
         updates[PREFECT_LOGGING_LEVEL] = "WARNING"
-        # a Dask LocalCluster (orchestration.task_runner: dask) and its worker processes, which
-        # read their logging config from the environment
-        os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "error")  # (a nanny killing a busy worker
-        # as an interrupted run's cluster closes, a warning, is not news to the user who pressed Ctrl+C)
+        # a Dask LocalCluster (orchestration.task_runner: dask), which reads its logging config from
+        # the environment: errors only (a nanny killing a busy worker as an interrupted run's
+        # cluster closes is a warning, and no news to the user who pressed Ctrl+C)
+        os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "error")
     drop = _DropUserErrors(quiet)
     # Prefect's run loggers create their records on these loggers, so a logger-level filter sees
     # them whether or not Prefect has attached its handlers yet.

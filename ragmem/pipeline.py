@@ -58,15 +58,11 @@ def load(cfg: RunConfig) -> Dataset:
     return load_dataset(cfg.files, require_answer=cfg.agent.type == "replay")
 
 
-def batches(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
-    for start in range(0, len(items), size):
-        yield items[start:start + size]
-
-
-class AutoBatches:
-    """Batches of ``agent.batch_size: auto``: ``FIRST`` examples, then each batch sized from the last
-    one's time (agent and judge) to take about ``TARGET_S``, growing at most ``GROWTH`` times per
-    batch and up to ``MAX``; never smaller than ``FIRST``.
+class Batches:
+    """The batches of ``items`` by ``agent.batch_size``: a fixed size, or ``auto``: ``FIRST``
+    examples, then each batch sized from the last one's time (agent and judge, :meth:`took`) to take
+    about ``TARGET_S``, growing at most ``GROWTH`` times per batch and up to ``MAX``; never smaller
+    than ``FIRST``.
 
     Each batch is two Prefect task runs, and each costs the flow and the Prefect server a fixed
     ~25 ms and more (measured: 10k replayed examples in 256-example batches kept the server busy for
@@ -77,8 +73,9 @@ class AutoBatches:
 
     FIRST, TARGET_S, GROWTH, MAX = 256, 2.0, 8, 16384
 
-    def __init__(self, items: Sequence[Any]):
-        self.items, self.size, self.start = items, self.FIRST, 0
+    def __init__(self, items: Sequence[Any], size: int | str = "auto"):
+        self.items, self.start, self.auto = items, 0, size == "auto"
+        self.size = self.FIRST if self.auto else int(size)
 
     def __iter__(self) -> Iterator[Sequence[Any]]:
         while self.start < len(self.items):
@@ -87,14 +84,10 @@ class AutoBatches:
             yield batch
 
     def took(self, seconds: float) -> None:
-        """The last batch took ``seconds``: size the next one."""
-        rate = self.size / max(seconds, 1e-3)
-        self.size = int(min(self.MAX, self.size * self.GROWTH, max(self.FIRST, rate * self.TARGET_S)))
-
-
-def batches_for(items: Sequence[Any], size: int | str) -> AutoBatches | Iterator[Sequence[Any]]:
-    """``agent.batch_size`` batches of ``items``: a fixed size, or :class:`AutoBatches`."""
-    return AutoBatches(items) if size == "auto" else batches(items, size)
+        """The last batch took ``seconds``: size the next one (``auto`` only)."""
+        if self.auto:
+            rate = self.size / max(seconds, 1e-3)
+            self.size = int(min(self.MAX, self.size * self.GROWTH, max(self.FIRST, rate * self.TARGET_S)))
 
 
 def time_agent(agent: Any, examples: Sequence[Example], cfg: RunConfig,

@@ -40,17 +40,13 @@ def pick_flow(config: dict[str, Any], flow_kind: str):
     if flow_kind not in ("auto", "evaluate", "sweep"):
         raise ConfigError(f"--flow: expected evaluate, sweep or auto, got {flow_kind!r}")
     is_sweep = flow_kind == "sweep" or (flow_kind == "auto" and bool(config["sweep"]["grid"]))
-    from ragmem.flows.runners import task_runner_for
-
     if is_sweep:
-        from ragmem.flows.sweep import sweep_flow
-        from ragmem.sweep import parse_sweep
+        from ragmem.flows.sweep import sweep_flow_for
 
-        threads = parse_sweep(config["sweep"]).max_parallel
-        return sweep_flow.with_options(task_runner=task_runner_for(config, threads=threads))
-    from ragmem.flows.evaluate import evaluate_flow
+        return sweep_flow_for(config)
+    from ragmem.flows.evaluate import evaluate_flow_for
 
-    return evaluate_flow.with_options(task_runner=task_runner_for(config))
+    return evaluate_flow_for(config)
 
 
 def schedule_for(cron: str, timezone: str):

@@ -150,7 +150,6 @@ class PrefectSteps(engine.Steps):
     """Every step as a Prefect task; sweep children run on the flow's task runner, and so do the
     scoring batches with ``orchestration.task_runner: dask``."""
 
-
     def load(self, cfg):
         return load(cfg)
 

@@ -211,10 +211,10 @@ def test_when_every_call_fails_classification_is_null_not_0(tmp_path, store):
 
 
 def test_auto_batches_grow_for_a_fast_agent_and_keep_256_for_a_slow_one():
-    from ragmem.pipeline import AutoBatches
+    from ragmem.pipeline import Batches
 
-    def sizes(seconds_per_example: float, n: int = 20000) -> list[int]:
-        batches, seen, out = AutoBatches(list(range(n))), [], []
+    def sizes(seconds_per_example: float, n: int = 20000, size="auto") -> list[int]:
+        batches, seen, out = Batches(list(range(n)), size), [], []
         for batch in batches:
             out.append(len(batch))
             seen += batch
@@ -225,3 +225,4 @@ def test_auto_batches_grow_for_a_fast_agent_and_keep_256_for_a_slow_one():
     assert sizes(1e-5) == [256, 2048, 16384, 1312]      # replayed data: 4 batches, not 79
     assert sizes(0.002)[:3] == [256, 1000, 1000]        # about 2 s a batch
     assert set(sizes(0.5, 1000)) == {256, 232}          # an LLM agent: the first size throughout
+    assert sizes(1e-5, 1000, 300) == [300, 300, 300, 100]  # a fixed size stays fixed, however fast

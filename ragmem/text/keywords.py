@@ -110,8 +110,11 @@ class KeywordExtractor:
 
     def keywords(self, text: str) -> frozenset[str]:
         """``K(text)``: from :meth:`prime`'s results, else segmented now (and cached)."""
+        return frozenset(self._stored(text))
+
+    def _stored(self, text: str) -> tuple[str, ...] | frozenset[str]:
         known = self._known.get(text)
-        return frozenset(known) if known is not None else self._segmented(text)
+        return known if known is not None else self._segmented(text)
 
     def _keywords(self, text: str) -> frozenset[str]:
         # interned: a run's keyword sets share one string per distinct word (at 30k examples the
@@ -125,8 +128,7 @@ class KeywordExtractor:
         """Keywords of several texts together (e.g. all contexts of an example)."""
         out: set[str] = set()
         for text in texts:  # from the primed tuples directly (no set made per text)
-            known = self._known.get(text)
-            out.update(known if known is not None else self._segmented(text))
+            out.update(self._stored(text))
         return frozenset(out)
 
     def signature(self) -> str:

@@ -102,7 +102,6 @@ class Feedback:
 
 _DATASETS = threading.Lock()
 EXPERIMENT_KIND = "custom_model_development"  # the UI opens on the runs, not on an empty GenAI overview
-LOGGED_ARTIFACTS = "mlflow.loggedArtifacts"  # mlflow.utils.mlflow_tags.MLFLOW_LOGGED_ARTIFACTS: the tables a run logged
 
 
 def _git(*args: str) -> str | None:
@@ -248,21 +247,22 @@ class Tracker:
         tag), not by ``MlflowClient.log_table``: that one tests every cell of an object column for an
         image, appends to a table already logged (a resumed run would double its rows) and keeps 10
         significant digits; this writes 15 (pandas' most) in a third of the time."""
+        from mlflow.utils.mlflow_tags import MLFLOW_LOGGED_ARTIFACTS
+
         flat = table.copy()
         for column in flat.columns[flat.dtypes == object]:
             if any(isinstance(v, (list, dict)) for v in flat[column]):
                 flat[column] = flat[column].map(lambda v: json.dumps(v, ensure_ascii=False))
         with tempfile.TemporaryDirectory() as tmp:
-            for path in (Path(tmp) / f"{name}.csv", Path(tmp) / f"{name}.json"):
-                if path.suffix == ".csv":
-                    flat.to_csv(path, index=False)
-                else:
-                    flat.to_json(path, orient="split", index=False, double_precision=15, force_ascii=False)
+            csv, table_json = Path(tmp) / f"{name}.csv", Path(tmp) / f"{name}.json"
+            flat.to_csv(csv, index=False)
+            flat.to_json(table_json, orient="split", index=False, double_precision=15, force_ascii=False)
+            for path in (csv, table_json):
                 self.client.log_artifact(run_id, str(path))
-        logged = json.loads(self.client.get_run(run_id).data.tags.get(LOGGED_ARTIFACTS, "[]"))
-        if {"path": f"{name}.json", "type": "table"} not in logged:
-            logged.append({"path": f"{name}.json", "type": "table"})
-            self.client.set_tag(run_id, LOGGED_ARTIFACTS, json.dumps(logged))
+        entry = {"path": table_json.name, "type": "table"}
+        logged = json.loads(self.client.get_run(run_id).data.tags.get(MLFLOW_LOGGED_ARTIFACTS, "[]"))
+        if entry not in logged:
+            self.client.set_tag(run_id, MLFLOW_LOGGED_ARTIFACTS, json.dumps([*logged, entry]))
 
     def log_dataset(self, run_id: str, name: str, digest: str, source: str, schema: dict[str, Any],
                     profile: dict[str, Any]) -> None:
