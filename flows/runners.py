@@ -31,10 +31,23 @@ def task_runner_for(config: dict[str, Any], threads: int | None = None):
     workers = orchestration.get("dask_workers") or local_workers("auto")
     # the worker processes log as this process does (ragmem run: WARNING unless --verbose)
     env = {"PREFECT_LOGGING_LEVEL": str(PREFECT_LOGGING_LEVEL.value())}
-    return DaskTaskRunner(cluster_class="distributed.LocalCluster",
+    return DaskTaskRunner(cluster_class="ragmem.flows.runners.local_cluster",
                           cluster_kwargs={"n_workers": workers, "threads_per_worker": 1, "processes": True,
                                           "host": "127.0.0.1", "dashboard_address": None, "env": env,
                                           "preload": ["ragmem.flows.runners"]})
+
+
+def local_cluster(**kwargs: Any):
+    """``distributed.LocalCluster(**kwargs)`` without the garbage-collection diagnosis its scheduler
+    turns on in this process: that is a Python ``gc`` callback, and a Ctrl+C landing while it ran
+    was swallowed ("Exception ignored in ... GCDiagnosis._gc_callback", KeyboardInterrupt) and the
+    run went on to the end (seen in CI). The scheduler's own close then finds it off, as it expects."""
+    from distributed import LocalCluster
+    from distributed.gc import disable_gc_diagnosis
+
+    cluster = LocalCluster(**kwargs)
+    disable_gc_diagnosis(force=True)
+    return cluster
 
 
 def dask_setup(worker: Any) -> None:
