@@ -32,7 +32,7 @@ from ragmem.errors import failure_message  # noqa: F401  (also ragmem.engine.fai
 from ragmem.journal import Journal
 from ragmem.loaders import Dataset
 from ragmem.masking import mask
-from ragmem.parallel import mapper_for
+from ragmem.parallel import EarlyMaps, ProcessPool, mapper_for
 from ragmem.schema import AgentOutput, Example
 from ragmem.text import plural
 from ragmem.tracking import (TrackedRun, Tracker, end_unfinished, is_transient, log_results, process_tracking_uri,
@@ -170,6 +170,7 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
 
                 sized = pipeline.Batches(dataset.examples, cfg.agent.batch_size)
                 local = mapper_for(cfg.orchestration.workers)  # the judge's keyword sets: on local processes
+                components.early = EarlyMaps(local) if isinstance(local, ProcessPool) else None
                 for i, batch in enumerate(sized):
                     interrupts.check()
                     started = time.perf_counter()
@@ -180,6 +181,7 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
                     pipeline.prime_keywords(batch, answered, components.keywords, local, contexts=False)
                     verdicts = steps.judge(components.judge, batch, answered, i)
                     judged.advance(len(batch), failed=sum(v is not None and v.error is not None for v in verdicts))
+                    pipeline.start_scoring(batch, answered, cfg, components)  # on the idle workers
                     sized.took(time.perf_counter() - started)
                     judgements += verdicts
                     outputs += answered
@@ -205,7 +207,8 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
                         steps.log(run, resolved_config=mask(cfg.raw), params=params, metrics=result.values,
                                   counts=pipeline.counts(table, result), table=table, summary=summary,
                                   examples=dataset.examples, outputs=outputs,
-                                  max_traces=cfg.tracking.max_traces, extra_files=(journal.path,))
+                                  max_traces=cfg.tracking.max_traces, extra_files=(journal.path,),
+                                  workers=cfg.orchestration.workers)
                 except Exception as exc:
                     if not is_transient(exc):
                         raise

@@ -43,6 +43,10 @@ class Serial:
     def map(self, fn: Callable[..., list], items: Sequence[Any], *args: Any) -> list:
         return list(fn(items, *args)) if items else []
 
+    def call(self, fn: Callable[..., Any], *args: Any, size: int = 0) -> "Pending":
+        """``fn(*args)``, in this process, on ``result()``."""
+        return Pending(lambda: fn(*args))
+
 
 SERIAL = Serial()
 
@@ -76,15 +80,69 @@ class ProcessPool:
         futures = [executor.submit(fn, part, *args) for part in chunks(items, 4 * self.workers)]
         return Pending(lambda: [x for future in futures for x in future.result()])
 
+    def call(self, fn: Callable[..., Any], *args: Any, size: int = 0) -> "Pending":
+        """Start ``fn(*args)`` on one worker and return at once: work this process need not wait
+        for, such as writing a run's artifact files while it logs the rest. ``size`` (items the
+        call works on) below :data:`MIN_PARALLEL_ITEMS`: in this process, on ``result()``."""
+        if size < MIN_PARALLEL_ITEMS:
+            return SERIAL.call(fn, *args)
+        from joblib.externals.loky import get_reusable_executor
+
+        future = get_reusable_executor(max_workers=self.workers, timeout=300).submit(fn, *args)
+        return Pending(future.result)
+
 
 class Pending:
-    """A map started by :meth:`ProcessPool.submit`: ``result()`` waits for it, in order."""
+    """A map or call started by :meth:`ProcessPool.submit` or ``call``: ``result()`` waits for
+    it (a map's results in order)."""
 
-    def __init__(self, collect: Callable[[], list]):
+    def __init__(self, collect: Callable[[], Any]):
         self._collect = collect
 
-    def result(self) -> list:
+    def result(self) -> Any:
         return self._collect()
+
+
+class EarlyMaps:
+    """Maps begun on the items of each agent batch as it comes in, so the workers score the answers
+    while the agent and the judge run; the metrics' maps then take these results and map only the
+    rest (:meth:`ragmem.metrics.MetricContext.map`). Every mapped function is pure and per item
+    (see above), so the results are the same as one map over all the items.
+
+    ``submit`` (what :meth:`MetricContext.start` calls) keeps the items of ``fn, *args`` not begun
+    yet and starts them on ``mapper`` once :data:`MIN_PARALLEL_ITEMS` have gathered (fewer would
+    not pay for the pool); items still gathering at the end are left to the metrics' own map."""
+
+    def __init__(self, mapper: "ProcessPool"):
+        self.mapper = mapper
+        self._seen: dict[tuple, set] = {}
+        self._gathering: dict[tuple, list] = {}
+        self._begun: dict[tuple, list[tuple[list, Pending]]] = {}
+
+    def submit(self, fn: Callable[..., list], items: Sequence[Any], *args: Any) -> None:
+        key = (fn, args)
+        seen = self._seen.setdefault(key, set())
+        gathering = self._gathering.setdefault(key, [])
+        for item in items:
+            if item not in seen:
+                seen.add(item)
+                gathering.append(item)
+        if len(gathering) >= MIN_PARALLEL_ITEMS:
+            self._begun.setdefault(key, []).append((gathering, self.mapper.submit(fn, gathering, *args)))
+            self._gathering[key] = []
+
+    def begun(self, fn: Callable[..., list], args: tuple) -> set:
+        """The items a map of ``fn, *args`` has begun on (their results: :meth:`results`)."""
+        return {item for part, _ in self._begun.get((fn, args), ()) for item in part}
+
+    def results(self, fn: Callable[..., list], args: tuple) -> dict:
+        """``{item: result}`` of every map begun for ``fn, *args`` (waits for them)."""
+        return {item: result for part, pending in self._begun.get((fn, args), ())
+                for item, result in zip(part, pending.result())}
+
+    def clear(self) -> None:
+        """Forget every item and result (after the metrics took them: they hold memory)."""
+        self._seen.clear(), self._gathering.clear(), self._begun.clear()
 
 
 def local_workers(setting: int | str) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import namedtuple
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
@@ -21,7 +22,7 @@ from ragmem.config import RunConfig
 from ragmem.judges import Judge, JudgeItem, Judgement, judging
 from ragmem.loaders import Dataset, load_dataset
 from ragmem.masking import mask
-from ragmem.metrics import MetricContext, MetricResult, compute_metrics
+from ragmem.metrics import MetricContext, MetricResult, compute_metrics, start_metrics
 from ragmem.metrics.generation import scorer_for
 from ragmem.schema import AgentOutput, Example
 from ragmem.text.keywords import KeywordExtractor
@@ -36,6 +37,7 @@ class Components:
     agent: Any
     llm: Any = None        # ragmem.llm.JudgeClient when judge.type is llm
     embedder: Any = None   # ragmem.llm.EmbeddingClient when embeddings.model is set
+    early: Any = None      # ragmem.parallel.EarlyMaps: the metrics' maps begun batch by batch
 
     def index_builds(self) -> int:
         """1 when building this run's reference agent built its index, 0 when it reused one."""
@@ -169,13 +171,38 @@ def prime_keywords(examples: Sequence[Example], outputs: Sequence[AgentOutput], 
     keywords.prime(texts, mapper)
 
 
+def _metric_context(cfg: RunConfig, components: Components, mapper, early=None) -> MetricContext:
+    return MetricContext(components.keywords, cfg.zero_division, cfg.ks, cfg.ranking.relevance,
+                         cfg.ranking.keyword_threshold, generation=cfg.generation, rag=cfg.rag_metrics,
+                         llm=components.llm, embedder=components.embedder, mapper=mapper, early=early)
+
+
+def start_scoring(examples: Sequence[Example], outputs: Sequence[AgentOutput], cfg: RunConfig,
+                  components: Components) -> None:
+    """Begin the metrics' text-heavy maps (generation scores, offline entities, keyword cosines)
+    on one batch's answers, on the workers, which are idle while the agent and the judge run
+    (``components.early``, a :class:`ragmem.parallel.EarlyMaps`; nothing without one)."""
+    if components.early is None:
+        return
+    rows = [_BatchRow(ex.id, ex.query, out.answer, ex.reference_answer, [c.to_dict() for c in out.contexts], out.error)
+            for ex, out in zip(examples, outputs)]
+    start_metrics(rows, [*cfg.metrics, *cfg.gates], _metric_context(cfg, components, components.early))
+
+
+#: the columns of :func:`build_table` the families' ``start`` reads
+_BatchRow = namedtuple("_BatchRow", "id query generated_answer reference_answer contexts error")
+
+
 def score(table: pd.DataFrame, cfg: RunConfig, components: Components, mapper=None) -> tuple[pd.DataFrame, MetricResult]:
     """Aggregate metrics, plus their per-example columns added to a copy of the table; the
-    text-heavy work runs on ``mapper`` (:mod:`ragmem.parallel`; default: this process)."""
-    ctx = MetricContext(components.keywords, cfg.zero_division, cfg.ks, cfg.ranking.relevance, cfg.ranking.keyword_threshold,
-                        generation=cfg.generation, rag=cfg.rag_metrics,
-                        llm=components.llm, embedder=components.embedder, mapper=mapper)
-    result = compute_metrics(table, [*cfg.metrics, *cfg.gates], ctx)  # a gated metric is always computed
+    text-heavy work runs on ``mapper`` (:mod:`ragmem.parallel`; default: this process), taking
+    what :func:`start_scoring` began."""
+    ctx = _metric_context(cfg, components, mapper, components.early)
+    try:
+        result = compute_metrics(table, [*cfg.metrics, *cfg.gates], ctx)  # a gated metric is always computed
+    finally:
+        if components.early is not None:
+            components.early.clear()
     table = table.copy()
     for name, values in result.columns.items():
         numeric = all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in values)

@@ -8,6 +8,7 @@ import signal
 import sqlite3
 import sys
 
+import pandas as pd
 import pytest
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
@@ -94,7 +95,7 @@ def test_a_failing_run_is_failed_with_its_reason(store, tmp_path, monkeypatch):
     assert run.info.status == "FAILED" and run.data.tags["ragmem.error"] == "RuntimeError: metric blew up"
 
 
-def test_logging_twice_writes_no_trace_or_metric_twice(store, tmp_path):
+def test_logging_twice_writes_no_trace_or_metric_twice(store, tmp_path, monkeypatch):
     result = ragmem.evaluate(_data(tmp_path), track=True, tracking=store, experiment="idem", metrics=["f1", "avg_latency"],
                              agent={"type": "python", "target": "tests.sample_agents:echo"})
     client = MlflowClient(store["uri"])
@@ -103,18 +104,27 @@ def test_logging_twice_writes_no_trace_or_metric_twice(store, tmp_path):
     where = [client.get_run(result.run_id).info.experiment_id]
     traces_before = len(client.search_traces(locations=where, run_id=result.run_id))
     assert traces_before == 6
-    # a retried log step runs again on the same run
+    # a retried log step runs again on the same run (its table files written on a worker process)
+    from ragmem import parallel
+
+    monkeypatch.setattr(parallel, "MIN_PARALLEL_ITEMS", 1)
     cfg = RunConfig.from_dict({"tracking": store, "experiment": "idem"})
     n = tracking.record_run(run, cfg.raw, result.params, result.metrics, {"n_examples": 6}, result.table,
-                            result.summary, (), (), max_traces=200)
+                            result.summary, (), (), max_traces=200, workers=2)
     assert n == 6 and len(client.search_traces(locations=where, run_id=result.run_id)) == traces_before
     assert len(client.get_metric_history(result.run_id, "f1")) == 1
     assert len(client.get_metric_history(result.run_id, "avg_latency")) == 1
     # ...and the per-example table is replaced, not appended to; MLflow's table tag names it once
     table = json.loads(open(client.download_artifacts(result.run_id, "examples.json", str(tmp_path))).read())
     assert len(table["data"]) == 6 and table["columns"] == list(result.table.columns)
+    csv = pd.read_csv(client.download_artifacts(result.run_id, "examples.csv", str(tmp_path)))
+    assert list(csv.columns) == list(result.table.columns) and csv["id"].astype(str).tolist() == table_ids(table)
     logged = json.loads(client.get_run(result.run_id).data.tags["mlflow.loggedArtifacts"])
     assert logged == [{"path": "examples.json", "type": "table"}]
+
+
+def table_ids(table: dict) -> list[str]:
+    return [str(row[table["columns"].index("id")]) for row in table["data"]]
 
 
 def test_the_logged_table_keeps_15_digits_nulls_and_nested_values(store, tmp_path):

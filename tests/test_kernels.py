@@ -9,6 +9,7 @@ import json
 import random
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from ragmem.metrics import kernels
@@ -146,6 +147,58 @@ def test_a_map_started_early_is_collected_once_and_only_for_the_same_input(monke
     serial = MetricContext(KeywordExtractor())  # no workers: start does nothing, map computes
     serial.start(score_pairs, pairs, "jieba", "zh")
     assert serial.started == {} and serial.map(score_pairs, pairs, "jieba", "zh") == expected
+
+
+class _Recording:
+    """A mapper that records what each final map was given (and computes it in this process)."""
+
+    def __init__(self):
+        self.given = []
+
+    def map(self, fn, items, *args):
+        self.given.append(list(items))
+        return fn(items, *args)
+
+
+def test_maps_begun_batch_by_batch_are_taken_and_only_the_rest_is_mapped(monkeypatch):
+    """EarlyMaps begins a family's map on each batch's new items (once each, from MIN_PARALLEL_ITEMS
+    on); the metrics' map takes those results and maps only the rest, in the input order."""
+    from ragmem import parallel
+    from ragmem.metrics import MetricContext
+    from ragmem.text.keywords import KeywordExtractor
+
+    monkeypatch.setattr(parallel, "MIN_PARALLEL_ITEMS", 50)
+    pairs = PAIRS[:300]
+    early = parallel.EarlyMaps(parallel.ProcessPool(2))
+    early.submit(score_pairs, pairs[:120], "jieba", "zh")           # 120 new: begun
+    early.submit(score_pairs, pairs[100:140], "jieba", "zh")        # 20 new, 20 seen: gathering
+    early.submit(score_pairs, pairs[100:200] + pairs[:10], "jieba", "zh")  # 60 more new: the 80 begun
+    early.submit(score_pairs, pairs[200:230], "jieba", "zh")        # 30: still gathering at the end
+    assert early.begun(score_pairs, ("jieba", "zh")) == set(pairs[:200])
+    assert early.begun(score_pairs, ("jieba", "en")) == set()        # other arguments: nothing begun
+    recording = _Recording()
+    ctx = MetricContext(KeywordExtractor(), mapper=recording, early=early)
+    wanted = pairs[250:] + pairs[:250] + pairs[5:6]  # any order, a repeat
+    assert ctx.map(score_pairs, wanted, "jieba", "zh") == score_pairs(wanted, "jieba", "zh")
+    begun = set(pairs[:200])
+    assert recording.given == [[p for p in wanted if p not in begun]]  # only what no early map began
+    assert 0 < len(recording.given[0]) < len(wanted)
+    early.clear()
+    assert early.begun(score_pairs, ("jieba", "zh")) == set()
+
+
+def test_rows_are_itertuples_read_column_by_column():
+    from ragmem.metrics.base import rows
+
+    table = pd.DataFrame({"id": ["a", "b", None], "n": [1, 2, 3], "x": [0.5, float("nan"), 2.0],
+                          "label": pd.array([1, None, 0], dtype="Int64"), "ctx": [[{"text": "t"}], [], None],
+                          "1bad name": ["p", "q", "r"]})
+    table["id"] = table["id"].astype("string")
+    ours, theirs = rows(table), list(table.itertuples(index=False))
+    assert [r._fields for r in ours[:1]] == [theirs[0]._fields]
+    for mine, reference in zip(ours, theirs, strict=True):
+        for a, b in zip(mine, reference, strict=True):
+            assert type(a) is type(b) and (a is b or a == b or (a != a and b != b)), (a, b)
 
 
 def test_cohen_kappa_equals_scikit_learns():

@@ -9,6 +9,7 @@ aggregators, the per-example sufficient statistics the bootstrap resamples. The 
 
 from __future__ import annotations
 
+import collections
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
@@ -59,29 +60,64 @@ class MetricContext:
     llm: Any = None        # ragmem.llm.JudgeClient: LLM-based metrics (else their offline modes)
     embedder: Any = None   # ragmem.llm.EmbeddingClient
     mapper: Any = None     # ragmem.parallel mapper of the text-heavy work (None: in this process)
+    early: Any = None      # ragmem.parallel.EarlyMaps begun while the agent ran (their results are reused)
     started: dict = field(default_factory=dict, compare=False, repr=False)  # see start()
+    _rows: list = field(default_factory=list, compare=False, repr=False)     # see rows()
 
     def map(self, fn, items, *args):
         """``fn(chunk, *args)`` over chunks of ``items``, results in order (see :mod:`ragmem.parallel`);
-        a map :meth:`start` began with the same arguments is collected instead."""
-        from ragmem.parallel import SERIAL
-
+        a map :meth:`start` began with the same arguments is collected instead, and the items
+        :attr:`early` maps began on are taken from them."""
         begun = self.started.pop((fn, args), None)
         if begun is not None and begun[0] == items:
             return begun[1].result()
-        return (self.mapper or SERIAL).map(fn, items, *args)
+        return self._begin(fn, items, args).result()
 
     def start(self, fn, items, *args) -> None:
         """Begin ``map(fn, items, *args)`` on the workers now, for a later :meth:`map` to collect: the
         families' text-heavy maps run while this process computes the others (no-op without a
         mapper that can start work)."""
         if hasattr(self.mapper, "submit"):
-            self.started[(fn, args)] = (items, self.mapper.submit(fn, items, *args))
+            self.started[(fn, args)] = (items, self._begin(fn, items, args))
+
+    def _begin(self, fn, items, args):
+        from ragmem.parallel import SERIAL, Pending
+
+        mapper = self.mapper or SERIAL
+        begun = self.early.begun(fn, args) if self.early is not None else ()
+        todo = [item for item in items if item not in begun] if begun else items
+        pending = mapper.submit(fn, todo, *args) if hasattr(mapper, "submit") else \
+            Pending(lambda: mapper.map(fn, todo, *args))
+        if not begun:
+            return pending
+
+        def merged() -> list:
+            rest, known = iter(pending.result()), self.early.results(fn, args)
+            return [known[item] if item in begun else next(rest) for item in items]
+        return Pending(merged)
+
+    def rows(self, table: pd.DataFrame | list) -> list:
+        """The table's rows (:func:`rows`), read once per table for all the families; a list is
+        rows already (a batch's, while the agent runs: :func:`ragmem.metrics.start_metrics`)."""
+        if isinstance(table, list):
+            return table
+        if not self._rows or self._rows[0] is not table:
+            self._rows[:] = [table, rows(table)]
+        return self._rows[1]
 
     def generation_scorer(self):
         from ragmem.metrics.generation import scorer_for
 
         return scorer_for(self.generation.tokenizer, self.generation.bleu_tokenize)
+
+
+def rows(table: pd.DataFrame) -> list:
+    """``list(table.itertuples(index=False))``, the same values, read column by column: a string
+    column (Arrow-backed in pandas 3) gives its values with one ``tolist()``, ten times faster than
+    iterating it cell by cell as ``itertuples`` does (0.1 s per pass over a 10k-row table)."""
+    columns = [table[c].tolist() if isinstance(table[c].dtype, pd.StringDtype) else table[c] for c in table.columns]
+    row = collections.namedtuple("Pandas", table.columns, rename=True)
+    return list(map(row._make, zip(*columns)))
 
 
 def failed(row) -> bool:

@@ -42,7 +42,7 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
     K = ctx.keywords
     columns: dict[str, list[float | None]] = {name: [] for name in NAMES}
     undefined = dict.fromkeys(NAMES, 0)
-    for row in table.itertuples(index=False):
+    for row in ctx.rows(table):
         if failed(row):
             for values in columns.values():
                 values.append(None)

@@ -44,7 +44,7 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
     BLEU/chrF from the summed statistics (their sentence means beside them)."""
     scorer = ctx.generation_scorer()
     columns: dict[str, list] = {n: [] for n in (*NAMES, "bleu_stats", "chrf_stats")}
-    rows = list(table.itertuples(index=False))
+    rows = ctx.rows(table)
     scores = iter(ctx.map(score_pairs, _pairs(rows), scorer.tokenizer.name, scorer.bleu_tokenize))
     for row in rows:
         if failed(row):
@@ -72,7 +72,7 @@ def _pairs(rows) -> list[tuple[str, str]]:
 def start(table: pd.DataFrame, ctx, wanted) -> None:
     """Begin scoring every pair on the workers (:meth:`MetricContext.start`)."""
     scorer = ctx.generation_scorer()
-    ctx.start(score_pairs, _pairs(table.itertuples(index=False)), scorer.tokenizer.name, scorer.bleu_tokenize)
+    ctx.start(score_pairs, _pairs(ctx.rows(table)), scorer.tokenizer.name, scorer.bleu_tokenize)
 
 
 def _stats_matrix(values: pd.Series, width: int) -> np.ndarray:

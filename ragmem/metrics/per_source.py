@@ -32,7 +32,7 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
     only = {s: [] for s in CONTEXT_SOURCES}
     hits = {s: [] for s in CONTEXT_SOURCES}
     any_source = False
-    for row in table.itertuples(index=False):
+    for row in ctx.rows(table):
         if failed(row):
             continue
         by_source = {s: [c for c in row.contexts if c.get("source") == s] for s in CONTEXT_SOURCES}

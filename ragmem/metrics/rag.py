@@ -126,12 +126,12 @@ class RagMetrics:
 
     def _rows(self, table: pd.DataFrame):
         if self._rows_of is None or self._rows_of[0] is not table:  # once per table, not per metric
-            self._rows_of = (table, _rows(table))
+            self._rows_of = (table, _rows(table, self.ctx))
         return self._rows_of[1]
 
     # -- metrics -----------------------------------------------------------------------------
     def answer_correctness(self, table: pd.DataFrame) -> MetricResult:
-        every = list(table.itertuples(index=False))
+        every = self.ctx.rows(table)
         values = [None if isinstance(r.error, str) or pd.isna(r.verdict) else float(r.verdict) for r in every]
         errors = [r.judge_error if isinstance(r.judge_error, str) else None for r in every]
         result = self._finish("answer_correctness", values, errors)
@@ -337,9 +337,9 @@ class RagMetrics:
         return self._finish("faithfulness", values, errors, undefined)
 
 
-def _rows(table: pd.DataFrame) -> list:
+def _rows(table: pd.DataFrame, ctx) -> list:
     """The table's rows, ``None`` for a failed agent call."""
-    return [None if isinstance(r.error, str) else r for r in table.itertuples(index=False)]
+    return [None if isinstance(r.error, str) else r for r in ctx.rows(table)]
 
 
 def _entity_texts(rows) -> list[str]:
@@ -360,7 +360,7 @@ def start(table: pd.DataFrame, ctx, wanted) -> None:
     :meth:`MetricContext.start`); with an LLM (or embeddings) they are requests, not maps."""
     if ctx.llm is not None:
         return
-    K, rows = ctx.keywords, _rows(table)
+    K, rows = ctx.keywords, _rows(table, ctx)
     if "context_entity_recall" in wanted:
         ctx.start(offline_entities, _entity_texts(rows), K.tokenizer_name, K.stopword_specs)
     if "answer_relevancy" in wanted and ctx.embedder is None:

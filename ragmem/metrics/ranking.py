@@ -134,7 +134,7 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
     names = metric_names(ks)
     columns: dict[str, list[float | None]] = {n: [] for n in names}
     no_relevant = used_keyword = 0
-    for row in table.itertuples(index=False):
+    for row in ctx.rows(table):
         found = None if failed(row) else example_relevance(row, ctx)
         values = None if found is None else query_metrics(found[0], found[1], ks)
         if found is not None and not (isinstance(row.gold_relevance, dict) and ctx.relevance != "keyword"):

@@ -22,7 +22,7 @@ from ragmem.metrics import classification, coverage, generation, latency, per_so
 from ragmem.metrics.base import Aggregator, Family, MetricContext, MetricResult
 
 __all__ = ["FAMILIES", "DEFAULT_METRICS", "RELEVANCE_MODES", "MetricContext", "MetricResult", "aggregators",
-           "compute_metrics", "expand_selection"]
+           "compute_metrics", "expand_selection", "start_metrics"]
 
 RELEVANCE_MODES = ("auto", "ids", "keyword")
 
@@ -65,14 +65,27 @@ def expand_selection(names: Sequence[str], ks: Sequence[int] = ranking.DEFAULT_K
     return list(dict.fromkeys(out))
 
 
+def _runs(selected: Sequence[str], ctx: MetricContext) -> list[tuple[Family, list[str]]]:
+    """The families that produce a selected name, each with the names it keeps."""
+    wanted_all = expand_selection(["pass_rate", *selected], ctx.ks)  # pass_rate always, first
+    runs = [(family, [n for n in wanted_all if family.selects(n)]) for family in FAMILIES]
+    return [(family, wanted) for family, wanted in runs if wanted]
+
+
+def start_metrics(rows: list, selected: Sequence[str], ctx: MetricContext) -> None:
+    """Begin the families' text-heavy maps on ``rows`` (a batch's, while the agent answers the
+    next; ``ctx.mapper`` is a :class:`ragmem.parallel.EarlyMaps`)."""
+    for family, wanted in _runs(selected, ctx):
+        if family.start is not None:
+            family.start(rows, ctx, wanted)
+
+
 def compute_metrics(table: pd.DataFrame, selected: Sequence[str], ctx: MetricContext) -> MetricResult:
     """Run the families that produce a selected name; each keeps the selected names plus its
     companions (confusion counts, per-stage latencies, measured counts)."""
-    wanted_all = expand_selection(["pass_rate", *selected], ctx.ks)  # pass_rate always, first
     if "gold_relevance" not in table:
         table = table.assign(gold_relevance=None)
-    runs = [(family, [n for n in wanted_all if family.selects(n)]) for family in FAMILIES]
-    runs = [(family, wanted) for family, wanted in runs if wanted]
+    runs = _runs(selected, ctx)
     for family, wanted in runs:  # the text-heavy maps begin on the workers...
         if family.start is not None:
             family.start(table, ctx, wanted)

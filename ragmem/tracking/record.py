@@ -13,12 +13,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from ragmem.tracking import files
 from ragmem.tracking.lifecycle import TrackedRun, log_results
 from ragmem.tracking.store import Feedback
 
@@ -82,36 +85,48 @@ def _missing(value: Any) -> bool:
 def record_run(run: TrackedRun, resolved_config: dict[str, Any], params: dict[str, str],
                metrics: dict[str, float | None], counts: dict[str, int], table: pd.DataFrame,
                summary: dict[str, Any], examples=(), outputs=(), max_traces: int = 0,
-               extra_files: tuple[Path, ...] = ()) -> int:
+               extra_files: tuple[Path, ...] = (), workers: int | str = 1) -> int:
     """Log one evaluation run: the dataset as its input, agent traces with assessments, params, metrics (+ counts and ``{metric}_ci_low/high``),
     the resolved config, ``summary.json``, ``report.html``, the per-example table (``examples.csv`` and the MLflow
     table ``examples.json``), the plots and ``extra_files`` (the journal). Idempotent (see
-    :func:`log_results`; traces are written once). Returns the number of traces."""
-    from ragmem import plots, report_html
+    :func:`log_results`; traces are written once). Returns the number of traces.
+
+    The table's two files are written meanwhile on the run's idle pool processes (``workers``,
+    ``orchestration.workers``: :mod:`ragmem.tracking.files`)."""
+    from ragmem import report_html
+    from ragmem.parallel import mapper_for
 
     if run.id is None:
         return 0
-    if run.logged("input") is None:
-        log_dataset(run, params, examples)
-        run.mark("input", "1")
-    traced = run.logged("traces")
-    if traced is None:
-        n_traces = run.tracker.log_agent_traces(run.id, summary["experiment"], examples, outputs, max_traces,
-                                                lambda ids: assessments(table, params, ids))
-        run.mark("traces", str(n_traces))
-    else:
-        n_traces = int(traced)
-    intervals = {f"{name}_ci_{side}": bound for name, (low, high) in summary.get("ci", {}).items()
-                 for side, bound in (("low", low), ("high", high))}
-    figures = {}
-    if metrics.get("confusion_tp") is not None:
-        figures["plots/confusion_matrix.png"] = plots.confusion_matrix_figure(metrics)
-    if table["latency_s"].notna().any():
-        figures["plots/latency_histogram.png"] = plots.latency_histogram_figure(table)
-    log_results(run, params=params,
-                metrics={**metrics, **intervals, **{k: float(v) for k, v in counts.items()},
-                         "n_traces": float(n_traces)},
-                json_files={"config.json": resolved_config, "summary.json": summary},
-                tables={"examples": table}, figures=figures, files=extra_files,
-                texts={"report.html": report_html.run_page(summary, table)})
+    pool = mapper_for(workers)
+    with tempfile.TemporaryDirectory() as tmp:
+        table_files = [pool.call(files.table_file, table, tmp, "examples", kind, size=len(table))
+                       for kind in ("csv", "json")]
+        try:
+            if run.logged("input") is None:
+                log_dataset(run, params, examples)
+                run.mark("input", "1")
+            traced = run.logged("traces")
+            if traced is None:
+                n_traces = run.tracker.log_agent_traces(run.id, summary["experiment"], examples, outputs, max_traces,
+                                                        lambda ids: assessments(table, params, ids))
+                run.mark("traces", str(n_traces))
+            else:
+                n_traces = int(traced)
+            intervals = {f"{name}_ci_{side}": bound for name, (low, high) in summary.get("ci", {}).items()
+                         for side, bound in (("low", low), ("high", high))}
+            log_results(run, params=params,
+                        metrics={**metrics, **intervals, **{k: float(v) for k, v in counts.items()},
+                                 "n_traces": float(n_traces)},
+                        json_files={"config.json": resolved_config, "summary.json": summary}, files=extra_files,
+                        texts={"report.html": report_html.run_page(summary, table)})
+            (Path(tmp) / "plots").mkdir()
+            for path in files.plot_files(metrics, table["latency_s"], Path(tmp) / "plots"):
+                run.tracker.log_file(run.id, path, "plots")
+        except BaseException:  # the workers finish their files before the folder goes
+            for pending in table_files:
+                with contextlib.suppress(Exception):
+                    pending.result()
+            raise
+        run.tracker.log_table_files(run.id, [pending.result() for pending in table_files])
     return n_traces

@@ -240,29 +240,28 @@ class Tracker:
         self.client.log_dict(run_id, payload, artifact_file)
 
     def log_table(self, run_id: str, table: pd.DataFrame, name: str) -> None:
-        """The table twice: ``<name>.csv`` for spreadsheets and ``<name>.json`` as an MLflow table
-        (shown in the UI's Evaluation/Artifacts view; :func:`ragmem.compare.load_run_table` reads it).
+        """The table twice, ``<name>.csv`` and ``<name>.json`` (:func:`ragmem.tracking.files.table_files`)."""
+        from ragmem.tracking.files import table_files
 
-        The JSON is written here in MLflow's table format (``{"columns", "data"}``, the ``mlflow.loggedArtifacts``
-        tag), not by ``MlflowClient.log_table``: that one tests every cell of an object column for an
-        image, appends to a table already logged (a resumed run would double its rows) and keeps 10
-        significant digits; this writes 15 (pandas' most) in a third of the time."""
+        with tempfile.TemporaryDirectory() as tmp:
+            self.log_table_files(run_id, table_files(table, tmp, name))
+
+    def log_table_files(self, run_id: str, paths: list[str]) -> None:
+        """Log a table's files (:func:`ragmem.tracking.files.table_files`), the JSON one as an MLflow
+        table: the ``mlflow.loggedArtifacts`` tag names it, which is what the UI reads. Not by
+        ``MlflowClient.log_table``: that one tests every cell of an object column for an image,
+        appends to a table already logged (a resumed run would double its rows) and keeps 10
+        significant digits; this replaces it, keeps 15, and takes a third of the time."""
         from mlflow.utils.mlflow_tags import MLFLOW_LOGGED_ARTIFACTS
 
-        flat = table.copy()
-        for column in flat.columns[flat.dtypes == object]:
-            if any(isinstance(v, (list, dict)) for v in flat[column]):
-                flat[column] = flat[column].map(lambda v: json.dumps(v, ensure_ascii=False))
-        with tempfile.TemporaryDirectory() as tmp:
-            csv, table_json = Path(tmp) / f"{name}.csv", Path(tmp) / f"{name}.json"
-            flat.to_csv(csv, index=False)
-            flat.to_json(table_json, orient="split", index=False, double_precision=15, force_ascii=False)
-            for path in (csv, table_json):
-                self.client.log_artifact(run_id, str(path))
-        entry = {"path": table_json.name, "type": "table"}
-        logged = json.loads(self.client.get_run(run_id).data.tags.get(MLFLOW_LOGGED_ARTIFACTS, "[]"))
-        if entry not in logged:
-            self.client.set_tag(run_id, MLFLOW_LOGGED_ARTIFACTS, json.dumps([*logged, entry]))
+        for path in paths:
+            self.client.log_artifact(run_id, path)
+        for path in paths:
+            if path.endswith(".json"):
+                entry = {"path": Path(path).name, "type": "table"}
+                logged = json.loads(self.client.get_run(run_id).data.tags.get(MLFLOW_LOGGED_ARTIFACTS, "[]"))
+                if entry not in logged:
+                    self.client.set_tag(run_id, MLFLOW_LOGGED_ARTIFACTS, json.dumps([*logged, entry]))
 
     def log_dataset(self, run_id: str, name: str, digest: str, source: str, schema: dict[str, Any],
                     profile: dict[str, Any]) -> None:
