@@ -118,6 +118,7 @@ class EarlyMaps:
         self._seen: dict[tuple, set] = {}
         self._gathering: dict[tuple, list] = {}
         self._begun: dict[tuple, list[tuple[list, Pending]]] = {}
+        self._results: dict[tuple, dict] = {}
 
     def submit(self, fn: Callable[..., list], items: Sequence[Any], *args: Any) -> None:
         key = (fn, args)
@@ -132,17 +133,24 @@ class EarlyMaps:
             self._gathering[key] = []
 
     def begun(self, fn: Callable[..., list], args: tuple) -> set:
-        """The items a map of ``fn, *args`` has begun on (their results: :meth:`results`)."""
-        return {item for part, _ in self._begun.get((fn, args), ()) for item in part}
+        """The items a map of ``fn, *args`` has begun on (their results: :meth:`results`); the
+        items still gathering are left out, for the metrics' own map."""
+        seen = self._seen.get((fn, args), set())
+        seen.difference_update(self._gathering.pop((fn, args), ()))
+        return seen
 
     def results(self, fn: Callable[..., list], args: tuple) -> dict:
         """``{item: result}`` of every map begun for ``fn, *args`` (waits for them)."""
-        return {item: result for part, pending in self._begun.get((fn, args), ())
-                for item, result in zip(part, pending.result())}
+        key = (fn, args)
+        if key not in self._results:
+            self._results[key] = {item: result for part, pending in self._begun.pop(key, ())
+                                  for item, result in zip(part, pending.result())}
+        return self._results[key]
 
     def clear(self) -> None:
         """Forget every item and result (after the metrics took them: they hold memory)."""
-        self._seen.clear(), self._gathering.clear(), self._begun.clear()
+        for held in (self._seen, self._gathering, self._begun, self._results):
+            held.clear()
 
 
 def local_workers(setting: int | str) -> int:
