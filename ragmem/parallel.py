@@ -147,8 +147,13 @@ class EarlyMaps:
                                   for item, result in zip(part, pending.result())}
         return self._results[key]
 
+    def forget(self, fn: Callable[..., list], args: tuple) -> None:
+        """Let go of the items and results of ``fn, *args`` (the metrics took them: they hold memory)."""
+        for held in (self._seen, self._gathering, self._begun, self._results):
+            held.pop((fn, args), None)
+
     def clear(self) -> None:
-        """Forget every item and result (after the metrics took them: they hold memory)."""
+        """Forget every item and result."""
         for held in (self._seen, self._gathering, self._begun, self._results):
             held.clear()
 

@@ -63,9 +63,11 @@ def resample_all(aggs: dict[str, Aggregator], n: int, resamples: int, seed: int)
     """
     out = {name: np.full(resamples, np.nan) for name in aggs}
     summed = [(name, agg) for name, agg in aggs.items() if agg.kind == "sum"]
-    matrices = [agg.data.reshape(n, -1) for _, agg in summed]
-    columns = np.hstack(matrices) if matrices else None
-    edges = np.cumsum([0] + [m.shape[1] for m in matrices])
+    edges = np.cumsum([0] + [agg.data.reshape(n, -1).shape[1] for _, agg in summed])
+    columns = np.empty((n, edges[-1])) if summed else None
+    for (_, agg), low, high in zip(summed, edges[:-1], edges[1:]):  # side by side, one copy at a time:
+        columns[:, low:high] = agg.data.reshape(n, -1)              # each aggregator's own array is
+        agg.data = columns[:, low:high].reshape(agg.data.shape)     # let go for its (equal) view
     for start, part in resample_blocks(n, resamples, seed):
         rows = slice(start, start + len(part))
         if summed:

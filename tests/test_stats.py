@@ -119,3 +119,19 @@ def test_resampling_by_counts_equals_gathering_in_any_block_size(monkeypatch):
         gathered = np.array([np.nan if (v := agg.with_data(agg.data[row]).value()) is None else v for row in idx])
         np.testing.assert_allclose(one_block[name], gathered, rtol=1e-12, equal_nan=True)
         np.testing.assert_allclose(many_blocks[name], gathered, rtol=1e-12, equal_nan=True)
+
+
+def test_resampling_keeps_one_copy_of_the_statistics_and_the_same_values():
+    """resample_all puts the sum-kind statistics side by side and gives each aggregator a view of
+    its part (its own array is let go): the data and the values stay equal."""
+    rng = np.random.default_rng(5)
+    n = 40
+    table = _table(list(rng.random(n)), list(rng.integers(0, 2, n)), list(rng.integers(0, 2, n)))
+    aggs = stats.aggregators(table, ["accuracy", "f1", "avg_coverage", "latency_p95"])
+    before = {name: (agg.data.copy(), agg.value()) for name, agg in aggs.items()}
+    stats.resample_all(aggs, n, 50, 1)
+    summed = [agg for agg in aggs.values() if agg.kind == "sum"]
+    assert len({id(agg.data.base) for agg in summed}) == 1 and summed[0].data.base is not None
+    for name, agg in aggs.items():
+        np.testing.assert_array_equal(agg.data, before[name][0])
+        assert agg.value() == before[name][1]

@@ -93,7 +93,9 @@ class MetricContext:
 
         def merged() -> list:
             rest, known = iter(pending.result()), self.early.results(fn, args)
-            return [known[item] if item in begun else next(rest) for item in items]
+            out = [known[item] if item in begun else next(rest) for item in items]
+            self.early.forget(fn, args)
+            return out
         return Pending(merged)
 
     def rows(self, table: pd.DataFrame | list) -> list:
