@@ -170,7 +170,10 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
 
                 sized = pipeline.Batches(dataset.examples, cfg.agent.batch_size)
                 local = mapper_for(cfg.orchestration.workers)  # the judge's keyword sets: on local processes
-                components.early = EarlyMaps(local) if isinstance(local, ProcessPool) else None
+                # a live agent leaves the workers idle while it answers: they score each judged batch
+                # meanwhile; replayed answers leave no wait to fill (the metrics map them all at once)
+                live = cfg.agent.type != "replay"
+                components.early = EarlyMaps(local) if live and isinstance(local, ProcessPool) else None
                 for i, batch in enumerate(sized):
                     interrupts.check()
                     started = time.perf_counter()
