@@ -177,6 +177,10 @@ def _metric_context(cfg: RunConfig, components: Components, mapper, early=None) 
                          llm=components.llm, embedder=components.embedder, mapper=mapper, early=early)
 
 
+#: the columns of :func:`build_table` the families' ``start`` reads
+_BatchRow = namedtuple("_BatchRow", "id query generated_answer reference_answer contexts error")
+
+
 def start_scoring(examples: Sequence[Example], outputs: Sequence[AgentOutput], cfg: RunConfig,
                   components: Components) -> None:
     """Begin the metrics' text-heavy maps (generation scores, offline entities, keyword cosines)
@@ -187,10 +191,6 @@ def start_scoring(examples: Sequence[Example], outputs: Sequence[AgentOutput], c
     rows = [_BatchRow(ex.id, ex.query, out.answer, ex.reference_answer, [c.to_dict() for c in out.contexts], out.error)
             for ex, out in zip(examples, outputs)]
     start_metrics(rows, [*cfg.metrics, *cfg.gates], _metric_context(cfg, components, components.early))
-
-
-#: the columns of :func:`build_table` the families' ``start`` reads
-_BatchRow = namedtuple("_BatchRow", "id query generated_answer reference_answer contexts error")
 
 
 def score(table: pd.DataFrame, cfg: RunConfig, components: Components, mapper=None) -> tuple[pd.DataFrame, MetricResult]:

@@ -1,8 +1,8 @@
-"""The artifact files of a run that take seconds to write: the per-example table (CSV and MLflow's
-table JSON) and the plots. Plain functions of their inputs, with no MLflow call, so that
-:func:`ragmem.tracking.record_run` writes them on an idle worker process of the run's pool while
-this process logs everything else (the CSV and the JSON at once, on two processes: at 10k
-examples 2.6 s of pandas writers off the logging step's critical path); :class:`ragmem.tracking.Tracker` then logs the files.
+"""The artifact files of a run written before they are logged: the per-example table (CSV and
+MLflow's table JSON) and the plots. Plain functions of their inputs, with no MLflow call, so that
+:func:`ragmem.tracking.record_run` writes the table's two files on two idle worker processes of the
+run's pool while this process logs everything else (at 10k examples, 2.6 s of pandas writers off
+the logging step's critical path); :class:`ragmem.tracking.Tracker` then logs the files.
 """
 
 from __future__ import annotations
@@ -19,21 +19,30 @@ def table_file(table: pd.DataFrame, folder: str | Path, name: str, kind: str) ->
     table format, ``{"columns", "data"}``, for the UI's Evaluation/Artifacts view and
     :func:`ragmem.compare.load_run_table`) in ``folder``; list and dict cells as JSON text. Floats
     with 15 significant digits in the JSON (pandas' most; ``MlflowClient.log_table`` keeps 10)."""
+    return _write(_flat(table), folder, name, kind)
+
+
+def table_files(table: pd.DataFrame, folder: str | Path, name: str) -> list[str]:
+    """Both files of :func:`table_file`, from one flattened copy."""
+    flat = _flat(table)
+    return [_write(flat, folder, name, kind) for kind in ("csv", "json")]
+
+
+def _flat(table: pd.DataFrame) -> pd.DataFrame:
     flat = table.copy()
     for column in flat.columns[flat.dtypes == object]:
         if any(isinstance(v, (list, dict)) for v in flat[column]):
             flat[column] = flat[column].map(lambda v: json.dumps(v, ensure_ascii=False))
+    return flat
+
+
+def _write(flat: pd.DataFrame, folder: str | Path, name: str, kind: str) -> str:
     path = Path(folder) / f"{name}.{kind}"
     if kind == "csv":
         flat.to_csv(path, index=False)
     else:
         flat.to_json(path, orient="split", index=False, double_precision=15, force_ascii=False)
     return str(path)
-
-
-def table_files(table: pd.DataFrame, folder: str | Path, name: str) -> list[str]:
-    """Both files of :func:`table_file`."""
-    return [table_file(table, folder, name, kind) for kind in ("csv", "json")]
 
 
 def plot_files(metrics: dict[str, Any], latency_s: pd.Series, folder: str | Path) -> list[str]:

@@ -256,7 +256,6 @@ class Tracker:
 
         for path in paths:
             self.client.log_artifact(run_id, path)
-        for path in paths:
             if path.endswith(".json"):
                 entry = {"path": Path(path).name, "type": "table"}
                 logged = json.loads(self.client.get_run(run_id).data.tags.get(MLFLOW_LOGGED_ARTIFACTS, "[]"))
