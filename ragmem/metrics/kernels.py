@@ -28,11 +28,13 @@ from collections import Counter
 from functools import lru_cache
 from typing import Sequence
 
+from ragmem.imports import lean_import
+
 
 def _ucode_class() -> str:
     """A regex character class accepting exactly the characters sacrebleu's
     ``TokenizerZh._is_chinese_char`` accepts (``start <= c <= end`` over its ranges)."""
-    from sacrebleu.tokenizers.tokenizer_zh import _UCODE_RANGES
+    _UCODE_RANGES = lean_import("sacrebleu.tokenizers.tokenizer_zh")._UCODE_RANGES
 
     def low(bound: str) -> int:  # the least single character c with c >= bound
         return ord(bound) if len(bound) == 1 else ord(bound[0]) + 1
@@ -51,7 +53,7 @@ def _zh_pattern():
     The post-tokenizer's first regex pads each of 30 ASCII punctuation characters (the space
     among them) with spaces, one substitution per character: ``str.translate`` does the same in
     one C pass. Its class is read from sacrebleu's pattern, so the two cannot drift apart."""
-    from sacrebleu.tokenizers.tokenizer_re import TokenizerRegexp
+    TokenizerRegexp = lean_import("sacrebleu.tokenizers.tokenizer_re").TokenizerRegexp
 
     regexes = TokenizerRegexp()._re
     first = regexes[0][0].pattern  # ([\{-\~\[-\` -\&\(-\+\:-\@\/])
@@ -78,10 +80,13 @@ def clipped_overlap(a: Counter, b: Counter) -> int:
     return overlap
 
 
-def bleu_ngrams(tokenized: str, max_order: int = 4) -> tuple[Counter, int]:
-    from sacrebleu.metrics.helpers import extract_all_word_ngrams
+@lru_cache(maxsize=1)
+def _word_ngrams():
+    return lean_import("sacrebleu.metrics.helpers").extract_all_word_ngrams
 
-    return extract_all_word_ngrams(tokenized, 1, max_order)
+
+def bleu_ngrams(tokenized: str, max_order: int = 4) -> tuple[Counter, int]:
+    return _word_ngrams()(tokenized, 1, max_order)
 
 
 def bleu_statistics(hyp: tuple[Counter, int], ref: tuple[Counter, int], max_order: int = 4) -> list[int]:

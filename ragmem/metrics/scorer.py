@@ -14,6 +14,7 @@ from functools import lru_cache
 from importlib import metadata
 from typing import Sequence
 
+from ragmem.imports import lean_import
 from ragmem.metrics import kernels
 from ragmem.text.keywords import normalize
 from ragmem.text.tokenizers import get_tokenizer
@@ -27,7 +28,8 @@ class GenerationScorer:
     sacrebleu turns summed statistics into corpus scores."""
 
     def __init__(self, tokenizer: str = "jieba", bleu_tokenize: str = "zh"):
-        from sacrebleu.metrics import BLEU, CHRF
+        metrics = lean_import("sacrebleu.metrics")
+        BLEU, CHRF = metrics.BLEU, metrics.CHRF
 
         self.tokenizer = get_tokenizer(tokenizer)
         self.bleu_tokenize = bleu_tokenize

@@ -21,6 +21,8 @@ from typing import Any, Callable, Iterator
 
 import pandas as pd
 
+from ragmem.imports import lean_import
+
 _PARAM_LIMIT = 6000  # MLflow's limit for a param value
 _ERROR_TAG_LIMIT = 5000
 
@@ -138,7 +140,9 @@ class Tracker:
     """A thin, explicit-run-id wrapper over ``MlflowClient``."""
 
     def __init__(self, uri: str, artifact_root: str = "mlruns/artifacts"):
-        from mlflow import MlflowClient
+        MlflowClient = lean_import("mlflow").MlflowClient
+        if "://" in uri and not uri.startswith(("http:", "https:", "file:", "databricks")):
+            lean_import("mlflow.store.tracking.sqlalchemy_store")  # the client's store for a database URI
 
         prepare_local_store(uri)
         self.uri = uri
