@@ -242,3 +242,26 @@ def test_a_missing_rjieba_is_a_one_line_config_error(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_rjieba)
     with pytest.raises(ConfigError, match=r"rjieba: the package is not installed; pip install 'ragmem\[fast\]'"):
         get_tokenizer("rjieba")
+
+
+def test_word_scores_from_one_count_equal_each_scores_own_formula():
+    """bleu_1, ROUGE-1, token F1 and exact match share one unigram count per text (with the
+    articles taken out for the SQuAD scores): each equals its formula on its own token lists."""
+    from collections import Counter
+    import math
+
+    scorer = GenerationScorer("jieba")
+    articles = {"a", "an", "the"}
+    pairs = PAIRS + [("the the cat", "a cat"), ("The", "a"), ("an answer", "answer the"), ("a b", "b a")]
+    for hyp, ref in pairs:
+        h, r = scorer.tokens(hyp), scorer.tokens(ref)
+        m = sum((Counter(h) & Counter(r)).values())
+        bleu_1 = 0.0 if not h or not m else (1.0 if len(h) > len(r) else math.exp(1 - len(r) / len(h))) * m / len(h)
+        p, q = m / max(len(h), 1), m / max(len(r), 1)
+        sh, sr = [t for t in h if t not in articles], [t for t in r if t not in articles]
+        common = sum((Counter(sh) & Counter(sr)).values())
+        f1 = float(sh == sr) if not sh or not sr else 0.0 if not common else \
+            2 * (common / len(sh)) * (common / len(sr)) / (common / len(sh) + common / len(sr))
+        scores = scorer.score(hyp, ref)
+        assert scores["bleu_1"] == bleu_1 and scores["rouge_1"] == (2 * p * q / (p + q) if p + q else 0.0), (hyp, ref)
+        assert scores["token_f1"] == f1 and scores["exact_match"] == float(sh == sr), (hyp, ref)

@@ -11,7 +11,8 @@ the integer statistics and 1e-12 for the F-measures):
   built from sacrebleu's own ``_UCODE_RANGES`` with the same string comparisons (two of those bounds
   are two characters long, ``'\\u20000'``; the class reproduces what the comparisons accept);
 - :func:`bleu_statistics`: sacrebleu BLEU's ``[hyp_len, ref_len, correct_1..4, total_1..4]`` for one
-  reference (``_compute_segment_statistics``), n-grams from sacrebleu's own helper;
+  reference (``_compute_segment_statistics``), from :func:`bleu_ngrams` (sacrebleu's
+  ``extract_all_word_ngrams``, counted in C);
 - :func:`chrf_statistics`: chrF's ``[hyp, ref, match] x 6`` character orders (whitespace removed,
   word order 0: sacrebleu's defaults), n-gram counting restricted to positions whose shorter n-gram
   both texts share (an n-gram both hold has every one of its sub-grams in both, so the counts of the
@@ -46,27 +47,38 @@ def _ucode_class() -> str:
     return "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in parts)
 
 
+#: the characters without which a regex of sacrebleu's 13a post-tokenizer cannot match
+_NEEDS = {r"([^0-9])([\.,])": ".,", r"([\.,])([^0-9])": ".,", r"([0-9])(-)": "-"}
+
+
 @lru_cache(maxsize=1)
 def _zh_pattern():
     """The CJK regex, and sacrebleu's 13a post-tokenizer as (translation table, other regexes).
 
     The post-tokenizer's first regex pads each of 30 ASCII punctuation characters (the space
     among them) with spaces, one substitution per character: ``str.translate`` does the same in
-    one C pass. Its class is read from sacrebleu's pattern, so the two cannot drift apart."""
+    one C pass. Its class is read from sacrebleu's pattern, so the two cannot drift apart. Each
+    other regex comes with the characters it needs (:data:`_NEEDS`; ``""`` for a pattern not
+    known here: always applied)."""
     TokenizerRegexp = lean_import("sacrebleu.tokenizers.tokenizer_re").TokenizerRegexp
 
     regexes = TokenizerRegexp()._re
     first = regexes[0][0].pattern  # ([\{-\~\[-\` -\&\(-\+\:-\@\/])
     padded = {c: f" {c} " for c in map(chr, range(128)) if re.fullmatch(first, c)}
-    return re.compile(f"([{_ucode_class()}])"), str.maketrans(padded), regexes[1:]
+    rest = [(regex, replacement, _NEEDS.get(regex.pattern, "")) for regex, replacement in regexes[1:]]
+    return re.compile(f"([{_ucode_class()}])"), str.maketrans(padded), rest
 
 
 def zh_tokenize(line: str) -> str:
-    """sacrebleu's ``zh`` tokenization of a segment (as BLEU's ``_preprocess_segment`` calls it)."""
+    """sacrebleu's ``zh`` tokenization of a segment (as BLEU's ``_preprocess_segment`` calls it).
+
+    Padding each CJK character with spaces is a ``split`` on the capturing pattern joined by
+    spaces (``sub`` with a ``\\1`` template calls back into Python once per character)."""
     pattern, table, regexes = _zh_pattern()
-    line = pattern.sub(r" \1 ", line.strip()).translate(table)
-    for regex, replacement in regexes:
-        line = regex.sub(replacement, line)
+    line = " ".join(pattern.split(line.strip())).translate(table)
+    for regex, replacement, needs in regexes:
+        if not needs or any(c in line for c in needs):
+            line = regex.sub(replacement, line)
     return " ".join(line.split())
 
 
@@ -80,13 +92,15 @@ def clipped_overlap(a: Counter, b: Counter) -> int:
     return overlap
 
 
-@lru_cache(maxsize=1)
-def _word_ngrams():
-    return lean_import("sacrebleu.metrics.helpers").extract_all_word_ngrams
-
-
 def bleu_ngrams(tokenized: str, max_order: int = 4) -> tuple[Counter, int]:
-    return _word_ngrams()(tokenized, 1, max_order)
+    """sacrebleu's ``extract_all_word_ngrams(tokenized, 1, max_order)``: the counts of every word
+    n-gram (as tuples) of orders 1..``max_order``, and the number of words. Counted by
+    ``Counter.update`` over ``zip`` in C, not one tuple slice and one increment at a time."""
+    tokens = tokenized.split()
+    counts = Counter([(t,) for t in tokens])
+    for n in range(2, max_order + 1):
+        counts.update(zip(*[tokens[i:] for i in range(n)]))
+    return counts, len(tokens)
 
 
 def bleu_statistics(hyp: tuple[Counter, int], ref: tuple[Counter, int], max_order: int = 4) -> list[int]:
@@ -162,7 +176,7 @@ def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
     return len(a) - v.bit_count()
 
 
-def _fmeasure(precision: float, recall: float) -> float:
+def fmeasure(precision: float, recall: float) -> float:
     return 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
 
 
@@ -174,7 +188,7 @@ def rouge_n(target: Counter, prediction: Counter) -> float:
     """rouge-score's ``_score_ngrams`` F-measure from the two texts' n-gram counts."""
     overlap = clipped_overlap(target, prediction)
     target_count, prediction_count = sum(target.values()), sum(prediction.values())
-    return _fmeasure(overlap / max(prediction_count, 1), overlap / max(target_count, 1))
+    return fmeasure(overlap / max(prediction_count, 1), overlap / max(target_count, 1))
 
 
 def rouge_l(target: Sequence[str], prediction: Sequence[str]) -> float:
@@ -182,4 +196,4 @@ def rouge_l(target: Sequence[str], prediction: Sequence[str]) -> float:
     if not target or not prediction:
         return 0.0
     lcs = lcs_length(target, prediction)
-    return _fmeasure(lcs / len(prediction), lcs / len(target))
+    return fmeasure(lcs / len(prediction), lcs / len(target))

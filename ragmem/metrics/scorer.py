@@ -51,9 +51,6 @@ class GenerationScorer:
     def tokens(self, text: str) -> list[str]:
         return list(self._cached_tokens(text))
 
-    def squad_tokens(self, text: str) -> list[str]:
-        return [t for t in self._cached_tokens(text) if t not in _ARTICLES]
-
     # ---- per example -------------------------------------------------------------------------
     def bleu_stats(self, hyp: str, ref: str) -> list[int]:
         """sacrebleu's sufficient statistics: [hyp_len, ref_len, correct 1-4, total 1-4]."""
@@ -85,43 +82,51 @@ class GenerationScorer:
         return self._sentence_bleu._compute_score_from_stats(list(stats)).score / 100.0
 
     def bleu_1(self, hyp: str, ref: str) -> float:
-        h, r = self._cached_tokens(hyp), self._cached_tokens(ref)
-        if not h:
-            return 0.0
-        ref_counts = Counter(r)
-        matches = sum(min(c, ref_counts[t]) for t, c in Counter(h).items())
-        if matches == 0:
-            return 0.0
-        bp = 1.0 if len(h) > len(r) else math.exp(1 - len(r) / len(h))
-        return bp * matches / len(h)
+        return self._word_scores(hyp, ref)["bleu_1"]
 
     def rouge(self, hyp: str, ref: str) -> dict[str, float]:
         """rouge-score's F-measures (its ``score(target=ref, prediction=hyp)``) on our tokens."""
-        h, r = self._cached_tokens(hyp), self._cached_tokens(ref)
-        return {"rouge_1": kernels.rouge_n(kernels.ngram_counts(r, 1), kernels.ngram_counts(h, 1)),
-                "rouge_2": kernels.rouge_n(kernels.ngram_counts(r, 2), kernels.ngram_counts(h, 2)),
-                "rouge_l": kernels.rouge_l(r, h)}
+        scores = self._word_scores(hyp, ref)
+        return {k: scores[k] for k in ("rouge_1", "rouge_2", "rouge_l")}
 
     def token_f1(self, hyp: str, ref: str) -> float:
-        h, r = self.squad_tokens(hyp), self.squad_tokens(ref)
-        if not h or not r:
-            return float(h == r)
-        common = sum((Counter(h) & Counter(r)).values())
-        if common == 0:
-            return 0.0
-        precision, recall = common / len(h), common / len(r)
-        return 2 * precision * recall / (precision + recall)
+        return self._word_scores(hyp, ref)["token_f1"]
 
     def exact_match(self, hyp: str, ref: str) -> float:
-        return float(self.squad_tokens(hyp) == self.squad_tokens(ref))
+        return self._word_scores(hyp, ref)["exact_match"]
+
+    def _word_scores(self, hyp: str, ref: str) -> dict[str, float]:
+        """bleu_1, ROUGE-1/2/L, token F1 and exact match, from one count of each text's tokens.
+
+        The unigram matches ``m = Σ_t min(h_t, r_t)`` serve three scores: bleu_1 is ``BP * m / |h|``;
+        ROUGE-1 is the F-measure of ``m / |h|`` and ``m / |r|``; token F1 is the same on the SQuAD
+        tokens (without the articles a/an/the), whose matches are ``m`` less the articles' own."""
+        h, r = self._cached_tokens(hyp), self._cached_tokens(ref)
+        hc, rc = Counter(h), Counter(r)
+        matches = kernels.clipped_overlap(hc, rc)
+        articles_h, articles_r = (sum(c[a] for a in _ARTICLES if a in c) for c in (hc, rc))
+        common = matches - sum(min(hc[a], rc[a]) for a in _ARTICLES if a in hc and a in rc)
+        n_h, n_r = len(h) - articles_h, len(r) - articles_r  # SQuAD token counts
+        if not n_h or not n_r:
+            f1 = float(n_h == n_r)
+        else:
+            f1 = 0.0 if common == 0 else kernels.fmeasure(common / n_h, common / n_r)
+        if h == r:
+            exact = 1.0
+        elif not (articles_h or articles_r) or n_h != n_r:
+            exact = 0.0
+        else:
+            exact = float([t for t in h if t not in _ARTICLES] == [t for t in r if t not in _ARTICLES])
+        return {"bleu_1": _bleu_1(len(h), len(r), matches),
+                "rouge_1": kernels.fmeasure(matches / max(len(h), 1), matches / max(len(r), 1)),
+                "rouge_2": kernels.rouge_n(kernels.ngram_counts(r, 2), kernels.ngram_counts(h, 2)),
+                "rouge_l": kernels.rouge_l(r, h), "token_f1": f1, "exact_match": exact}
 
     def score(self, hyp: str, ref: str) -> dict[str, object]:
         """Every per-example score, plus the BLEU/chrF statistics corpus scores are built from."""
         bleu_stats, chrf_stats = self.bleu_stats(hyp, ref), self.chrf_stats(hyp, ref)
-        return {"bleu": self._sentence_bleu_from_stats(bleu_stats), "bleu_1": self.bleu_1(hyp, ref),
-                "chrf": self.chrf_from_stats(chrf_stats), **self.rouge(hyp, ref),
-                "token_f1": self.token_f1(hyp, ref), "exact_match": self.exact_match(hyp, ref),
-                "bleu_stats": bleu_stats, "chrf_stats": chrf_stats}
+        return {"bleu": self._sentence_bleu_from_stats(bleu_stats), "chrf": self.chrf_from_stats(chrf_stats),
+                **self._word_scores(hyp, ref), "bleu_stats": bleu_stats, "chrf_stats": chrf_stats}
 
     def signature(self) -> str:
         def version(name):
@@ -133,6 +138,14 @@ class GenerationScorer:
         return (f"bleu:{self._bleu.get_signature()}|chrf:{self._chrf.get_signature()}"
                 f"|rouge:rouge-score-{version('rouge-score')},tok:{self.tokenizer.signature()}"
                 f"|f1,em:squad,tok:{self.tokenizer.signature()}|scale:0-1")
+
+
+def _bleu_1(n_h: int, n_r: int, matches: int) -> float:
+    """LoCoMo's unigram BLEU: ``BP * matches / n_h`` (0 without a hypothesis token or a match)."""
+    if not n_h or matches == 0:
+        return 0.0
+    bp = 1.0 if n_h > n_r else math.exp(1 - n_r / n_h)
+    return bp * matches / n_h
 
 
 @lru_cache(maxsize=8)
