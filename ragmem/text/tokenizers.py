@@ -41,8 +41,8 @@ class _RunTokenizer:
     def __call__(self, text: str) -> list[str]:
         tokens: list[str] = []
         for match in _RUNS.finditer(text):
-            if match.lastgroup == "cjk":
-                tokens.extend(t for t in self.segment_cjk(match.group()) if t.strip())
+            if match.lastgroup == "cjk":  # no ideograph is whitespace: only empty segments to drop
+                tokens.extend(filter(None, self.segment_cjk(match.group())))
             else:
                 tokens.extend(_WORDS.findall(match.group()))
         return tokens
