@@ -104,7 +104,7 @@ def test_logging_twice_writes_no_trace_or_metric_twice(store, tmp_path, monkeypa
     where = [client.get_run(result.run_id).info.experiment_id]
     traces_before = len(client.search_traces(locations=where, run_id=result.run_id))
     assert traces_before == 6
-    # a retried log step runs again on the same run (its table files written on a worker process)
+    # a retried log step runs again on the same run (its plots and table files made on worker processes)
     from ragmem import parallel
 
     monkeypatch.setattr(parallel, "MIN_PARALLEL_ITEMS", 1)
@@ -121,6 +121,8 @@ def test_logging_twice_writes_no_trace_or_metric_twice(store, tmp_path, monkeypa
     assert list(csv.columns) == list(result.table.columns) and csv["id"].astype(str).tolist() == table_ids(table)
     logged = json.loads(client.get_run(result.run_id).data.tags["mlflow.loggedArtifacts"])
     assert logged == [{"path": "examples.json", "type": "table"}]
+    histogram = client.download_artifacts(result.run_id, "plots/latency_histogram.png", str(tmp_path))
+    assert open(histogram, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
 
 
 def table_ids(table: dict) -> list[str]:

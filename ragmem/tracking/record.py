@@ -91,8 +91,8 @@ def record_run(run: TrackedRun, resolved_config: dict[str, Any], params: dict[st
     table ``examples.json``), the plots and ``extra_files`` (the journal). Idempotent (see
     :func:`log_results`; traces are written once). Returns the number of traces.
 
-    The table's two files are written meanwhile on the run's idle pool processes (``workers``,
-    ``orchestration.workers``: :mod:`ragmem.tracking.files`)."""
+    The plots and the table's two files are made meanwhile on the run's idle pool processes
+    (``workers``, ``orchestration.workers``: :mod:`ragmem.tracking.files`)."""
     from ragmem import report_html
     from ragmem.parallel import mapper_for
 
@@ -100,6 +100,9 @@ def record_run(run: TrackedRun, resolved_config: dict[str, Any], params: dict[st
         return 0
     pool = mapper_for(workers)
     with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "plots").mkdir()
+        # first the plots (matplotlib's import is the longest job), then the table's two files
+        plots = pool.call(files.plot_files, metrics, table["latency_s"], Path(tmp) / "plots", size=len(table))
         table_files = [pool.call(files.table_file, table, tmp, "examples", kind, size=len(table))
                        for kind in ("csv", "json")]
         try:
@@ -120,11 +123,10 @@ def record_run(run: TrackedRun, resolved_config: dict[str, Any], params: dict[st
                                  "n_traces": float(n_traces)},
                         json_files={"config.json": resolved_config, "summary.json": summary}, files=extra_files,
                         texts={"report.html": report_html.run_page(summary, table)})
-            (Path(tmp) / "plots").mkdir()
-            for path in files.plot_files(metrics, table["latency_s"], Path(tmp) / "plots"):
+            for path in plots.result():
                 run.tracker.log_file(run.id, path, "plots")
         except BaseException:  # the workers finish their files before the folder goes
-            for pending in table_files:
+            for pending in (plots, *table_files):
                 with contextlib.suppress(Exception):
                     pending.result()
             raise
