@@ -265,3 +265,28 @@ def test_word_scores_from_one_count_equal_each_scores_own_formula():
         scores = scorer.score(hyp, ref)
         assert scores["bleu_1"] == bleu_1 and scores["rouge_1"] == (2 * p * q / (p + q) if p + q else 0.0), (hyp, ref)
         assert scores["token_f1"] == f1 and scores["exact_match"] == float(sh == sr), (hyp, ref)
+
+
+@pytest.mark.parametrize("tokenizer", ["jieba", "rjieba"])
+def test_entities_tag_the_cjk_runs_as_the_text_with_every_other_character_a_space(tokenizer):
+    """The tagger gets a text's CJK runs one space apart; it segments each run alone, so the
+    entities are those found by tagging the whole text with each non-CJK character made a space."""
+    import re
+
+    if tokenizer == "rjieba":
+        pytest.importorskip("rjieba", reason="rjieba (the fast extra) is not installed")
+    from ragmem.text import entities as E
+    from ragmem.text.keywords import keywords_for
+
+    K = keywords_for(tokenizer, ("stopwords-iso:zh", "stopwords:en"))
+    extract = E.OfflineEntities(K.stopwords, K.tokenizer)
+
+    def tagged(text):  # the Chinese part, tagging the text with every other character a space
+        spaced = re.sub("[^\u3400-\u9fff]", " ", text)
+        return {E.normalize_entity(w) for w, f in K.tokenizer.pos_tags(spaced)
+                if w.strip() and f.startswith(E._POS_KEEP)} if spaced.strip() else set()
+
+    english = E.OfflineEntities(K.stopwords, type("NoTagger", (), {"pos_tags": staticmethod(lambda _: [])})())
+    texts = sorted({t for pair in PAIRS for t in pair} | {"北京 and 上海，2024年", "张三   Zhang   清华大学"})
+    for text in texts:
+        assert extract(text) == english(text) | tagged(text), text

@@ -15,7 +15,7 @@ from typing import Sequence
 _CAPITALISED = re.compile(r"\b[A-Z][\w'’-]*(?:\s+(?:of|the|de|van|von)?\s*[A-Z][\w'’-]*)*")
 _NUMBER = re.compile(r"\b\d+(?:[.,]\d+)*\b")
 _POS_KEEP = ("nr", "ns", "nt", "nz", "m", "t")
-_NOT_CJK = re.compile("[^\u3400-\u9fff]")
+_CJK_RUNS = re.compile("[\u3400-\u9fff]+")
 
 
 def normalize_entity(text: str) -> str:
@@ -44,11 +44,10 @@ class OfflineEntities:
             if words:
                 found.add(" ".join(words))
         found.update(_NUMBER.findall(text))
-        cjk = _NOT_CJK.sub(" ", text)  # each other character a space, so words stay apart
-        if cjk.strip():
-            for word, flag in self.tokenizer.pos_tags(cjk):
-                if word.strip() and flag.startswith(_POS_KEEP):
-                    found.add(word)
+        runs = _CJK_RUNS.findall(text)
+        if runs:  # the runs one space apart: the taggers segment each run alone, whatever separates them
+            found.update([word for word, flag in self.tokenizer.pos_tags(" ".join(runs))
+                          if flag.startswith(_POS_KEEP) and word.strip()])
         return {sys.intern(normalize_entity(e)) for e in found}
 
 
