@@ -105,18 +105,15 @@ def bleu_ngrams(tokenized: str, max_order: int = 4) -> tuple[Counter, int]:
 
 def bleu_statistics(hyp: tuple[Counter, int], ref: tuple[Counter, int], max_order: int = 4) -> list[int]:
     """``[hyp_len, ref_len, correct_1..n, total_1..n]`` of one hypothesis against one reference,
-    from their :func:`bleu_ngrams`."""
+    from their :func:`bleu_ngrams`. ``total_n`` is the number of n-grams, ``hyp_len - n + 1``
+    (sacrebleu sums the counts: the same); ``correct_n`` looks only at the n-grams both hold."""
     hyp_ngrams, hyp_len = hyp
     ref_ngrams, ref_len = ref
     correct = [0] * max_order
-    total = [0] * max_order
-    for ngram, count in hyp_ngrams.items():
-        n = len(ngram) - 1
-        total[n] += count
-        found = ref_ngrams.get(ngram)
-        if found:
-            correct[n] += count if count < found else found
-    return [hyp_len, ref_len, *correct, *total]
+    for ngram in hyp_ngrams.keys() & ref_ngrams.keys():
+        count, found = hyp_ngrams[ngram], ref_ngrams[ngram]
+        correct[len(ngram) - 1] += count if count < found else found
+    return [hyp_len, ref_len, *correct, *(max(0, hyp_len - n) for n in range(max_order))]
 
 
 def chrf_statistics(hyp: str, ref: str, order: int = 6) -> list[int]:
