@@ -358,15 +358,19 @@ def _options(version: bool = typer.Option(False, "--version", is_eager=True, cal
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: every outcome ends as one line and an exit code (:mod:`ragmem.exits`)."""
-    from ragmem.exits import finish, prepare_environment
+    from ragmem.exits import finish, leave, prepare_environment
 
+    command = argv is None  # the ``ragmem`` command itself, not a caller in Python
     argv = list(sys.argv[1:] if argv is None else argv)
     prepare_environment(argv)
     try:
         code = app(args=argv, prog_name="ragmem", standalone_mode=False)
+        code = code if isinstance(code, int) else 0
     except BaseException as exc:  # noqa: BLE001 (every kind is mapped to its line and code)
-        sys.exit(finish(exc, argv))
-    sys.exit(code if isinstance(code, int) else 0)
+        code = finish(exc, argv)
+    if command:
+        leave(code)
+    sys.exit(code)
 
 
 if __name__ == "__main__":
