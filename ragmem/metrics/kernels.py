@@ -12,7 +12,7 @@ the integer statistics and 1e-12 for the F-measures):
   are two characters long, ``'\\u20000'``; the class reproduces what the comparisons accept);
 - :func:`bleu_statistics`: sacrebleu BLEU's ``[hyp_len, ref_len, correct_1..4, total_1..4]`` for one
   reference (``_compute_segment_statistics``), from :func:`bleu_ngrams` (sacrebleu's
-  ``extract_all_word_ngrams``, counted in C);
+  ``extract_all_word_ngrams``, counted in C with :func:`ngrams`);
 - :func:`chrf_statistics`: chrF's ``[hyp, ref, match] x 6`` character orders (whitespace removed,
   word order 0: sacrebleu's defaults), n-gram counting restricted to positions whose shorter n-gram
   both texts share (an n-gram both hold has every one of its sub-grams in both, so the counts of the
@@ -94,12 +94,11 @@ def clipped_overlap(a: Counter, b: Counter) -> int:
 
 def bleu_ngrams(tokenized: str, max_order: int = 4) -> tuple[Counter, int]:
     """sacrebleu's ``extract_all_word_ngrams(tokenized, 1, max_order)``: the counts of every word
-    n-gram (as tuples) of orders 1..``max_order``, and the number of words. Counted by
-    ``Counter.update`` over ``zip`` in C, not one tuple slice and one increment at a time."""
+    n-gram (as tuples) of orders 1..``max_order``, and the number of words."""
     tokens = tokenized.split()
-    counts = Counter([(t,) for t in tokens])
-    for n in range(2, max_order + 1):
-        counts.update(zip(*[tokens[i:] for i in range(n)]))
+    counts: Counter = Counter()
+    for n in range(1, max_order + 1):
+        counts.update(ngrams(tokens, n))
     return counts, len(tokens)
 
 
@@ -177,8 +176,14 @@ def fmeasure(precision: float, recall: float) -> float:
     return 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
 
 
+def ngrams(tokens: Sequence[str], n: int):
+    """The ``n``-grams of ``tokens`` in order, as tuples: ``zip`` of the shifted sequences (made in C,
+    not one slice per position; counted with ``Counter``, in C too)."""
+    return zip(*[tokens[i:] for i in range(n)])
+
+
 def ngram_counts(tokens: Sequence[str], n: int) -> Counter:
-    return Counter([tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)])
+    return Counter(ngrams(tokens, n))
 
 
 def rouge_n(target: Counter, prediction: Counter) -> float:
