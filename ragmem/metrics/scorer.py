@@ -82,21 +82,20 @@ class GenerationScorer:
         return self._sentence_bleu._compute_score_from_stats(list(stats)).score / 100.0
 
     def bleu_1(self, hyp: str, ref: str) -> float:
-        return self._word_scores(hyp, ref)["bleu_1"]
+        return self._unigram_scores(hyp, ref)["bleu_1"]
 
     def rouge(self, hyp: str, ref: str) -> dict[str, float]:
         """rouge-score's F-measures (its ``score(target=ref, prediction=hyp)``) on our tokens."""
-        scores = self._word_scores(hyp, ref)
-        return {k: scores[k] for k in ("rouge_1", "rouge_2", "rouge_l")}
+        return {"rouge_1": self._unigram_scores(hyp, ref)["rouge_1"], **self._rouge_2_l(hyp, ref)}
 
     def token_f1(self, hyp: str, ref: str) -> float:
-        return self._word_scores(hyp, ref)["token_f1"]
+        return self._unigram_scores(hyp, ref)["token_f1"]
 
     def exact_match(self, hyp: str, ref: str) -> float:
-        return self._word_scores(hyp, ref)["exact_match"]
+        return self._unigram_scores(hyp, ref)["exact_match"]
 
-    def _word_scores(self, hyp: str, ref: str) -> dict[str, float]:
-        """bleu_1, ROUGE-1/2/L, token F1 and exact match, from one count of each text's tokens.
+    def _unigram_scores(self, hyp: str, ref: str) -> dict[str, float]:
+        """bleu_1, ROUGE-1, token F1 and exact match, from one count of each text's tokens.
 
         The unigram matches ``m = Σ_t min(h_t, r_t)`` serve three scores: bleu_1 is ``BP * m / |h|``;
         ROUGE-1 is the F-measure of ``m / |h|`` and ``m / |r|``; token F1 is the same on the SQuAD
@@ -119,14 +118,19 @@ class GenerationScorer:
             exact = float([t for t in h if t not in _ARTICLES] == [t for t in r if t not in _ARTICLES])
         return {"bleu_1": _bleu_1(len(h), len(r), matches),
                 "rouge_1": kernels.fmeasure(matches / max(len(h), 1), matches / max(len(r), 1)),
-                "rouge_2": kernels.rouge_n(kernels.ngram_counts(r, 2), kernels.ngram_counts(h, 2)),
-                "rouge_l": kernels.rouge_l(r, h), "token_f1": f1, "exact_match": exact}
+                "token_f1": f1, "exact_match": exact}
+
+    def _rouge_2_l(self, hyp: str, ref: str) -> dict[str, float]:
+        h, r = self._cached_tokens(hyp), self._cached_tokens(ref)
+        return {"rouge_2": kernels.rouge_n(kernels.ngram_counts(r, 2), kernels.ngram_counts(h, 2)),
+                "rouge_l": kernels.rouge_l(r, h)}
 
     def score(self, hyp: str, ref: str) -> dict[str, object]:
         """Every per-example score, plus the BLEU/chrF statistics corpus scores are built from."""
         bleu_stats, chrf_stats = self.bleu_stats(hyp, ref), self.chrf_stats(hyp, ref)
         return {"bleu": self._sentence_bleu_from_stats(bleu_stats), "chrf": self.chrf_from_stats(chrf_stats),
-                **self._word_scores(hyp, ref), "bleu_stats": bleu_stats, "chrf_stats": chrf_stats}
+                **self._unigram_scores(hyp, ref), **self._rouge_2_l(hyp, ref),
+                "bleu_stats": bleu_stats, "chrf_stats": chrf_stats}
 
     def signature(self) -> str:
         def version(name):
