@@ -26,7 +26,8 @@ from urllib.parse import urlparse
 
 from ragmem.errors import ConfigError, RagmemError
 
-SCHEMES = ("sqlite", "postgresql", "mysql", "mssql", "http", "https", "databricks", "databricks-uc", "file")
+DATABASE_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")  # MLflow's SQL store
+SCHEMES = (*DATABASE_SCHEMES, "http", "https", "databricks", "databricks-uc", "file")
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
@@ -73,9 +74,14 @@ def check_sqlite(path: Path, what: str) -> None:
         raise ConfigError(f"{what}: {path} cannot be used as a store ({exc})") from None
 
 
+def tracking_scheme(uri: str) -> str:
+    """The scheme of a tracking URI, without its driver (``postgresql+psycopg2`` -> ``postgresql``)."""
+    return urlparse(uri).scheme.split("+")[0].lower()
+
+
 def check_tracking(uri: str, source: str) -> None:
     """``uri`` (from ``source``: ``tracking.uri``, ``MLFLOW_TRACKING_URI`` or the default) can store runs."""
-    scheme = urlparse(uri).scheme.split("+")[0].lower()
+    scheme = tracking_scheme(uri)
     what = f"{source} {uri}"
     if scheme not in SCHEMES:
         raise ConfigError(f"{what}: unsupported scheme {scheme or '(none)'!r}; use sqlite:///path/mlflow.db, "

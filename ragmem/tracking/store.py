@@ -140,8 +140,10 @@ class Tracker:
     """A thin, explicit-run-id wrapper over ``MlflowClient``."""
 
     def __init__(self, uri: str, artifact_root: str = "mlruns/artifacts"):
+        from ragmem.environment import DATABASE_SCHEMES, tracking_scheme
+
         MlflowClient = lean_import("mlflow").MlflowClient
-        if "://" in uri and not uri.startswith(("http:", "https:", "file:", "databricks")):
+        if tracking_scheme(uri) in DATABASE_SCHEMES:
             lean_import("mlflow.store.tracking.sqlalchemy_store")  # the client's store for a database URI
 
         prepare_local_store(uri)
