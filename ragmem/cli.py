@@ -223,14 +223,20 @@ def compare(
     seed: int = typer.Option(0, "--seed", help="Paired mode: random seed."),
 ) -> None:
     """Compare runs: the latest runs of an experiment sorted by a metric, or two runs example by example."""
-    from ragmem.compare import list_runs
+    if runs and len(runs) != 2:  # the arguments first: a mistake costs no store
+        raise RagmemError(f"compare: give two run ids (RUN_A RUN_B) or none, got {len(runs)}")
+    if metrics and not runs:
+        raise RagmemError("compare: --metrics goes with two run ids (RUN_A RUN_B); the table of runs takes --metric")
+    if resamples < 1:
+        raise RagmemError(f"--resamples: expected a positive integer, got {resamples}")
+    if last < 1:
+        raise RagmemError(f"--last: expected a positive integer, got {last}")
+    if output is not None:
+        output = _writable(output)
+    from ragmem.compare import list_runs, paired_comparison
 
     client = _store_client(tracking_uri)
     if runs:
-        if len(runs) != 2:
-            raise RagmemError(f"compare: give two run ids (RUN_A RUN_B) or none, got {len(runs)}")
-        from ragmem.compare import paired_comparison
-
         result = paired_comparison(client, runs[0], runs[1], list(metrics) or None, resamples, seed)
         print_paired(result)
         if output:

@@ -28,8 +28,10 @@ def report(
     from ragmem import report_html
     from ragmem.cli import _store_client, _writable
 
-    if len(runs) not in (1, 2):
+    if len(runs) not in (1, 2):  # the arguments first: a mistake costs no store
         raise RagmemError(f"report: give one run id (its report) or two (a diff), got {len(runs)}")
+    if resamples < 1:
+        raise RagmemError(f"--resamples: expected a positive integer, got {resamples}")
     output = _writable(output)
     page = report_html.from_tracking(_store_client(tracking_uri), list(runs), resamples, seed)
     output.write_text(page, encoding="utf-8")

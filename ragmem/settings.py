@@ -19,7 +19,10 @@ from typing import Annotated, Any, ClassVar, Literal, Optional, Union
 from annotated_types import Ge, Gt, Le, Lt
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
 
-from ragmem.metrics import DEFAULT_METRICS, expand_selection
+from ragmem.loaders import parse_label
+from ragmem.metrics._division import parse_zero_division
+from ragmem.metrics.names import DEFAULT_METRICS, RELEVANCE_MODES, expand_selection
+from ragmem.metrics.options import GenerationOptions, RagOptions
 
 DEFAULT_TRACKING_URI = "sqlite:///mlruns/mlflow.db"
 DEFAULT_ARTIFACT_ROOT = "mlruns/artifacts"
@@ -56,8 +59,6 @@ class DataFileSpec(Section):
     @field_validator("label")
     @classmethod
     def _label(cls, value):
-        from ragmem.loaders import parse_label
-
         return None if value is None else parse_label(value)
 
 
@@ -180,9 +181,10 @@ class JudgeSettings(ClientSettings):
 
 
 class RagMetricSettings(Section):
-    threshold: Share = setting(0.5, "pass threshold of {metric}_pass_rate")
-    contextual_precision_top_k: Optional[Positive] = setting(None, "chunks judged per example (null: all)")
-    relevancy_questions: Positive = setting(3, "questions generated per answer")
+    threshold: Share = setting(RagOptions.threshold, "pass threshold of {metric}_pass_rate")
+    contextual_precision_top_k: Optional[Positive] = setting(RagOptions.contextual_precision_top_k,
+                                                             "chunks judged per example (null: all)")
+    relevancy_questions: Positive = setting(RagOptions.relevancy_questions, "questions generated per answer")
 
 
 # ---- metrics ------------------------------------------------------------------------------------
@@ -197,13 +199,14 @@ class KeywordSettings(Section):
 
 class RankingSettings(Section):
     k: Annotated[list[Positive], Field(min_length=1)] = setting([1, 3, 5, 10], "cut-offs of the ranking metrics")
-    relevance: Literal["auto", "ids", "keyword"] = setting("auto", "where gold relevance comes from")
+    relevance: Literal[RELEVANCE_MODES] = setting("auto", "where gold relevance comes from")
     keyword_threshold: Share = setting(0.5, "offline relevance: share of the reference's keywords")
 
 
 class GenerationSettings(Section):
-    tokenizer: Tokenizer = setting("jieba", "tokens of bleu_1, ROUGE, token_f1, exact_match")
-    bleu_tokenize: Literal["none", "zh", "13a", "intl", "char"] = setting("zh", "sacrebleu tokenizer of bleu")
+    tokenizer: Tokenizer = setting(GenerationOptions.tokenizer, "tokens of bleu_1, ROUGE, token_f1, exact_match")
+    bleu_tokenize: Literal["none", "zh", "13a", "intl", "char"] = setting(GenerationOptions.bleu_tokenize,
+                                                                          "sacrebleu tokenizer of bleu")
 
 
 class StatsSettings(Section):
@@ -375,8 +378,6 @@ class Settings(ReferenceSettings):
     @field_validator("zero_division", mode="before")
     @classmethod
     def _zero_division(cls, value):
-        from ragmem.metrics._division import parse_zero_division
-
         if isinstance(value, bool):
             raise ValueError(f"expected 0, 1 or nan, got {value!r}")
         return parse_zero_division(value)

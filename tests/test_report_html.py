@@ -4,6 +4,7 @@ real headless browser (Debian's chromium) when one is installed."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -68,6 +69,8 @@ def test_a_diff_shows_the_flipped_verdicts(two_runs, shared_store):
 @pytest.mark.e2e
 def test_the_pages_render_in_a_headless_browser(two_runs, shared_store, tmp_path):
     if BROWSER is None:
+        if os.environ.get("RAGMEM_REQUIRE_BROWSER"):  # CI: a browser test that skips is a failure there
+            pytest.fail("RAGMEM_REQUIRE_BROWSER is set and no chromium is installed")
         pytest.skip("no chromium installed (Debian: apt-get install chromium); the pages are checked as text above")
     base, worse, flipped, _ = two_runs
     env = {"MLFLOW_TRACKING_URI": shared_store["uri"], **{k: v for k, v in __import__("os").environ.items()

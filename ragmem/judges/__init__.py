@@ -10,50 +10,25 @@ an ``error`` — never a silent 0.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
+from ragmem.config import as_section
+from ragmem.judges.base import Judge, JudgeItem, Judgement
+from ragmem.judges.keyword import KeywordJudge
+from ragmem.judges.llm import LLMJudge
+from ragmem.settings import JudgeSettings
 from ragmem.text.keywords import KeywordExtractor
 
-
-@dataclass(frozen=True, slots=True)
-class JudgeItem:
-    query: str
-    generated_answer: str
-    reference_answer: str
-    contexts: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Judgement:
-    verdict: int | None           # 1 correct, 0 wrong, None could not judge (see error)
-    score: float | None = None    # the judge's continuous score, when it has one (keyword overlap)
-    reason: str | None = None
-    error: str | None = None
-    keyword_verdict: int | None = None  # the offline verdict, kept beside an LLM verdict for agreement
-
-
-class Judge(Protocol):
-    name: str
-
-    def judge(self, items: list[JudgeItem]) -> list[Judgement]: ...
-
-    def signature(self) -> str: ...
+__all__ = ["Judge", "JudgeItem", "Judgement", "KeywordJudge", "LLMJudge", "build_judge", "judging"]
 
 
 def build_judge(settings, keywords: KeywordExtractor, zero_division: float, client=None) -> Judge:
     """The judge named by ``judge.type`` (:class:`ragmem.settings.JudgeSettings`, or a dict of
     them); ``llm`` needs the :class:`ragmem.llm.JudgeClient`."""
-    from ragmem.judges.keyword import KeywordJudge
-    from ragmem.config import as_section
-    from ragmem.settings import JudgeSettings
-
     settings = as_section(JudgeSettings, settings, "judge")
     keyword = KeywordJudge(keywords, threshold=settings.threshold, zero_division=zero_division)
     if settings.type == "keyword":
         return keyword
-    from ragmem.judges.llm import LLMJudge
-
     return LLMJudge(client, keyword)
 
 
@@ -63,7 +38,7 @@ def judging(cfg) -> tuple[KeywordExtractor, Judge, Any]:
     keywords = KeywordExtractor(cfg.keywords.tokenizer, cfg.keywords.stopwords)
     client = None
     if cfg.judge.type == "llm":
-        from ragmem.llm import JudgeClient
+        from ragmem.llm import JudgeClient  # slow import (openai): only an LLM judge needs it
 
         client = JudgeClient(cfg.judge)
     return keywords, build_judge(cfg.judge, keywords, cfg.zero_division, client), client

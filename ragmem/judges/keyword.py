@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from ragmem.judges import JudgeItem, Judgement
+from ragmem.judges.base import JudgeItem, Judgement
 from ragmem.metrics._division import divide
 from ragmem.text.keywords import KeywordExtractor
 

@@ -6,7 +6,7 @@ A reply that never meets the contract (after retries and one repair) leaves the 
 
 from __future__ import annotations
 
-from ragmem.judges import JudgeItem, Judgement
+from ragmem.judges.base import JudgeItem, Judgement
 from ragmem.judges.keyword import KeywordJudge
 
 

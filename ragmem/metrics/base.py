@@ -17,6 +17,10 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from ragmem.metrics.names import DEFAULT_KS, Names
+from ragmem.metrics.options import GenerationOptions, RagOptions
+from ragmem.metrics.scorer import scorer_for
+
 
 @dataclass
 class MetricResult:
@@ -36,14 +40,6 @@ def nanmean(values: Iterable[float | None]) -> float | None:
     return sum(kept) / len(kept) if kept else None
 
 
-DEFAULT_KS = (1, 3, 5, 10)  # the cut-offs of ranking.k by default
-
-
-def _section(name: str):
-    """The default settings of a section (imported late: the schema imports the registry)."""
-    from ragmem import settings
-
-    return getattr(settings, name)()
 
 
 @dataclass(frozen=True)
@@ -55,8 +51,8 @@ class MetricContext:
     ks: tuple[int, ...] = DEFAULT_KS
     relevance: str = "auto"            # where gold relevance comes from (see README: Ranking)
     keyword_threshold: float = 0.5     # a context is relevant when it holds > this share of K(reference)
-    generation: Any = field(default_factory=lambda: _section("GenerationSettings"))  # generation.*
-    rag: Any = field(default_factory=lambda: _section("RagMetricSettings"))           # rag_metrics.*
+    generation: Any = GenerationOptions()  # generation.* (ragmem.settings.GenerationSettings)
+    rag: Any = RagOptions()                # rag_metrics.* (ragmem.settings.RagMetricSettings)
     llm: Any = None        # ragmem.llm.JudgeClient: LLM-based metrics (else their offline modes)
     embedder: Any = None   # ragmem.llm.EmbeddingClient
     mapper: Any = None     # ragmem.parallel mapper of the text-heavy work (None: in this process)
@@ -108,8 +104,6 @@ class MetricContext:
         return self._rows[1]
 
     def generation_scorer(self):
-        from ragmem.metrics.generation import scorer_for
-
         return scorer_for(self.generation.tokenizer, self.generation.bleu_tokenize)
 
 
@@ -232,36 +226,31 @@ def _no_aggregators(table, names, zero_division, scorer) -> dict[str, Aggregator
 class Family:
     """One family of metrics, declared in its module.
 
-    - ``selectable``: names a user may put in ``metrics``; ``pattern``: more of them by shape
-      (``ndcg_at_7``); ``selectors``: selector name -> the names it stands for, given
-      ``ranking.k`` (``ndcg_at_k``, ``per_source``);
+    - ``names``: which names are the family's (:class:`ragmem.metrics.names.Names`, declared in the
+      pandas-free :mod:`ragmem.metrics.names`);
     - ``compute(table, ctx, wanted)``: the aggregates to keep (the ``wanted`` names plus the
       family's companions: counts, per-stage latencies), per-example columns, undefined counts;
     - ``aggregators(table, names, zero_division, scorer)``: per-example sufficient statistics of
       the ``names`` the table supports (what intervals and paired tests resample);
     - ``start(table, ctx, wanted)`` (optional): begins the family's text-heavy maps on the workers
-      (:meth:`MetricContext.start`) before any family computes;
-    - ``owns(name)``: whether an output name is this family's, companions included (default:
-      selectable or matching ``pattern``).
+      (:meth:`MetricContext.start`) before any family computes.
     """
 
-    name: str
-    selectable: tuple[str, ...]
+    names: Names
     compute: Callable[[pd.DataFrame, MetricContext, Sequence[str]], MetricResult]
     aggregators: Callable[..., dict[str, Aggregator]] = _no_aggregators
-    pattern: Any = None  # a compiled regular expression
-    selectors: dict[str, Callable[[Sequence[int]], list[str]]] = field(default_factory=dict)
-    owns_also: Callable[[str], bool] | None = None
     start: Callable[[pd.DataFrame, MetricContext, Sequence[str]], None] | None = None  # begins its maps early
 
+    @property
+    def name(self) -> str:
+        return self.names.family
+
     def selects(self, name: str) -> bool:
-        return name in self.selectable or (self.pattern is not None and self.pattern.match(name) is not None)
+        return self.names.selects(name)
 
     def owns(self, name: str) -> bool:
-        return self.selects(name) or (self.owns_also is not None and self.owns_also(name))
+        return self.names.owns(name)
 
     def expand(self, name: str, ks: Sequence[int]) -> list[str] | None:
         """The output names a selected name stands for, or ``None`` when it is not this family's."""
-        if name in self.selectors:
-            return self.selectors[name](ks)
-        return [name] if self.selects(name) else None
+        return self.names.expand(name, ks)

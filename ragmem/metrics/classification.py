@@ -29,9 +29,10 @@ from typing import Sequence
 import pandas as pd
 
 from ragmem.metrics._division import divide
+from ragmem.metrics import names
 from ragmem.metrics.base import Family, MetricResult, ratio_aggregator, scored_mask
 
-NAMES = ("accuracy", "precision", "recall", "f1")
+NAMES = names.CLASSIFICATION.selectable
 COMPANIONS = ("confusion_tp", "confusion_fn", "confusion_fp", "confusion_tn", "n_classified")
 
 #: (numerator, denominator) of each metric from the confusion counts: for one run's counts and for
@@ -106,4 +107,4 @@ def aggregators(table: pd.DataFrame, names, zero_division: float, scorer=None) -
     return {name: ratio_aggregator(*FRACTIONS[name](tp, fn, fp, tn), zero_division) for name in names}
 
 
-FAMILY = Family("classification", NAMES, compute, aggregators)
+FAMILY = Family(names.CLASSIFICATION, compute, aggregators)

@@ -26,9 +26,10 @@ from typing import AbstractSet
 import pandas as pd
 
 from ragmem.metrics._division import divide
+from ragmem.metrics import names
 from ragmem.metrics.base import Family, MetricResult, failed, mean_aggregator, nanmean, scored_mask
 
-NAMES = ("avg_coverage", "reference_coverage")
+NAMES = names.COVERAGE.selectable
 COLUMNS = {"avg_coverage": "coverage", "reference_coverage": "reference_coverage"}  # per-example column
 
 
@@ -61,4 +62,4 @@ def aggregators(table: pd.DataFrame, names, zero_division: float, scorer=None) -
     return {n: mean_aggregator(table[COLUMNS[n]], ok) for n in names if COLUMNS[n] in table}
 
 
-FAMILY = Family("coverage", NAMES, compute, aggregators)
+FAMILY = Family(names.COVERAGE, compute, aggregators)

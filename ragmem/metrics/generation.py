@@ -30,11 +30,12 @@ import json
 import numpy as np
 import pandas as pd
 
+from ragmem.metrics import names
 from ragmem.metrics.base import Aggregator, Family, MetricResult, failed, mean_aggregator, nanmean, scored_mask
 from ragmem.metrics.scorer import GenerationScorer, score_pairs, scorer_for  # noqa: F401  (also here)
 
-NAMES = ("bleu", "bleu_1", "chrf", "rouge_1", "rouge_2", "rouge_l", "token_f1", "exact_match")
-COMPANIONS = ("bleu_sentence_mean", "chrf_sentence_mean")
+NAMES = names.GENERATION.selectable
+COMPANIONS = names.GENERATION_COMPANIONS
 #: corpus scores: the statistics column and its width (sacrebleu: BLEU 2 + 2x4, chrF 3x6)
 CORPUS = {"bleu": ("bleu_stats", 10), "chrf": ("chrf_stats", 18)}
 
@@ -102,4 +103,4 @@ def aggregators(table: pd.DataFrame, names, zero_division: float, scorer=None) -
     return out
 
 
-FAMILY = Family("generation", NAMES, compute, aggregators, owns_also=COMPANIONS.__contains__, start=start)
+FAMILY = Family(names.GENERATION, compute, aggregators, start=start)

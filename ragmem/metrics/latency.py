@@ -17,19 +17,18 @@ the metrics are ``None`` ("not measured") and ``n_latency_measured`` is 0.
 from __future__ import annotations
 
 import math
-import re
 from typing import Iterable
 
 import numpy as np
 import pandas as pd
 
+from ragmem.metrics import names
 from ragmem.metrics.base import Family, MetricResult, apply_aggregator
 from ragmem.schema import STAGES
 
-NAMES = ("avg_latency", "latency_p50", "latency_p95", "latency_p99", "latency_max")
-_SUFFIXES = {"avg_latency": "avg", "latency_p50": "p50", "latency_p95": "p95",
-             "latency_p99": "p99", "latency_max": "max"}
-_STAGE_NAME = re.compile(r"^(\w+)_latency_(avg|p50|p95|p99|max)$")
+NAMES = names.LATENCY.selectable
+_SUFFIXES = names.LATENCY_SUFFIXES
+_STAGE_NAME = names.STAGE_LATENCY
 
 
 def _percentile(q):
@@ -98,4 +97,4 @@ def aggregators(table: pd.DataFrame, names, zero_division: float, scorer=None) -
     return out
 
 
-FAMILY = Family("latency", NAMES, compute, aggregators, owns_also=lambda name: _column_of(name) is not None)
+FAMILY = Family(names.LATENCY, compute, aggregators)

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ragmem.metrics import names
 from ragmem.metrics.base import Family, MetricResult, failed, nanmean
 from ragmem.metrics.ranking import is_gold
 from ragmem.schema import CONTEXT_SOURCES
 
-KINDS = ("context_share", "coverage", "reference_coverage", "hit_rate", "answer_source_share")
-NAMES = tuple(f"{kind}_{source}" for source in CONTEXT_SOURCES for kind in KINDS)
+KINDS = names.PER_SOURCE_KINDS
+NAMES = names.PER_SOURCE.selectable
 
 
 def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
@@ -64,4 +65,4 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
     return MetricResult(values={n: v for n, v in values.items() if n in wanted})
 
 
-FAMILY = Family("per_source", NAMES, compute, selectors={"per_source": lambda ks: list(NAMES)})
+FAMILY = Family(names.PER_SOURCE, compute)

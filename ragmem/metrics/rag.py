@@ -37,12 +37,13 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from ragmem.metrics import names
 from ragmem.metrics.base import Family, MetricResult, mean_aggregator, nanmean, scored_mask
 from ragmem.metrics.ranking import is_gold, keyword_relevant
 from ragmem.text.entities import OfflineEntities, normalize_entity, offline_entities  # noqa: F401  (also here)
 from ragmem.text.keywords import keyword_cosines
 
-NAMES = ("answer_correctness", "contextual_precision", "answer_relevancy", "context_entity_recall", "faithfulness")
+NAMES = names.RAG.selectable
 _SENTENCES = re.compile(r"[^。！？!?.;；\n]+[。！？!?.;；]?")
 
 
@@ -386,4 +387,4 @@ def aggregators(table: pd.DataFrame, names, zero_division: float, scorer=None) -
     return {n: mean_aggregator(table[n], ok) for n in names if n in table}
 
 
-FAMILY = Family("rag", NAMES, compute, aggregators, start=start)
+FAMILY = Family(names.RAG, compute, aggregators, start=start)

@@ -31,11 +31,13 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from ragmem.metrics.base import DEFAULT_KS, Family, MetricResult, failed, mean_aggregator, nanmean, scored_mask
+from ragmem.metrics import names
+from ragmem.metrics.names import DEFAULT_KS
+from ragmem.metrics.base import Family, MetricResult, failed, mean_aggregator, nanmean, scored_mask
 from ragmem.text import plural
 
-RANKING_FAMILIES = ("hit_rate", "mrr", "ndcg", "recall", "precision", "map")
-AT_K = re.compile(r"^(%s)_at_(\d+)$" % "|".join(RANKING_FAMILIES))
+RANKING_FAMILIES = names.RANKING_FAMILIES
+AT_K = names.AT_K
 
 
 def gains(ranked_ids: Sequence[str | None], relevance: Mapping[str, float]) -> list[float]:
@@ -159,5 +161,4 @@ def aggregators(table: pd.DataFrame, names, zero_division: float, scorer=None) -
     return {n: mean_aggregator(table[n], ok) for n in names if n in table}
 
 
-SELECTORS = {f"{family}_at_k": (lambda ks, f=family: [f"{f}_at_{k}" for k in ks]) for family in RANKING_FAMILIES}
-FAMILY = Family("ranking", (), compute, aggregators, pattern=AT_K, selectors=SELECTORS)
+FAMILY = Family(names.RANKING, compute, aggregators)

@@ -8,7 +8,8 @@ its names, its per-example computation and its aggregators in one place (``FAMIL
 are selected per family with ``{family}_at_k`` (expanded to every k in ``ranking.k``) or one at a
 time (``ndcg_at_10``).
 
-A new family is one module ending with ``FAMILY = Family(...)`` and one line in ``FAMILIES``.
+A new family is its names in :mod:`ragmem.metrics.names`, one module ending with
+``FAMILY = Family(names.X, ...)`` and one line in ``FAMILIES``.
 """
 
 from __future__ import annotations
@@ -17,16 +18,14 @@ from typing import Sequence
 
 import pandas as pd
 
-from ragmem.errors import ConfigError
 from ragmem.metrics import classification, coverage, generation, latency, per_source, rag, ranking, verdicts
 from ragmem.metrics.base import Aggregator, Family, MetricContext, MetricResult
+from ragmem.metrics.names import DEFAULT_METRICS, FAMILY_NAMES, RELEVANCE_MODES, expand_selection  # noqa: F401  (also here)
 
 __all__ = ["FAMILIES", "DEFAULT_METRICS", "RELEVANCE_MODES", "MetricContext", "MetricResult", "aggregators",
            "compute_metrics", "expand_selection", "start_metrics"]
 
-RELEVANCE_MODES = ("auto", "ids", "keyword")
-
-#: Every family, in the order their metrics are computed and reported.
+#: Every family, in the order their metrics are computed and reported (that of names.FAMILY_NAMES).
 FAMILIES: tuple[Family, ...] = (
     verdicts.FAMILY,
     classification.FAMILY,
@@ -37,32 +36,6 @@ FAMILIES: tuple[Family, ...] = (
     rag.FAMILY,
     per_source.FAMILY,
 )
-
-#: The default selection: every metric (ranking families at every k of ``ranking.k``, per-source).
-DEFAULT_METRICS: tuple[str, ...] = (
-    *(n for f in FAMILIES if f is not per_source.FAMILY for n in f.selectable),
-    *(s for f in FAMILIES for s in f.selectors),
-)
-
-
-def expand_selection(names: Sequence[str], ks: Sequence[int] = ranking.DEFAULT_KS) -> list[str]:
-    """Selector names -> output names; unknown names are a ConfigError listing what exists.
-
-    >>> expand_selection(["f1", "ndcg_at_k", "mrr_at_7", "f1"], ks=(1, 5))
-    ['f1', 'ndcg_at_1', 'ndcg_at_5', 'mrr_at_7']
-    """
-    out: list[str] = []
-    unknown = []
-    for name in names:
-        expanded = next((e for f in FAMILIES if (e := f.expand(name, ks)) is not None), None)
-        if expanded is None:
-            unknown.append(name)
-        else:
-            out.extend(expanded)
-    if unknown:
-        raise ConfigError(f"metrics: unknown metric(s) {', '.join(map(repr, unknown))}; available: "
-                          f"{', '.join(DEFAULT_METRICS)} (or e.g. ndcg_at_10, coverage_memory_long)")
-    return list(dict.fromkeys(out))
 
 
 def _runs(selected: Sequence[str], ctx: MetricContext) -> list[tuple[Family, list[str]]]:

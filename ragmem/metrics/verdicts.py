@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ragmem.metrics import names
 from ragmem.metrics.base import Family, MetricResult, mean_aggregator, scored_mask
 
-NAMES = ("pass_rate",)
+NAMES = names.VERDICTS.selectable
 
 
 def _judged(table: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
@@ -42,4 +43,4 @@ def aggregators(table: pd.DataFrame, names, zero_division: float, scorer=None) -
     return {"pass_rate": mean_aggregator(verdict.astype(float), judged)} if "pass_rate" in names else {}
 
 
-FAMILY = Family("verdicts", NAMES, compute, aggregators)
+FAMILY = Family(names.VERDICTS, compute, aggregators)

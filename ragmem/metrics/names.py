@@ -1,0 +1,113 @@
+"""Which metric names exist: each family's selectable names, the shapes and selectors that stand for
+more of them, the default selection and how a selection expands.
+
+A leaf without pandas or numpy: the settings schema (:mod:`ragmem.settings`) validates ``metrics``
+with it, and each family module (:mod:`ragmem.metrics.ranking`, ...) takes its names from here, so
+the names are declared once and the schema never imports the families.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Pattern, Sequence
+
+from ragmem.errors import ConfigError
+from ragmem.schema import CONTEXT_SOURCES
+
+__all__ = ["Names", "FAMILY_NAMES", "DEFAULT_METRICS", "DEFAULT_KS", "RELEVANCE_MODES", "expand_selection",
+           "VERDICTS", "CLASSIFICATION", "COVERAGE", "LATENCY", "RANKING", "GENERATION", "RAG", "PER_SOURCE",
+           "RANKING_FAMILIES", "AT_K", "LATENCY_SUFFIXES", "STAGE_LATENCY", "GENERATION_COMPANIONS", "PER_SOURCE_KINDS"]
+
+DEFAULT_KS = (1, 3, 5, 10)  # the cut-offs of ranking.k by default
+RELEVANCE_MODES = ("auto", "ids", "keyword")
+
+
+@dataclass(frozen=True)
+class Names:
+    """The names of one family.
+
+    - ``selectable``: names a user may put in ``metrics``; ``pattern``: more of them by shape
+      (``ndcg_at_7``); ``selectors``: selector name -> the names it stands for, given ``ranking.k``
+      (``ndcg_at_k``, ``per_source``);
+    - ``owns(name)``: whether an output name is the family's, its companions (confusion counts,
+      per-stage latencies) included.
+    """
+
+    family: str
+    selectable: tuple[str, ...]
+    pattern: Pattern[str] | None = None
+    selectors: dict[str, Callable[[Sequence[int]], list[str]]] = field(default_factory=dict)
+    owns_also: Callable[[str], bool] | None = None
+
+    def selects(self, name: str) -> bool:
+        return name in self.selectable or (self.pattern is not None and self.pattern.match(name) is not None)
+
+    def owns(self, name: str) -> bool:
+        return self.selects(name) or (self.owns_also is not None and self.owns_also(name))
+
+    def expand(self, name: str, ks: Sequence[int]) -> list[str] | None:
+        """The output names a selected name stands for, or ``None`` when it is not this family's."""
+        if name in self.selectors:
+            return self.selectors[name](ks)
+        return [name] if self.selects(name) else None
+
+
+VERDICTS = Names("verdicts", ("pass_rate",))
+
+CLASSIFICATION = Names("classification", ("accuracy", "precision", "recall", "f1"))
+
+COVERAGE = Names("coverage", ("avg_coverage", "reference_coverage"))
+
+#: whole-call latency name -> its statistic; a stage's are ``{stage}_latency_{statistic}``
+LATENCY_SUFFIXES = {"avg_latency": "avg", "latency_p50": "p50", "latency_p95": "p95",
+                    "latency_p99": "p99", "latency_max": "max"}
+STAGE_LATENCY = re.compile(r"^(\w+)_latency_(avg|p50|p95|p99|max)$")
+LATENCY = Names("latency", tuple(LATENCY_SUFFIXES), owns_also=lambda name: STAGE_LATENCY.match(name) is not None)
+
+RANKING_FAMILIES = ("hit_rate", "mrr", "ndcg", "recall", "precision", "map")
+AT_K = re.compile(r"^(%s)_at_(\d+)$" % "|".join(RANKING_FAMILIES))
+RANKING = Names("ranking", (), pattern=AT_K,
+                selectors={f"{family}_at_k": (lambda ks, f=family: [f"{f}_at_{k}" for k in ks])
+                           for family in RANKING_FAMILIES})
+
+GENERATION_COMPANIONS = ("bleu_sentence_mean", "chrf_sentence_mean")
+GENERATION = Names("generation", ("bleu", "bleu_1", "chrf", "rouge_1", "rouge_2", "rouge_l", "token_f1", "exact_match"),
+                   owns_also=GENERATION_COMPANIONS.__contains__)
+
+RAG = Names("rag", ("answer_correctness", "contextual_precision", "answer_relevancy", "context_entity_recall",
+                    "faithfulness"))
+
+PER_SOURCE_KINDS = ("context_share", "coverage", "reference_coverage", "hit_rate", "answer_source_share")
+_PER_SOURCE = tuple(f"{kind}_{source}" for source in CONTEXT_SOURCES for kind in PER_SOURCE_KINDS)
+PER_SOURCE = Names("per_source", _PER_SOURCE, selectors={"per_source": lambda ks: list(_PER_SOURCE)})
+
+#: Every family's names, in the order their metrics are computed and reported.
+FAMILY_NAMES: tuple[Names, ...] = (VERDICTS, CLASSIFICATION, COVERAGE, LATENCY, RANKING, GENERATION, RAG, PER_SOURCE)
+
+#: The default selection: every metric (ranking families at every k of ``ranking.k``, per-source).
+DEFAULT_METRICS: tuple[str, ...] = (
+    *(n for f in FAMILY_NAMES if f is not PER_SOURCE for n in f.selectable),
+    *(s for f in FAMILY_NAMES for s in f.selectors),
+)
+
+
+def expand_selection(names: Sequence[str], ks: Sequence[int] = DEFAULT_KS) -> list[str]:
+    """Selector names -> output names; unknown names are a ConfigError listing what exists.
+
+    >>> expand_selection(["f1", "ndcg_at_k", "mrr_at_7", "f1"], ks=(1, 5))
+    ['f1', 'ndcg_at_1', 'ndcg_at_5', 'mrr_at_7']
+    """
+    out: list[str] = []
+    unknown = []
+    for name in names:
+        expanded = next((e for f in FAMILY_NAMES if (e := f.expand(name, ks)) is not None), None)
+        if expanded is None:
+            unknown.append(name)
+        else:
+            out.extend(expanded)
+    if unknown:
+        raise ConfigError(f"metrics: unknown metric(s) {', '.join(map(repr, unknown))}; available: "
+                          f"{', '.join(DEFAULT_METRICS)} (or e.g. ndcg_at_10, coverage_memory_long)")
+    return list(dict.fromkeys(out))
+

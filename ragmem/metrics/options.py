@@ -1,0 +1,23 @@
+"""The defaults of the settings the metric families read (``generation.*``, ``rag_metrics.*``),
+for a :class:`ragmem.metrics.base.MetricContext` made without a config (tests, notebooks).
+
+The settings schema (:mod:`ragmem.settings`) takes its defaults from these, so they are written once;
+the families never import the schema. A leaf: no pandas, no numpy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class GenerationOptions:
+    tokenizer: str = "jieba"      # tokens of bleu_1, ROUGE, token_f1, exact_match
+    bleu_tokenize: str = "zh"     # sacrebleu tokenizer of bleu
+
+
+@dataclass(frozen=True)
+class RagOptions:
+    threshold: float = 0.5                          # pass threshold of {metric}_pass_rate
+    contextual_precision_top_k: int | None = None   # chunks judged per example (None: all)
+    relevancy_questions: int = 3                    # questions generated per answer
