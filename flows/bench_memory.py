@@ -10,15 +10,19 @@ from typing import Any
 from prefect import flow
 from prefect.runtime import flow_run
 
-from ragmem import engine, masking
+from ragmem import engine, masking, prepare
+from ragmem.config import RunConfig
 from ragmem.orchestration import work_done
 from ragmem.tasks.steps import PrefectSteps
 
 
 @flow(name="ragmem-bench-memory", validate_parameters=False,
       flow_run_name=lambda: flow_run.parameters["config"]["run_name"] or f"bench-memory-{uuid.uuid4().hex[:6]}")
-def bench_memory_flow(config: dict[str, Any], preflight: bool = True) -> dict[str, Any]:
-    """Memory layers compared on LoCoMo-style conversations (see ragmem.memory_bench)."""
-    result = engine.bench_memory(masking.restore(config), PrefectSteps(), preflight=preflight, tags={"prefect.flow_run_id": str(flow_run.id)})
+def bench_memory_flow(config: dict[str, Any], preflight: bool = True, prepared: str | None = None) -> dict[str, Any]:
+    """Memory layers compared on LoCoMo-style conversations (see ragmem.memory_bench); ``prepared``:
+    the token of the benchmark the command made ready (without one the flow prepares it)."""
+    ready = prepare.take(prepared) if prepared else prepare.for_bench(RunConfig.from_dict(masking.restore(config)))
+    result = engine.bench_memory(ready.config, PrefectSteps(), conversations=ready.conversations,
+                                 preflight=preflight, tags={"prefect.flow_run_id": str(flow_run.id)})
     work_done(result)  # complete now, whatever happens to the Prefect API from here on
     return result

@@ -12,7 +12,7 @@ from typing import Any
 from prefect import flow
 from prefect.runtime import flow_run
 
-from ragmem import engine, masking
+from ragmem import engine, masking, prepare
 from ragmem.config import RunConfig
 from ragmem.flows.runners import task_runner_for
 from ragmem.orchestration import work_done
@@ -26,11 +26,15 @@ def _run_name(parameters: dict[str, Any]) -> str:
 
 @flow(name="ragmem-evaluate", flow_run_name=lambda: _run_name(flow_run.parameters),
       validate_parameters=False)
-def evaluate_flow(config: dict[str, Any], resume: str | None = None, preflight: bool = True) -> dict[str, Any]:
+def evaluate_flow(config: dict[str, Any], resume: str | None = None, preflight: bool = True,
+                  prepared: str | None = None) -> dict[str, Any]:
     """Evaluate one configuration (or ``resume`` an interrupted run of it) and return the summary
-    (see README: summary JSON)."""
-    cfg = RunConfig.from_dict(masking.restore(config))  # the secrets masked in the flow's parameters
-    result = engine.evaluate(cfg, PrefectSteps(), resume=resume, preflight=preflight,
+    (see README: summary JSON). ``prepared``: the token of the run the command made ready
+    (:mod:`ragmem.prepare`); without one (a scheduled run) the flow prepares it."""
+    ready = prepare.take(prepared) if prepared else prepare.for_run(
+        RunConfig.from_dict(masking.restore(config)), resume=resume)  # the secrets masked in the parameters
+    result = engine.evaluate(ready.config, PrefectSteps(), dataset=ready.dataset, baseline=ready.baseline,
+                             resume=resume, preflight=preflight,
                              tags={"ragmem.entry": "flow", "prefect.flow_run_id": str(flow_run.id)})
     work_done(result.summary)  # complete now, whatever happens to the Prefect API from here on
     return result.summary
@@ -41,6 +45,7 @@ def evaluate_flow_for(config: dict[str, Any]):
     return evaluate_flow.with_options(task_runner=task_runner_for(config))
 
 
-def run_evaluate(config: dict[str, Any], resume: str | None = None, preflight: bool = True) -> dict[str, Any]:
+def run_evaluate(config: dict[str, Any], resume: str | None = None, preflight: bool = True,
+                 prepared: str | None = None) -> dict[str, Any]:
     """Run the evaluate flow (:func:`evaluate_flow_for`)."""
-    return evaluate_flow_for(config)(config, resume=resume, preflight=preflight)
+    return evaluate_flow_for(config)(config, resume=resume, preflight=preflight, prepared=prepared)

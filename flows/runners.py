@@ -14,6 +14,8 @@ from typing import Any
 
 from prefect.task_runners import ThreadPoolTaskRunner
 
+from ragmem.parallel import local_workers
+
 
 def task_runner_for(config: dict[str, Any], threads: int | None = None):
     """The task runner a flow of this (resolved) config runs on; ``threads`` sizes the thread pool."""
@@ -25,8 +27,6 @@ def task_runner_for(config: dict[str, Any], threads: int | None = None):
     if orchestration.get("dask_address"):
         return DaskTaskRunner(address=orchestration["dask_address"])
     from prefect.settings import PREFECT_LOGGING_LEVEL
-
-    from ragmem.parallel import local_workers
 
     workers = orchestration.get("dask_workers") or local_workers("auto")
     # the worker processes log as this process does (ragmem run: WARNING unless --verbose)

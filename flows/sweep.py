@@ -13,7 +13,8 @@ from prefect import flow
 from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from ragmem import engine, masking
+from ragmem import engine, masking, prepare
+from ragmem.config import RunConfig
 from ragmem.flows.runners import task_runner_for
 from ragmem.orchestration import work_done
 from ragmem.sweep import parse_sweep
@@ -27,9 +28,13 @@ def _run_name(parameters: dict[str, Any]) -> str:
 
 @flow(name="ragmem-sweep", flow_run_name=lambda: _run_name(flow_run.parameters), validate_parameters=False,
       task_runner=ThreadPoolTaskRunner(max_workers=2))
-def sweep_flow(config: dict[str, Any], preflight: bool = True, resume: str | None = None) -> dict[str, Any]:
-    """Evaluate every configuration of the sweep grid and pick the best one."""
-    result = engine.sweep(masking.restore(config), PrefectSteps(), preflight=preflight, resume=resume, tags={"prefect.flow_run_id": str(flow_run.id)})
+def sweep_flow(config: dict[str, Any], preflight: bool = True, resume: str | None = None,
+               prepared: str | None = None) -> dict[str, Any]:
+    """Evaluate every configuration of the sweep grid and pick the best one (``prepared``: the token
+    of the sweep the command made ready; without one the flow prepares it)."""
+    ready = prepare.take(prepared) if prepared else prepare.for_sweep(RunConfig.from_dict(masking.restore(config)))
+    result = engine.sweep(ready.config, PrefectSteps(), plan=ready.sweep, preflight=preflight, resume=resume,
+                          tags={"prefect.flow_run_id": str(flow_run.id)})
     work_done(result)  # complete now, whatever happens to the Prefect API from here on
     return result
 
@@ -41,6 +46,7 @@ def sweep_flow_for(config: dict[str, Any]):
     return sweep_flow.with_options(task_runner=task_runner_for(config, threads=threads))
 
 
-def run_sweep(config: dict[str, Any], preflight: bool = True, resume: str | None = None) -> dict[str, Any]:
+def run_sweep(config: dict[str, Any], preflight: bool = True, resume: str | None = None,
+              prepared: str | None = None) -> dict[str, Any]:
     """Run the sweep flow (:func:`sweep_flow_for`)."""
-    return sweep_flow_for(config)(config, preflight=preflight, resume=resume)
+    return sweep_flow_for(config)(config, preflight=preflight, resume=resume, prepared=prepared)

@@ -10,8 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ragmem import engine, environment
-from ragmem.config import RunConfig, resolve_config
+from ragmem import dryrun, engine, prepare
 from ragmem.engine import EvaluationResult
 
 __all__ = ["evaluate", "dry_run", "EvaluationResult"]
@@ -29,8 +28,9 @@ def evaluate(data: str | Path | list[dict[str, Any]] | None = None, config: str 
     interrupted run by its id (see ``ragmem run --resume``); ``preflight=False`` skips checking the
     endpoints before the first call.
     """
-    cfg = _config(data, config, track, overrides)
-    return engine.evaluate(cfg, tags={"ragmem.entry": "python-api"}, resume=resume, preflight=preflight)
+    ready = _prepared(data, config, track, overrides, resume)
+    return engine.evaluate(ready.config, dataset=ready.dataset, baseline=ready.baseline,
+                           tags={"ragmem.entry": "python-api"}, resume=resume, preflight=preflight)
 
 
 def dry_run(data: str | Path | list[dict[str, Any]] | None = None, config: str | Path | dict | None = None,
@@ -38,13 +38,13 @@ def dry_run(data: str | Path | list[dict[str, Any]] | None = None, config: str |
     """What ``evaluate`` with the same arguments would ask of its LLM and embedding endpoints, the
     cached share and the estimated cost, without sending anything (``ragmem run --dry-run``):
     a :class:`ragmem.dryrun.DryRun`."""
-    from ragmem import dryrun
-
     name = str(config) if isinstance(config, (str, Path)) else "the Python API's settings"
-    return dryrun.dry_run(_config(data, config, False, overrides), name, resume=resume, preflight=preflight)
+    ready = _prepared(data, config, False, overrides, resume)
+    return dryrun.dry_run(ready.config, name, dataset=ready.dataset, resume=resume, preflight=preflight)
 
 
-def _config(data, config, track: bool, overrides: dict[str, Any]) -> RunConfig:
+def _prepared(data, config, track: bool, overrides: dict[str, Any], resume: str | None) -> prepare.Prepared:
+    """The run made ready as ``ragmem run`` makes it (:mod:`ragmem.prepare`)."""
     extra = dict(overrides)
     if isinstance(config, dict):
         extra = {**config, **extra}
@@ -54,10 +54,6 @@ def _config(data, config, track: bool, overrides: dict[str, Any]) -> RunConfig:
         extra.setdefault("data", {})["files"] = data
     elif data is not None:
         data_path = str(data)
-    resolved = resolve_config(config, data=data_path, extra=extra)
     if not track:
-        resolved["tracking"]["enabled"] = False
-    cfg = RunConfig.from_dict(resolved)
-    cfg.require_data()
-    environment.check(cfg)  # the tracking store and the ragmem home, before any work
-    return cfg
+        extra["tracking"] = {**(extra.get("tracking") or {}), "enabled": False}
+    return prepare.for_run(prepare.resolve(config, data=data_path, extra=extra), resume=resume)

@@ -3,115 +3,28 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, List, Optional
+from typing import Any, List, Optional
 
 import typer
 
-from ragmem.errors import RagmemError, Stopped
+from ragmem import dryrun, gates, prepare
+from ragmem.cli_common import log, run_flow, setup_logging, store_client, writable, write
+from ragmem.cli_services import report, server_app, trigger, ui
+from ragmem.compare import list_runs, paired_comparison
+from ragmem.errors import RagmemError
+from ragmem.exits import finish as finish_command
+from ragmem.exits import leave, prepare_environment
+from ragmem.loaders import DataFile, check_file
+from ragmem.orchestration import resolve_api_url
 from ragmem.report import out, plural, print_bench, print_paired, print_runs, print_summary, print_sweep
+from ragmem.scheduling import pick_flow, schedule_for, serve_flow
+from ragmem.version import __version__
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Evaluate RAG systems and agent memory layers; every run is tracked in MLflow.")
-log = logging.getLogger("ragmem")
-
-
-class _Stderr(logging.StreamHandler):
-    """Writes to whatever ``sys.stderr`` is at the time (a test's capture, a redirected stream)."""
-
-    @property
-    def stream(self):
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, value):
-        pass
-
-
-def _setup_logging(verbose: bool) -> None:
-    if not any(isinstance(h, _Stderr) for h in log.handlers):
-        handler = _Stderr()
-        handler.setFormatter(logging.Formatter("ragmem | %(message)s"))
-        log.addHandler(handler)
-    log.setLevel(logging.DEBUG if verbose else logging.INFO)
-    log.propagate = False
-    # MLflow announces creating and migrating its sqlite tables at INFO on first use: not news to a
-    # user of the command line (the library itself leaves logger levels alone)
-    for name in ("mlflow.store.db.utils", "alembic", "mlflow.tracing.export.async_export_queue"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-    # ... nor urllib3's WARNING per retried request to a tracking server (the outcome is reported)
-    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
-
-
-def _run_flow(target: str, config: dict[str, Any], verbose: bool, finish: Callable[[dict[str, Any]], None],
-              **kwargs: Any) -> None:
-    """Run a flow and hand its result to ``finish`` (see :func:`ragmem.orchestration.run_flow`)."""
-    from ragmem.orchestration import run_flow
-
-    try:
-        run_flow(target, config, finish, quiet=not verbose, log=log.info, **kwargs)
-    except KeyboardInterrupt as exc:  # past click as an exception of ours: main() prints the line
-        raise Stopped(exc) from None
-
-
-def _writable(path: Path) -> Path:
-    """Check ``--output`` before any work (a result computed and then lost is the worst outcome)."""
-    import tempfile
-
-    path = Path(path)
-    if path.is_dir():
-        raise RagmemError(f"--output {path}: is a folder; name a file, e.g. {path / 'summary.json'}")
-    try:  # the folder is made now (it would be at the end) and a file is tried in it
-        path.resolve().parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path.resolve().parent, prefix=".ragmem-check-"):
-            pass
-        if path.exists():
-            with open(path, "a", encoding="utf-8"):
-                pass
-    except OSError as exc:
-        raise RagmemError(f"--output {path}: cannot be written ({exc.strerror or exc})") from None
-    return path
-
-
-def _ready(resolved: dict[str, Any], data: bool = True, resume: str | None = None):
-    """The validated settings, every data record valid, the machine ready for them (tracking store,
-    ragmem home, agent target, key variables: :mod:`ragmem.environment`) and a ``--resume`` run's
-    journal matching: everything a command checks before any work (the flow reuses the dataset)."""
-    from ragmem import environment, pipeline
-    from ragmem.config import RunConfig
-
-    cfg = RunConfig.from_dict(resolved)
-    environment.check(cfg)
-    if data:
-        dataset = pipeline.load(cfg)
-        if resume:
-            from ragmem.resume import check_resume
-
-            check_resume(cfg, dataset, resume).close()
-    return cfg
-
-
-def _store_client(tracking_uri: str | None):
-    """An MLflow client of the store a command reads (``--tracking-uri``, else ``MLFLOW_TRACKING_URI``,
-    else the embedded default); a tracking server that does not answer is one line, exit 2."""
-    from ragmem.config import DEFAULT_TRACKING_URI
-    from ragmem.endpoints import check_store
-    from ragmem.tracking import Tracker
-
-    uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
-    check_store(uri, "--tracking-uri" if tracking_uri else "MLFLOW_TRACKING_URI" if os.environ.get("MLFLOW_TRACKING_URI")
-                else "tracking.uri")
-    return Tracker(uri).client
-
-
-def _write(path: Path, payload: dict[str, Any], what: str) -> None:
-    from ragmem.pipeline import write_json
-
-    write_json(path, payload)
-    out.print(f"{what} written to {path}")
 
 
 @app.command()
@@ -139,31 +52,26 @@ def run(
                                                   "by more than DELTA (paired test; repeatable)."),
 ) -> None:
     """Run the evaluation flow: load -> time the agent -> judge -> metrics -> MLflow."""
-    _setup_logging(verbose)
-    from ragmem.config import resolve_config
-
-    from ragmem import gates
-
+    setup_logging(verbose)
     if output is not None or not dry_run:
-        output = _writable(output or Path("summary.json"))
+        output = writable(output or Path("summary.json"))
     extra: dict[str, Any] = {"gates": gates.from_options(fail_under, fail_over, max_regression)}
     if baseline:
         extra["baseline"] = baseline
-    resolved = resolve_config(config, overrides=set_, data=data, extra=extra)
-    cfg = _ready(resolved, resume=resume)
+    ready = prepare.for_run(prepare.resolve(config, overrides=set_, data=data, extra=extra), resume=resume)
     if dry_run:  # nothing is tracked, no Prefect flow: a plan, printed (and written with --output)
-        from ragmem import dryrun
 
-        plan = dryrun.dry_run(cfg, str(config), resume=resume, preflight=not no_preflight)
+        plan = dryrun.dry_run(ready.config, str(config), dataset=ready.dataset, resume=resume,
+                              preflight=not no_preflight)
         for line in dryrun.render(plan):
             out.print(line, highlight=False, markup=False)
         if output is not None:
-            _write(output, plan.as_dict(), "dry run")
+            write(output, plan.as_dict(), "dry run")
         return
 
     def finish(summary: dict[str, Any]) -> None:
         print_summary(summary, show_all)
-        _write(output, summary, "summary")
+        write(output, summary, "summary")
         failed = [g for g in summary.get("gates", []) if not g["passed"]]
         if failed:  # the run is complete and logged: now the verdict, one line per failed gate, exit 3
             raise gates.GateFailed([gates.GateResult(**g) for g in failed])
@@ -171,11 +79,11 @@ def run(
             out.print(f"gates: all {len(summary['gates'])} passed")
 
     try:
-        _run_flow("ragmem.flows.evaluate:run_evaluate", resolved, verbose, finish, resume=resume,
-                  preflight=not no_preflight)
+        run_flow("ragmem.flows.evaluate:run_evaluate", ready, verbose, finish, resume=resume,
+                 preflight=not no_preflight)
     except RagmemError as exc:  # the tracking store went away after the work: the summary is still written
         if getattr(exc, "ragmem_summary", None):
-            _write(output, exc.ragmem_summary, "summary")
+            write(output, exc.ragmem_summary, "summary")
         raise
 
 
@@ -191,23 +99,19 @@ def sweep(
     no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip checking every endpoint before the first call."),
 ) -> None:
     """Evaluate every configuration of a grid: one MLflow parent run, one child run each."""
-    _setup_logging(verbose)
-    from ragmem.config import resolve_config
-    from ragmem.sweep import parse_sweep
-
-    _writable(output)
-    resolved = resolve_config(config, overrides=set_, data=data)
-    spec = parse_sweep(resolved["sweep"])
-    _ready(resolved)
+    setup_logging(verbose)
+    writable(output)
+    ready = prepare.for_sweep(prepare.resolve(config, overrides=set_, data=data), resume=resume)
+    spec = ready.sweep.spec
 
     def finish(result: dict[str, Any]) -> None:
         print_sweep(result, spec)
-        _write(output, result, "sweep")
+        write(output, result, "sweep")
         if result["children"] and all(c["status"] != "FINISHED" for c in result["children"]):
             raise RagmemError(f"sweep: every one of the {len(result['children'])} configurations failed "
                               f"(first: {result['children'][0]['error']}); see {output}")
 
-    _run_flow("ragmem.flows.sweep:run_sweep", resolved, verbose, finish, preflight=not no_preflight, resume=resume)
+    run_flow("ragmem.flows.sweep:run_sweep", ready, verbose, finish, preflight=not no_preflight, resume=resume)
 
 
 @app.command()
@@ -232,20 +136,19 @@ def compare(
     if last < 1:
         raise RagmemError(f"--last: expected a positive integer, got {last}")
     if output is not None:
-        output = _writable(output)
-    from ragmem.compare import list_runs, paired_comparison
+        output = writable(output)
 
-    client = _store_client(tracking_uri)
+    client = store_client(tracking_uri)
     if runs:
         result = paired_comparison(client, runs[0], runs[1], list(metrics) or None, resamples, seed)
         print_paired(result)
         if output:
-            _write(output, result, "comparison")
+            write(output, result, "comparison")
         return
     table, warnings = list_runs(client, experiment, metric, last)
     print_runs(table, f"{experiment}: {plural(len(table), 'run')}, sorted by {metric}", warnings)
     if output:
-        _write(output, {"experiment": experiment, "metric": metric, "warnings": warnings,
+        write(output, {"experiment": experiment, "metric": metric, "warnings": warnings,
                         "runs": json.loads(table.to_json(orient="records"))}, "comparison")
 
 
@@ -260,13 +163,11 @@ def serve(
     set_: List[str] = typer.Option([], "--set", help="Override a setting: dotted.key=value (repeatable)."),
 ) -> None:
     """Serve the evaluate (or sweep) flow as a Prefect deployment on a cron schedule (runs until Ctrl+C)."""
-    _setup_logging(False)
-    from ragmem.config import resolve_config
-    from ragmem.orchestration import resolve_api_url
-    from ragmem.scheduling import pick_flow, schedule_for, serve_flow
+    setup_logging(False)
 
-    resolved = resolve_config(config, overrides=set_, data=data)
-    _ready(resolved)
+    cfg = prepare.resolve(config, overrides=set_, data=data)
+    prepare.for_run(cfg)  # checked now; each scheduled run prepares itself afresh (the data may change)
+    resolved = cfg.raw
     schedule_for(cron, timezone)  # --cron, --timezone and --flow checked before the Prefect server starts
     pick_flow(resolved, flow_kind)
     api_url = resolve_api_url(log=log.info)
@@ -286,10 +187,8 @@ def bench_memory(
     no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip checking every endpoint before the first call."),
 ) -> None:
     """Benchmark memory layers on LoCoMo: ingest, recall, answer, score; baselines beside them."""
-    _setup_logging(verbose)
-    from ragmem.config import resolve_config
-
-    _writable(output)
+    setup_logging(verbose)
+    writable(output)
     extra: dict[str, Any] = {}
     for key, value in (("limit_conversations", limit_conversations), ("limit_questions", limit_questions)):
         if value is not None:
@@ -298,22 +197,16 @@ def bench_memory(
             extra[key] = value
     if data:
         extra["data"] = os.path.abspath(data)
-    resolved = resolve_config(config, overrides=set_, extra={"bench": extra} if extra else None)
-    if not resolved["bench"]["data"]:
-        raise RagmemError("bench.data: no LoCoMo data given; pass --data PATH or set bench.data in the config")
-    from ragmem.locomo import load_locomo
-
-    _ready(resolved, data=False)
-    load_locomo(resolved["bench"]["data"])  # a malformed file fails here, with file, conversation, turn
+    ready = prepare.for_bench(prepare.resolve(config, overrides=set_, extra={"bench": extra} if extra else None))
 
     def finish(result: dict[str, Any]) -> None:
         print_bench(result)
-        _write(output, result, "summary")
+        write(output, result, "summary")
         if result["methods"] and all(m["status"] != "FINISHED" for m in result["methods"]):
             raise RagmemError(f"bench-memory: every one of the {len(result['methods'])} methods failed "
                               f"(first: {result['methods'][0]['method']}: {result['methods'][0].get('error')})")
 
-    _run_flow("ragmem.flows.bench_memory:bench_memory_flow", resolved, verbose, finish, preflight=not no_preflight)
+    run_flow("ragmem.flows.bench_memory:bench_memory_flow", ready, verbose, finish, preflight=not no_preflight)
 
 
 @app.command()
@@ -325,8 +218,6 @@ def validate(
     coerce_numbers: bool = typer.Option(False, "--coerce-numbers", help="Read numbers as text (data.coerce_numbers)."),
 ) -> None:
     """Report every invalid record; exit 0 when the file is valid, 2 when not."""
-    from ragmem.loaders import DataFile, check_file
-
     if label not in (None, 0, 1):
         raise RagmemError(f"--label: expected 0 or 1, got {label}")
     report = check_file(DataFile(data, label, format, coerce_numbers), require_answer=not no_answer)
@@ -340,8 +231,6 @@ def validate(
     print(f"{data}: {plural(report.n_records, 'record')}, all valid")
 
 
-from ragmem.cli_services import report, server_app, trigger, ui  # noqa: E402  (registered below)
-
 app.add_typer(server_app, name="server")
 app.command()(report)
 app.command()(trigger)
@@ -350,8 +239,6 @@ app.command()(ui)
 
 def _version(value: bool) -> None:
     if value:
-        from ragmem import __version__
-
         print(f"ragmem {__version__}")
         raise typer.Exit(0)
 
@@ -364,8 +251,6 @@ def _options(version: bool = typer.Option(False, "--version", is_eager=True, cal
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: every outcome ends as one line and an exit code (:mod:`ragmem.exits`)."""
-    from ragmem.exits import finish, leave, prepare_environment
-
     command = argv is None  # the ``ragmem`` command itself, not a caller in Python
     argv = list(sys.argv[1:] if argv is None else argv)
     prepare_environment(argv)
@@ -373,7 +258,7 @@ def main(argv: list[str] | None = None) -> None:
         code = app(args=argv, prog_name="ragmem", standalone_mode=False)
         code = code if isinstance(code, int) else 0
     except BaseException as exc:  # noqa: BLE001 (every kind is mapped to its line and code)
-        code = finish(exc, argv)
+        code = finish_command(exc, argv)
     if command:
         leave(code)
     sys.exit(code)

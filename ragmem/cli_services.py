@@ -11,8 +11,22 @@ from typing import List, Optional
 
 import typer
 
+from ragmem import report_html
+from ragmem.cli_common import log, setup_logging, store_client, writable
+from ragmem.config import DEFAULT_ARTIFACT_ROOT, DEFAULT_TRACKING_URI
 from ragmem.errors import RagmemError
+from ragmem.journal import ragmem_home
+from ragmem.orchestration import (
+    configured_api_url,
+    ensure_managed_server,
+    healthy,
+    managed_port,
+    server_owner,
+    stop_managed_server,
+)
 from ragmem.report import out
+from ragmem.scheduling import trigger as start
+from ragmem.tracking import prepare_local_store
 
 server_app = typer.Typer(no_args_is_help=True, help="The local Prefect server ragmem manages.")
 
@@ -25,24 +39,19 @@ def report(
     seed: int = typer.Option(0, "--seed", help="Diff: random seed."),
 ) -> None:
     """Write a run's self-contained HTML report, or a diff of two runs example by example."""
-    from ragmem import report_html
-    from ragmem.cli import _store_client, _writable
-
     if len(runs) not in (1, 2):  # the arguments first: a mistake costs no store
         raise RagmemError(f"report: give one run id (its report) or two (a diff), got {len(runs)}")
     if resamples < 1:
         raise RagmemError(f"--resamples: expected a positive integer, got {resamples}")
-    output = _writable(output)
-    page = report_html.from_tracking(_store_client(tracking_uri), list(runs), resamples, seed)
+    output = writable(output)
+
+    page = report_html.from_tracking(store_client(tracking_uri), list(runs), resamples, seed)
     output.write_text(page, encoding="utf-8")
     out.print(f"{'diff' if len(runs) == 2 else 'report'} written to {output}", markup=False, highlight=False)
 
 
 def trigger(name: str = typer.Argument(..., help="Deployment name (as ragmem serve printed it), or FLOW/NAME.")) -> None:
     """Start a run of a served deployment now (it runs in the ragmem serve process)."""
-    from ragmem.orchestration import configured_api_url, healthy, managed_port
-    from ragmem.scheduling import trigger as start
-
     url = configured_api_url() or f"http://127.0.0.1:{managed_port()}/api"
     if not healthy(url):
         raise RagmemError(f"trigger: no Prefect server answers at {url}; is ragmem serve running? "
@@ -60,9 +69,6 @@ def ui(
     workers: int = typer.Option(1, "--workers", help="Server worker processes (one is plenty for one user)."),
 ) -> None:
     """Serve the MLflow UI for the tracking store on 127.0.0.1."""
-    from ragmem.config import DEFAULT_ARTIFACT_ROOT, DEFAULT_TRACKING_URI
-    from ragmem.tracking import prepare_local_store
-
     uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
     prepare_local_store(uri)
     out.print(f"MLflow UI for {uri} at http://{host}:{port} (Ctrl+C to stop)")
@@ -80,10 +86,7 @@ def ui(
 @server_app.command("start")
 def server_start() -> None:
     """Start (or find) the local Prefect server on 127.0.0.1."""
-    from ragmem.cli import _setup_logging, log
-    from ragmem.orchestration import ensure_managed_server
-
-    _setup_logging(False)
+    setup_logging(False)
     server = ensure_managed_server(log=log.info)
     out.print(f"Prefect server {'started' if server.started else 'already running'} at {server.api_url}")
 
@@ -91,9 +94,6 @@ def server_start() -> None:
 @server_app.command("status")
 def server_status() -> None:
     """Show which Prefect API runs report to, and which checkout and ragmem home started it."""
-    from ragmem.journal import ragmem_home
-    from ragmem.orchestration import configured_api_url, healthy, managed_port, server_owner
-
     url = configured_api_url()
     if url:
         out.print(f"PREFECT_API_URL={url} ({'answering' if healthy(url) else 'not answering'})")
@@ -118,6 +118,4 @@ def server_status() -> None:
 @server_app.command("stop")
 def server_stop() -> None:
     """Stop the local Prefect server ragmem started."""
-    from ragmem.orchestration import stop_managed_server
-
     out.print("stopped" if stop_managed_server() else "no server started by this ragmem home is running")

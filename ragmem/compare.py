@@ -13,7 +13,13 @@ from typing import Any
 
 import pandas as pd
 
-from ragmem.errors import RagmemError
+from ragmem import stats
+from ragmem.errors import ConfigError, RagmemError
+from ragmem.metrics import expand_selection
+from ragmem.metrics._division import parse_zero_division
+from ragmem.metrics.generation import scorer_for
+from ragmem.metrics.ranking import DEFAULT_KS
+from ragmem.processes import run_is_dead
 from ragmem.tracking.lifecycle import metric_key, metric_name
 
 SIGNATURE_PARAMS = ("keywords.signature", "judge.signature", "data.sha256", "ranking.k", "zero_division")
@@ -35,10 +41,6 @@ def signature_warnings(params: list[dict[str, str]]) -> list[str]:
 
 
 def _is_metric_name(name: str) -> bool:
-    from ragmem.errors import ConfigError
-    from ragmem.metrics import expand_selection
-    from ragmem.metrics.ranking import DEFAULT_KS
-
     at_k = [int(k) for k in re.findall(r"_at_(\d+)$", name)]
     try:
         expand_selection([name], tuple(sorted({*DEFAULT_KS, *at_k})))
@@ -86,8 +88,6 @@ def run_status(status: str, tags: dict[str, str]) -> str:
     as ``DEAD`` (resumable with ``--resume``), and one of another host as ``RUNNING?``."""
     if status != "RUNNING" or "ragmem.pid" not in tags:
         return status
-    from ragmem.resume import run_is_dead
-
     dead = run_is_dead(tags)
     return "DEAD" if dead else "RUNNING" if dead is False else "RUNNING?"
 
@@ -143,12 +143,8 @@ def known_metrics(client, run_ids: list[str]) -> list[str]:
 def scoring_of(params: dict[str, str]) -> tuple[float, Any]:
     """A run's ``zero_division`` and generation scorer, as its params logged them (the scorer is
     ``None`` for a run logged without its tokenizer settings: its corpus BLEU/chrF cannot be rebuilt)."""
-    from ragmem.metrics._division import parse_zero_division
-
     scorer = None
     if "generation.tokenizer" in params and "generation.bleu_tokenize" in params:
-        from ragmem.metrics.generation import scorer_for
-
         scorer = scorer_for(params["generation.tokenizer"], params["generation.bleu_tokenize"])
     return parse_zero_division(params.get("zero_division", "0")), scorer
 
@@ -158,8 +154,6 @@ def paired_rows(a: pd.DataFrame, b: pd.DataFrame, names: list[str], zero_divisio
     """``B - A`` for every metric of ``names`` the per-example tables support, on the examples they
     share (matched by ``id``, in A's order): rows of :meth:`ragmem.stats.PairedResult.to_dict`, and
     the number shared. Without a ``scorer`` corpus BLEU/chrF are left out."""
-    from ragmem import stats
-
     ids_b = set(b["id"])
     shared = [i for i in a["id"] if i in ids_b]
     if not shared:

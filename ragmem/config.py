@@ -2,8 +2,8 @@
 the validated, typed :class:`RunConfig` built from them.
 
 Every setting, its type, default and allowed values are declared once, in :mod:`ragmem.settings`;
-this module reads and merges what the user wrote and validates the whole of it (sweep grid points
-included) before any work starts. Relative data paths in a config file are resolved against the
+this module reads and merges what the user wrote and validates it against the schema, once (the
+checks that need more than the schema: :mod:`ragmem.prepare`). Relative data paths in a config file are resolved against the
 file's folder; paths given on the command line (``--data``) against the working directory.
 """
 
@@ -21,9 +21,10 @@ from pydantic.fields import FieldInfo
 
 from ragmem.errors import ConfigError
 from ragmem.loaders import DataFile
+from ragmem.readers import check_path, detect_format
 from ragmem.settings import DEFAULT_ARTIFACT_ROOT, DEFAULT_TRACKING_URI, Settings
 
-__all__ = ["RunConfig", "resolve_config", "validate", "assign", "parse_override", "read_config_file", "DEFAULTS",
+__all__ = ["RunConfig", "resolve_config", "resolve_settings", "validate", "assign", "parse_override", "read_config_file", "DEFAULTS",
            "as_section", "describe_error", "expected",
            "DEFAULT_TRACKING_URI", "DEFAULT_ARTIFACT_ROOT"]
 
@@ -201,8 +202,6 @@ class RunConfig(Settings):
         file or a symlink loop is named here, not after the Prefect server has started)."""
         if not self.files:
             raise ConfigError("data.files: no dataset given; pass --data PATH or list data.files in the config")
-        from ragmem.readers import check_path, detect_format
-
         for data_file in self.files:
             check_path(data_file.path)
             detect_format(data_file.path, data_file.format)
@@ -299,27 +298,16 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
 
 
 def validate(config: dict[str, Any]) -> RunConfig:
-    """The whole config, checked before any work: the settings, the bench methods, and every sweep
-    grid point as the configuration it makes (a bad value in the grid fails here, not in the middle
-    of a sweep)."""
-    cfg = RunConfig.from_dict(config)
-    from ragmem.gates import check_names
-    from ragmem.memory_bench import method_specs
-
-    check_names(cfg.gates, cfg.ks)
-
-    method_specs(cfg.bench.methods)
-    if cfg.sweep.grid:
-        from ragmem.sweep import parse_sweep, point_configs
-
-        point_configs({k: v for k, v in config.items() if k != "sweep"}, parse_sweep(cfg.sweep), cfg.seed)
-    return cfg
+    """The settings, checked against the schema (:mod:`ragmem.settings`): one :class:`RunConfig`.
+    What needs more than the schema (gate names, bench methods, sweep grid points) is checked by
+    :func:`ragmem.prepare.check_whole_run`."""
+    return RunConfig.from_dict(config)
 
 
-def resolve_config(path: str | Path | None = None, overrides: list[str] | None = None,
-                   data: str | None = None, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def resolve_settings(path: str | Path | None = None, overrides: list[str] | None = None,
+                     data: str | None = None, extra: dict[str, Any] | None = None) -> RunConfig:
     """Defaults <- config file <- ``extra`` (API keyword arguments) <- ``--set`` <- ``--data``,
-    validated; returns every setting as plain data."""
+    validated once."""
     config: dict[str, Any] = read_config_file(path) if path is not None else {}
     if extra:
         config = _deep_merge(config, extra)
@@ -328,4 +316,10 @@ def resolve_config(path: str | Path | None = None, overrides: list[str] | None =
         config = assign(config, keys, value)
     if data is not None:  # replaces data.files (a list is replaced, never merged)
         config = _deep_merge(config, {"data": {"files": [{"path": os.path.abspath(data)}]}})
-    return validate(config).raw
+    return validate(config)
+
+
+def resolve_config(path: str | Path | None = None, overrides: list[str] | None = None,
+                   data: str | None = None, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """:func:`resolve_settings` as plain data (every setting present)."""
+    return resolve_settings(path, overrides, data, extra).raw

@@ -29,8 +29,15 @@ from pathlib import Path
 from typing import Any
 
 from ragmem import endpoints, environment, pipeline
+from ragmem.agents.replay import ReplayAgent
 from ragmem.config import RunConfig
-from ragmem.llm import Result
+from ragmem.journal import Journal
+from ragmem.judges import build_judge, judging
+from ragmem.llm import EmbeddingClient, Result
+from ragmem.loaders import Dataset
+from ragmem.metrics import MetricContext
+from ragmem.metrics.rag import NAMES, OfflineEntities, RagMetrics, _sentences
+from ragmem.pipeline import write_json
 from ragmem.prompts import estimate_tokens
 from ragmem.schema import AgentOutput, Context
 from ragmem.text import plural
@@ -101,8 +108,6 @@ class _Tally:
 
 def _stand_in(task: str, fields: dict[str, str]) -> dict[str, Any]:
     """A reply of the contract's shape, sized like a real one, for a request the cache does not hold."""
-    from ragmem.metrics.rag import OfflineEntities, _sentences
-
     if task == "claims":
         return {"claims": _sentences(fields.get("answer", "")) or [fields.get("answer", "")]}
     if task == "question":
@@ -161,13 +166,9 @@ def _outputs(cfg: RunConfig, dataset, resume: str | None) -> tuple[list[AgentOut
     """The outputs the requests are built from, where they come from, and how many are stand-ins
     (the examples a live agent would be called for)."""
     if cfg.agent.type == "replay":
-        from ragmem.agents.replay import ReplayAgent
-
         return [ReplayAgent().replay(e) for e in dataset.examples], "recorded in the data", 0
     kept: dict[str, AgentOutput] = {}
     if resume:
-        from ragmem.journal import Journal
-
         kept = {k: v for k, v in Journal(resume, resume=True).outputs().items() if v.error is None}
     out, stand_ins = [], 0
     for e in dataset.examples:
@@ -191,20 +192,16 @@ def _price(cfg: RunConfig, line: Line) -> None:
     line.cost_max_usd = (line.tokens_in * price.input + line.tokens_out_max * price.output) / 1e6
 
 
-def dry_run(cfg: RunConfig, config_name: str = "", *, resume: str | None = None, preflight: bool = True) -> DryRun:
-    """Validate everything, probe the endpoints, and count the requests the run would make (module doc)."""
-    from ragmem.judges import build_judge, judging
-    from ragmem.metrics import MetricContext
-    from ragmem.metrics.rag import NAMES, RagMetrics
-
+def dry_run(cfg: RunConfig, config_name: str = "", *, dataset: Dataset | None = None, resume: str | None = None,
+            preflight: bool = True) -> DryRun:
+    """Validate everything, probe the endpoints, and count the requests the run would make (module
+    doc); ``dataset``: the run's data as :mod:`ragmem.prepare` loaded it (read now when not given)."""
     keywords, _, client = judging(cfg)
     embedder = None
     if cfg.embeddings.model and "answer_relevancy" in cfg.metrics:
-        from ragmem.llm import EmbeddingClient
-
         embedder = EmbeddingClient(cfg.embeddings)
     environment.check_components(cfg)
-    dataset = pipeline.load(cfg)
+    dataset = dataset if dataset is not None else pipeline.load(cfg)
     probed = endpoints.configured(cfg)
     if preflight:
         endpoints.preflight(probed)
@@ -273,6 +270,4 @@ def render(plan: DryRun) -> list[str]:
 
 
 def write(plan: DryRun, path: Path) -> None:
-    from ragmem.pipeline import write_json
-
     write_json(path, plan.as_dict())

@@ -19,24 +19,26 @@ import contextlib
 import logging
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import pandas as pd
 
-from ragmem import endpoints, gates, interrupts, memory_bench, pipeline, progress
+from ragmem import endpoints, gates, interrupts, memory_bench, pipeline, prepare, progress, report_html
 from ragmem import resume as resumes
+from ragmem import sweep as sweeps
 from ragmem.config import RunConfig
 from ragmem.errors import failure_message  # noqa: F401  (also ragmem.engine.failure_message)
 from ragmem.journal import Journal
 from ragmem.loaders import Dataset
+from ragmem.locomo import CATEGORIES, questions
 from ragmem.masking import mask
 from ragmem.parallel import EarlyMaps, ProcessPool, mapper_for
-from ragmem.schema import AgentOutput, Example
+from ragmem.prepare import SweepPlan
+from ragmem.schema import AgentOutput
+from ragmem.steps import PLAIN, Steps  # noqa: F401  (also ragmem.engine.Steps, PLAIN)
 from ragmem.text import plural
-from ragmem.tracking import (TrackedRun, Tracker, end_unfinished, is_transient, log_results, process_tracking_uri,
-                             record_run, tracked_run)
+from ragmem.tracking import TrackedRun, Tracker, end_unfinished, is_transient, process_tracking_uri, tracked_run
 
 log = logging.getLogger("ragmem")
 
@@ -58,81 +60,20 @@ class EvaluationResult:
         return f"EvaluationResult(n={len(self.table)}, run_id={self.run_id!r}, {shown})"
 
 
-class Steps:
-    """The steps as plain function calls. Subclasses run them elsewhere (Prefect tasks)."""
-
-    def load(self, cfg: RunConfig) -> Dataset:
-        return pipeline.load(cfg)
-
-    def time_agent(self, agent: Any, batch: Sequence[Example], cfg: RunConfig, index: int,
-                   on_output: Callable[[AgentOutput], None] | None = None) -> list[AgentOutput]:
-        return pipeline.time_agent(agent, batch, cfg, on_output=on_output)
-
-    def judge(self, judge: Any, batch: Sequence[Example], outputs: Sequence[AgentOutput], index: int) -> list:
-        return pipeline.judge(judge, batch, outputs)
-
-    def score(self, examples, outputs, judgements, components: pipeline.Components, cfg: RunConfig, mapper=None):
-        mapper = mapper or self.mapper(cfg)
-        pipeline.prime_keywords(examples, outputs, components.keywords, mapper)
-        table = pipeline.build_table(examples, outputs, judgements, components.keywords)
-        return pipeline.score(table, cfg, components, mapper)
-
-    def mapper(self, cfg: RunConfig):
-        """Where the text-heavy scoring work runs (:mod:`ragmem.parallel`): local processes."""
-        return mapper_for(cfg.orchestration.workers)
-
-    def log(self, run: TrackedRun, **record: Any) -> int:
-        """An evaluation run's params, metrics, artifacts and traces (:func:`ragmem.tracking.record_run`)."""
-        return record_run(run, **record)
-
-    def log_results(self, run: TrackedRun, **results: Any) -> None:
-        """Results of a sweep parent or a bench-memory run (:func:`ragmem.tracking.log_results`)."""
-        log_results(run, **results)
-
-    def children(self, fn: Callable[..., Any], items: list[tuple], max_parallel: int) -> list[tuple[str, Any]]:
-        """``fn(*item)`` for every item, ``max_parallel`` at once; ``("ok", value)`` or
-        ``("failed", "Type: message")`` per item, in order."""
-        def guarded(item):
-            try:
-                return "ok", fn(*item)
-            except Exception as exc:  # one child's failure is recorded; the others go on
-                return "failed", failure_message(exc)
-
-        with ThreadPoolExecutor(max_workers=max_parallel, thread_name_prefix="ragmem-child") as pool:
-            try:
-                return list(pool.map(guarded, items))
-            except BaseException:  # interrupted: the children wind down before the pool is joined
-                interrupts.STOP.set()
-                raise
-
-    def load_conversations(self, path: str) -> list:
-        from ragmem.locomo import load_locomo
-
-        return load_locomo(path)
-
-    def memory_conversation(self, method: str, layer, conversation, qas, top_k: int, generate):
-        return memory_bench.run_conversation(layer, conversation, qas, top_k, generate)
-
-    def judge_answers(self, method: str, judge, answered) -> list[int | None]:
-        return memory_bench.judge_answers(judge, answered)
-
-
-PLAIN = Steps()
-
-
 def _tracker(cfg: RunConfig) -> Tracker | None:
     return Tracker(cfg.tracking_uri, cfg.tracking.artifact_root) if cfg.tracking.enabled else None
 
 
-def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = None, run_id: str | None = None,
-             tags: dict[str, str] | None = None, resume: str | None = None,
+def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = None, baseline: pd.DataFrame | None = None,
+             run_id: str | None = None, tags: dict[str, str] | None = None, resume: str | None = None,
              preflight: bool = True) -> EvaluationResult:
     """Evaluate one configuration: the steps in order, in one MLflow run (unless tracking is off).
 
     The agent and judge are built and the data loaded before the run opens (a bad target or a bad
     dataset is a user error, not a failed run); from the run's opening on, anything that raises
-    marks it FAILED (KILLED on Ctrl+C/SIGTERM). ``dataset``
-    reuses data loaded once (sweeps); ``run_id`` adopts a run created beforehand (sweep children).
+    marks it FAILED (KILLED on Ctrl+C/SIGTERM). ``dataset`` and ``baseline`` (the baseline run's
+    table) are what :mod:`ragmem.prepare` loaded once; ``run_id`` adopts a run created beforehand
+    (sweep children).
 
     ``resume`` (a run id, or the ``untracked-...`` key of an untracked run) continues an interrupted
     run: the same MLflow run, the agent called only for examples its journal has no output for,
@@ -141,58 +82,16 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
     ``preflight`` checks every configured endpoint first (:mod:`ragmem.endpoints`).
     """
     components = pipeline.build_components(cfg)  # a bad agent or judge setting fails here, before any call
-    dataset = dataset if dataset is not None else steps.load(cfg)
+    dataset = steps.load(cfg, dataset)
     if preflight:
         endpoints.preflight(endpoints.configured(cfg), log=log.info)
     tracker = _tracker(cfg)
-    flat = resumes.flat_config(cfg.raw)
-    kept: dict[str, AgentOutput] = {}
-    if resume:
-        journal = resumes.check_resume(cfg, dataset, resume)
-        if tracker is not None:
-            tracker.reopen(resume)
-        ids = dataset.ids()  # a failed call is not an answer: a resume calls it again
-        kept = {k: v for k, v in journal.outputs().items() if k in ids and v.error is None}
-        run_id = resume if tracker is not None else None
-        log.info("resuming %s: %d of %d examples already answered", resume, len(kept), len(dataset))
-    with tracked_run(tracker, cfg.experiment, cfg.run_name, tags=tags, run_id=run_id) as run:
-        if not resume:
-            journal = Journal(run.id)
-            journal.write_meta({"config": flat, "data.sha256": dataset.sha256, "experiment": cfg.experiment,
-                                "tracking_uri": cfg.tracking_uri if tracker else None})
-        outputs: list[AgentOutput] = []
-        judgements: list = []
+    journal, kept = _resumed(cfg, dataset, tracker, resume) if resume else (None, {})
+    with tracked_run(tracker, cfg.experiment, cfg.run_name, tags=tags,
+                     run_id=(resume if tracker is not None else None) if resume else run_id) as run:
+        journal = journal or _new_journal(run.id, cfg, dataset, tracker)
         try:
-            with progress.stage("agent", len(dataset) - len(kept)) as called, progress.stage("judge", len(dataset)) as judged:
-                def record(output: AgentOutput) -> None:  # journaled the moment it is known
-                    journal.append(output)
-                    called.advance(1, failed=int(output.error is not None))
-
-                sized = pipeline.Batches(dataset.examples, cfg.agent.batch_size)
-                local = mapper_for(cfg.orchestration.workers)  # the judge's keyword sets: on local processes
-                # a live agent leaves the workers idle while it answers: they score each judged batch
-                # meanwhile; replayed answers leave no wait to fill (the metrics map them all at once)
-                live = cfg.agent.type != "replay"
-                components.early = EarlyMaps(local) if live and isinstance(local, ProcessPool) else None
-                for i, batch in enumerate(sized):
-                    interrupts.check()
-                    started = time.perf_counter()
-                    todo = [e for e in batch if e.id not in kept]
-                    answered = {o.example_id: o for o in steps.time_agent(components.agent, todo, cfg, i, record)} if todo else {}
-                    journal.sync()
-                    answered = [kept.get(e.id) or answered[e.id] for e in batch]
-                    pipeline.prime_keywords(batch, answered, components.keywords, local, contexts=False)
-                    verdicts = steps.judge(components.judge, batch, answered, i)
-                    judged.advance(len(batch), failed=sum(v is not None and v.error is not None for v in verdicts))
-                    pipeline.start_scoring(batch, answered, cfg, components)  # on the idle workers
-                    sized.took(time.perf_counter() - started)
-                    judgements += verdicts
-                    outputs += answered
-                    log.debug("agent + judge: %d/%d examples (%d agent errors)", len(outputs), len(dataset),
-                              sum(o.error is not None for o in outputs))
-            log.info("agent + judge: %d/%d examples (%d agent errors, %d judge errors)", len(outputs), len(dataset),
-                     sum(o.error is not None for o in outputs),
-                     sum(j is not None and j.error is not None for j in judgements))
+            outputs, judgements = _answer_and_judge(cfg, steps, components, dataset, journal, kept)
             with progress.stage("metrics"):
                 table, result = steps.score(dataset.examples, outputs, judgements, components, cfg)
             for client in (components.llm, components.embedder):  # every call failed alike: say it once
@@ -203,25 +102,89 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
             summary = pipeline.summary(run.id, cfg, result, table, params)
             if cfg.gates:  # judged here, acted on by the caller (ragmem run exits 3) after the run is logged
                 summary["gates"] = gates.as_dicts(gates.evaluate(result.values, cfg.gates)
-                                                  + gates.regressions(cfg, table, params, result.values))
+                                                  + gates.regressions(cfg, table, params, result.values, baseline))
             if run.id is not None:
-                try:
-                    with progress.stage("logging to MLflow"):
-                        steps.log(run, resolved_config=mask(cfg.raw), params=params, metrics=result.values,
-                                  counts=pipeline.counts(table, result), table=table, summary=summary,
-                                  examples=dataset.examples, outputs=outputs,
-                                  max_traces=cfg.tracking.max_traces, extra_files=(journal.path,),
-                                  workers=cfg.orchestration.workers)
-                except Exception as exc:
-                    if not is_transient(exc):
-                        raise
-                    raise resumes.results_kept_local(cfg, journal, summary, exc) from None
+                _log_run(steps, run, cfg, dataset, outputs, table, result, params, summary, journal)
         except BaseException as exc:  # what is done, and how to go on, for the one-line message
             journal.close()
             exc.ragmem_progress = (journal.key, len(kept) + journal.written, len(dataset))
             raise
         journal.close()
     return EvaluationResult(result.values, table, summary, run.id, params, components.index_builds())
+
+
+def _resumed(cfg: RunConfig, dataset: Dataset, tracker: Tracker | None, resume: str) -> tuple[Journal, dict]:
+    """The journal of the run ``resume`` continues (checked against these settings and data), its
+    MLflow run reopened, and the outputs it already has (a failed call is not an answer: called again)."""
+    journal = resumes.check_resume(cfg, dataset, resume)
+    if tracker is not None:
+        tracker.reopen(resume)
+    ids = dataset.ids()
+    kept = {k: v for k, v in journal.outputs().items() if k in ids and v.error is None}
+    log.info("resuming %s: %d of %d examples already answered", resume, len(kept), len(dataset))
+    return journal, kept
+
+
+def _new_journal(run_id: str | None, cfg: RunConfig, dataset: Dataset, tracker: Tracker | None) -> Journal:
+    journal = Journal(run_id)
+    journal.write_meta({"config": resumes.flat_config(cfg.raw), "data.sha256": dataset.sha256,
+                        "experiment": cfg.experiment, "tracking_uri": cfg.tracking_uri if tracker else None})
+    return journal
+
+
+def _answer_and_judge(cfg: RunConfig, steps: Steps, components: pipeline.Components, dataset: Dataset,
+                      journal: Journal, kept: dict[str, AgentOutput]) -> tuple[list[AgentOutput], list]:
+    """Per batch: time the agent (each output journaled the moment it is known; the ``kept`` ones
+    of a resumed run are not asked again), judge, and begin the batch's scoring on idle workers."""
+    outputs: list[AgentOutput] = []
+    judgements: list = []
+    with progress.stage("agent", len(dataset) - len(kept)) as called, progress.stage("judge", len(dataset)) as judged:
+        def record(output: AgentOutput) -> None:
+            journal.append(output)
+            called.advance(1, failed=int(output.error is not None))
+
+        sized = pipeline.Batches(dataset.examples, cfg.agent.batch_size)
+        local = mapper_for(cfg.orchestration.workers)  # the judge's keyword sets: on local processes
+        # a live agent leaves the workers idle while it answers: they score each judged batch
+        # meanwhile; replayed answers leave no wait to fill (the metrics map them all at once)
+        live = cfg.agent.type != "replay"
+        components.early = EarlyMaps(local) if live and isinstance(local, ProcessPool) else None
+        for i, batch in enumerate(sized):
+            interrupts.check()
+            started = time.perf_counter()
+            todo = [e for e in batch if e.id not in kept]
+            answered = {o.example_id: o for o in steps.time_agent(components.agent, todo, cfg, i, record)} if todo else {}
+            journal.sync()
+            answered = [kept.get(e.id) or answered[e.id] for e in batch]
+            pipeline.prime_keywords(batch, answered, components.keywords, local, contexts=False)
+            verdicts = steps.judge(components.judge, batch, answered, i)
+            judged.advance(len(batch), failed=sum(v is not None and v.error is not None for v in verdicts))
+            pipeline.start_scoring(batch, answered, cfg, components)  # on the idle workers
+            sized.took(time.perf_counter() - started)
+            judgements += verdicts
+            outputs += answered
+            log.debug("agent + judge: %d/%d examples (%d agent errors)", len(outputs), len(dataset),
+                      sum(o.error is not None for o in outputs))
+    log.info("agent + judge: %d/%d examples (%d agent errors, %d judge errors)", len(outputs), len(dataset),
+             sum(o.error is not None for o in outputs), sum(j is not None and j.error is not None for j in judgements))
+    return outputs, judgements
+
+
+def _log_run(steps: Steps, run: TrackedRun, cfg: RunConfig, dataset: Dataset, outputs, table, result, params,
+             summary, journal: Journal) -> None:
+    """The run's params, metrics, artifacts, report and traces to MLflow; a store that went away
+    keeps the results local (summary written, the resume hint raised)."""
+    try:
+        with progress.stage("logging to MLflow"):
+            steps.log(run, resolved_config=mask(cfg.raw), params=params, metrics=result.values,
+                      counts=pipeline.counts(table, result), table=table, summary=summary,
+                      examples=dataset.examples, outputs=outputs, max_traces=cfg.tracking.max_traces,
+                      extra_files=(journal.path,), workers=cfg.orchestration.workers,
+                      report=report_html.run_page(summary, table))
+    except Exception as exc:
+        if not is_transient(exc):
+            raise
+        raise resumes.results_kept_local(cfg, journal, summary, exc) from None
 
 
 # ---- sweeps -------------------------------------------------------------------------------------
@@ -236,28 +199,23 @@ def _evaluate_child(cfg: RunConfig, run_id: str | None, dataset: Dataset, resume
             "index_builds": result.index_builds, "ci": result.summary.get("ci", {})}
 
 
-def sweep(config: dict[str, Any], steps: Steps = PLAIN, *, tags: dict[str, str] | None = None,
-          preflight: bool = True, resume: str | None = None) -> dict[str, Any]:
+def sweep(config: dict[str, Any] | RunConfig, steps: Steps = PLAIN, *, plan: SweepPlan | None = None,
+          tags: dict[str, str] | None = None, preflight: bool = True, resume: str | None = None) -> dict[str, Any]:
     """Evaluate every configuration of ``sweep.grid`` (see :mod:`ragmem.sweep`) and pick the best;
-    ``preflight`` checks every endpoint of every configuration first. ``resume`` (a parent run id)
-    continues an interrupted sweep: finished children are read back from MLflow, the others are
-    resumed (or started) in their own child runs."""
-    from ragmem import sweep as sweeps
-
-    spec = sweeps.parse_sweep(config["sweep"])
-    base = {k: v for k, v in config.items() if k != "sweep"}
-    cfg = RunConfig.from_dict(base)
-    points, configs = zip(*sweeps.point_configs(base, spec, cfg.seed))  # every point valid first
-    datasets: dict[tuple, Dataset] = {}
-    for child_cfg in configs:  # data loaded once per distinct data setting, before any child starts
-        key = tuple(child_cfg.files)
-        if key not in datasets:
-            datasets[key] = steps.load(child_cfg)
+    ``plan`` is the sweep :mod:`ragmem.prepare` made ready (every point valid, each distinct data
+    setting loaded once), made here when not given. ``preflight`` checks every endpoint of every
+    configuration first. ``resume`` (a parent run id) continues an interrupted sweep: finished
+    children are read back from MLflow, the others are resumed (or started) in their own child runs."""
+    cfg = config if isinstance(config, RunConfig) else RunConfig.from_dict(config)
+    plan = plan or prepare.for_sweep(cfg).sweep
+    spec, points = plan.spec, plan.points
+    firsts = {tuple(child.files): child for child in reversed(plan.configs)}  # one load per distinct data setting
+    datasets = {key: steps.load(child, plan.datasets[key]) for key, child in reversed(firsts.items())}
     if preflight:
-        endpoints.preflight(list(dict.fromkeys(e for c in configs for e in endpoints.configured(c))), log=log.info)
+        endpoints.preflight(list(dict.fromkeys(e for c in plan.configs for e in endpoints.configured(c))), log=log.info)
     tracker = _tracker(cfg)
     shas = sorted({d.sha256 for d in datasets.values()})
-    meta = {"config": resumes.flat_config(config), "data.sha256": ";".join(shas), "experiment": cfg.experiment}
+    meta = {"config": resumes.flat_config(cfg.raw), "data.sha256": ";".join(shas), "experiment": cfg.experiment}
     existing = resumes.reopen_sweep(tracker, resume, meta, len(points)) if resume else {}
     interrupts.STOP.clear()
     with tracked_run(tracker, cfg.experiment, cfg.run_name or f"sweep-{uuid.uuid4().hex[:6]}", run_id=resume,
@@ -265,9 +223,9 @@ def sweep(config: dict[str, Any], steps: Steps = PLAIN, *, tags: dict[str, str] 
         if parent.id is not None and not resume:
             Journal.write_meta_for(parent.id, meta)
         steps.log_results(parent, params={"sweep.grid": spec.grid, "sweep.samples": spec.samples,
-                                    "sweep.objective": f"{spec.goal} {spec.metric}",
-                                    "sweep.constraints": list(spec.constraints), "n_children": len(points),
-                                    "data.sha256": shas[0] if len(shas) == 1 else "varies"})
+                                          "sweep.objective": f"{spec.goal} {spec.metric}",
+                                          "sweep.constraints": list(spec.constraints), "n_children": len(points),
+                                          "data.sha256": shas[0] if len(shas) == 1 else "varies"})
         found = [existing.get(resumes.point_key(p)) for p in points]
         child_ids = [f[0] if f else tracker.create_run(cfg.experiment, sweeps.child_name(p), parent_run_id=parent.id,
                                                        tags={"ragmem.entry": "sweep-child",
@@ -276,62 +234,68 @@ def sweep(config: dict[str, Any], steps: Steps = PLAIN, *, tags: dict[str, str] 
         todo = [i for i, f in enumerate(found) if not (f and f[1] == "FINISHED")]
         log.info("sweep: %d configurations, %d at a time%s", len(points), spec.max_parallel,
                  f" ({len(points) - len(todo)} finished before, kept)" if resume else "")
-        # the children's traces share one setting of MLflow's process-wide URI (see process_tracking_uri)
-        try:
-            with process_tracking_uri(cfg.tracking_uri) if tracker else contextlib.nullcontext():
-                ran = steps.children(_evaluate_child, [(configs[i], child_ids[i], datasets[tuple(configs[i].files)],
-                                                        bool(resume)) for i in todo], spec.max_parallel)
-        except BaseException as exc:  # interrupted: the children still running end with the parent
-            interrupts.STOP.set()  # children on other threads wind down (their runs end KILLED)
-            end_unfinished(tracker, child_ids, "KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED",
-                           f"sweep ended: {failure_message(exc)}")
-            finished = sum(tracker.client.get_run(c).info.status == "FINISHED" for c in child_ids) if tracker else 0
-            exc.ragmem_progress = (parent.id, finished, len(points), "configurations")
-            raise
-        outcomes = dict(zip(todo, ran))
-        children, tables, index_builds = [], {}, 0
-        for i, point in enumerate(points):
-            status, value = outcomes.get(i) or ("ok", resumes.finished_child(tracker, child_ids[i]))
-            child = {"run_id": child_ids[i], "params": point, "metrics": {}, "status": "FINISHED", "error": None}
-            if status == "ok":
-                child["metrics"], tables[i] = value["metrics"], value["table"]
-                child["ci"] = value.get("ci", {})
-                index_builds += value["index_builds"]
-            else:
-                child.update(status="FAILED", error=value)
-                end_unfinished(tracker, child_ids[i:i + 1], "FAILED", value)  # its task died before opening the run
-            children.append(child)
-            metric = child["metrics"].get(spec.metric)
-            shown = child["error"] or (f"{spec.metric}={metric:.4f}" if metric is not None else f"{spec.metric}=n/a")
-            log.info("sweep: %d/%d %s -> %s", i + 1, len(points), sweeps.child_name(point), shown)
+        outcomes = _run_children(steps, plan, datasets, child_ids, todo, tracker, cfg, parent.id, resume)
+        children, tables, index_builds = _sweep_children(plan, child_ids, outcomes, tracker)
         top = sweeps.pick_best(children, spec)
         if top is not None:  # compared with the top one; the choice among those tied with it: tie_break
             sweeps.mark_against_best(children, tables, children.index(top), spec, cfg)
         best = sweeps.choose(children, spec)
-        summary = {"parent_run_id": parent.id, "experiment": cfg.experiment,
-                   "objective": {"metric": spec.metric, "goal": spec.goal, "constraints": list(spec.constraints),
-                                 "tie_break": list(spec.tie_break)},
-                   "tied_for_best": [c["run_id"] for c in children if c.get("tied_for_best")],
-                   "index_builds": index_builds, "children": children,
-                   "best": None if best is None else {"run_id": best["run_id"], "params": best["params"],
-                                                      "metrics": best["metrics"],
-                                                      "config": sweeps.apply_point(base, best["params"])}}
+        summary = sweeps.summary(parent.id, cfg, spec, children, best, index_builds, plan.base)
         steps.log_results(parent, **sweeps.parent_record(children, best, spec, cfg, summary))
     return summary
 
 
+def _run_children(steps: Steps, plan: SweepPlan, datasets: dict, child_ids: list, todo: list[int],
+                  tracker: Tracker | None, cfg: RunConfig, parent_id: str | None, resume: str | None) -> dict:
+    """The unfinished children, ``sweep.max_parallel`` at a time: index -> ``("ok", result)`` or
+    ``("failed", reason)``. Interrupted, the children still running end with the parent."""
+    items = [(plan.configs[i], child_ids[i], datasets[tuple(plan.configs[i].files)], bool(resume)) for i in todo]
+    # the children's traces share one setting of MLflow's process-wide URI (see process_tracking_uri)
+    try:
+        with process_tracking_uri(cfg.tracking_uri) if tracker else contextlib.nullcontext():
+            ran = steps.children(_evaluate_child, items, plan.spec.max_parallel)
+    except BaseException as exc:
+        interrupts.STOP.set()  # children on other threads wind down (their runs end KILLED)
+        end_unfinished(tracker, child_ids, "KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED",
+                       f"sweep ended: {failure_message(exc)}")
+        finished = sum(tracker.client.get_run(c).info.status == "FINISHED" for c in child_ids) if tracker else 0
+        exc.ragmem_progress = (parent_id, finished, len(plan.points), "configurations")
+        raise
+    return dict(zip(todo, ran))
+
+
+def _sweep_children(plan: SweepPlan, child_ids: list, outcomes: dict, tracker: Tracker | None):
+    """Every child's record (its metrics, or its failure), its per-example table, and the index builds."""
+    children, tables, index_builds = [], {}, 0
+    metric = plan.spec.metric
+    for i, point in enumerate(plan.points):
+        status, value = outcomes.get(i) or ("ok", resumes.finished_child(tracker, child_ids[i]))
+        child = {"run_id": child_ids[i], "params": point, "metrics": {}, "status": "FINISHED", "error": None}
+        if status == "ok":
+            child["metrics"], tables[i] = value["metrics"], value["table"]
+            child["ci"] = value.get("ci", {})
+            index_builds += value["index_builds"]
+        else:
+            child.update(status="FAILED", error=value)
+            end_unfinished(tracker, child_ids[i:i + 1], "FAILED", value)  # its task died before opening the run
+        children.append(child)
+        got = child["metrics"].get(metric)
+        shown = child["error"] or (f"{metric}={got:.4f}" if got is not None else f"{metric}=n/a")
+        log.info("sweep: %d/%d %s -> %s", i + 1, len(plan.points), sweeps.child_name(point), shown)
+    return children, tables, index_builds
+
+
 # ---- the memory benchmark -----------------------------------------------------------------------
 
-def bench_memory(config: dict[str, Any], steps: Steps = PLAIN, *, tags: dict[str, str] | None = None,
-                 preflight: bool = True) -> dict[str, Any]:
+def bench_memory(config: dict[str, Any] | RunConfig, steps: Steps = PLAIN, *, conversations: list | None = None,
+                 tags: dict[str, str] | None = None, preflight: bool = True) -> dict[str, Any]:
     """Memory layers compared on LoCoMo-style conversations (see :mod:`ragmem.memory_bench`);
-    ``preflight`` checks the judge, generator, embeddings and HTTP layers first."""
-    from ragmem.locomo import CATEGORIES, questions
-
-    cfg = RunConfig.from_dict(config)
+    ``conversations`` are those :mod:`ragmem.prepare` read (read now when not given); ``preflight``
+    checks the judge, generator, embeddings and HTTP layers first."""
+    cfg = config if isinstance(config, RunConfig) else RunConfig.from_dict(config)
     bench = cfg.bench
     specs = memory_bench.method_specs(bench.methods)
-    conversations = steps.load_conversations(str(bench.data))[: bench.limit_conversations]
+    conversations = steps.load_conversations(str(bench.data), conversations)[: bench.limit_conversations]
     selected = {c.id: questions(c, bench.include_adversarial, bench.limit_questions) for c in conversations}
     n_questions = sum(len(q) for q in selected.values())
     log.info("bench-memory: %d conversations, %d questions, %d methods", len(conversations), n_questions, len(specs))

@@ -24,7 +24,10 @@ import tempfile
 from pathlib import Path
 from urllib.parse import urlparse
 
+from ragmem.agents.python import resolve
+from ragmem.endpoints import configured
 from ragmem.errors import ConfigError, RagmemError
+from ragmem.journal import ragmem_home
 
 DATABASE_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")  # MLflow's SQL store
 SCHEMES = (*DATABASE_SCHEMES, "http", "https", "databricks", "databricks-uc", "file")
@@ -101,10 +104,6 @@ def tracking_source(cfg) -> str:
 
 def check_components(cfg) -> None:
     """The agent target, the key variables and the corpus (module docstring), for ``cfg``."""
-    from ragmem.endpoints import configured
-
-    from ragmem.agents.python import resolve
-
     if cfg.agent.type == "python":
         resolve(cfg.agent.target, cfg.import_paths)
     for i, method in enumerate(cfg.bench.methods if cfg.bench.data else ()):
@@ -128,14 +127,9 @@ def check_components(cfg) -> None:
 def check(cfg) -> None:
     """Every check above for a :class:`ragmem.config.RunConfig`."""
     check_components(cfg)
-    from ragmem.journal import ragmem_home
 
     _writable_folder(ragmem_home(), "RAGMEM_HOME" if os.environ.get("RAGMEM_HOME") else "the ragmem home (.ragmem)")
     if cfg.tracking.enabled:
         check_tracking(cfg.tracking_uri, tracking_source(cfg))
         if cfg.tracking_uri.startswith("sqlite:"):
             _writable_folder(Path(cfg.tracking.artifact_root), "tracking.artifact_root")
-    if cfg.baseline and any(g.max_regression is not None for g in cfg.gates.values()):
-        from ragmem.gates import load_baseline
-
-        load_baseline(cfg.tracking_uri, cfg.baseline)  # exists, with its per-example table

@@ -20,6 +20,8 @@ import traceback
 import typer
 
 from ragmem.errors import RagmemError, Stopped, Terminated
+from ragmem.journal import ragmem_home
+from ragmem.masking import MASK, is_secret
 
 
 def leave(code: int) -> None:
@@ -89,8 +91,6 @@ def _resume_hint(exc: BaseException, argv: list[str]) -> str:
 
 def _masked_sets(args: list[str]) -> list[str]:
     """``--set agent.params.api_key=VALUE`` shown as ``--set agent.params.api_key=***`` (ragmem.masking)."""
-    from ragmem.masking import MASK, is_secret
-
     out = []
     for i, arg in enumerate(args):
         key, sep, _ = arg.partition("=")
@@ -144,7 +144,6 @@ def finish(exc: BaseException, argv: list[str]) -> int:
         return 130
     if not isinstance(exc, Exception):
         raise exc
-    from ragmem.journal import ragmem_home
 
     path = ragmem_home() / "last-error.log"
     path.parent.mkdir(parents=True, exist_ok=True)

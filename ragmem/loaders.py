@@ -292,26 +292,13 @@ def check_file(data_file: DataFile, require_answer: bool = True) -> FileReport:
     return FileReport(file, len(records), problems, examples)
 
 
-_LAST: list = []  # [(key, Dataset)]: the last dataset loaded, reused while its files are unchanged
-
-
 def load_dataset(files: Iterable[DataFile], require_answer: bool = True) -> Dataset:
     """Load and validate every file; raise the first problem (with a count of the rest).
 
-    ``require_answer`` is False when a live agent produces the answers. The command line validates
-    the data before the Prefect flow starts and the flow's load step then gets the same
-    :class:`Dataset` (the last one loaded, while no file changed: same size and modification time).
+    ``require_answer`` is False when a live agent produces the answers. A run loads its data once,
+    before any work (:mod:`ragmem.prepare`), and hands the :class:`Dataset` down.
     """
-    files = list(files)
-    try:
-        key = (tuple(files), require_answer, tuple((f.path.stat().st_size, f.path.stat().st_mtime_ns) for f in files))
-    except OSError:
-        key = None
-    if key is not None and _LAST and _LAST[0][0] == key:
-        return _LAST[0][1]
-    dataset = _load(files, require_answer)
-    _LAST[:] = [(key, dataset)] if key is not None else []
-    return dataset
+    return _load(list(files), require_answer)
 
 
 def _load(files: list[DataFile], require_answer: bool) -> Dataset:

@@ -32,10 +32,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ragmem.agents.python import resolve
 from ragmem.config import as_section
 from ragmem.errors import ConfigError, failure_message
-from ragmem.judges import JudgeItem
-from ragmem.locomo import QA, Conversation
+from ragmem.judges import JudgeItem, judging
+from ragmem.locomo import CATEGORIES, QA, Conversation
+from ragmem.metrics.generation import scorer_for
+from ragmem.reference.generator import build_generator
 from ragmem.reference.memory import BM25Memory
 from ragmem.settings import MethodSpec
 from ragmem.text import plural
@@ -145,10 +148,6 @@ class BenchKit:
 
     @classmethod
     def build(cls, cfg) -> "BenchKit":
-        from ragmem.judges import judging
-        from ragmem.metrics.generation import scorer_for
-        from ragmem.reference.generator import build_generator
-
         keywords, judge, client = judging(cfg)
         return cls(keywords, scorer_for(cfg.generation.tokenizer, cfg.generation.bleu_tokenize),
                    build_generator(cfg.generator, keywords), judge, client)
@@ -201,7 +200,6 @@ def build_layer(spec: MethodSpec, keywords: KeywordExtractor, count_tokens, full
         return NoMemory()
     if spec.type == "http":
         return HttpMemory(spec.url, spec.timeout_s)
-    from ragmem.agents.python import resolve
 
     cls = resolve(spec.target, folders)
     try:
@@ -335,8 +333,6 @@ def score(answered: Sequence[Answered], ingested: Ingested, scorer, judge_verdic
 def results_table(methods: dict[str, dict[str, float | None]], categories: Sequence[int]) -> list[dict[str, Any]]:
     """One row per method, shaped like the published LoCoMo tables: F1 / B1 / J per category and
     overall, then latency and context size."""
-    from ragmem.locomo import CATEGORIES
-
     table = []
     for method, m in methods.items():
         row: dict[str, Any] = {"method": method}

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ragmem import masking
+from ragmem.endpoints import EndpointDown
 from ragmem.errors import RagmemError
 from ragmem.journal import ragmem_home
 
@@ -293,8 +294,12 @@ def prefect_context(api_url: str, quiet: bool = True) -> Iterator[None]:
     (≈1 s per flow run), no telemetry, and (``quiet``) Prefect's own logs at WARNING."""
     for key, value in QUIET_ENV.items():
         os.environ.setdefault(key, value)
-    from prefect.settings import (PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
-                                  PREFECT_LOGGING_LEVEL, temporary_settings)
+    from prefect.settings import (
+        PREFECT_API_URL,
+        PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
+        PREFECT_LOGGING_LEVEL,
+        temporary_settings,
+    )
 
     updates = {PREFECT_API_URL: api_url, PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
     if quiet:
@@ -365,7 +370,6 @@ def run_flow(target: str, config: dict[str, Any], finish: Callable[[dict[str, An
 
     api_url = resolve_api_url(log=log)
     if not healthy(api_url, timeout=5.0):  # a configured PREFECT_API_URL that does not answer
-        from ragmem.endpoints import EndpointDown
 
         raise EndpointDown(f"PREFECT_API_URL {api_url}: no answer from {api_url.rstrip('/')}/health within 5 s; "
                            f"nothing was run (unset PREFECT_API_URL to use ragmem's local server)")

@@ -15,17 +15,20 @@ from typing import Any, Callable, Iterator, Sequence
 
 import pandas as pd
 
-from ragmem import __version__, prompts
+from ragmem import progress, prompts, stats
 from ragmem.agents import build_agent
 from ragmem.agents.runner import run_live
 from ragmem.config import RunConfig
 from ragmem.judges import Judge, JudgeItem, Judgement, judging
+from ragmem.llm import EmbeddingClient
 from ragmem.loaders import Dataset, load_dataset
 from ragmem.masking import mask
 from ragmem.metrics import MetricContext, MetricResult, compute_metrics, start_metrics
 from ragmem.metrics.generation import scorer_for
+from ragmem.metrics.rag import OfflineEntities
 from ragmem.schema import AgentOutput, Example
 from ragmem.text.keywords import KeywordExtractor
+from ragmem.version import __version__
 
 
 @dataclass
@@ -48,8 +51,6 @@ def build_components(cfg: RunConfig) -> Components:
     keywords, judge_, llm = judging(cfg)
     embedder = None
     if cfg.embeddings.model and "answer_relevancy" in cfg.metrics:
-        from ragmem.llm import EmbeddingClient
-
         embedder = EmbeddingClient(cfg.embeddings)
     return Components(keywords, judge_, build_agent(cfg), llm, embedder)
 
@@ -214,12 +215,9 @@ def score(table: pd.DataFrame, cfg: RunConfig, components: Components, mapper=No
 
 def confidence_intervals(table: pd.DataFrame, result: MetricResult, cfg: RunConfig) -> dict[str, tuple[float, float] | None]:
     """Seeded bootstrap intervals (``stats.resamples``, ``stats.confidence``) of every aggregate."""
-    from ragmem import stats
-
     names = [n for n, v in result.values.items() if v is not None]
     scorer = scorer_for(cfg.generation.tokenizer, cfg.generation.bleu_tokenize)
     aggs = stats.aggregators(table, names, cfg.zero_division, scorer)
-    from ragmem import progress
 
     with progress.stage("bootstrap"):
         return stats.bootstrap(aggs, len(table), cfg.stats.resamples, cfg.seed, cfg.stats.confidence)
@@ -296,7 +294,6 @@ def _entity_param(cfg: RunConfig, components: Components) -> dict[str, str]:
     """How offline context_entity_recall finds entities (the tagger follows keywords.tokenizer)."""
     if components.llm is not None or "context_entity_recall" not in [*cfg.metrics, *cfg.gates]:
         return {}
-    from ragmem.metrics.rag import OfflineEntities
 
     keywords = components.keywords
     return {"rag_metrics.entities": OfflineEntities(keywords.stopwords, keywords.tokenizer).signature()}

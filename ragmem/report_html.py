@@ -20,10 +20,13 @@ from __future__ import annotations
 import html
 import json
 import math
+import tempfile
 from typing import Any
 
 import pandas as pd
 
+from ragmem.compare import compare_tables, known_metrics, load_run_table, resolve_run_id
+from ragmem.errors import RagmemError
 from ragmem.schema import CONTEXT_SOURCES
 
 WORST = 25   # examples shown on a run's page
@@ -326,8 +329,6 @@ def _pairs(rows: pd.DataFrame, columns: list[str]) -> str:
 def from_tracking(client, runs: list[str], resamples: int = 1000, seed: int = 0) -> str:
     """The page of one logged run (rebuilt from its ``summary.json`` and ``examples.json``), or the
     diff of two (``runs``: ids or unique prefixes); ``client``: an MLflow client."""
-    from ragmem.compare import compare_tables, known_metrics, load_run_table, resolve_run_id
-
     runs = [resolve_run_id(client, r) for r in runs]
     tables = [load_run_table(client, r) for r in runs]
     summaries = [_summary(client, t.attrs["run"]) for t in tables]
@@ -342,10 +343,6 @@ def from_tracking(client, runs: list[str], resamples: int = 1000, seed: int = 0)
 
 
 def _summary(client, run) -> dict[str, Any]:
-    import tempfile
-
-    from ragmem.errors import RagmemError
-
     with tempfile.TemporaryDirectory() as tmp:
         try:
             path = client.download_artifacts(run.info.run_id, "summary.json", tmp)

@@ -10,41 +10,22 @@ settings that differ. A run still RUNNING is resumed only when the process that 
 from __future__ import annotations
 
 import json
-import os
-import socket
 from typing import Any
 
-from ragmem.errors import ConfigError
+from ragmem import pipeline
+from ragmem.compare import load_run_table
+from ragmem.endpoints import EndpointDown
+from ragmem.errors import ConfigError, failure_message
+from ragmem.journal import Journal
 from ragmem.masking import mask
+from ragmem.processes import host, process_alive, run_is_dead  # noqa: F401  (also here)
+from ragmem.tracking.lifecycle import metric_name
 
 # settings a resume may change: none of them changes an answer, a verdict or a metric
 RESUME_FREE = frozenset({"agent.concurrency", "agent.batch_size", "judge.max_concurrency",
                          "embeddings.max_concurrency", "generator.max_concurrency", "tracking.max_traces",
                          "agent.retry_backoff_s", "judge.retry_backoff_s", "embeddings.retry_backoff_s",
                          "judge.timeout_s", "embeddings.timeout_s", "generator.timeout_s"})
-
-
-def host() -> str:
-    return socket.gethostname()
-
-
-def process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process
-        return True
-    return True
-
-
-def run_is_dead(tags: dict[str, str]) -> bool | None:
-    """For a RUNNING run: True when its process is gone, False when alive, None when it ran on
-    another host (or recorded no pid) and cannot be checked from here."""
-    pid = tags.get("ragmem.pid")
-    if not pid or not pid.isdigit() or tags.get("ragmem.host") != host():
-        return None
-    return not process_alive(int(pid))
 
 
 def settings_that_differ(started: dict[str, Any], now: dict[str, Any]) -> list[str]:
@@ -72,12 +53,8 @@ def check_resumable(meta: dict[str, Any] | None, flat_config: dict[str, Any], da
 
 def results_kept_local(cfg, journal, summary: dict[str, Any], exc: Exception):
     """The tracking store stopped answering after the work was done: the results stay on this machine."""
-    from ragmem.endpoints import EndpointDown
-    from ragmem.engine import failure_message
-    from ragmem.pipeline import write_json
-
     path = journal.folder / "summary.json"
-    write_json(path, summary)
+    pipeline.write_json(path, summary)
     down = EndpointDown(f"tracking.uri {cfg.tracking_uri}: the tracking store stopped answering while the "
                                   f"results were logged ({failure_message(exc)[:160]}); the results are kept in {path} "
                                   f"and {journal.path}", during_run=True)
@@ -87,8 +64,6 @@ def results_kept_local(cfg, journal, summary: dict[str, Any], exc: Exception):
 
 def flat_config(config: dict[str, Any]) -> dict[str, Any]:
     """The settings a resume compares: every setting by dotted key, secrets masked, as JSON has them."""
-    from ragmem import pipeline
-
     return json.loads(json.dumps(pipeline.flatten(mask(config)), default=str))
 
 
@@ -102,8 +77,6 @@ def point_key(point: dict[str, Any]) -> str:
 def reopen_sweep(tracker, parent_id: str, meta: dict[str, Any], n_points: int) -> dict[str, tuple[str, str]]:
     """Check that the sweep ``parent_id`` may be resumed with this config and reopen it; returns its
     children by grid point: ``{point_key: (run_id, status)}``."""
-    from ragmem.journal import Journal
-
     if tracker is None:
         raise ConfigError(f"--resume {parent_id}: a sweep is resumed from its MLflow runs; tracking.enabled must be true")
     check_resumable(Journal.read_meta_for(parent_id), meta["config"], meta["data.sha256"], parent_id,
@@ -129,10 +102,6 @@ _COUNTS = ("n_examples", "n_agent_errors", "n_judge_errors", "n_unlabelled", "n_
 
 def finished_child(tracker, run_id: str) -> dict[str, Any]:
     """A child finished before the sweep was interrupted: its metrics and per-example table, read back."""
-    from ragmem.compare import load_run_table
-
-    from ragmem.tracking.lifecycle import metric_name
-
     metrics = {metric_name(k): v for k, v in tracker.client.get_run(run_id).data.metrics.items()}
     kept = {k: v for k, v in metrics.items()
             if k not in _COUNTS and not k.startswith("undefined_") and not k.endswith(("_ci_low", "_ci_high"))}
@@ -142,8 +111,6 @@ def finished_child(tracker, run_id: str) -> dict[str, Any]:
 def check_resume(cfg, dataset, resume: str):
     """The journal of ``resume`` exists and was written for these settings and this data (before any
     work: the command line calls it before starting the flow, the engine again); the Journal."""
-    from ragmem.journal import Journal
-
     journal = Journal(resume, resume=True)
     check_resumable(journal.read_meta(), flat_config(cfg.raw), dataset.sha256, resume, str(journal.folder.parent))
     return journal

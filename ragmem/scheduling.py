@@ -41,10 +41,10 @@ def pick_flow(config: dict[str, Any], flow_kind: str):
         raise ConfigError(f"--flow: expected evaluate, sweep or auto, got {flow_kind!r}")
     is_sweep = flow_kind == "sweep" or (flow_kind == "auto" and bool(config["sweep"]["grid"]))
     if is_sweep:
-        from ragmem.flows.sweep import sweep_flow_for
+        from ragmem.flows.sweep import sweep_flow_for  # slow import (Prefect): --flow is checked first
 
         return sweep_flow_for(config)
-    from ragmem.flows.evaluate import evaluate_flow_for
+    from ragmem.flows.evaluate import evaluate_flow_for  # slow import (Prefect)
 
     return evaluate_flow_for(config)
 

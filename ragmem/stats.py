@@ -23,6 +23,7 @@ from typing import Any, Iterator
 import numpy as np
 import pandas as pd
 
+from ragmem.metrics import registry
 from ragmem.metrics.base import Aggregator
 
 _BLOCK_ELEMENTS = 1_000_000  # resamples are processed in blocks of at most this many (resample, example) cells
@@ -32,9 +33,7 @@ _BLOCK_ELEMENTS = 1_000_000  # resamples are processed in blocks of at most this
 def aggregators(table: pd.DataFrame, names: list[str], zero_division: float = 0.0, scorer=None) -> dict[str, Aggregator]:
     """Aggregators for the metric ``names`` the table's columns support (declared by each metric
     family, see :func:`ragmem.metrics.aggregators`); ``scorer``: the run's generation scorer."""
-    from ragmem.metrics import aggregators as family_aggregators
-
-    return family_aggregators(table, names, zero_division, scorer)
+    return registry.aggregators(table, names, zero_division, scorer)
 
 
 def resample_indices(n: int, resamples: int, seed: int) -> np.ndarray:

@@ -24,10 +24,11 @@ from typing import Any
 
 import pandas as pd
 
-from ragmem.config import as_section, assign
+from ragmem.compare import paired_rows
+from ragmem.config import RunConfig, as_section, assign
 from ragmem.errors import ConfigError
+from ragmem.metrics.generation import scorer_for
 from ragmem.settings import SweepSettings
-
 
 
 @dataclass(frozen=True)
@@ -79,8 +80,6 @@ def apply_point(base: dict[str, Any], point: dict[str, Any]) -> dict[str, Any]:
 def point_configs(base: dict[str, Any], spec: SweepSpec, seed: int) -> list[tuple[dict[str, Any], Any]]:
     """Every grid point with the validated configuration it makes (a :class:`RunConfig`); a bad
     value names the point: ``sweep.grid (top_k=0): retriever.top_k: ...``."""
-    from ragmem.config import RunConfig
-
     out = []
     for point in expand(spec, seed):
         try:
@@ -175,9 +174,6 @@ def comparison_table(children: list[dict[str, Any]], spec: SweepSpec) -> pd.Data
 def mark_against_best(children: list[dict[str, Any]], tables: dict, best: int, spec: SweepSpec, cfg) -> None:
     """Each finished child's objective against the best child's, on the same examples: difference,
     paired-bootstrap interval, randomization p-value, and whether it is significantly worse."""
-    from ragmem.compare import paired_rows
-    from ragmem.metrics.generation import scorer_for
-
     scorer = scorer_for(cfg.generation.tokenizer, cfg.generation.bleu_tokenize)
     for i, child in enumerate(children):
         if i not in tables:
@@ -201,7 +197,7 @@ def parent_record(children: list[dict[str, Any]], best: dict[str, Any] | None, s
                   summary: dict[str, Any]) -> dict[str, Any]:
     """What the sweep's parent run logs: the comparison table (CSV + MLflow table), ``sweep.json``,
     the plots, the best configuration (``best.*`` params, ``best_run_id`` tag, ``best_<metric>``)."""
-    from ragmem import plots
+    from ragmem import plots  # slow import (matplotlib): only where a plot is drawn
 
     table = comparison_table(children, spec)
     done = table[table["status"] == "FINISHED"]
@@ -232,3 +228,16 @@ def parent_record(children: list[dict[str, Any]], best: dict[str, Any] | None, s
         record["tags"] = {"best_run_id": best["run_id"]} if best["run_id"] else {}
         record["params"] = {f"best.{k}": v for k, v in best["params"].items()}
     return record
+
+
+def summary(parent_id: str | None, cfg, spec: SweepSpec, children: list[dict[str, Any]], best: dict[str, Any] | None,
+            index_builds: int, base: dict[str, Any]) -> dict[str, Any]:
+    """The sweep's summary (``sweep.json``): the objective, every child, the best and its whole config."""
+    return {"parent_run_id": parent_id, "experiment": cfg.experiment,
+            "objective": {"metric": spec.metric, "goal": spec.goal, "constraints": list(spec.constraints),
+                          "tie_break": list(spec.tie_break)},
+            "tied_for_best": [c["run_id"] for c in children if c.get("tied_for_best")],
+            "index_builds": index_builds, "children": children,
+            "best": None if best is None else {"run_id": best["run_id"], "params": best["params"],
+                                               "metrics": best["metrics"],
+                                               "config": apply_point(base, best["params"])}}

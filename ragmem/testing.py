@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from ragmem import gates as _gates
+from ragmem.metrics.ranking import DEFAULT_KS
 
 
 def assert_gates(result: Any, gates: dict[str, dict[str, float]] | None = None) -> None:
@@ -26,8 +27,6 @@ def assert_gates(result: Any, gates: dict[str, dict[str, float]] | None = None) 
         if not results:
             raise ValueError("no gates: pass gates={metric: {min?, max?}} or give the run's config a gates: section")
     else:
-        from ragmem.metrics.ranking import DEFAULT_KS
-
         _gates.check_names(gates, DEFAULT_KS)
         results = _gates.evaluate(summary["metrics"], gates)
     failed = [g for g in results if not g.passed]

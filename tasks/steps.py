@@ -14,6 +14,7 @@ from prefect.utilities.annotations import quote
 from ragmem import engine, interrupts, tracking
 from ragmem.config import RunConfig
 from ragmem.loaders import Dataset
+from ragmem.parallel import chunks, local_workers
 from ragmem.schema import AgentOutput, Example
 
 PLAIN = engine.PLAIN
@@ -32,9 +33,10 @@ _LOG_RETRIES = {"retries": 2, "retry_delay_seconds": 2, "retry_condition_fn": _t
 
 
 @task(name="load", cache_policy=NO_CACHE)
-def load(cfg: RunConfig) -> Dataset:
-    """Read every configured file; a bad record fails the run with file, record and field."""
-    return PLAIN.load(cfg)
+def load(cfg: RunConfig, dataset: Dataset | None = None) -> Dataset:
+    """The run's data, as prepared before the flow started (:mod:`ragmem.prepare`), else read now
+    (a served flow's run); a bad record fails the run with file, record and field."""
+    return PLAIN.load(cfg, dataset)
 
 
 @task(name="time-agent", cache_policy=NO_CACHE, task_run_name="time-agent-batch-{index}")
@@ -88,8 +90,6 @@ class PrefectMapper:
 
     @classmethod
     def for_config(cls, cfg: RunConfig) -> "PrefectMapper":
-        from ragmem.parallel import local_workers
-
         orchestration = cfg.orchestration
         if not orchestration.dask_address:
             return cls(orchestration.dask_workers or local_workers("auto"))
@@ -99,8 +99,6 @@ class PrefectMapper:
             return cls(max(1, len(client.scheduler_info().get("workers", {}))))
 
     def map(self, fn: Callable[..., list], items: Sequence[Any], *args: Any) -> list:
-        from ragmem.parallel import chunks
-
         parts = chunks(items, max(1, min(2 * self.workers, len(items) // self.MIN_BATCH)))
         futures = [score_batch.submit(fn, Payload((part, args)), fn.__name__.replace("_", "-"), i)
                    for i, part in enumerate(parts)]
@@ -129,9 +127,10 @@ def child(fn: Callable[..., Any], item: Payload, index: int) -> Any:
 
 
 @task(name="load-locomo", cache_policy=NO_CACHE)
-def load_conversations(path: str) -> list:
-    """Every conversation of the dataset (zip, folder, file or locomo10.json)."""
-    return PLAIN.load_conversations(path)
+def load_conversations(path: str, conversations: list | None = None) -> list:
+    """Every conversation of the dataset (zip, folder, file or locomo10.json), as prepared before
+    the flow started, else read now."""
+    return PLAIN.load_conversations(path, conversations)
 
 
 @task(name="memory-conversation", cache_policy=NO_CACHE, task_run_name="{method}-{conversation.id}")
@@ -150,8 +149,8 @@ class PrefectSteps(engine.Steps):
     """Every step as a Prefect task; sweep children run on the flow's task runner, and so do the
     scoring batches with ``orchestration.task_runner: dask``."""
 
-    def load(self, cfg):
-        return load(cfg)
+    def load(self, cfg, dataset=None):
+        return load(cfg, quote(dataset))
 
     def time_agent(self, agent, batch, cfg, index, on_output=None):
         return time_agent(quote(agent), quote(batch), cfg, index, quote(on_output))
@@ -187,8 +186,8 @@ class PrefectSteps(engine.Steps):
                 outcomes.append(("failed", engine.failure_message(exc)))
         return outcomes
 
-    def load_conversations(self, path):
-        return load_conversations(path)
+    def load_conversations(self, path, conversations=None):
+        return load_conversations(path, quote(conversations))
 
     def memory_conversation(self, method, layer, conversation, qas, top_k, generate):
         return memory_conversation(method, quote(layer), quote(conversation), quote(qas), top_k, quote(generate))

@@ -8,7 +8,7 @@ import json
 import pytest
 
 import ragmem
-from ragmem import gates
+from ragmem import gates, prepare
 from ragmem.errors import ConfigError
 from tests.conftest import ROOT, run_cli
 
@@ -114,12 +114,12 @@ def test_a_baseline_gate_fails_on_a_real_regression_not_on_noise(tmp_path, share
     line = gates.GateResult(**regression).line()
     assert line.startswith(f"gate failed: pass_rate 0.6667 vs baseline {prefix} 0.95: -0.2833 [")
     assert line.endswith("worse by more than max_regression 0.05")
-    tolerant = gates.regressions(worse_cfg := ragmem.api._config(None, {"tracking": tracking, "baseline": base.run_id,
-                                                                       "gates": {"pass_rate": {"max_regression": 0.5}},
-                                                                       "data": {"files": [{"path": str(tmp_path / "worse.json")}]}},
-                                                                 True, {}),
-                                 worse.table, worse.params, worse.metrics)
-    assert worse_cfg.baseline == base.run_id and tolerant[0].passed  # a drop within DELTA passes
+    ready = prepare.for_run(prepare.resolve(extra={"tracking": tracking, "baseline": base.run_id,
+                                                   "gates": {"pass_rate": {"max_regression": 0.5}},
+                                                   "data": {"files": [{"path": str(tmp_path / "worse.json")}]}}))
+    assert ready.config.baseline == base.run_id and ready.baseline.attrs["run"].info.run_id == base.run_id
+    tolerant = gates.regressions(ready.config, worse.table, worse.params, worse.metrics, ready.baseline)
+    assert tolerant[0].passed  # a drop within DELTA passes
 
 
 def test_a_baseline_is_checked_before_any_work(tmp_path, shared_store):

@@ -154,3 +154,13 @@ def test_no_labels_means_not_computed_not_zero():
     table = _table([{"generated_answer": "a", "reference_answer": "a", "verdict": 1}])
     result = compute_metrics(table, ["accuracy", "f1"], MetricContext(K))
     assert result.values["accuracy"] is None and "no labels" in result.notes[0]
+
+
+def test_the_registry_runs_a_family_for_every_declared_name_set_in_order():
+    """The names are declared in the pandas-free leaf (what the schema reads); every set of them has
+    its family in the registry, in the same order."""
+    from ragmem.metrics import FAMILIES, names
+
+    assert tuple(f.names for f in FAMILIES) == names.FAMILY_NAMES
+    assert [f.name for f in FAMILIES] == ["verdicts", "classification", "coverage", "latency", "ranking", "generation",
+                                          "rag", "per_source"]

@@ -14,8 +14,10 @@ A live agent returns the answer as a string, or a dict/object with ``answer``, `
 
 from __future__ import annotations
 
+from ragmem.agents.http import HttpAgent
 from ragmem.agents.python import PythonAgent
 from ragmem.agents.replay import ReplayAgent
+from ragmem.config import RunConfig
 
 REFERENCE_SECTIONS = ("corpus", "retriever", "memory", "generator", "embeddings", "keywords")
 
@@ -23,8 +25,6 @@ REFERENCE_SECTIONS = ("corpus", "retriever", "memory", "generator", "embeddings"
 def build_agent(config):
     """The agent named by ``agent.type`` in a config (a :class:`ragmem.config.RunConfig`, or a
     dict of settings, validated the same way)."""
-    from ragmem.config import RunConfig
-
     cfg = config if isinstance(config, RunConfig) else RunConfig.from_dict(config)
     agent = cfg.agent
     if agent.type == "reference":
@@ -33,7 +33,5 @@ def build_agent(config):
     if agent.type == "python":
         return PythonAgent(agent.target, agent.params, cfg.import_paths)
     if agent.type == "http":
-        from ragmem.agents.http import HttpAgent
-
         return HttpAgent(agent.url, agent.timeout_s, agent.api_key_env, max_connections=agent.concurrency)
     return ReplayAgent()

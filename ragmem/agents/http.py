@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 
+from ragmem.endpoints import Breaker
 from ragmem.errors import ConfigError
 from ragmem.schema import Example
 
@@ -42,7 +43,6 @@ class HttpAgent:
                 raise ConfigError(f"agent.api_key_env: the environment variable {api_key_env} is not set")
             headers["authorization"] = f"Bearer {key}"
         self.url = url
-        from ragmem.endpoints import Breaker
 
         self.breaker = Breaker("agent.url", url)  # fed by the runner: a dead agent stops the run
         self.client = httpx.Client(timeout=timeout_s, headers=headers,

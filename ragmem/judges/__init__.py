@@ -16,6 +16,7 @@ from ragmem.config import as_section
 from ragmem.judges.base import Judge, JudgeItem, Judgement
 from ragmem.judges.keyword import KeywordJudge
 from ragmem.judges.llm import LLMJudge
+from ragmem.llm import JudgeClient
 from ragmem.settings import JudgeSettings
 from ragmem.text.keywords import KeywordExtractor
 
@@ -38,7 +39,5 @@ def judging(cfg) -> tuple[KeywordExtractor, Judge, Any]:
     keywords = KeywordExtractor(cfg.keywords.tokenizer, cfg.keywords.stopwords)
     client = None
     if cfg.judge.type == "llm":
-        from ragmem.llm import JudgeClient  # slow import (openai): only an LLM judge needs it
-
         client = JudgeClient(cfg.judge)
     return keywords, build_judge(cfg.judge, keywords, cfg.zero_division, client), client

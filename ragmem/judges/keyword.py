@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+from ragmem.errors import ConfigError
 from ragmem.judges.base import JudgeItem, Judgement
 from ragmem.metrics._division import divide
 from ragmem.text.keywords import KeywordExtractor
@@ -23,8 +24,6 @@ class KeywordJudge:
     def __init__(self, keywords: KeywordExtractor, threshold: float = DEFAULT_THRESHOLD,
                  zero_division: float = 0.0):
         if not 0.0 <= threshold <= 1.0:
-            from ragmem.errors import ConfigError
-
             raise ConfigError(f"judge.threshold: must be between 0 and 1, got {threshold}")
         self.keywords, self.threshold, self.zero_division = keywords, threshold, zero_division
         self.n_undefined = 0

@@ -16,7 +16,7 @@ __all__ = ["FAMILIES", "DEFAULT_METRICS", "RELEVANCE_MODES", "MetricContext", "M
 
 def __getattr__(name: str) -> Any:
     if name in __all__ or name in ("Aggregator", "Family"):
-        from ragmem.metrics import registry
+        from ragmem.metrics import registry  # slow import: the families load pandas (not in the scoring workers)
 
         return getattr(registry, name)
     raise AttributeError(f"module 'ragmem.metrics' has no attribute {name!r}")

@@ -20,6 +20,7 @@ import pandas as pd
 from ragmem.metrics.names import DEFAULT_KS, Names
 from ragmem.metrics.options import GenerationOptions, RagOptions
 from ragmem.metrics.scorer import scorer_for
+from ragmem.parallel import SERIAL, Pending
 
 
 @dataclass
@@ -77,8 +78,6 @@ class MetricContext:
             self.started[(fn, args)] = (items, self._begin(fn, items, args))
 
     def _begin(self, fn, items, args):
-        from ragmem.parallel import SERIAL, Pending
-
         mapper = self.mapper or SERIAL
         begun = self.early.begun(fn, args) if self.early is not None else ()
         todo = [item for item in items if item not in begun] if begun else items

@@ -37,6 +37,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from ragmem.errors import ConfigError
 from ragmem.metrics import names
 from ragmem.metrics.base import Family, MetricResult, mean_aggregator, nanmean, scored_mask
 from ragmem.metrics.ranking import is_gold, keyword_relevant
@@ -211,8 +212,6 @@ class RagMetrics:
                 self.notes.append("answer_relevancy offline: keyword-count cosine of query and answer (approximation)")
             return self._finish("answer_relevancy", values, errors)
         if self.embedder is None:
-            from ragmem.errors import ConfigError
-
             raise ConfigError("embeddings.model: answer_relevancy with judge.type llm needs an embeddings endpoint "
                               "(embeddings.model, embeddings.base_url, embeddings.api_key_env)")
         requests = []

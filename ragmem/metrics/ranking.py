@@ -26,14 +26,13 @@ not where time goes. They are checked against pytrec_eval (trec_eval) in the tes
 from __future__ import annotations
 
 import math
-import re
 from typing import Mapping, Sequence
 
 import pandas as pd
 
 from ragmem.metrics import names
-from ragmem.metrics.names import DEFAULT_KS
 from ragmem.metrics.base import Family, MetricResult, failed, mean_aggregator, nanmean, scored_mask
+from ragmem.metrics.names import DEFAULT_KS
 from ragmem.text import plural
 
 RANKING_FAMILIES = names.RANKING_FAMILIES

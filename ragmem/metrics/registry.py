@@ -20,7 +20,7 @@ import pandas as pd
 
 from ragmem.metrics import classification, coverage, generation, latency, per_source, rag, ranking, verdicts
 from ragmem.metrics.base import Aggregator, Family, MetricContext, MetricResult
-from ragmem.metrics.names import DEFAULT_METRICS, FAMILY_NAMES, RELEVANCE_MODES, expand_selection  # noqa: F401  (also here)
+from ragmem.metrics.names import DEFAULT_METRICS, RELEVANCE_MODES, expand_selection  # noqa: F401  (also here)
 
 __all__ = ["FAMILIES", "DEFAULT_METRICS", "RELEVANCE_MODES", "MetricContext", "MetricResult", "aggregators",
            "compute_metrics", "expand_selection", "start_metrics"]

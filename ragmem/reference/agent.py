@@ -5,12 +5,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ragmem.config import as_section
 from ragmem.reference.corpus import chunk_corpus, load_corpus
 from ragmem.reference.generator import build_generator
 from ragmem.reference.memory import BM25Memory, short_term
 from ragmem.reference.retrievers import build_retriever, get_index
+from ragmem.settings import ReferenceSettings
 from ragmem.text.keywords import KeywordExtractor
-
 
 
 class ReferenceAgent:
@@ -27,9 +28,6 @@ class ReferenceAgent:
     def __init__(self, settings: dict[str, Any]):
         """``settings``: the sections ``corpus``, ``retriever``, ``memory``, ``generator``,
         ``embeddings`` and ``keywords`` (models or dicts; missing ones take their defaults)."""
-        from ragmem.config import as_section
-        from ragmem.settings import ReferenceSettings
-
         s = as_section(ReferenceSettings, settings, "")
         self.keywords = KeywordExtractor(s.keywords.tokenizer, s.keywords.stopwords)
         self.top_k = s.retriever.top_k

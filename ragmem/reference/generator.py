@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
-import threading
 import re
+import threading
 from typing import Sequence
 
+from ragmem.config import as_section
+from ragmem.settings import GeneratorSettings
 from ragmem.text.keywords import KeywordExtractor
 
 _SENTENCES = re.compile(r"[^。！？!?.]+(?:[。！？!?]|\.(?=\s|$))?")
@@ -80,9 +82,6 @@ class ChatGenerator:
 def build_generator(settings, keywords: KeywordExtractor):
     """The generator named by ``generator.type`` (:class:`ragmem.settings.GeneratorSettings`, or a
     dict of them)."""
-    from ragmem.config import as_section
-    from ragmem.settings import GeneratorSettings
-
     settings = as_section(GeneratorSettings, settings, "generator")
     if settings.type == "extractive":
         return ExtractiveGenerator(keywords)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Protocol, Sequence
 
+from ragmem.reference.retrievers import import_bm25s
 from ragmem.text.keywords import KeywordExtractor
 
 
@@ -43,8 +44,6 @@ class BM25Memory:
     def _user_index(self, user_id: str):
         with self._lock:
             if user_id not in self._index:
-                from ragmem.reference.retrievers import import_bm25s
-
                 bm25s = import_bm25s()
                 facts = self._facts.get(user_id, [])
                 model = bm25s.BM25()

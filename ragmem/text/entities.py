@@ -12,6 +12,9 @@ import sys
 import unicodedata
 from typing import Sequence
 
+from ragmem.text.keywords import keywords_for
+from ragmem.text.tokenizers import JiebaTokenizer
+
 _CAPITALISED = re.compile(r"\b[A-Z][\w'’-]*(?:\s+(?:of|the|de|van|von)?\s*[A-Z][\w'’-]*)*")
 _NUMBER = re.compile(r"\b\d+(?:[.,]\d+)*\b")
 _POS_KEEP = ("nr", "ns", "nt", "nz", "m", "t")
@@ -27,8 +30,6 @@ class OfflineEntities:
     ``tag`` with ``keywords.tokenizer: rjieba``); capitalised spans and numbers for English."""
 
     def __init__(self, stopwords: frozenset[str], tokenizer=None):
-        from ragmem.text.tokenizers import JiebaTokenizer
-
         self.stopwords = stopwords
         self.tokenizer = tokenizer if tokenizer is not None else JiebaTokenizer()
 
@@ -53,8 +54,6 @@ class OfflineEntities:
 
 def offline_entities(texts: Sequence[str], tokenizer: str, stopwords: tuple[str, ...]) -> list[set[str]]:
     """:class:`OfflineEntities` of each text (a mapped function: see :mod:`ragmem.parallel`)."""
-    from ragmem.text.keywords import keywords_for
-
     K = keywords_for(tokenizer, tuple(stopwords))
     extract = OfflineEntities(K.stopwords, K.tokenizer)
     return [extract(text) for text in texts]

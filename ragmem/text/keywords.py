@@ -25,6 +25,7 @@ from functools import lru_cache
 from importlib import metadata
 
 from ragmem.errors import ConfigError
+from ragmem.parallel import SERIAL
 from ragmem.text.tokenizers import get_tokenizer
 
 DEFAULT_STOPWORDS = ("stopwords-iso:zh", "stopwords:en")
@@ -98,8 +99,6 @@ class KeywordExtractor:
     def prime(self, texts, mapper=None) -> None:
         """Compute the keyword sets of ``texts`` at once (on ``mapper``'s workers: see
         :mod:`ragmem.parallel`), so the metrics that ask for them later find them."""
-        from ragmem.parallel import SERIAL
-
         todo = [t for t in dict.fromkeys(texts) if t not in self._known]
         sets = (mapper or SERIAL).map(keyword_sets, todo, self.tokenizer_name, self.stopword_specs)
         self._known.update(zip(todo, sets))

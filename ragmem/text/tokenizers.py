@@ -16,6 +16,8 @@ import re
 import threading
 from importlib import metadata
 
+from ragmem.errors import ConfigError
+
 # CJK Unified Ideographs (+ extension A, compatibility ideographs, extensions B-F).
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ebef"
 _RUNS = re.compile(rf"(?P<cjk>[{_CJK}]+)|(?P<other>[^{_CJK}]+)")
@@ -107,8 +109,6 @@ class RjiebaTokenizer(_RunTokenizer):
     name = "rjieba"
 
     def __init__(self) -> None:
-        from ragmem.errors import ConfigError
-
         try:
             import rjieba
         except ImportError:
@@ -143,8 +143,6 @@ TOKENIZERS: dict[str, type[_RunTokenizer]] = {"jieba": JiebaTokenizer, "rjieba":
 
 
 def get_tokenizer(name: str) -> _RunTokenizer:
-    from ragmem.errors import ConfigError
-
     try:
         return TOKENIZERS[name]()
     except KeyError:

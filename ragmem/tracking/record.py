@@ -21,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 
+from ragmem.parallel import mapper_for
 from ragmem.tracking import files
 from ragmem.tracking.lifecycle import TrackedRun, log_results
 from ragmem.tracking.store import Feedback
@@ -85,17 +86,15 @@ def _missing(value: Any) -> bool:
 def record_run(run: TrackedRun, resolved_config: dict[str, Any], params: dict[str, str],
                metrics: dict[str, float | None], counts: dict[str, int], table: pd.DataFrame,
                summary: dict[str, Any], examples=(), outputs=(), max_traces: int = 0,
-               extra_files: tuple[Path, ...] = (), workers: int | str = 1) -> int:
+               extra_files: tuple[Path, ...] = (), workers: int | str = 1, report: str | None = None) -> int:
     """Log one evaluation run: the dataset as its input, agent traces with assessments, params, metrics (+ counts and ``{metric}_ci_low/high``),
-    the resolved config, ``summary.json``, ``report.html``, the per-example table (``examples.csv`` and the MLflow
+    the resolved config, ``summary.json``, ``report`` as ``report.html`` (the page is made by the caller:
+    :func:`ragmem.report_html.run_page`), the per-example table (``examples.csv`` and the MLflow
     table ``examples.json``), the plots and ``extra_files`` (the journal). Idempotent (see
     :func:`log_results`; traces are written once). Returns the number of traces.
 
     The plots and the table's two files are made meanwhile on the run's idle pool processes
     (``workers``, ``orchestration.workers``: :mod:`ragmem.tracking.files`)."""
-    from ragmem import report_html
-    from ragmem.parallel import mapper_for
-
     if run.id is None:
         return 0
     pool = mapper_for(workers)
@@ -122,7 +121,7 @@ def record_run(run: TrackedRun, resolved_config: dict[str, Any], params: dict[st
                         metrics={**metrics, **intervals, **{k: float(v) for k, v in counts.items()},
                                  "n_traces": float(n_traces)},
                         json_files={"config.json": resolved_config, "summary.json": summary}, files=extra_files,
-                        texts={"report.html": report_html.run_page(summary, table)})
+                        texts={"report.html": report} if report is not None else None)
             for path in plots.result():
                 run.tracker.log_file(run.id, path, "plots")
         except BaseException:  # the workers finish their files before the folder goes

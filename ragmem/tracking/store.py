@@ -21,7 +21,11 @@ from typing import Any, Callable, Iterator
 
 import pandas as pd
 
+from ragmem.environment import DATABASE_SCHEMES, tracking_scheme
+from ragmem.errors import ConfigError
 from ragmem.imports import lean_import
+from ragmem.processes import host, run_is_dead
+from ragmem.tracking.files import table_files
 
 _PARAM_LIMIT = 6000  # MLflow's limit for a param value
 _ERROR_TAG_LIMIT = 5000
@@ -140,8 +144,6 @@ class Tracker:
     """A thin, explicit-run-id wrapper over ``MlflowClient``."""
 
     def __init__(self, uri: str, artifact_root: str = "mlruns/artifacts"):
-        from ragmem.environment import DATABASE_SCHEMES, tracking_scheme
-
         MlflowClient = lean_import("mlflow").MlflowClient
         if tracking_scheme(uri) in DATABASE_SCHEMES:
             lean_import("mlflow.store.tracking.sqlalchemy_store")  # the client's store for a database URI
@@ -175,8 +177,6 @@ class Tracker:
         """A new run (status RUNNING until :func:`tracked_run` ends it), tagged with the host and pid
         that run it (``ragmem.host``, ``ragmem.pid``): a run left RUNNING by a dead process is then
         recognisable (see :mod:`ragmem.resume`)."""
-        from ragmem.resume import host
-
         tags = {**source_tags(), "ragmem.host": host(), "ragmem.pid": str(os.getpid()), **(tags or {})}
         if parent_run_id:
             tags["mlflow.parentRunId"] = parent_run_id
@@ -188,9 +188,6 @@ class Tracker:
         RUNNING again, this process's host and pid, and the tag ``ragmem.resumed`` counting resumes.
         A FINISHED run, a run whose process still runs, or one of another host is refused."""
         from mlflow.exceptions import MlflowException
-
-        from ragmem.errors import ConfigError
-        from ragmem.resume import host, run_is_dead
 
         try:
             run = self.client.get_run(run_id)
@@ -247,8 +244,6 @@ class Tracker:
 
     def log_table(self, run_id: str, table: pd.DataFrame, name: str) -> None:
         """The table twice, ``<name>.csv`` and ``<name>.json`` (:func:`ragmem.tracking.files.table_files`)."""
-        from ragmem.tracking.files import table_files
-
         with tempfile.TemporaryDirectory() as tmp:
             self.log_table_files(run_id, table_files(table, tmp, name))
 

@@ -1,0 +1,94 @@
+"""What the ``ragmem`` commands share (:mod:`ragmem.cli`, :mod:`ragmem.cli_services`): logging to
+stderr, the ``--output`` check, the client of the store a command reads, writing a JSON result, and
+running a flow on a prepared run."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+from ragmem import prepare
+from ragmem.config import DEFAULT_TRACKING_URI
+from ragmem.endpoints import check_store
+from ragmem.errors import RagmemError, Stopped
+from ragmem.orchestration import run_flow as start
+from ragmem.pipeline import write_json
+from ragmem.report import out
+from ragmem.tracking import Tracker
+
+log = logging.getLogger("ragmem")
+
+
+class _Stderr(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is at the time (a test's capture, a redirected stream)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):
+        pass
+
+
+def setup_logging(verbose: bool) -> None:
+    if not any(isinstance(h, _Stderr) for h in log.handlers):
+        handler = _Stderr()
+        handler.setFormatter(logging.Formatter("ragmem | %(message)s"))
+        log.addHandler(handler)
+    log.setLevel(logging.DEBUG if verbose else logging.INFO)
+    log.propagate = False
+    # MLflow announces creating and migrating its sqlite tables at INFO on first use: not news to a
+    # user of the command line (the library itself leaves logger levels alone)
+    for name in ("mlflow.store.db.utils", "alembic", "mlflow.tracing.export.async_export_queue"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    # ... nor urllib3's WARNING per retried request to a tracking server (the outcome is reported)
+    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
+
+
+def run_flow(target: str, ready: prepare.Prepared, verbose: bool, finish: Callable[[dict[str, Any]], None],
+             **kwargs: Any) -> None:
+    """Run a flow on the prepared run ``ready`` (handed over by token: its data is not loaded again)
+    and hand the flow's result to ``finish`` (see :func:`ragmem.orchestration.run_flow`)."""
+    token = prepare.hand_over(ready)
+    try:
+        start(target, ready.config.raw, finish, quiet=not verbose, log=log.info, prepared=token, **kwargs)
+    except KeyboardInterrupt as exc:  # past click as an exception of ours: main() prints the line
+        raise Stopped(exc) from None
+    finally:
+        prepare.drop(token)
+
+
+def writable(path: Path) -> Path:
+    """Check ``--output`` before any work (a result computed and then lost is the worst outcome)."""
+    path = Path(path)
+    if path.is_dir():
+        raise RagmemError(f"--output {path}: is a folder; name a file, e.g. {path / 'summary.json'}")
+    try:  # the folder is made now (it would be at the end) and a file is tried in it
+        path.resolve().parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.resolve().parent, prefix=".ragmem-check-"):
+            pass
+        if path.exists():
+            with open(path, "a", encoding="utf-8"):
+                pass
+    except OSError as exc:
+        raise RagmemError(f"--output {path}: cannot be written ({exc.strerror or exc})") from None
+    return path
+
+
+def store_client(tracking_uri: str | None):
+    """An MLflow client of the store a command reads (``--tracking-uri``, else ``MLFLOW_TRACKING_URI``,
+    else the embedded default); a tracking server that does not answer is one line, exit 2."""
+    uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
+    check_store(uri, "--tracking-uri" if tracking_uri else "MLFLOW_TRACKING_URI" if os.environ.get("MLFLOW_TRACKING_URI")
+                else "tracking.uri")
+    return Tracker(uri).client
+
+
+def write(path: Path, payload: dict[str, Any], what: str) -> None:
+    write_json(path, payload)
+    out.print(f"{what} written to {path}")
