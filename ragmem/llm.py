@@ -23,20 +23,15 @@ import collections
 import hashlib
 import json
 import os
-import random
 import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from ragmem import progress, prompts
+from ragmem import calls, progress, prompts
+from ragmem.calls import describe as _describe
 from ragmem.endpoints import OPENAI_URL, Breaker, EndpointDown
-from ragmem.llm_failures import describe as _describe
-from ragmem.llm_failures import endpoint_failure as _endpoint_failure
-from ragmem.llm_failures import rejects_format as _rejects_format
-from ragmem.llm_failures import retry_after as _retry_after
-from ragmem.llm_failures import transient as _transient
 from ragmem.errors import ConfigError
 from ragmem.config import as_section
 from ragmem.settings import EmbeddingSettings, JudgeSettings
@@ -94,6 +89,12 @@ async def _counted(coro, counter) -> "Result":
     return result
 
 
+def _rejects_format(exc: Exception) -> bool:
+    """An HTTP 400 that names the response format: the cue to fall back to the next format."""
+    text = str(exc).lower()
+    return calls.status_of(exc) == 400 and ("response_format" in text or "json_schema" in text or "json_object" in text)
+
+
 def parse_json(content: str | None) -> tuple[Any, str | None]:
     if not content or not content.strip():
         return None, "empty reply"
@@ -115,8 +116,9 @@ class _Endpoint:
         self.base_url = settings.base_url
         self.api_key_env = settings.api_key_env
         self.timeout_s = settings.timeout_s
-        self.max_retries = settings.max_retries
-        self.backoff_s = settings.retry_backoff_s
+        self.policy = calls.policy_of(settings)
+        self.max_retries = self.policy.retries
+        self.backoff_s = self.policy.backoff_s
         self.max_concurrency = settings.max_concurrency
         # every attempt of one item (a timeout retried once, backoffs, one repair): 2 x (2 requests + backoff)
         self.item_deadline_s = 2 * (2 * self.timeout_s + min(60.0, self.backoff_s * 2 ** self.max_retries))
@@ -175,35 +177,10 @@ class _Endpoint:
         return hashlib.sha256(blob.encode()).hexdigest()
 
     async def _with_retries(self, call):
-        """``call()`` with retries on transient failures; every attempt feeds the endpoint's breaker,
-        which raises :class:`ragmem.endpoints.EndpointDown` once it is open."""
-        import openai
-
-        attempt = timeouts = 0
-        while True:
-            attempt += 1
-            self.breaker.check()
-            try:
-                self.usage.add(calls=1)
-                reply = await call()
-            except Exception as exc:
-                timeouts += isinstance(exc, openai.APITimeoutError)
-                kind = _endpoint_failure(exc)
-                if kind is None:
-                    self.breaker.success()
-                else:
-                    self.breaker.failure(_describe(exc), kind)
-                    self.breaker.check()
-                # a timeout is retried once: a reply that runs on will run on again
-                if not _transient(exc) or attempt > self.max_retries or timeouts > 1:
-                    raise
-                wait = _retry_after(exc)
-                if wait is None:
-                    wait = self.backoff_s * (2 ** (attempt - 1)) * random.uniform(0.5, 1.5)
-                await asyncio.sleep(min(wait, 60.0))
-            else:
-                self.breaker.success()
-                return reply
+        """``call()`` under the one call policy (:mod:`ragmem.calls`): retried on transient failures,
+        every attempt counted and fed to the endpoint's breaker, which raises
+        :class:`ragmem.endpoints.EndpointDown` once it is open."""
+        return await calls.call_async(call, self.policy, self.breaker, on_attempt=lambda: self.usage.add(calls=1))
 
     def run_async(self, coros_factory) -> list[Result]:
         """Run ``coros_factory(client, semaphore) -> list[coroutine]`` to completion from sync code."""

@@ -139,6 +139,8 @@ class EndpointSettings(Section):
     base_url: Optional[str] = setting(None, "endpoint URL (default: OpenAI)")
     api_key_env: Optional[str] = setting(None, "environment variable holding the key (never the key)")
     timeout_s: Seconds = setting(60.0, "per request")
+    max_retries: Count = setting(4, "retries on 429/5xx/timeouts/connection errors")
+    retry_backoff_s: Backoff = setting(1.0, "first backoff, doubling, jittered")
 
 
 class GeneratorSettings(EndpointSettings):
@@ -151,8 +153,6 @@ class GeneratorSettings(EndpointSettings):
 
 class ClientSettings(EndpointSettings):
     max_concurrency: Positive = setting(8, "requests in flight")
-    max_retries: Count = setting(4, "retries on 429/5xx/timeouts/connection errors")
-    retry_backoff_s: Backoff = setting(1.0, "first backoff, doubling, jittered")
     cache: bool = setting(True, "persistent cache of replies")
     cache_dir: Optional[str] = setting(None, "default $RAGMEM_HOME/judge-cache")
 

@@ -2,10 +2,10 @@
 
 ``Stub(chat=fn, embed=fn)``: ``chat(request_json) -> dict`` returns the reply object for a chat
 completion (it is serialised as the message content), ``embed(text) -> list[float]``. Failures are
-injected with ``fail(request_number) -> None | "429" | "500" | "timeout" | "truncated" | "reset"`` (the
+injected with ``fail(request_number) -> None | "429" | "500" | "503" | "timeout" | "truncated" | "reset"`` (the
 connection closed without a reply, as a server that died mid-run looks to a client).
 ``reject_json_schema`` / ``reject_json_object`` answer HTTP 400 to those response formats;
-``runaway`` never answers a request without ``max_tokens`` and cuts a longer reply at it
+``agent(request_json) -> dict`` answers ``POST .../agent`` as an HTTP agent; ``runaway`` never answers a request without ``max_tokens`` and cuts a longer reply at it
 (``finish_reason: length``), as a small local model does. Every request
 is recorded in ``requests``.
 """
@@ -23,8 +23,8 @@ class Stub:
     def __init__(self, chat: Callable[[dict], Any] | None = None, embed: Callable[[str], list[float]] | None = None,
                  fail: Callable[[int], str | None] | None = None, latency_s: float = 0.0,
                  reject_json_schema: bool = False, retry_after: str = "0", reject_json_object: bool = False,
-                 runaway: bool = False):
-        self.chat, self.embed, self.fail = chat, embed, fail
+                 runaway: bool = False, agent: Callable[[dict], dict] | None = None):
+        self.chat, self.embed, self.fail, self.agent = chat, embed, fail, agent
         self.latency_s, self.reject_json_schema, self.retry_after = latency_s, reject_json_schema, retry_after
         self.reject_json_object, self.runaway = reject_json_object, runaway
         self.requests: list[dict] = []
@@ -72,11 +72,15 @@ class Stub:
                                       {"retry-after": stub.retry_after})
                 if failure == "500":
                     return self._send(500, {"error": {"message": "internal error"}})
+                if failure == "503":
+                    return self._send(503, {"error": {"message": "service unavailable"}})
                 if failure in ("400", "401", "403", "404", "422", "501"):
                     return self._send(int(failure), {"error": {"message": f"scripted HTTP {failure}"}})
                 if failure == "timeout":
                     time.sleep(3.0)
                     return self._send(500, {"error": {"message": "too late"}})
+                if stub.agent is not None and self.path.endswith("/agent"):  # an HTTP agent (ragmem.agents.http)
+                    return self._send(200, stub.agent(body))
                 if self.path.endswith("/embeddings"):
                     texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
                     data = [{"object": "embedding", "index": i, "embedding": stub.embed(t)} for i, t in enumerate(texts)]

@@ -30,7 +30,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "config": ("settings", "config"),
     # what calls out: endpoints and their call policy, the LLM clients, agents, judges, the reference
     # agent; the machine's readiness for a config
-    "clients": ("endpoints", "llm_failures", "llm", "agents.python", "agents.replay", "agents.http", "agents.runner",
+    "clients": ("endpoints", "calls", "llm", "agents.python", "agents.replay", "agents.http", "agents.runner",
                 "agents", "judges.base", "judges.keyword", "judges.llm", "judges", "reference.corpus",
                 "reference.retrievers", "reference.memory", "reference.generator", "reference.agent", "reference",
                 "environment"),
@@ -151,3 +151,19 @@ def test_only_the_run_lifecycle_sets_a_run_status():
     setters = sorted(str(p.relative_to(ROOT)) for folder in ("ragmem", "flows", "tasks")
                      for p in (ROOT / folder).rglob("*.py") if "set_terminated" in p.read_text(encoding="utf-8"))
     assert setters == ["ragmem/tracking/store.py"]  # Tracker._terminate, called by lifecycle.py only
+
+
+def _function_lengths():
+    import ast
+
+    for folder in ("ragmem", "flows", "tasks"):
+        for path in (ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    yield f"{path.relative_to(ROOT)}:{node.name}", node.end_lineno - node.lineno + 1
+
+
+def test_functions_are_short_and_the_engine_reads_as_the_pipeline():
+    lengths = dict(_function_lengths())
+    assert {name: n for name, n in lengths.items() if n > 80} == {}
+    assert lengths["ragmem/engine.py:evaluate"] < 60 and lengths["ragmem/engine.py:sweep"] < 60

@@ -2,9 +2,10 @@
 
 Request: ``POST agent.url`` with JSON ``{"query", "session_id"?, "history"?}`` (and the header
 ``Authorization: Bearer $<agent.api_key_env>`` when that variable is named). Reply: JSON
-``{"answer", "contexts": [...], "timings"?: {stage: seconds}}``. Connection errors, timeouts and
-5xx/429 replies are retried (``agent.retries``); what still fails, and any other non-2xx or
-malformed reply, is recorded for that example.
+``{"answer", "contexts": [...], "timings"?: {stage: seconds}}``. Calls follow the one call policy
+(:mod:`ragmem.calls`): connection errors, timeouts and 5xx/429 replies are retried (``agent.retries``,
+``Retry-After`` honoured), every attempt feeds the endpoint's breaker; what still fails, and any other
+non-2xx or malformed reply, is recorded for that example.
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ from ragmem.schema import Example
 
 
 class AgentCallError(Exception):
-    """The endpoint answered, but not with a usable reply."""
+    """The endpoint answered, but not with a usable reply (``status``: a non-2xx one, classified by
+    :mod:`ragmem.calls`)."""
 
-    def __init__(self, message: str, retryable: bool = False, status: int | None = None):
+    def __init__(self, message: str, status: int | None = None, reply_text: str | None = None,
+                 retry_after: str | None = None):
         super().__init__(message)
-        self.retryable, self.status = retryable, status
+        self.status, self.reply_text, self.retry_after = status, reply_text, retry_after
 
 
 class HttpAgent:
@@ -57,32 +60,12 @@ class HttpAgent:
         reply = self.client.post(self.url, json=body)
         if reply.status_code >= 300:
             excerpt = " ".join(reply.text.split())[:200]
-            raise AgentCallError(f"HTTP {reply.status_code} from {self.url}: {excerpt}",
-                                 retryable=reply.status_code == 429 or reply.status_code >= 500 and reply.status_code != 501,
-                                 status=reply.status_code)
+            raise AgentCallError(f"HTTP {reply.status_code} from {self.url}: {excerpt}", status=reply.status_code,
+                                 reply_text=excerpt, retry_after=reply.headers.get("retry-after"))
         try:
             return reply.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
             raise AgentCallError(f"reply from {self.url} is not JSON: {' '.join(reply.text.split())[:120]!r}") from None
-
-    @staticmethod
-    def endpoint_failure(exc: BaseException) -> bool | None:
-        """For the breaker: True for connection-level failures and 401/403/404, False for other
-        failures (timeouts, 5xx), None when the agent answered (a bad reply to this query)."""
-        if isinstance(exc, httpx.TimeoutException):
-            return False
-        if isinstance(exc, httpx.TransportError):
-            return True
-        status = getattr(exc, "status", None)
-        if status is None:
-            return None
-        return True if status in (401, 403, 404) else False if status >= 429 else None
-
-    @staticmethod
-    def retryable(exc: BaseException) -> bool:
-        if isinstance(exc, AgentCallError):
-            return exc.retryable
-        return isinstance(exc, (httpx.TransportError, httpx.TimeoutException))
 
     def signature(self) -> str:
         return f"agent:http|url:{self.url}"

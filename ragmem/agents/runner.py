@@ -5,12 +5,11 @@ input order, one failure recorded per example without stopping the others.
 from __future__ import annotations
 
 import queue
-import random
 import threading
 import time
 from typing import Any, Callable, Sequence
 
-from ragmem import interrupts
+from ragmem import calls, interrupts
 from ragmem.endpoints import EndpointDown
 from ragmem.schema import AgentOutput, Context, Example
 
@@ -72,34 +71,36 @@ def parse_reply(raw: Any) -> tuple[str, list[Context], dict[str, float]]:
 
 def _timed_call(agent: Callable[[Example], Any], example: Example, starts: dict[int, float],
                 index: int, retries: int, backoff_s: float) -> tuple[Any, BaseException | None, float, int, int]:
-    """Call with retries on retryable failures (exponential backoff with jitter); the latency is
-    that of the last attempt, timed with the monotonic clock."""
-    retryable = getattr(agent, "retryable", lambda exc: False)
+    """Call under the one call policy (:mod:`ragmem.calls`: what is retried, the backoff, the
+    endpoint's breaker); the latency is that of the last attempt, timed with the monotonic clock.
+    An endpoint's agent (http) retries what :func:`ragmem.calls.transient` says; an in-process agent
+    what its ``retryable`` says."""
     breaker = getattr(agent, "breaker", None)  # an endpoint's agent (http): see ragmem.endpoints
-    attempt = 0
+    retryable = calls.transient if breaker is not None else getattr(agent, "retryable", lambda exc: False)
+    attempts = calls.Attempts(calls.Policy(retries, backoff_s), breaker, retryable)
     while True:
-        attempt += 1
         wall = time.time_ns()
-        if breaker is not None and breaker.open:  # the endpoint is down: no call (the run is stopping)
-            return None, EndpointDown(breaker.reason, during_run=True), 0.0, wall, attempt
+        try:
+            attempts.start()
+        except EndpointDown as down:  # the endpoint is down: no call (the run is stopping)
+            return None, down, 0.0, wall, attempts.count + 1
         start = time.perf_counter()
         starts[index] = start
         try:
             raw = agent(example)
-            if breaker is not None:
-                breaker.success()
-            return raw, None, time.perf_counter() - start, wall, attempt
         except Exception as exc:  # any failure of the user's agent is recorded for that example
             elapsed = time.perf_counter() - start
-            kind = agent.endpoint_failure(exc) if breaker is not None else None
-            if kind is not None:
-                breaker.failure(f"{type(exc).__name__}: {exc}".splitlines()[0][:200], kind)
-            if breaker is not None and breaker.open:
-                return None, exc, elapsed, wall, attempt
-            if attempt > retries or not retryable(exc):
-                return None, exc, elapsed, wall, attempt
+            try:
+                wait = attempts.failed(exc)
+            except EndpointDown:  # this failure opened the breaker
+                return None, exc, elapsed, wall, attempts.count
+            if wait is None:
+                return None, exc, elapsed, wall, attempts.count
+        else:
+            attempts.succeeded()
+            return raw, None, time.perf_counter() - start, wall, attempts.count
         starts.pop(index, None)  # backing off: not "running" for the timeout watch
-        time.sleep(backoff_s * (2 ** (attempt - 1)) * random.uniform(0.5, 1.5))
+        time.sleep(wait)
 
 
 class _Workers:
@@ -190,8 +191,11 @@ def run_live(agent: Callable[[Example], Any], examples: Sequence[Example], concu
                 if i is not None:
                     starts.pop(i, None)  # the call that found the endpoint dead: not kept, made again on resume
                 breaker.check()  # raises EndpointDown: wound down below like an interrupt
+            if i is not None and isinstance(result[1], EndpointDown):  # an endpoint the agent calls is down
+                starts.pop(i, None)  # (not kept: made again on resume)
+                raise result[1]
             if i is not None and i in remaining:
-                finish(i, _to_output(examples[i], *result))
+                finish(i, _to_output(agent, examples[i], *result))
                 n += 1
             if timeout_s:
                 now = time.perf_counter()
@@ -214,19 +218,23 @@ def run_live(agent: Callable[[Example], Any], examples: Sequence[Example], concu
             except queue.Empty:
                 continue
             if i in remaining and not (breaker is not None and breaker.open):
-                finish(i, _to_output(examples[i], *result))
+                finish(i, _to_output(agent, examples[i], *result))
             starts.pop(i, None)  # returned (kept or not): no longer in flight
         raise
     workers.stop(n_workers)
     return [o for o in outputs if o is not None]
 
 
-def _to_output(example: Example, raw: Any, exc: BaseException | None, seconds: float, wall: int,
+def _raised(exc: BaseException) -> str:
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {message}".rstrip(": ")
+
+
+def _to_output(agent: Any, example: Example, raw: Any, exc: BaseException | None, seconds: float, wall: int,
                attempts: int) -> AgentOutput:
-    if exc is not None:
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        return AgentOutput(example.id, None, [], seconds, {}, f"{type(exc).__name__}: {message}".rstrip(": "),
-                           wall, attempts)
+    if exc is not None:  # an endpoint's failure as every client words it; an in-process agent's as it raised it
+        line = calls.describe(exc) if getattr(agent, "breaker", None) is not None else _raised(exc)
+        return AgentOutput(example.id, None, [], seconds, {}, line, wall, attempts)
     try:
         answer, contexts, timings = parse_reply(raw)
     except ReplyError as err:

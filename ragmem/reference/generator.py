@@ -7,7 +7,9 @@ import re
 import threading
 from typing import Sequence
 
+from ragmem import calls
 from ragmem.config import as_section
+from ragmem.endpoints import OPENAI_URL, Breaker
 from ragmem.settings import GeneratorSettings
 from ragmem.text.keywords import KeywordExtractor
 
@@ -49,14 +51,17 @@ class ChatGenerator:
               "the question, in one or two sentences. If the passages do not contain the answer, say so.")
 
     def __init__(self, settings):
-        from openai import OpenAI
+        from openai import OpenAI  # slow import (openai): only an openai generator
 
         key_env = settings.api_key_env or "OPENAI_API_KEY"
         self.model = settings.model
         self.temperature = settings.temperature
         self.max_tokens = settings.max_tokens
+        # the SDK's own retries are off: the one call policy retries, and feeds the breaker
         self.client = OpenAI(base_url=settings.base_url, api_key=os.environ.get(key_env) or "not-needed",
-                             timeout=settings.timeout_s, max_retries=3)
+                             timeout=settings.timeout_s, max_retries=0)
+        self.policy = calls.policy_of(settings)
+        self.breaker = Breaker("generator.base_url", settings.base_url or OPENAI_URL)
         self.tokens = {"generator_calls": 0, "generator_tokens_in": 0, "generator_tokens_out": 0}
         self._lock = threading.Lock()
 
@@ -67,10 +72,11 @@ class ChatGenerator:
 
     def __call__(self, query: str, contexts: Sequence[str]) -> str:
         passages = "\n".join(f"[{i}] {text}" for i, text in enumerate(contexts, 1)) or "(no passages)"
-        reply = self.client.chat.completions.create(
-            model=self.model, temperature=self.temperature, max_tokens=self.max_tokens,
-            messages=[{"role": "system", "content": self.SYSTEM},
-                      {"role": "user", "content": f"<passages>\n{passages}\n</passages>\n<question>{query}</question>"}])
+        messages = [{"role": "system", "content": self.SYSTEM},
+                    {"role": "user", "content": f"<passages>\n{passages}\n</passages>\n<question>{query}</question>"}]
+        reply = calls.call(lambda: self.client.chat.completions.create(
+            model=self.model, temperature=self.temperature, max_tokens=self.max_tokens, messages=messages),
+            self.policy, self.breaker)
         usage = getattr(reply, "usage", None)
         with self._lock:
             self.tokens["generator_calls"] += 1

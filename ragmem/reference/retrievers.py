@@ -14,6 +14,8 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
+from ragmem import calls
+from ragmem.endpoints import OPENAI_URL, Breaker
 from ragmem.errors import ConfigError
 from ragmem.reference.corpus import Chunk
 from ragmem.text.keywords import KeywordExtractor
@@ -115,14 +117,18 @@ def make_embedder(settings):
     from openai import OpenAI
 
     key_env = settings.api_key_env or "OPENAI_API_KEY"
+    # the SDK's own retries are off: the one call policy retries, and feeds the breaker
     client = OpenAI(base_url=settings.base_url, api_key=os.environ.get(key_env) or "not-needed",
-                    timeout=settings.timeout_s, max_retries=3)
+                    timeout=settings.timeout_s, max_retries=0)
+    policy = calls.policy_of(settings)
+    breaker = Breaker("embeddings.base_url", settings.base_url or OPENAI_URL)
 
     def embed(texts):
         vectors = []
         texts = list(texts)
         for start in range(0, len(texts), 64):
-            reply = client.embeddings.create(model=model, input=texts[start:start + 64])
+            batch = texts[start:start + 64]
+            reply = calls.call(lambda: client.embeddings.create(model=model, input=batch), policy, breaker)
             vectors.extend(item.embedding for item in sorted(reply.data, key=lambda d: d.index))
         return np.asarray(vectors, dtype=float)
 
