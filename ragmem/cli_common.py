@@ -91,4 +91,4 @@ def store_client(tracking_uri: str | None):
 
 def write(path: Path, payload: dict[str, Any], what: str) -> None:
     write_json(path, payload)
-    out.print(f"{what} written to {path}")
+    out.print(f"{what} written to {path}", markup=False, highlight=False, soft_wrap=True)  # a long path: one line

@@ -47,7 +47,8 @@ def report(
 
     page = report_html.from_tracking(store_client(tracking_uri), list(runs), resamples, seed)
     output.write_text(page, encoding="utf-8")
-    out.print(f"{'diff' if len(runs) == 2 else 'report'} written to {output}", markup=False, highlight=False)
+    out.print(f"{'diff' if len(runs) == 2 else 'report'} written to {output}", markup=False, highlight=False,
+              soft_wrap=True)  # a long path stays one line
 
 
 def trigger(name: str = typer.Argument(..., help="Deployment name (as ragmem serve printed it), or FLOW/NAME.")) -> None:

@@ -19,7 +19,9 @@ from ragmem.metrics import expand_selection
 from ragmem.metrics._division import parse_zero_division
 from ragmem.metrics.generation import scorer_for
 from ragmem.metrics.ranking import DEFAULT_KS
+from ragmem.endpoints import check_store
 from ragmem.processes import run_is_dead
+from ragmem.tracking import Tracker
 from ragmem.tracking.lifecycle import metric_key, metric_name
 
 SIGNATURE_PARAMS = ("keywords.signature", "judge.signature", "data.sha256", "ranking.k", "zero_division")
@@ -199,3 +201,15 @@ def compare_tables(a: pd.DataFrame, b: pd.DataFrame, names: list[str], resamples
     return {"run_a": run_a, "run_b": run_b, "n_shared": n_shared, "resamples": resamples, "seed": seed,
             "confidence": confidence, "test": "paired bootstrap CI; approximate randomization p-value (two-sided)",
             "settings_that_differ": differing, "warnings": warnings, "metrics": rows}
+
+
+def read_baseline(tracking_uri: str, run_ref: str) -> pd.DataFrame:
+    """The per-example table of a gate's baseline run (``attrs["run"]``: the MLflow run), by id or
+    unique prefix: read by :func:`ragmem.prepare.read_baseline` before any work, handed to
+    :func:`ragmem.gates.regressions` after the run. A tracking server that does not answer is one
+    line (exit 2); a run that is not there, or has no table, a ConfigError."""
+    check_store(tracking_uri)
+    try:
+        return load_run_table(Tracker(tracking_uri).client, run_ref)
+    except RagmemError as exc:
+        raise ConfigError(f"baseline: {exc}") from None

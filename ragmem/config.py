@@ -300,7 +300,7 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
 def validate(config: dict[str, Any]) -> RunConfig:
     """The settings, checked against the schema (:mod:`ragmem.settings`): one :class:`RunConfig`.
     What needs more than the schema (gate names, bench methods, sweep grid points) is checked by
-    :func:`ragmem.prepare.check_whole_run`."""
+    :func:`ragmem.prepare.resolve` and :func:`ragmem.prepare.sweep_plan`."""
     return RunConfig.from_dict(config)
 
 

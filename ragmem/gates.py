@@ -26,11 +26,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ragmem.compare import load_run_table, lower_is_better, paired_rows, scoring_of
-from ragmem.endpoints import check_store
+from ragmem.compare import lower_is_better, paired_rows, read_baseline, scoring_of
 from ragmem.errors import ConfigError, RagmemError
 from ragmem.metrics.names import expand_selection
-from ragmem.tracking import Tracker
 
 EXIT_CODE = 3
 
@@ -120,24 +118,13 @@ def evaluate(metrics: dict[str, Any], gates: dict[str, Any]) -> list[GateResult]
     return out
 
 
-def load_baseline(tracking_uri: str, run_ref: str):
-    """The baseline run's per-example table (``attrs["run"]``: the MLflow run), by id or unique
-    prefix (read by :func:`ragmem.prepare.read_baseline` before any work, handed to
-    :func:`regressions` after the run)."""
-    check_store(tracking_uri)  # a tracking server that does not answer: one line, exit 2
-    try:
-        return load_run_table(Tracker(tracking_uri).client, run_ref)
-    except RagmemError as exc:
-        raise ConfigError(f"baseline: {exc}") from None
-
-
 def regressions(cfg, table, params: dict[str, str], metrics: dict[str, Any], baseline=None) -> list[GateResult]:
     """Every ``max_regression`` gate: the run against ``cfg.baseline`` (its per-example table:
     ``baseline``, read now when not given), example by example."""
     gated = {m: _bound(g, "max_regression") for m, g in cfg.gates.items() if _bound(g, "max_regression") is not None}
     if not gated:
         return []
-    base = baseline if baseline is not None else load_baseline(cfg.tracking_uri, cfg.baseline)
+    base = baseline if baseline is not None else read_baseline(cfg.tracking_uri, cfg.baseline)
     info = base.attrs["run"]
     rows, _ = paired_rows(base, table, list(gated), *scoring_of(info.data.params),
                           cfg.stats.resamples or 1000, cfg.seed, cfg.stats.confidence)

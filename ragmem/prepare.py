@@ -26,7 +26,7 @@ from typing import Any
 
 import pandas as pd
 
-from ragmem import environment, gates, memory_bench, pipeline
+from ragmem import compare, environment, gates, memory_bench, pipeline
 from ragmem import resume as resumes
 from ragmem import sweep as sweeps
 from ragmem.config import RunConfig, resolve_settings
@@ -34,7 +34,7 @@ from ragmem.errors import ConfigError, RagmemError
 from ragmem.loaders import Dataset
 from ragmem.locomo import Conversation, load_locomo
 
-__all__ = ["Prepared", "SweepPlan", "resolve", "check_whole_run", "for_run", "for_sweep", "for_bench",
+__all__ = ["Prepared", "SweepPlan", "resolve", "sweep_plan", "for_run", "for_sweep", "for_bench",
            "read_baseline", "hand_over", "take"]
 
 
@@ -68,22 +68,23 @@ class Prepared:
 
 def resolve(path: str | Path | None = None, overrides: list[str] | None = None, data: str | None = None,
             extra: dict[str, Any] | None = None) -> RunConfig:
-    """The run's settings, validated once (:func:`ragmem.config.resolve_settings`), and as a whole run
-    (:func:`check_whole_run`)."""
+    """The run's settings, validated once (:func:`ragmem.config.resolve_settings`), with what one
+    section's schema cannot see: every gated metric exists, every bench method is known. (Every sweep
+    grid point is checked by the ``for_*`` that follows: :func:`sweep_plan`.)"""
     cfg = resolve_settings(path, overrides=overrides, data=data, extra=extra)
-    check_whole_run(cfg)
+    gates.check_names(cfg.gates, cfg.ks)
+    memory_bench.method_specs(cfg.bench.methods)
     return cfg
 
 
-def check_whole_run(cfg: RunConfig) -> None:
-    """What one section's schema cannot see: every gated metric exists, every bench method is known,
-    and every sweep grid point makes a valid configuration (a bad value in the grid fails here, not
-    in the middle of a sweep)."""
-    gates.check_names(cfg.gates, cfg.ks)
-    memory_bench.method_specs(cfg.bench.methods)
-    if cfg.sweep.grid:
-        base = {k: v for k, v in cfg.raw.items() if k != "sweep"}
-        sweeps.point_configs(base, sweeps.parse_sweep(cfg.sweep), cfg.seed)
+def sweep_plan(cfg: RunConfig) -> tuple[sweeps.SweepSpec, dict[str, Any], list, list[RunConfig]]:
+    """The sweep's spec, the config without its sweep section, and every grid point with the
+    configuration it makes (a bad value in the grid fails here, naming the point, not in the middle
+    of a sweep)."""
+    spec = sweeps.parse_sweep(cfg.sweep)
+    base = {k: v for k, v in cfg.raw.items() if k != "sweep"}
+    points, configs = zip(*sweeps.point_configs(base, spec, cfg.seed))
+    return spec, base, list(points), list(configs)
 
 
 def read_baseline(cfg: RunConfig) -> pd.DataFrame | None:
@@ -91,11 +92,14 @@ def read_baseline(cfg: RunConfig) -> pd.DataFrame | None:
     otherwise); a baseline that is not in the tracking store, or has no table, is a ConfigError."""
     if not (cfg.baseline and any(g.max_regression is not None for g in cfg.gates.values())):
         return None
-    return gates.load_baseline(cfg.tracking_uri, cfg.baseline)
+    return compare.read_baseline(cfg.tracking_uri, cfg.baseline)
 
 
 def for_run(cfg: RunConfig, *, resume: str | None = None, load: bool = True) -> Prepared:
-    """An evaluation made ready (``load=False``: the machine checked, no data read)."""
+    """An evaluation made ready (``load=False``: the machine checked, no data read). A config with a
+    sweep grid has its grid points checked too (whichever command runs it)."""
+    if cfg.sweep.grid:
+        sweep_plan(cfg)
     environment.check(cfg)
     baseline = read_baseline(cfg)
     dataset = pipeline.load(cfg) if load else None
@@ -106,15 +110,13 @@ def for_run(cfg: RunConfig, *, resume: str | None = None, load: bool = True) -> 
 
 def for_sweep(cfg: RunConfig, *, resume: str | None = None) -> Prepared:
     """A sweep made ready: every point's configuration and every distinct data setting's data."""
+    spec, base, points, configs = sweep_plan(cfg)
     environment.check(cfg)
-    spec = sweeps.parse_sweep(cfg.sweep)
-    base = {k: v for k, v in cfg.raw.items() if k != "sweep"}
-    points, configs = zip(*sweeps.point_configs(base, spec, cfg.seed))
     datasets: dict[tuple, Dataset] = {}
     for child in configs:
         if tuple(child.files) not in datasets:
             datasets[tuple(child.files)] = pipeline.load(child)
-    plan = SweepPlan(spec, base, list(points), list(configs), datasets)
+    plan = SweepPlan(spec, base, points, configs, datasets)
     return Prepared(cfg, sweep=plan, resume=resume)
 
 
@@ -123,6 +125,8 @@ def for_bench(cfg: RunConfig) -> Prepared:
     fails here, naming the file, the conversation and the turn)."""
     if not cfg.bench.data:
         raise ConfigError("bench.data: no LoCoMo data given; pass --data PATH or set bench.data in the config")
+    if cfg.sweep.grid:
+        sweep_plan(cfg)
     environment.check(cfg)
     return Prepared(cfg, conversations=load_locomo(str(cfg.bench.data)))
 

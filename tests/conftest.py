@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -104,17 +105,110 @@ def write_replayed(folder: Path, n: int, name: str = "replayed.json") -> str:
     return str(path)
 
 
+_PREFECT_KEYS = ("RAGMEM_HOME", "RAGMEM_PREFECT_PORT", "DO_NOT_TRACK", "PREFECT_SERVER_ANALYTICS_ENABLED")
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    import fcntl
+
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 @pytest.fixture(scope="session")
 def prefect_env(tmp_path_factory):
-    """A Prefect server on a free 127.0.0.1 port for the whole session, started the way the CLI
-    starts its managed server; yields the environment a CLI subprocess needs to use it."""
-    env = start_managed_server(tmp_path_factory.mktemp("ragmem-home"))
-    yield env
+    """One Prefect server on a free 127.0.0.1 port for the whole session, started the way the CLI
+    starts its managed server; yields the environment a CLI subprocess needs to use it. With
+    pytest-xdist the workers share it: the first to ask starts it, the session's end stops it
+    (:func:`pytest_sessionfinish`)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        env = start_managed_server(tmp_path_factory.mktemp("ragmem-home"))
+        yield env
+        _stop_server(env)
+        return
+    shared = tmp_path_factory.getbasetemp().parent  # the same folder for every worker of this session
+    state = shared / "prefect-env.json"
+    with _locked(shared / "prefect-env.lock"):
+        if not state.is_file():
+            started = start_managed_server(shared / "ragmem-home")
+            state.write_text(json.dumps({k: started[k] for k in _PREFECT_KEYS}), encoding="utf-8")
+        extra = json.loads(state.read_text(encoding="utf-8"))
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "MLFLOW_TRACKING_URI")}
+    yield {**env, **extra}
+
+
+def _stop_server(env: dict[str, str]) -> None:
     subprocess.run([sys.executable, "-m", "ragmem.cli", "server", "stop"], env=env, capture_output=True,
                    text=True, timeout=60)
+
+
+def pytest_collection_modifyitems(config, items):
+    """The wheel lane runs only when ``-m`` names it (``pytest -m wheel``): minutes of installing into a
+    fresh environment, a CI step of its own, in no other lane."""
+    if "wheel" in (config.getoption("markexpr") or ""):
+        return
+    kept = [item for item in items if item.get_closest_marker("wheel") is None]
+    if len(kept) != len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item.get_closest_marker("wheel") is not None])
+        items[:] = kept
+
+
+def pytest_sessionfinish(session):
+    """The controller of an xdist session stops the Prefect server its workers shared."""
+    if hasattr(session.config, "workerinput") or not hasattr(session.config, "_tmp_path_factory"):
+        return
+    state = session.config._tmp_path_factory.getbasetemp() / "prefect-env.json"
+    if state.is_file():
+        _stop_server({**os.environ, **json.loads(state.read_text(encoding="utf-8"))})
 
 
 def run_cli(args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None,
             timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "ragmem.cli", *args], env=env or dict(os.environ),
                           cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+class Ran:
+    """What a ``ragmem`` command run in this process left: its exit code and output."""
+
+    def __init__(self, returncode: int, stdout: str, stderr: str):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+@pytest.fixture
+def ragmem_main(monkeypatch, capsys):
+    """Run ``ragmem ARGS`` in this process (``ragmem.cli.main``), as the fast lane does instead of a
+    subprocess: ``ragmem_main(args, env=None, cwd=None) -> Ran``. The environment variables the
+    command sets, its working folder and its logger are put back afterwards."""
+    import logging
+
+    from ragmem.cli import main
+
+    def run(args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> Ran:
+        saved_env = dict(os.environ)
+        logger = logging.getLogger("ragmem")
+        saved_log = (list(logger.handlers), logger.level, logger.propagate)
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
+        if cwd is not None:
+            monkeypatch.chdir(cwd)
+        capsys.readouterr()
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as stopped:
+            code = stopped.code if isinstance(stopped.code, int) else (0 if stopped.code is None else 1)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved_env)
+            logger.handlers[:], logger.level, logger.propagate = saved_log
+        captured = capsys.readouterr()
+        return Ran(code, captured.out, captured.err)
+
+    return run

@@ -12,7 +12,7 @@ from rich.console import Console
 
 import ragmem
 from ragmem import report
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT
 
 DEMO = str(ROOT / "ragmem" / "datasets" / "demo_bilingual.json")
 
@@ -88,44 +88,45 @@ def test_the_bench_table_hides_rows_that_are_n_a_everywhere(screen):
     assert "n/a for every method (not shown): J" in text and "│ J " not in text
 
 
-def test_compare_takes_prefixes_and_refuses_unknown_metrics(tmp_path, shared_store):
+def test_compare_takes_prefixes_and_refuses_unknown_metrics(tmp_path, shared_store, ragmem_main):
     first = ragmem.evaluate(DEMO, experiment="compare-cli", tracking=shared_store)
     second = ragmem.evaluate(DEMO, experiment="compare-cli", tracking=shared_store, judge={"threshold": 0.5})
     env = {**os.environ, "MLFLOW_TRACKING_URI": shared_store["uri"]}
-    done = run_cli(["compare", first.run_id[:8], second.run_id[:8], "--metrics", "pass_rate", "--resamples", "200"],
+    done = ragmem_main(["compare", first.run_id[:8], second.run_id[:8], "--metrics", "pass_rate", "--resamples", "200"],
                    env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     text = " ".join(done.stdout.split())
     assert f"A = {first.run_id[:8]}" in text and "pass_rate" in text
     assert "settings that differ: judge.signature differs; judge.threshold: 0.7 -> 0.5" in text
-    bad = run_cli(["compare", first.run_id[:8], second.run_id, "--metrics", "nosuch"], env=env, cwd=tmp_path)
+    bad = ragmem_main(["compare", first.run_id[:8], second.run_id, "--metrics", "nosuch"], env=env, cwd=tmp_path)
     assert bad.returncode == 2 and bad.stderr.strip().startswith("error: --metrics 'nosuch': not logged by both runs; known: ")
     assert "pass_rate" in bad.stderr
-    listed = run_cli(["compare", "-e", "compare-cli", "--metric", "nosuch"], env=env, cwd=tmp_path)
+    listed = ragmem_main(["compare", "-e", "compare-cli", "--metric", "nosuch"], env=env, cwd=tmp_path)
     assert listed.returncode == 2 and "error: --metric 'nosuch': not a metric ragmem computes, and none of the last " \
         "2 runs of 'compare-cli' logged it; logged: " in listed.stderr
-    known = run_cli(["compare", "-e", "compare-cli", "--metric", "faithfulness_pass_rate"], env=env, cwd=tmp_path)
+    known = ragmem_main(["compare", "-e", "compare-cli", "--metric", "faithfulness_pass_rate"], env=env, cwd=tmp_path)
     assert known.returncode == 0, known.stderr
-    short = run_cli(["compare", "abc"], env=env, cwd=tmp_path)
+    short = ragmem_main(["compare", "abc"], env=env, cwd=tmp_path)
     assert short.returncode == 2
 
 
-def test_a_tracking_server_that_does_not_answer_is_one_line(tmp_path):
+def test_a_tracking_server_that_does_not_answer_is_one_line(tmp_path, ragmem_main):
     from tests.conftest import free_port
 
     dead = f"http://127.0.0.1:{free_port()}"
     for args in (["compare", "-e", "x", "--tracking-uri", dead], ["report", "abcd1234", "--tracking-uri", dead]):
-        done = run_cli(args, cwd=tmp_path)
+        done = ragmem_main(args, cwd=tmp_path)
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
         assert done.stderr.strip().splitlines() == [
             f"error: --tracking-uri {dead}: cannot connect (Connection refused); nothing was read"]
-    baseline = run_cli(["run", str(ROOT / "configs" / "demo.yaml"), "--baseline", "abcd1234", "--max-regression",
+    baseline = ragmem_main(["run", str(ROOT / "configs" / "demo.yaml"), "--baseline", "abcd1234", "--max-regression",
                         "pass_rate=0"], env={**os.environ, "MLFLOW_TRACKING_URI": dead}, cwd=tmp_path)
     assert baseline.returncode == 2 and baseline.stderr.strip().splitlines()[-1] == \
         f"error: tracking.uri {dead}: cannot connect (Connection refused); nothing was read"
     assert not (tmp_path / "summary.json").exists()  # before any work
 
 
+@pytest.mark.e2e  # the process's own end (os._exit): a subprocess
 def test_the_command_ends_after_threads_and_exit_handlers_with_its_code(tmp_path):
     """``ragmem.exits.leave``: a non-daemon thread finishes, every atexit handler runs, unflushed
     output is written, and the process exits with the command's code (skipping only the teardown)."""
@@ -149,3 +150,26 @@ def test_the_command_ends_after_threads_and_exit_handlers_with_its_code(tmp_path
     assert done.returncode == 7, done.stderr
     assert done.stdout == "no newline, not flushed"
     assert (tmp_path / "thread").read_text() == "done" and (tmp_path / "handler").read_text() == "ran"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["compare", "abc"], "error: compare: give two run ids (RUN_A RUN_B) or none, got 1"),
+    (["compare", "a", "b", "c"], "error: compare: give two run ids (RUN_A RUN_B) or none, got 3"),
+    (["compare", "--metrics", "f1"], "error: compare: --metrics goes with two run ids"),
+    (["compare", "a", "b", "--resamples", "0"], "error: --resamples: expected a positive integer, got 0"),
+    (["report", "a", "b", "c"], "error: report: give one run id (its report) or two (a diff), got 3"),
+    (["report", "abcd1234", "--resamples", "0"], "error: --resamples: expected a positive integer, got 0"),
+])
+def test_compare_and_report_check_their_arguments_before_opening_any_store(args, message, tmp_path, monkeypatch,
+                                                                            ragmem_main):
+    from ragmem import cli, cli_services
+
+    def opened(*_):
+        raise AssertionError("the store was opened")
+
+    for module in (cli, cli_services):
+        monkeypatch.setattr(module, "store_client", opened)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    done = ragmem_main(args, cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.strip().startswith(message), done.stderr
+    assert not (tmp_path / "mlruns").exists()

@@ -8,7 +8,7 @@ import json
 import pytest
 
 import ragmem
-from tests.conftest import run_cli
+from tests.conftest import ROOT
 from tests.openai_stub import Stub, data_block, user_text
 from tests.test_llm_judge import _dataset, task_of
 
@@ -89,7 +89,7 @@ def test_a_dry_run_for_a_live_agent_uses_stand_ins_and_says_so(tmp_path):
     assert lines["contextual_precision"].requests == 5 * 3 and lines["contextual_precision"].estimated
 
 
-def test_the_cli_prints_the_plan_and_exits_0_without_a_run(tmp_path):
+def test_the_cli_prints_the_plan_and_exits_0_without_a_run(tmp_path, ragmem_main):
     data = _dataset(tmp_path, n=4)
     with Stub(chat=_chat) as stub:
         config = tmp_path / "llm.yaml"
@@ -97,7 +97,7 @@ def test_the_cli_prints_the_plan_and_exits_0_without_a_run(tmp_path):
                                       "judge": {"type": "llm", "model": "judge-test", "base_url": stub.base_url,
                                                 "cache_dir": str(tmp_path / "cache")},
                                       "metrics": ["accuracy", "faithfulness"]}), encoding="utf-8")
-        proc = run_cli(["run", str(config), "--dry-run", "-o", str(tmp_path / "plan.json")], cwd=tmp_path)
+        proc = ragmem_main(["run", str(config), "--dry-run", "-o", str(tmp_path / "plan.json")], cwd=tmp_path)
         assert stub.requests == []
     assert proc.returncode == 0, proc.stderr
     assert "dry run of" in proc.stdout and "answers: recorded in the data" in proc.stdout
@@ -109,10 +109,10 @@ def test_the_cli_prints_the_plan_and_exits_0_without_a_run(tmp_path):
     assert not (tmp_path / "mlruns").exists() and not (tmp_path / "summary.json").exists()
 
 
-def test_a_dry_run_checks_the_endpoints_first(tmp_path):
+def test_a_dry_run_checks_the_endpoints_first(tmp_path, ragmem_main):
     from tests.conftest import free_port
 
     data = _dataset(tmp_path, n=2)
-    proc = run_cli(["run", "configs/default.yaml", "--data", data, "--dry-run", "--set", "judge.type=llm",
-                    "--set", "judge.model=m", "--set", f"judge.base_url=http://127.0.0.1:{free_port()}/v1"])
+    proc = ragmem_main(["run", str(ROOT / "configs" / "default.yaml"), "--data", data, "--dry-run", "--set",
+                        "judge.type=llm", "--set", "judge.model=m", "--set", f"judge.base_url=http://127.0.0.1:{free_port()}/v1"])
     assert proc.returncode == 2 and "judge.base_url" in proc.stderr and "Traceback" not in proc.stderr

@@ -10,7 +10,7 @@ import pytest
 import ragmem
 from ragmem.environment import check_tracking
 from ragmem.errors import ConfigError
-from tests.conftest import run_cli
+
 
 DATA = "ragmem/datasets/demo_bilingual.json"
 
@@ -49,12 +49,12 @@ def test_the_api_checks_the_store_before_any_work(tmp_path, monkeypatch):
         ragmem.evaluate(DATA, track=False)
 
 
-def test_the_cli_names_a_corrupted_store_and_starts_nothing(tmp_path):
+def test_the_cli_names_a_corrupted_store_and_starts_nothing(tmp_path, ragmem_main):
     (tmp_path / "mlruns").mkdir()
     (tmp_path / "mlruns" / "mlflow.db").write_bytes(b"\x89PNG not a database" * 50)
     from tests.conftest import ROOT
 
-    proc = run_cli(["run", str(ROOT / "configs" / "default.yaml"), "--data", str(ROOT / DATA)], cwd=tmp_path)
+    proc = ragmem_main(["run", str(ROOT / "configs" / "default.yaml"), "--data", str(ROOT / DATA)], cwd=tmp_path)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert proc.stderr.startswith("error: the default tracking store sqlite:///mlruns/mlflow.db: mlruns/mlflow.db is "
                                   "not a SQLite database")

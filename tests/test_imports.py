@@ -19,6 +19,7 @@ CASES = [  # what ragmem imports, what it does with it, the optional module's he
 ]
 
 
+@pytest.mark.e2e  # a fresh interpreter per case: a subprocess
 @pytest.mark.parametrize("module, use, heavy", CASES, ids=["sacrebleu", "mlflow-store"])
 def test_a_package_loads_without_the_optional_module_which_still_loads_later(module, use, heavy):
     if importlib.util.find_spec(heavy) is None:

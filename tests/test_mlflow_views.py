@@ -12,24 +12,29 @@ from mlflow import MlflowClient
 import ragmem
 
 
-@pytest.fixture
-def run(tmp_path, shared_store, monkeypatch):
-    # run from a git checkout of its own, whose commit the run's source tags must name
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, shared_store):
+    """One tracked run for the module's tests (they only read it), from a git checkout of its own,
+    whose commit the run's source tags must name."""
+    folder = tmp_path_factory.mktemp("views")
     for command in (["init", "-q"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "x"]):
-        subprocess.run(["git", "-C", str(tmp_path), *command], check=True, capture_output=True)
-    monkeypatch.chdir(tmp_path)
-    data = tmp_path / "views.jsonl"
+        subprocess.run(["git", "-C", str(folder), *command], check=True, capture_output=True)
+    head = subprocess.run(["git", "-C", str(folder), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    data = folder / "views.jsonl"
     data.write_text("\n".join(json.dumps({"id": f"q{i}", "query": f"Where is site {i}?",
                                           "reference_answer": f"Where is site {i}?", "label": i % 2})
                               for i in range(4)) + "\n")
-    result = ragmem.evaluate(str(data), agent={"type": "python", "target": "tests.sample_agents:echo"},
-                             experiment="mlflow-views", tracking={**shared_store, "max_traces": 3})
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.chdir(folder)
+        result = ragmem.evaluate(str(data), agent={"type": "python", "target": "tests.sample_agents:echo"},
+                                 experiment="mlflow-views", tracking={**shared_store, "max_traces": 3})
     client = MlflowClient(shared_store["uri"])
-    return result, client, client.get_run(result.run_id)
+    return result, client, client.get_run(result.run_id), head
 
 
 def test_the_dataset_is_the_runs_input_with_its_digest_source_and_schema(run):
-    result, _, logged = run
+    result, _, logged, _ = run
     [entry] = logged.inputs.dataset_inputs
     dataset = entry.dataset
     sha = result.params["data.sha256"]
@@ -42,10 +47,9 @@ def test_the_dataset_is_the_runs_input_with_its_digest_source_and_schema(run):
 
 
 def test_source_tags_params_without_nulls_and_counts_apart(run):
-    _, client, logged = run
+    _, client, logged, head = run
     tags = logged.data.tags
     assert tags["mlflow.source.type"] == "LOCAL" and tags["mlflow.source.name"]
-    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
     assert tags["mlflow.source.git.commit"] == head
     params = logged.data.params
     assert not [k for k, v in params.items() if v in ("null", "None", "[]", "{}")]
@@ -60,7 +64,7 @@ def test_source_tags_params_without_nulls_and_counts_apart(run):
 
 
 def test_each_trace_carries_the_verdict_and_scores_of_its_example(run):
-    result, client, logged = run
+    result, client, logged, _ = run
     traces = client.search_traces(locations=[logged.info.experiment_id], run_id=result.run_id)
     assert len(traces) == 3
     table = result.table.set_index("id")

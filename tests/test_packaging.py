@@ -84,7 +84,6 @@ def test_no_package_list_is_written_by_hand():
     assert "ragmem.tracking" in packages  # the one a hand-written list had missed
 
 
-@pytest.mark.e2e
 @pytest.mark.wheel
 def test_the_wheel_installs_into_a_fresh_environment_and_runs_the_demo_from_another_folder(tmp_path):
     wheels = tmp_path / "wheels"
