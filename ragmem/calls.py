@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, TypeVar
 
 from ragmem.endpoints import Breaker, EndpointDown
+from ragmem.errors import failure_message
 
 T = TypeVar("T")
 
@@ -148,8 +149,7 @@ def describe(exc: BaseException) -> str:
                 text = ""
         message = _reply_message(str(text))
         return f"HTTP {status}: {message}" if message else f"HTTP {status}"
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0]}"[:240] if text else type(exc).__name__
+    return failure_message(exc)[:240]
 
 
 @dataclass(frozen=True)

@@ -46,8 +46,8 @@ def format_location(file: str, record: int | None = None, field: str | None = No
 
 def failure_message(exc: BaseException) -> str:
     """``Type: first line of the message`` (or ``Type``): how a failure is recorded per item or run."""
-    text = str(exc).splitlines()[0] if str(exc) else ""
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
 
 
 class Stopped(Exception):

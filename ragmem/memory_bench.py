@@ -205,7 +205,7 @@ def build_layer(spec: MethodSpec, keywords: KeywordExtractor, count_tokens, full
     try:
         layer = cls(**spec.params)
     except Exception as exc:
-        raise ConfigError(f"methods[].target: building {spec.target} failed: {type(exc).__name__}: {exc}") from None
+        raise ConfigError(f"methods[].target: building {spec.target} failed: {failure_message(exc)}") from None
     for name in ("add", "search"):
         if not callable(getattr(layer, name, None)):
             raise ConfigError(f"methods[].target: {spec.target} has no {name}() method")

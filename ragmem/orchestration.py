@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ragmem import masking
+from ragmem import exits, masking
 from ragmem.endpoints import EndpointDown
 from ragmem.errors import RagmemError
 from ragmem.journal import ragmem_home
@@ -385,9 +385,8 @@ def run_flow(target: str, config: dict[str, Any], finish: Callable[[dict[str, An
         code = 0
         try:
             finish(result)
-        except RagmemError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            code = getattr(exc, "exit_code", 2)
+        except Exception as exc:  # the command's one line and code, as ragmem.exits words every ending
+            code = exits.finish(exc, sys.argv[1:])
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)  # not sys.exit: Prefect's exit-time drain would retry the dead API for minutes

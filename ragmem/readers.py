@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ragmem.errors import DataError
+from ragmem.errors import DataError, failure_message
 
 FORMATS = ("json", "jsonl", "csv", "parquet")
 _SUFFIX_FORMAT = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv",
@@ -94,7 +94,7 @@ def read_records(path: Path, format: str = "auto") -> list[dict[str, Any]]:
     except UnicodeDecodeError as exc:
         raise DataError(file, not_utf8_message(path, exc)) from None
     except Exception as exc:  # pandas/pyarrow parse errors have many types
-        raise DataError(file, f"cannot read as {fmt}: {type(exc).__name__}: {exc}".splitlines()[0]) from None
+        raise DataError(file, f"cannot read as {fmt}: {failure_message(exc)}") from None
 
 
 def _from_frame_row(row: dict[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ import os
 import sys
 from typing import Any, Callable, Iterator, Sequence
 
-from ragmem.errors import AgentLoadError
+from ragmem.errors import AgentLoadError, failure_message
 from ragmem.schema import Example
 
 
@@ -59,7 +59,7 @@ class PythonAgent:
             try:
                 obj = obj(**(params or {}))
             except Exception as exc:
-                raise AgentLoadError(f"agent.target: building {target} failed: {type(exc).__name__}: {exc}") from None
+                raise AgentLoadError(f"agent.target: building {target} failed: {failure_message(exc)}") from None
         elif params:
             raise AgentLoadError("agent.params: only a class target takes params")
         if not callable(obj):

@@ -11,6 +11,7 @@ from typing import Any, Callable, Sequence
 
 from ragmem import calls, interrupts
 from ragmem.endpoints import EndpointDown
+from ragmem.errors import failure_message
 from ragmem.schema import AgentOutput, Context, Example
 
 
@@ -225,15 +226,10 @@ def run_live(agent: Callable[[Example], Any], examples: Sequence[Example], concu
     return [o for o in outputs if o is not None]
 
 
-def _raised(exc: BaseException) -> str:
-    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {message}".rstrip(": ")
-
-
 def _to_output(agent: Any, example: Example, raw: Any, exc: BaseException | None, seconds: float, wall: int,
                attempts: int) -> AgentOutput:
     if exc is not None:  # an endpoint's failure as every client words it; an in-process agent's as it raised it
-        line = calls.describe(exc) if getattr(agent, "breaker", None) is not None else _raised(exc)
+        line = calls.describe(exc) if getattr(agent, "breaker", None) is not None else failure_message(exc)
         return AgentOutput(example.id, None, [], seconds, {}, line, wall, attempts)
     try:
         answer, contexts, timings = parse_reply(raw)
