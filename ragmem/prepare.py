@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ from ragmem.loaders import Dataset
 from ragmem.locomo import Conversation, load_locomo
 
 __all__ = ["Prepared", "SweepPlan", "resolve", "sweep_plan", "for_run", "for_sweep", "for_bench",
-           "read_baseline", "hand_over", "take"]
+           "read_baseline", "hand_over", "take", "drop"]
 
 
 @dataclass
@@ -63,7 +63,6 @@ class Prepared:
     sweep: SweepPlan | None = None             # ragmem sweep
     conversations: list[Conversation] | None = None  # ragmem bench-memory: the LoCoMo data, read
     resume: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def resolve(path: str | Path | None = None, overrides: list[str] | None = None, data: str | None = None,
