@@ -56,7 +56,7 @@ def _is_timeout(exc: BaseException) -> bool:
 
 def _is_connection(exc: BaseException) -> bool:
     """A failure below HTTP: refused, reset, DNS, TLS (the openai SDK's APIConnectionError, httpx's
-    TransportError, a bare OSError)."""
+    TransportError, Python's ConnectionError)."""
     if _is_timeout(exc):
         return False
     names = {cls.__name__ for cls in type(exc).__mro__}

@@ -86,9 +86,11 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
     if preflight:
         endpoints.preflight(endpoints.configured(cfg), log=log.info)
     tracker = _tracker(cfg)
-    journal, kept = _resumed(cfg, dataset, tracker, resume) if resume else (None, {})
-    with tracked_run(tracker, cfg.experiment, cfg.run_name, tags=tags,
-                     run_id=(resume if tracker is not None else None) if resume else run_id) as run:
+    journal, kept = None, {}
+    if resume:  # the same MLflow run (none when untracked), the outputs its journal already has
+        journal, kept = _resumed(cfg, dataset, tracker, resume)
+        run_id = resume if tracker is not None else None
+    with tracked_run(tracker, cfg.experiment, cfg.run_name, tags=tags, run_id=run_id) as run:
         journal = journal or _new_journal(run.id, cfg, dataset, tracker)
         try:
             outputs, judgements = _answer_and_judge(cfg, steps, components, dataset, journal, kept)
@@ -203,11 +205,12 @@ def sweep(config: dict[str, Any] | RunConfig, steps: Steps = PLAIN, *, plan: Swe
           tags: dict[str, str] | None = None, preflight: bool = True, resume: str | None = None) -> dict[str, Any]:
     """Evaluate every configuration of ``sweep.grid`` (see :mod:`ragmem.sweep`) and pick the best;
     ``plan`` is the sweep :mod:`ragmem.prepare` made ready (every point valid, each distinct data
-    setting loaded once), made here when not given. ``preflight`` checks every endpoint of every
-    configuration first. ``resume`` (a parent run id) continues an interrupted sweep: finished
-    children are read back from MLflow, the others are resumed (or started) in their own child runs."""
+    setting loaded once), made here when not given (:func:`ragmem.prepare.sweep_plan`).
+    ``preflight`` checks every endpoint of every configuration first. ``resume`` (a parent run id)
+    continues an interrupted sweep: finished children are read back from MLflow, the others are
+    resumed (or started) in their own child runs."""
     cfg = config if isinstance(config, RunConfig) else RunConfig.from_dict(config)
-    plan = plan or prepare.for_sweep(cfg).sweep
+    plan = plan or prepare.sweep_plan(cfg)
     spec, points = plan.spec, plan.points
     firsts = {tuple(child.files): child for child in reversed(plan.configs)}  # one load per distinct data setting
     datasets = {key: steps.load(child, plan.datasets[key]) for key, child in reversed(firsts.items())}

@@ -49,8 +49,11 @@ class SweepPlan:
     configs: list[RunConfig]
     datasets: dict[tuple, Dataset]
 
-    def dataset_of(self, cfg: RunConfig) -> Dataset:
-        return self.datasets[tuple(cfg.files)]
+    def load(self) -> None:
+        """Load and validate the data of each distinct data setting, once."""
+        for child in self.configs:
+            if tuple(child.files) not in self.datasets:
+                self.datasets[tuple(child.files)] = pipeline.load(child)
 
 
 @dataclass
@@ -76,14 +79,17 @@ def resolve(path: str | Path | None = None, overrides: list[str] | None = None, 
     return cfg
 
 
-def sweep_plan(cfg: RunConfig) -> tuple[sweeps.SweepSpec, dict[str, Any], list, list[RunConfig]]:
-    """The sweep's spec, the config without its sweep section, and every grid point with the
+def sweep_plan(cfg: RunConfig, load: bool = True) -> SweepPlan:
+    """The sweep's spec, the config without its sweep section, every grid point with the
     configuration it makes (a bad value in the grid fails here, naming the point, not in the middle
-    of a sweep)."""
+    of a sweep) and, unless ``load=False``, the data of each distinct data setting."""
     spec = sweeps.parse_sweep(cfg.sweep)
     base = {k: v for k, v in cfg.raw.items() if k != "sweep"}
     points, configs = zip(*sweeps.point_configs(base, spec, cfg.seed))
-    return spec, base, list(points), list(configs)
+    plan = SweepPlan(spec, base, list(points), list(configs), {})
+    if load:
+        plan.load()
+    return plan
 
 
 def read_baseline(cfg: RunConfig) -> pd.DataFrame | None:
@@ -98,7 +104,7 @@ def for_run(cfg: RunConfig, *, resume: str | None = None, load: bool = True) -> 
     """An evaluation made ready (``load=False``: the machine checked, no data read). A config with a
     sweep grid has its grid points checked too (whichever command runs it)."""
     if cfg.sweep.grid:
-        sweep_plan(cfg)
+        sweep_plan(cfg, load=False)
     environment.check(cfg)
     baseline = read_baseline(cfg)
     dataset = pipeline.load(cfg) if load else None
@@ -109,13 +115,9 @@ def for_run(cfg: RunConfig, *, resume: str | None = None, load: bool = True) -> 
 
 def for_sweep(cfg: RunConfig, *, resume: str | None = None) -> Prepared:
     """A sweep made ready: every point's configuration and every distinct data setting's data."""
-    spec, base, points, configs = sweep_plan(cfg)
+    plan = sweep_plan(cfg, load=False)
     environment.check(cfg)
-    datasets: dict[tuple, Dataset] = {}
-    for child in configs:
-        if tuple(child.files) not in datasets:
-            datasets[tuple(child.files)] = pipeline.load(child)
-    plan = SweepPlan(spec, base, points, configs, datasets)
+    plan.load()
     return Prepared(cfg, sweep=plan, resume=resume)
 
 
@@ -125,7 +127,7 @@ def for_bench(cfg: RunConfig) -> Prepared:
     if not cfg.bench.data:
         raise ConfigError("bench.data: no LoCoMo data given; pass --data PATH or set bench.data in the config")
     if cfg.sweep.grid:
-        sweep_plan(cfg)
+        sweep_plan(cfg, load=False)
     environment.check(cfg)
     return Prepared(cfg, conversations=load_locomo(str(cfg.bench.data)))
 

@@ -71,14 +71,6 @@ def _fill(arg: str, fill: dict[str, str]) -> str:
     return arg
 
 
-def _cli(argv: list[str], capsys) -> tuple[int, str]:
-    from ragmem.cli import main
-
-    with pytest.raises(SystemExit) as stopped:
-        main(argv)
-    return stopped.value.code, capsys.readouterr().err
-
-
 def _store(tmp: Path) -> dict[str, bytes]:
     return {str(p): p.read_bytes() for p in (tmp / "mlruns").rglob("*") if p.is_file()} if (tmp / "mlruns").exists() else {}
 
@@ -89,7 +81,7 @@ def test_the_corpus_is_large_and_names_are_unique():
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case["name"] for case in CASES])
-def test_a_bad_input_is_one_line_and_its_exit_code(case, tmp_path, monkeypatch, capsys):
+def test_a_bad_input_is_one_line_and_its_exit_code(case, tmp_path, monkeypatch, ragmem_main):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("RAGMEM_HOME", str(tmp_path / ".ragmem"))
     # a Prefect API that does not answer: a case that got past validation fails loudly, starting no server
@@ -99,7 +91,8 @@ def test_a_bad_input_is_one_line_and_its_exit_code(case, tmp_path, monkeypatch, 
     commands, _ = _prepare(case, tmp_path, monkeypatch)
     before = _store(tmp_path)
     for argv in commands:
-        code, err = _cli(argv, capsys)
+        done = ragmem_main(argv)
+        code, err = done.returncode, done.stderr
         lines = err.strip().splitlines()
         where = f"{case['name']}: ragmem {' '.join(argv)}\n{err}"
         assert code == case.get("code", 2), where

@@ -74,11 +74,14 @@ def _timed_call(agent: Callable[[Example], Any], example: Example, starts: dict[
                 index: int, retries: int, backoff_s: float) -> tuple[Any, BaseException | None, float, int, int]:
     """Call under the one call policy (:mod:`ragmem.calls`: what is retried, the backoff, the
     endpoint's breaker); the latency is that of the last attempt, timed with the monotonic clock.
-    An endpoint's agent (http) retries what :func:`ragmem.calls.transient` says; an in-process agent
-    what its ``retryable`` says."""
+    An endpoint's agent (http) retries what :func:`ragmem.calls.transient` says, a timeout once; an
+    in-process agent what its ``retryable`` says, ``retries`` times whatever it raised."""
     breaker = getattr(agent, "breaker", None)  # an endpoint's agent (http): see ragmem.endpoints
-    retryable = calls.transient if breaker is not None else getattr(agent, "retryable", lambda exc: False)
-    attempts = calls.Attempts(calls.Policy(retries, backoff_s), breaker, retryable)
+    if breaker is not None:
+        attempts = calls.Attempts(calls.Policy(retries, backoff_s), breaker)
+    else:
+        policy = calls.Policy(retries, backoff_s, timeout_retries=retries)
+        attempts = calls.Attempts(policy, None, getattr(agent, "retryable", lambda exc: False))
     while True:
         wall = time.time_ns()
         try:
