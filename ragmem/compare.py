@@ -138,8 +138,27 @@ def known_metrics(client, run_ids: list[str]) -> list[str]:
     """The metrics every one of the runs logged (intervals and counts left out)."""
     logged = [set(client.get_run(r).data.metrics) for r in run_ids]
     common = set.intersection(*logged) if logged else set()
-    return sorted(m for m in common if not m.endswith(("_ci_low", "_ci_high"))
+    return sorted(metric_name(m) for m in common if not m.endswith(("_ci_low", "_ci_high"))
                   and not m.startswith(("confusion_", "n_", "undefined_", "count/", "usage/")))
+
+
+#: what compare shows of each run's judge besides the paired rows (pass_rate_ppi is not paired: its
+#: interval is each run's own)
+_JUDGE_FIGURES = ("pass_rate_ppi", "n_labelled", "judge_label_kappa", "judge_flip_rate")
+
+
+def judge_of(run) -> dict[str, Any]:
+    """One run's judge as compare shows it: the figures above (with their intervals) and whether it
+    was flagged unreliable (the tag ``ragmem.judge.unreliable``)."""
+    logged = run.data.metrics
+    out: dict[str, Any] = {"unreliable": run.data.tags.get("ragmem.judge.unreliable") == "true"}
+    for name in _JUDGE_FIGURES:
+        key = metric_key(name)
+        if key in logged:
+            out[name] = logged[key]
+            if f"{key}_ci_low" in logged:
+                out[f"{name}_ci"] = [logged[f"{key}_ci_low"], logged[f"{key}_ci_high"]]
+    return out
 
 
 def scoring_of(params: dict[str, str]) -> tuple[float, Any]:
@@ -200,7 +219,8 @@ def compare_tables(a: pd.DataFrame, b: pd.DataFrame, names: list[str], resamples
                  if settings_a.get(k) != settings_b.get(k) and k not in _VOLATILE}
     return {"run_a": run_a, "run_b": run_b, "n_shared": n_shared, "resamples": resamples, "seed": seed,
             "confidence": confidence, "test": "paired bootstrap CI; approximate randomization p-value (two-sided)",
-            "settings_that_differ": differing, "warnings": warnings, "metrics": rows}
+            "settings_that_differ": differing, "warnings": warnings, "metrics": rows,
+            "judge": {"a": judge_of(run_a_info), "b": judge_of(run_b_info)}}
 
 
 def read_baseline(tracking_uri: str, run_ref: str) -> pd.DataFrame:

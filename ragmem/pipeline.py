@@ -26,6 +26,7 @@ from ragmem.masking import mask
 from ragmem.metrics import MetricContext, MetricResult, compute_metrics, start_metrics
 from ragmem.metrics.generation import scorer_for
 from ragmem.metrics.rag import OfflineEntities
+from ragmem.metrics.reliability import unreliable
 from ragmem.schema import AgentOutput, Example
 from ragmem.text.keywords import KeywordExtractor
 from ragmem.version import __version__
@@ -175,7 +176,8 @@ def prime_keywords(examples: Sequence[Example], outputs: Sequence[AgentOutput], 
 def _metric_context(cfg: RunConfig, components: Components, mapper, early=None) -> MetricContext:
     return MetricContext(components.keywords, cfg.zero_division, cfg.ks, cfg.ranking.relevance,
                          cfg.ranking.keyword_threshold, generation=cfg.generation, rag=cfg.rag_metrics,
-                         llm=components.llm, embedder=components.embedder, mapper=mapper, early=early)
+                         llm=components.llm, embedder=components.embedder, mapper=mapper, early=early,
+                         judge=cfg.judge, confidence=cfg.stats.confidence)
 
 
 #: the columns of :func:`build_table` the families' ``start`` reads
@@ -208,14 +210,14 @@ def score(table: pd.DataFrame, cfg: RunConfig, components: Components, mapper=No
     for name, values in result.columns.items():
         numeric = all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in values)
         table[name] = pd.Series(values, index=table.index, dtype=float if numeric else object)
-    result.ci = confidence_intervals(table, result, cfg)
+    result.ci = {**confidence_intervals(table, result, cfg), **result.ci}  # a family's own intervals kept (pass_rate_ppi)
     result.values.update(usage_metrics(components))
     return table, result
 
 
 def confidence_intervals(table: pd.DataFrame, result: MetricResult, cfg: RunConfig) -> dict[str, tuple[float, float] | None]:
     """Seeded bootstrap intervals (``stats.resamples``, ``stats.confidence``) of every aggregate."""
-    names = [n for n, v in result.values.items() if v is not None]
+    names = [n for n, v in result.values.items() if v is not None and n not in result.ci]
     scorer = scorer_for(cfg.generation.tokenizer, cfg.generation.bleu_tokenize)
     aggs = stats.aggregators(table, names, cfg.zero_division, scorer)
 
@@ -336,7 +338,8 @@ def clean_number(value: float | None) -> float | None:
 
 def summary(run_id: str | None, cfg: RunConfig, result: MetricResult, table: pd.DataFrame,
             params: dict[str, str]) -> dict[str, Any]:
-    """The summary JSON contract: run_id, experiment, n_examples, n_errors, metrics, params."""
+    """The summary JSON contract: run_id, experiment, n_examples, n_errors, metrics, ci, params, counts,
+    notes, judge_unreliable."""
     c = counts(table, result)
     return {
         "run_id": run_id,
@@ -348,6 +351,8 @@ def summary(run_id: str | None, cfg: RunConfig, result: MetricResult, table: pd.
         "params": params,
         "counts": c,
         "notes": result.notes,
+        # one line when the judge agrees with the labels no better than chance (judge.min_kappa), else null
+        "judge_unreliable": unreliable(result.values, result.ci, cfg.judge.min_kappa),
     }
 
 

@@ -81,38 +81,52 @@ def _headline(name: str, max_k: int | None) -> bool:
     return not at_k or max_k is None or int(at_k.group(1)) == max_k
 
 
+#: the judge reliability section of the summary table: what measures the judge, not the system
+#: (accuracy and recall are judge_label_agreement and judge_sensitivity again: shown with --all)
+RELIABILITY_SHOWN = ("judge_label_kappa", "judge_label_agreement", "judge_sensitivity", "judge_specificity",
+                     "precision", "f1", "n_labelled", "judge_self_agreement", "judge_flip_rate", "judge_fleiss_kappa",
+                     "n_judge_undecided", "judge_threshold_low_pass_rate", "judge_threshold_high_pass_rate")
+RELIABILITY_ALL = RELIABILITY_SHOWN + ("accuracy", "recall")
+
+
 def print_summary(summary: dict[str, Any], show_all: bool = False) -> None:
     table = Table(title=f"{summary['experiment']}: {plural(summary['n_examples'], 'example')}, "
                         f"{plural(summary['n_errors'], 'error')}", title_justify="left")
     table.add_column("metric")
     table.add_column("value", justify="right")
-    table.add_column("CI (bootstrap)", justify="right")
+    table.add_column("CI", justify="right")
     intervals = summary.get("ci", {})
     ks = [int(k) for k in str(summary.get("params", {}).get("ranking.k", "")).split(",") if k.strip().isdigit()]
     hidden = 0
-    agreement = ("accuracy", "precision", "recall", "f1", "judge_label_kappa")
-    nulls, rows, agreeing = [], [], []
+    nulls, rows, judging = [], [], []
     for name, value in summary["metrics"].items():
-        if not show_all and not _headline(name, max(ks) if ks else None):
+        in_section = name in (RELIABILITY_ALL if show_all else RELIABILITY_SHOWN)
+        if not show_all and not in_section and (name in RELIABILITY_ALL or not _headline(name, max(ks) if ks else None)):
             hidden += 1
             continue
-        if value is None and not show_all:  # (agreement with labels: shown when there are labels)
-            nulls.append(name)
-            continue
+        if value is None:  # (reliability figures: shown where their inputs exist)
+            if not show_all and not in_section:
+                nulls.append(name)
+            if not show_all:
+                continue
         interval = intervals.get(name)
         shown = f"[{fmt(name, interval[0])}, {fmt(name, interval[1])}]" if interval else ""
-        (agreeing if name in agreement else rows).append((label(name), fmt(name, value), shown))
+        (judging if in_section else rows).append((label(name), fmt(name, value), shown))
     for row in rows:
         table.add_row(*row)
-    if agreeing:  # below the system's metrics, under their own heading: they measure the judge
+    if judging:  # below the system's metrics, under their own heading: they measure the judge
         table.add_section()
-        table.add_row("[italic]judge vs labels[/italic]", "", "")
-        for row in agreeing:
+        table.add_row("[italic]judge reliability[/italic]", "", "")
+        for row in judging:
             table.add_row(*row)
     out.print(table)
-    if agreeing:
-        say("judge vs labels: the judge's agreement with the dataset's labels, not the system's quality "
-            "(pass_rate is the system as judged)")
+    say("CI: bootstrap intervals (stats.confidence); pass_rate_ppi's is the prediction-powered one"
+        if "pass_rate_ppi" in intervals else "CI: bootstrap intervals (stats.confidence)")
+    if judging:
+        say("judge reliability: how far the judge can be trusted (agreement with the labels, with itself), "
+            "not the system's quality (pass_rate is the system as judged)")
+    if summary.get("judge_unreliable"):
+        out.print(summary["judge_unreliable"], style="bold red", markup=False, highlight=False, soft_wrap=True)
     if nulls:
         say(f"not computed (null): {', '.join(nulls)}")
     if hidden:
@@ -198,6 +212,22 @@ def _setting(value: Any, width: int = 32) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def judge_line(side: str, judge: dict[str, Any]) -> str:
+    """One run's judge in a comparison: its prediction-powered pass rate, its kappa with the labels."""
+    parts = []
+    if judge.get("pass_rate_ppi") is not None:
+        ci = judge.get("pass_rate_ppi_ci")
+        parts.append(f"pass_rate_ppi {judge['pass_rate_ppi']:.4f}" + (f" [{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "")
+                     + f" on {int(judge.get('n_labelled') or 0)} labels")
+    if judge.get("judge_label_kappa") is not None:
+        parts.append(f"judge_label_kappa {judge['judge_label_kappa']:.4f}")
+    if judge.get("judge_flip_rate") is not None:
+        parts.append(f"judge_flip_rate {judge['judge_flip_rate']:.4f}")
+    if judge.get("unreliable"):
+        parts.append("JUDGE UNRELIABLE (its judged numbers should not be trusted)")
+    return f"judge of {side}: " + ("; ".join(parts) if parts else "no labels, one sample per verdict")
+
+
 def print_paired(result: dict[str, Any]) -> None:
     view = Table(title=f"B - A on {plural(result['n_shared'], 'shared example')} (A = {result['run_a'][:8]}, "
                        f"B = {result['run_b'][:8]}; {result['resamples']} resamples)", title_justify="left")
@@ -213,6 +243,8 @@ def print_paired(result: dict[str, Any]) -> None:
                      "n/a" if p is None else f"{p:.4f}", mark)
     out.print(view)
     say("* p < 0.05 (approximate randomization test, two-sided); CI: paired bootstrap")
+    for side, judge in (result.get("judge") or {}).items():
+        say(judge_line(side.upper(), judge))
     differ = result["settings_that_differ"]
     if differ:  # a signature is long and says only "differs"; values are cut to 32 characters
         shown = [f"{k} differs" if k.endswith(".signature") else f"{k}: {_setting(a)} -> {_setting(b)}"

@@ -33,7 +33,10 @@ WORST = 25   # examples shown on a run's page
 MOVED = 25   # examples shown per section of a diff
 SCORES = ("reference_coverage", "coverage", "token_f1", "rouge_l", "bleu", "chrf", "exact_match", "answer_correctness",
           "faithfulness", "answer_relevancy", "contextual_precision", "context_entity_recall")
-AGREEMENT = ("accuracy", "precision", "recall", "f1")
+RELIABILITY = ("judge_label_kappa", "judge_label_agreement", "judge_sensitivity", "judge_specificity", "n_labelled",
+               "pass_rate_ppi", "answer_correctness_ppi", "judge_self_agreement", "judge_flip_rate",
+               "judge_fleiss_kappa", "n_judge_undecided", "judge_threshold_low_pass_rate",
+               "judge_threshold_high_pass_rate", "precision", "f1")
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px;color:#1d2329;max-width:1400px}
@@ -235,10 +238,7 @@ def run_page(summary: dict[str, Any], table: pd.DataFrame) -> str:
             f'{_e(params.get("data.path"))} (sha256 {_e(str(params.get("data.sha256", ""))[:12])}); judge '
             f'{_e(params.get("judge.signature"))}; ragmem {_e(params.get("ragmem.version"))}</p>',
             "<h2>Headline metrics</h2>", _metrics_table(summary, headline(summary))]
-    agreement = [n for n in AGREEMENT if summary["metrics"].get(n) is not None]
-    if agreement:
-        body += ['<p class="note">The judge\'s agreement with the labels (not the system\'s quality):</p>',
-                 _metrics_table(summary, agreement)]
+    body += _reliability(summary, table)
     if summary.get("gates"):
         body += ["<h2>Quality gates</h2>", _table(["metric", "value", "bar", "outcome"], [
             [_e(g["metric"]), _num(g["value"]),
@@ -267,6 +267,45 @@ def run_page(summary: dict[str, Any], table: pd.DataFrame) -> str:
     if notes:
         body += ["<h2>Notes</h2>", "<ul>" + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul>"]
     return _page(f"ragmem report {summary.get('run_id') or ''}", body)
+
+
+def disputed(table: pd.DataFrame, limit: int = WORST) -> pd.DataFrame:
+    """The examples where the judge disagrees with the label, then those whose samples disagree
+    with each other (least self-agreement first)."""
+    if "verdict" not in table:
+        return table.iloc[:0]
+    verdict = pd.to_numeric(table["verdict"], errors="coerce")
+    label = pd.to_numeric(table["label"], errors="coerce") if "label" in table else verdict * float("nan")
+    agreement = pd.to_numeric(table["judge_agreement"], errors="coerce") if "judge_agreement" in table else verdict * float("nan")
+    against_label = label.notna() & verdict.notna() & (label != verdict)
+    against_itself = agreement.notna() & (agreement < 1)
+    order = pd.DataFrame({"label": ~against_label, "self": agreement.fillna(1.0)}, index=table.index)
+    picked = order[against_label | against_itself].sort_values(["label", "self"], kind="stable")
+    return table.loc[picked.index].head(limit)
+
+
+def _reliability(summary: dict[str, Any], table: pd.DataFrame) -> list[str]:
+    """The judge reliability section: the unreliable line, the figures, the disputed examples."""
+    shown = [n for n in RELIABILITY if summary["metrics"].get(n) is not None]
+    if not shown:
+        return []
+    body = ["<h2>Judge reliability</h2>"]
+    if summary.get("judge_unreliable"):
+        body.append(f'<p class="fail">{_e(summary["judge_unreliable"])}</p>')
+    body += ['<p class="note">How far the judge can be trusted: its agreement with the labels and with itself '
+             '(not the system\'s quality); pass_rate_ppi is the share a human would pass, with its '
+             'prediction-powered interval</p>', _metrics_table(summary, shown)]
+    rows = disputed(table)
+    if len(rows):
+        body += [f'<p class="note">{len(rows)} examples where the judge disagrees with the label or with itself, '
+                 'those against the label first</p>',
+                 _table(["id", "query", "answer", "reference", "label", "verdict", "samples agreeing", "reason"],
+                        [[_e(r["id"]), _e(r.get("query")), _e(r.get("generated_answer")), _e(r.get("reference_answer")),
+                          _e(r.get("label")), _verdict(r.get("verdict")),
+                          _num(r.get("judge_agreement"), 2) if not _missing(r.get("judge_agreement")) else "",
+                          _e(r.get("judge_reason") or r.get("judge_error"))] for r in rows.to_dict("records")],
+                        css="ex")]
+    return body
 
 
 def _per_source(summary: dict[str, Any], table: pd.DataFrame) -> str:

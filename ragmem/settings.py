@@ -166,6 +166,13 @@ class Price(Section):
     output: Annotated[float, Ge(0)] = Field(description="USD per million output tokens")
 
 
+def _samples_need_llm(settings):
+    if settings.samples > 1 and settings.type != "llm":
+        raise ValueError(f"judge.samples: {settings.samples} needs judge.type llm (the keyword judge gives the "
+                         f"same verdict every time)")
+    return settings
+
+
 class JudgeSettings(ClientSettings):
     type: Literal["keyword", "llm"] = setting("keyword", "offline keyword judge or an LLM")
     threshold: Share = setting(0.7, "keyword verdict 1 when overlap > threshold")
@@ -176,8 +183,14 @@ class JudgeSettings(ClientSettings):
     max_tokens: Positive = setting(1024, "reply limit sent with every request (fits a claims list of the wire "
                                          "contract); a reply cut off by it is invalid: one repair, then a failure")
     prices: dict[str, Price] = setting({}, "{model: {input, output}} in USD per million tokens")
+    samples: Positive = setting(1, "times every LLM verdict is asked (the majority decides; a tie is undecided)")
+    min_kappa: Annotated[float, Ge(-1), Le(1)] = setting(
+        0.4, "the judge is flagged unreliable when the upper end of its kappa interval with the labels is below this")
+    label_sample: Optional[Positive] = setting(None, "write this many examples, stratified by verdict, to "
+                                                     "labels_to_fill.csv in the run folder for a person to label")
 
     _model = model_validator(mode="after")(lambda self: _needs_model(self, "judge", "llm"))
+    _samples = model_validator(mode="after")(lambda self: _samples_need_llm(self))
 
 
 class RagMetricSettings(Section):

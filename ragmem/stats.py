@@ -58,10 +58,13 @@ def resample_all(aggs: dict[str, Aggregator], n: int, resamples: int, seed: int)
     A sum-kind metric of a resample is ``counts @ data``, with ``counts[r, i]`` the number of times
     example ``i`` was drawn in resample ``r``: one BLAS product over the side-by-side data of every
     sum-kind aggregator replaces a gather of (R, n, m) values per aggregator. Apply-kind
-    aggregators (percentiles) gather their values.
+    aggregators (percentiles) gather their values. A two-stage aggregator (``resum``: a metric of
+    repeated judge samples) draws each drawn example's data again from ``counts``.
     """
     out = {name: np.full(resamples, np.nan) for name in aggs}
-    summed = [(name, agg) for name, agg in aggs.items() if agg.kind == "sum"]
+    summed = [(name, agg) for name, agg in aggs.items() if agg.kind == "sum" and agg.resum is None]
+    staged = [(name, agg) for name, agg in aggs.items() if agg.resum is not None]
+    second = np.random.default_rng([seed, 1])  # the second stage's own stream: the first's numbers stay as they were
     edges = np.cumsum([0] + [agg.data.reshape(n, -1).shape[1] for _, agg in summed])
     columns = np.empty((n, edges[-1])) if summed else None
     for (_, agg), low, high in zip(summed, edges[:-1], edges[1:]):  # side by side, one copy at a time:
@@ -69,12 +72,15 @@ def resample_all(aggs: dict[str, Aggregator], n: int, resamples: int, seed: int)
         agg.data = columns[:, low:high].reshape(agg.data.shape)     # let go for its (equal) view
     for start, part in resample_blocks(n, resamples, seed):
         rows = slice(start, start + len(part))
-        if summed:
+        if summed or staged:
             flat = (np.arange(len(part))[:, None] * n + part).ravel()
             counts = np.bincount(flat, minlength=len(part) * n).reshape(len(part), n).astype(float)
+        if summed:
             sums = counts @ columns
             for (name, agg), low, high in zip(summed, edges[:-1], edges[1:]):
                 out[name][rows] = agg.reduce_many(sums[:, low:high])
+        for name, agg in staged:
+            out[name][rows] = agg.reduce_many(agg.resum(second, counts))
         for name, agg in aggs.items():
             if agg.kind != "sum":
                 out[name][rows] = agg.reduce_many(agg.data[part])

@@ -33,7 +33,10 @@ def test_overrides_and_tracking_round_trip(store):
     result = ragmem.evaluate(str(ROOT / DEMO), experiment="api-test", judge={"threshold": 0.5},
                              tracking=store, metrics=["f1", "avg_coverage"])
     # the selection, plus pass_rate (always computed: the system's quality as judged, labels or not)
-    assert {k for k in result.metrics if not k.startswith(("confusion_", "n_"))} == {"pass_rate", "f1", "avg_coverage"}
+    # and the judge's reliability (measured on every run: with labels, its kappa; the keyword judge's
+    # threshold moved by 0.1)
+    assert {k for k in result.metrics if not k.startswith(("confusion_", "n_", "judge_"))} == {"pass_rate", "f1", "avg_coverage"}
+    assert {"judge_label_kappa", "judge_threshold_low_pass_rate", "judge_threshold_high_pass_rate"} <= set(result.metrics)
     assert list(result.metrics)[0] == "pass_rate" and result.summary["ci"]["pass_rate"] is not None
     run = MlflowClient(store["uri"]).get_run(result.run_id)
     assert run.info.status == "FINISHED"
@@ -84,3 +87,22 @@ def test_pass_rate_needs_no_labels_and_comes_first(tmp_path, capsys):
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("│")]
     assert rows[0].split("│")[1].strip() == "pass_rate"  # the first line of the table
     assert not any(r.split("│")[1].strip() in ("accuracy", "f1") for r in rows)  # no labels: not shown
+
+
+def test_a_judge_at_chance_is_flagged_in_the_summary_and_the_mlflow_run(store, tmp_path):
+    """Every answer matches its reference, so the keyword judge passes all; half the labels say
+    wrong: kappa 0, whose interval stays below judge.min_kappa (0.4): one line, a tag."""
+    records = [{"id": f"q{i}", "query": f"question {i}", "reference_answer": f"answer number {i} is blue",
+                "generated_answer": f"answer number {i} is blue", "label": i % 2} for i in range(12)]
+    data = tmp_path / "chance.json"
+    data.write_text(json.dumps(records))
+    result = ragmem.evaluate(str(data), experiment="api-test", tracking=store, metrics=["f1"])
+    assert result.metrics["pass_rate"] == 1.0 and result.metrics["judge_label_kappa"] == 0.0
+    assert result.summary["judge_unreliable"].startswith("judge unreliable: Cohen kappa with the labels 0.000")
+    run = MlflowClient(store["uri"]).get_run(result.run_id)
+    assert run.data.tags["ragmem.judge.unreliable"] == "true"
+    assert run.data.metrics["judge/label_kappa"] == 0.0 and run.data.metrics["count/n_labelled"] == 12
+    assert "judge/label_kappa_ci_high" in run.data.metrics
+    calm = ragmem.evaluate(str(data), experiment="api-test", tracking=store, metrics=["f1"], judge={"min_kappa": -0.5})
+    assert calm.summary["judge_unreliable"] is None
+    assert "ragmem.judge.unreliable" not in MlflowClient(store["uri"]).get_run(calm.run_id).data.tags

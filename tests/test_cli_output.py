@@ -73,8 +73,10 @@ def test_the_summary_shows_ms_plurals_and_hides_nulls(screen, tmp_path):
     text = " ".join(console.export_text().split())
     assert "1 example, 0 errors" in text and "latency_p95 (ms) │ 12.5000" not in text
     assert "latency_p50 (ms) │ 12.5" in text
-    assert "not computed (null): accuracy, precision, recall, f1" in text  # no labels: hidden, named once
-    assert "│ accuracy" not in text
+    # no labels: the judge's agreement with them is hidden, said once in a note
+    assert "note: no labels in the dataset: accuracy/precision/recall/f1 not computed" in text
+    assert "│ accuracy" not in text and "│ judge_label_kappa" not in text and "not computed (null): accuracy" not in text
+    assert "│ judge_threshold_low_pass_rate" in text  # the keyword judge's threshold moved by 0.1
 
 
 def test_the_bench_table_hides_rows_that_are_n_a_everywhere(screen):

@@ -201,20 +201,6 @@ def test_rows_are_itertuples_read_column_by_column():
             assert type(a) is type(b) and (a is b or a == b or (a != a and b != b)), (a, b)
 
 
-def test_cohen_kappa_equals_scikit_learns():
-    from sklearn.metrics import cohen_kappa_score
-
-    from ragmem.metrics.rag import cohen_kappa
-
-    rng = random.Random(3)
-    for _ in range(300):
-        pairs = [(rng.randint(0, 1), rng.randint(0, 1)) for _ in range(rng.randint(2, 60))]
-        if len({x for pair in pairs for x in pair}) < 2:
-            continue
-        expected = cohen_kappa_score([a for a, _ in pairs], [b for _, b in pairs])
-        assert cohen_kappa(pairs) == pytest.approx(expected, abs=1e-12)
-
-
 def test_rjieba_segments_as_jieba_on_this_corpus_and_is_recorded():
     pytest.importorskip("rjieba", reason="rjieba (the fast extra) is not installed")
     from ragmem.text.tokenizers import get_tokenizer

@@ -25,7 +25,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     # metric math: the names (a pandas-free leaf the schema reads), the families, the statistics
     "metrics": ("metrics.names", "metrics.kernels", "metrics.scorer", "metrics.base", "metrics.verdicts",
                 "metrics.classification", "metrics.coverage", "metrics.latency", "metrics.ranking",
-                "metrics.generation", "metrics.rag", "metrics.per_source", "metrics.registry", "metrics", "metrics.reliability",
+                "metrics.generation", "metrics.rag", "metrics.per_source", "metrics.registry", "metrics", "metrics.reliability", "metrics.estimators",
                 "stats"),
     # one config: the schema, reading, merging, validating (no domain module but the metric names)
     "config": ("settings", "config"),

@@ -162,5 +162,5 @@ def test_the_registry_runs_a_family_for_every_declared_name_set_in_order():
     from ragmem.metrics import FAMILIES, names
 
     assert tuple(f.names for f in FAMILIES) == names.FAMILY_NAMES
-    assert [f.name for f in FAMILIES] == ["verdicts", "classification", "coverage", "latency", "ranking", "generation",
+    assert [f.name for f in FAMILIES] == ["verdicts", "reliability", "classification", "coverage", "latency", "ranking", "generation",
                                           "rag", "per_source"]

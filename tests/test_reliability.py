@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from ragmem.metrics.reliability import fleiss_kappa, ppi_mean_ci
+from ragmem.metrics.estimators import binary_kappa, fleiss_kappa, ppi_mean_ci
 
 
 def _dataset(rng, n, big_n):
@@ -50,6 +50,20 @@ def test_fleiss_kappa_is_statsmodels_on_50_random_tables():
             assert not math.isfinite(theirs) or theirs == pytest.approx(0.0)
         else:
             assert ours == pytest.approx(theirs, abs=1e-9)
+
+
+def test_cohens_kappa_is_scikit_learns_on_300_random_label_sets():
+    sklearn_metrics = pytest.importorskip("sklearn.metrics", reason="scikit-learn (the test extra) is the oracle")
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        n = int(rng.integers(2, 60))
+        labels, verdicts = rng.integers(0, 2, n), rng.integers(0, 2, n)
+        counts = [int(np.sum((labels == a) & (verdicts == b))) for a, b in ((1, 1), (1, 0), (0, 1), (0, 0))]
+        ours = binary_kappa(*counts)
+        if len(set(labels) | set(verdicts)) < 2:
+            assert ours is None
+            continue
+        assert ours == pytest.approx(sklearn_metrics.cohen_kappa_score(labels, verdicts), abs=1e-9)
 
 
 def test_bad_inputs_are_refused_and_undefined_is_none():
@@ -96,3 +110,65 @@ def test_the_ppi_interval_covers_the_true_rate_and_the_judge_alone_does_not(judg
         assert figures["judge_only_coverage"] < 0.20
     else:
         assert figures["ppi_narrower_than_labels"] >= 0.90
+
+
+# ---- the reliability family on a run's table ------------------------------------------------------
+
+class _Ctx:
+    judge = None
+    confidence = 0.95
+
+
+def _table(labels, verdicts):
+    import pandas as pd
+
+    return pd.DataFrame({"label": pd.array(labels, dtype="Int64"), "verdict": pd.array(verdicts, dtype="Int64"),
+                         "error": [None] * len(labels)})
+
+
+def test_pass_rate_ppi_of_a_run_is_ppi_pythons_on_50_random_tables():
+    """The run's path (a results table, some rows labelled, through the reliability family) gives
+    ppi-python's interval to 1e-9."""
+    ppi_py = pytest.importorskip("ppi_py", reason="ppi-python (the test extra) is the oracle")
+    from ragmem.metrics import reliability
+
+    rng = np.random.default_rng(21)
+    for _ in range(50):
+        n, big_n = int(rng.integers(10, 200)), int(rng.integers(20, 800))
+        y, yhat, yhat_u = _dataset(rng, n, big_n)
+        table = _table([int(v) for v in y] + [None] * big_n, [int(v) for v in np.concatenate([yhat, yhat_u])])
+        result = reliability.compute(table, _Ctx(), reliability.NAMES)
+        low, high = ppi_py.ppi_mean_ci(y, yhat, yhat_u, alpha=0.05)
+        assert result.ci["pass_rate_ppi"] == pytest.approx((float(np.squeeze(low)), float(np.squeeze(high))), abs=1e-9)
+        assert result.ci["answer_correctness_ppi"] == result.ci["pass_rate_ppi"]
+        assert result.values["n_labelled"] == n
+        assert result.values["judge_label_kappa"] == pytest.approx(binary_kappa(
+            *(float(np.sum((y == a) & (yhat == b))) for a, b in ((1, 1), (1, 0), (0, 1), (0, 0)))), abs=1e-12)
+
+
+def test_a_judge_that_passes_everything_is_flagged_and_its_kappa_interval_is_bootstrapped():
+    from ragmem import stats
+    from ragmem.metrics import reliability
+
+    table = _table([1, 0] * 8, [1] * 16)  # says yes to all 16: the SmolLM2 case
+    result = reliability.compute(table, _Ctx(), reliability.NAMES)
+    assert result.values["judge_label_kappa"] == 0.0 and result.values["judge_sensitivity"] == 1.0
+    assert result.values["judge_specificity"] == 0.0 and result.values["judge_label_agreement"] == 0.5
+    aggs = reliability.aggregators(table, ["judge_label_kappa", "judge_specificity"], 0.0)
+    ci = stats.bootstrap(aggs, len(table), 500, seed=0)
+    assert ci["judge_label_kappa"] == (0.0, 0.0)
+    line = reliability.unreliable(result.values, ci, 0.4)
+    assert line.startswith("judge unreliable: Cohen kappa with the labels 0.000 [0.000, 0.000] on 16 labelled")
+    assert reliability.unreliable(result.values, ci, -0.5) is None  # judge.min_kappa moves the bar
+    good = _table([1, 0] * 20, [1, 0] * 20)
+    assert reliability.unreliable(reliability.compute(good, _Ctx(), reliability.NAMES).values,
+                                  stats.bootstrap(reliability.aggregators(good, ["judge_label_kappa"], 0.0), 40, 200), 0.4) is None
+
+
+def test_the_reliability_figures_are_logged_under_judge_and_read_back_by_name():
+    from ragmem.tracking.lifecycle import metric_key, metric_name
+
+    for name, key in (("judge_label_kappa", "judge/label_kappa"), ("judge_flip_rate", "judge/flip_rate"),
+                      ("judge_label_kappa_ci_low", "judge/label_kappa_ci_low"), ("pass_rate_ppi", "pass_rate_ppi"),
+                      ("n_labelled", "count/n_labelled"), ("judge_calls", "usage/judge_calls")):
+        assert metric_key(name) == key and metric_name(key) == name

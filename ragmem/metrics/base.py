@@ -58,6 +58,8 @@ class MetricContext:
     embedder: Any = None   # ragmem.llm.EmbeddingClient
     mapper: Any = None     # ragmem.parallel mapper of the text-heavy work (None: in this process)
     early: Any = None      # ragmem.parallel.EarlyMaps begun while the agent ran (their results are reused)
+    judge: Any = None      # judge.* (ragmem.settings.JudgeSettings): the reliability family's threshold moves
+    confidence: float = 0.95  # stats.confidence: the level of intervals a family computes itself (pass_rate_ppi)
     started: dict = field(default_factory=dict, compare=False, repr=False)  # see start()
     _rows: list = field(default_factory=list, compare=False, repr=False)     # see rows()
 
@@ -140,6 +142,9 @@ class Aggregator:
     data: np.ndarray                         # (n, m) for sum; (n,) with NaN for missing for apply
     reduce: Callable[[np.ndarray], float | None]
     vreduce: Callable[[np.ndarray], np.ndarray] | None = None  # the same on many rows at once (NaN = undefined)
+    # two-stage resampling (sum kind): resum(rng, counts (R, n)) -> the column sums (R, m) of R resamples
+    # whose examples' own data is drawn again (judge samples: ragmem.metrics.reliability.majority_aggregator)
+    resum: Callable[[np.random.Generator, np.ndarray], np.ndarray] | None = None
 
     def value(self) -> float | None:
         value = self.reduce(self.data.sum(axis=0) if self.kind == "sum" else self.data)

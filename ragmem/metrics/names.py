@@ -16,7 +16,7 @@ from ragmem.errors import ConfigError
 from ragmem.schema import CONTEXT_SOURCES
 
 __all__ = ["Names", "FAMILY_NAMES", "DEFAULT_METRICS", "DEFAULT_KS", "RELEVANCE_MODES", "expand_selection",
-           "VERDICTS", "CLASSIFICATION", "COVERAGE", "LATENCY", "RANKING", "GENERATION", "RAG", "PER_SOURCE",
+           "VERDICTS", "RELIABILITY", "CLASSIFICATION", "COVERAGE", "LATENCY", "RANKING", "GENERATION", "RAG", "PER_SOURCE",
            "RANKING_FAMILIES", "AT_K", "LATENCY_SUFFIXES", "STAGE_LATENCY", "GENERATION_COMPANIONS", "PER_SOURCE_KINDS"]
 
 DEFAULT_KS = (1, 3, 5, 10)  # the cut-offs of ranking.k by default
@@ -57,6 +57,15 @@ VERDICTS = Names("verdicts", ("pass_rate",))
 
 CLASSIFICATION = Names("classification", ("accuracy", "precision", "recall", "f1"))
 
+#: The judge's own reliability (:mod:`ragmem.metrics.reliability`): computed on every run, selected
+#: or not (like pass_rate), each where its inputs exist (labels, repeated samples, the keyword judge).
+RELIABILITY = Names("reliability", (
+    "judge_label_kappa", "judge_label_agreement", "judge_sensitivity", "judge_specificity",
+    "pass_rate_ppi", "answer_correctness_ppi",
+    "judge_self_agreement", "judge_flip_rate", "judge_fleiss_kappa",
+    "judge_threshold_low_pass_rate", "judge_threshold_high_pass_rate",
+), owns_also=("n_labelled", "n_judge_undecided").__contains__)
+
 COVERAGE = Names("coverage", ("avg_coverage", "reference_coverage"))
 
 #: whole-call latency name -> its statistic; a stage's are ``{stage}_latency_{statistic}``
@@ -83,7 +92,7 @@ _PER_SOURCE = tuple(f"{kind}_{source}" for source in CONTEXT_SOURCES for kind in
 PER_SOURCE = Names("per_source", _PER_SOURCE, selectors={"per_source": lambda ks: list(_PER_SOURCE)})
 
 #: Every family's names, in the order their metrics are computed and reported.
-FAMILY_NAMES: tuple[Names, ...] = (VERDICTS, CLASSIFICATION, COVERAGE, LATENCY, RANKING, GENERATION, RAG, PER_SOURCE)
+FAMILY_NAMES: tuple[Names, ...] = (VERDICTS, RELIABILITY, CLASSIFICATION, COVERAGE, LATENCY, RANKING, GENERATION, RAG, PER_SOURCE)
 
 #: The default selection: every metric (ranking families at every k of ``ranking.k``, per-source).
 DEFAULT_METRICS: tuple[str, ...] = (

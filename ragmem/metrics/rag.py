@@ -7,8 +7,9 @@ examples with a value >= ``rag_metrics.threshold`` (default 0.5).
 
 - ``answer_correctness``: the judge's verdict (1 correct / 0 wrong). With ``judge.type: llm`` an LLM
   decides from the question, reference and answer; offline it is the keyword-overlap verdict. With
-  labels, ``judge_label_kappa`` is Cohen's kappa between verdicts and labels; with the LLM judge,
-  ``keyword_llm_agreement`` is the share of examples where the keyword verdict agrees with it.
+  the LLM judge, ``keyword_llm_agreement`` is the share of examples where the keyword verdict agrees
+  with it. (The judge's agreement with labels, ``judge_label_kappa``, is measured for every judge:
+  :mod:`ragmem.metrics.reliability`.)
 - ``contextual_precision`` (as eval-lib's ContextualPrecisionMetric): one relevance verdict ``v_k``
   per retrieved chunk (the top ``rag_metrics.contextual_precision_top_k``, default all);
   ``Σ_k (precision@k · v_k) / (relevant chunks in the top K)``, 0 when none is relevant.
@@ -41,6 +42,7 @@ from ragmem.errors import ConfigError
 from ragmem.metrics import names
 from ragmem.metrics.base import Family, MetricResult, mean_aggregator, nanmean, scored_mask
 from ragmem.metrics.ranking import is_gold, keyword_relevant
+from ragmem.metrics.reliability import majority_aggregator
 from ragmem.text.entities import OfflineEntities, normalize_entity, offline_entities  # noqa: F401  (also here)
 from ragmem.text.keywords import keyword_cosines
 
@@ -63,26 +65,6 @@ def contextual_precision(verdicts: Sequence[int]) -> float:
             hits += 1
             total += hits / k
     return total / relevant
-
-
-def cohen_kappa(pairs: Sequence[tuple[int, int]]) -> float:
-    """Cohen's kappa of (label, verdict) pairs: ``1 - Σ_{i≠j} O_ij / Σ_{i≠j} E_ij`` with ``O`` the
-    confusion counts and ``E`` their expectation from the marginals, scikit-learn's
-    ``cohen_kappa_score`` formula (the tests pin it against it). By hand because importing
-    scikit-learn (scipy.stats) costs about a second of every run.
-
-    >>> round(cohen_kappa([(1, 1), (1, 0), (0, 0), (0, 0)]), 4)
-    0.5
-    """
-    classes = sorted({x for pair in pairs for x in pair})
-    index = {c: i for i, c in enumerate(classes)}
-    confusion = np.zeros((len(classes), len(classes)))
-    for a, b in pairs:
-        confusion[index[a], index[b]] += 1
-    sum0, sum1 = confusion.sum(axis=0), confusion.sum(axis=1)
-    expected = np.outer(sum0, sum1) / np.sum(sum0)
-    off_diagonal = 1 - np.eye(len(classes))
-    return float(1 - np.sum(off_diagonal * confusion) / np.sum(off_diagonal * expected))
 
 
 def entity_recall(context_entities: set[str], reference_entities: set[str]) -> float | None:
@@ -137,10 +119,6 @@ class RagMetrics:
         values = [None if isinstance(r.error, str) or pd.isna(r.verdict) else float(r.verdict) for r in every]
         errors = [r.judge_error if isinstance(r.judge_error, str) else None for r in every]
         result = self._finish("answer_correctness", values, errors)
-        labelled = [(int(r.label), int(r.verdict)) for r in every
-                    if not isinstance(r.error, str) and not pd.isna(r.label) and not pd.isna(r.verdict)]
-        if labelled and len({lab for lab, _ in labelled} | {v for _, v in labelled}) > 1:
-            result.values["judge_label_kappa"] = cohen_kappa(labelled)
         if "keyword_verdict" in table:
             pairs = [(r.keyword_verdict, r.verdict) for r in every
                      if not pd.isna(r.keyword_verdict) and not pd.isna(r.verdict)]
@@ -383,7 +361,11 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
 
 def aggregators(table: pd.DataFrame, names, zero_division: float, scorer=None) -> dict:
     ok = scored_mask(table)
-    return {n: mean_aggregator(table[n], ok) for n in names if n in table}
+    out = {n: mean_aggregator(table[n], ok) for n in names if n in table}
+    if "answer_correctness" in out and "judge_votes" in table:  # the verdict of N samples: two-stage
+        out["answer_correctness"] = majority_aggregator(table["answer_correctness"], ok, table["judge_yes"],
+                                                        table["judge_votes"])
+    return out
 
 
 FAMILY = Family(names.RAG, compute, aggregators, start=start)

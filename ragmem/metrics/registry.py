@@ -18,7 +18,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from ragmem.metrics import classification, coverage, generation, latency, per_source, rag, ranking, verdicts
+from ragmem.metrics import classification, coverage, generation, latency, per_source, rag, ranking, reliability, verdicts
 from ragmem.metrics.base import Aggregator, Family, MetricContext, MetricResult
 from ragmem.metrics.names import DEFAULT_METRICS, RELEVANCE_MODES, expand_selection  # noqa: F401  (also here)
 
@@ -28,6 +28,7 @@ __all__ = ["FAMILIES", "DEFAULT_METRICS", "RELEVANCE_MODES", "MetricContext", "M
 #: Every family, in the order their metrics are computed and reported (that of names.FAMILY_NAMES).
 FAMILIES: tuple[Family, ...] = (
     verdicts.FAMILY,
+    reliability.FAMILY,
     classification.FAMILY,
     coverage.FAMILY,
     latency.FAMILY,
@@ -40,9 +41,15 @@ FAMILIES: tuple[Family, ...] = (
 
 def _runs(selected: Sequence[str], ctx: MetricContext) -> list[tuple[Family, list[str]]]:
     """The families that produce a selected name, each with the names it keeps."""
-    wanted_all = expand_selection(["pass_rate", *selected], ctx.ks)  # pass_rate always, first
+    wanted_all = expand_selection(["pass_rate", *selected, *always_on(selected)], ctx.ks)  # pass_rate always, first
     runs = [(family, [n for n in wanted_all if family.selects(n)]) for family in FAMILIES]
     return [(family, wanted) for family, wanted in runs if wanted]
+
+
+def always_on(selected: Sequence[str]) -> list[str]:
+    """The judge's reliability figures, measured on every run whatever the selection
+    (answer_correctness_ppi when answer_correctness is selected)."""
+    return [n for n in reliability.NAMES if n != "answer_correctness_ppi" or "answer_correctness" in selected]
 
 
 def start_metrics(rows: list, selected: Sequence[str], ctx: MetricContext) -> None:
@@ -72,6 +79,7 @@ def compute_metrics(table: pd.DataFrame, selected: Sequence[str], ctx: MetricCon
         merged.columns.update(result.columns)
         merged.undefined.update({k: v for k, v in result.undefined.items() if k in wanted})
         merged.notes.extend(result.notes)
+        merged.ci.update(result.ci)  # a family's own intervals (pass_rate_ppi's), not the bootstrap's
     return merged
 
 

@@ -1,116 +1,275 @@
-"""The judge's own reliability: agreement among its repeated samples (Fleiss' kappa) and the
-prediction-powered estimate of a pass rate from a few human labels and many judge verdicts.
+"""The judge's own reliability, measured on every run: its agreement with human labels, with
+itself across repeated samples (``judge.samples``), and the prediction-powered estimate of the pass
+rate a human would give, from a few labels and many judge verdicts.
 
-Written by hand (numpy only) rather than imported: ``statsmodels`` (Fleiss' kappa) and ``ppi-python``
-(the PPI estimator) would add numba, statsmodels and their imports to every run for two short
-formulas; both are the tests' oracles (``tests/test_reliability.py``: equal to 1e-9).
+Per run (the family ``reliability``; logged to MLflow under ``judge/``, see
+:func:`ragmem.tracking.lifecycle.metric_key`), each where its inputs exist:
+
+- with labels (examples whose agent call succeeded, with a ``label`` and a verdict; ``n_labelled``):
+  ``judge_label_kappa`` (Cohen's kappa of verdicts against labels, :func:`binary_kappa`),
+  ``judge_label_agreement`` (raw agreement ``(tp + tn) / n``), ``judge_sensitivity``
+  (``tp / (tp + fn)``: the share of examples a human passes that the judge passes too) and
+  ``judge_specificity`` (``tn / (tn + fp)``), each with its bootstrap interval; undefined (null,
+  never 0) when its denominator is 0;
+- with labels on some judged examples and none on others: ``pass_rate_ppi``, the share a human would
+  pass, by :func:`ppi_mean_ci` (its own interval, not the bootstrap's); ``answer_correctness_ppi``
+  is the same estimate for answer_correctness, whose per-example value is the verdict;
+- with ``judge.samples`` N > 1: per example the share of its samples that agree with the majority
+  (``judge_agreement``); ``judge_self_agreement`` (its mean), ``judge_flip_rate`` (the share of
+  examples whose samples disagree) and ``judge_fleiss_kappa`` (:func:`fleiss_kappa` over the
+  examples with all N samples), each with its bootstrap interval;
+- with the keyword judge: ``judge_threshold_low_pass_rate`` and ``judge_threshold_high_pass_rate``,
+  the pass rate with ``judge.threshold`` 0.1 lower and 0.1 higher: how much pass_rate rests on
+  the threshold.
+
+:func:`unreliable` turns the kappa's interval into the one line a run prints when the judge agrees
+with the labels no better than chance.
+
+The formulas are :mod:`ragmem.metrics.estimators`.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from statistics import NormalDist
-from typing import Sequence
+from typing import Any
 
 import numpy as np
+import pandas as pd
 
-__all__ = ["PPIEstimate", "ppi_mean_ci", "fleiss_kappa"]
+from ragmem.metrics import names
+from ragmem.metrics.base import Aggregator, Family, MetricResult, mean_aggregator, ratio_aggregator, scored_mask
+from ragmem.metrics.estimators import binary_kappa, majority_odds, ppi_mean_ci, vbinary_kappa
 
+__all__ = ["majority_aggregator", "unreliable", "FAMILY", "NAMES"]
 
-@dataclass(frozen=True)
-class PPIEstimate:
-    """A prediction-powered mean with its interval; ``lam`` is the weight given to the judge."""
-
-    estimate: float
-    low: float
-    high: float
-    lam: float
-    n_labelled: int
-    n_unlabelled: int
+NAMES = names.RELIABILITY.selectable
+DEFAULT_MIN_KAPPA = 0.4
+THRESHOLD_STEP = 0.1
 
 
-def _power_tuned_lam(labels: np.ndarray, judged: np.ndarray, judged_unlabelled: np.ndarray) -> float:
-    """The weight λ that minimises the estimate's variance (PPI++, Angelopoulos, Duchi and Zrnic 2023):
+def majority_aggregator(values: pd.Series, ok: pd.Series, yes: pd.Series, votes: pd.Series) -> Aggregator:
+    """The mean of per-example majority verdicts, resampled in two stages: the bootstrap draws the
+    examples and, within each drawn example, its ``votes`` judge samples again (with replacement),
+    whose majority is that copy's verdict (a tie leaves the copy undecided, out of the mean). The
+    number of passing copies of example i among its c copies in one resample is then
+    Binomial(c, q_i) and of undecided ones Binomial(c − passes, t_i / (1 − q_i)) (:func:`majority_odds`),
+    so each copy gets its own second-stage draw. Examples without samples keep their value. The
+    interval widens with the judge's noise: an example whose samples split 3–2 passes in only 68%
+    of its copies."""
+    agg = mean_aggregator(values, ok)
+    y = pd.to_numeric(yes, errors="coerce").fillna(0).to_numpy(dtype=float)
+    m = pd.to_numeric(votes, errors="coerce").fillna(0).to_numpy(dtype=float)
+    sampled = (m > 1) & ok.to_numpy(dtype=bool)
+    if not sampled.any():
+        return agg
+    q, t = majority_odds(y[sampled], m[sampled])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tie_given_no_pass = np.where(q < 1.0, t / (1.0 - q), 0.0)
+    data = agg.data
 
-        λ = Cov_n(Y, Ŷ) / ((1 + n/N) · Var(Ŷ ∪ Ŷ_u)),  clipped to [0, 1]
+    def resum(rng: np.random.Generator, counts: np.ndarray) -> np.ndarray:
+        fixed = counts[:, ~sampled] @ data[~sampled]
+        copies = counts[:, sampled].astype(np.int64)
+        passes = rng.binomial(copies, q)
+        ties = rng.binomial(copies - passes, np.clip(tie_given_no_pass, 0.0, 1.0))
+        return fixed + np.column_stack([passes.sum(axis=1), (copies - ties).sum(axis=1)])
 
-    with ``Cov_n`` the covariance over the n labelled examples (divided by n) and ``Var`` the sample
-    variance (divided by n + N - 1) of every judge verdict, labelled and unlabelled. A judge whose
-    verdicts never vary carries no information: λ = 0 (the labels alone)."""
-    n, big_n = len(labels), len(judged_unlabelled)
-    pooled = np.concatenate([judged, judged_unlabelled])
-    variance = float(np.var(pooled, ddof=1)) if len(pooled) > 1 else 0.0
-    if variance == 0.0:
-        return 0.0
-    covariance = float(np.mean((labels - labels.mean()) * (judged - judged.mean())))
-    return min(1.0, max(0.0, covariance / ((1 + n / big_n) * variance)))
-
-
-def ppi_mean_ci(labels: Sequence[float], judged: Sequence[float], judged_unlabelled: Sequence[float],
-                confidence: float = 0.95, lam: float | None = None) -> PPIEstimate:
-    """The mean a human would give (a pass rate, when the values are 0/1 verdicts), estimated from
-    ``labels`` (human verdicts Y on n examples), the judge's verdicts on the same examples (Ŷ) and
-    its verdicts on N unlabelled ones (Ŷ_u):
-
-        θ = λ · mean(Ŷ_u) + mean(Y − λ · Ŷ)
-        se² = λ² · var₀(Ŷ_u) / N + var₀(Y − λ · Ŷ) / n        (var₀: divided by the count)
-        interval: θ ± z · se,  z the normal quantile of (1 + confidence) / 2
-
-    The second term corrects the judge's mean by its error measured on the labelled examples, so
-    the estimate is unbiased whatever the judge's errors; ``lam`` (default: power-tuned, see
-    :func:`_power_tuned_lam`, as ``ppi_py.ppi_mean_ci`` chooses it by default) weighs the judge:
-    λ = 1 is plain PPI, λ = 0 the labels alone. This is ``ppi_py.ppi_mean_ci(Y, Ŷ, Ŷ_u,
-    alpha=1 - confidence)`` (Angelopoulos et al., Science 2023; PPI++ 2023) for one mean.
-
-    >>> est = ppi_mean_ci([1, 0, 1, 1], [1, 0, 1, 0], [1, 1, 0, 1, 0, 1], lam=1.0)
-    >>> round(est.estimate, 4), est.n_labelled, est.n_unlabelled
-    (0.9167, 4, 6)
-    >>> round(ppi_mean_ci([1, 0], [1, 1], [1, 1, 1]).estimate, 4)  # a judge that always passes: labels alone
-    0.5
-    """
-    y = np.asarray(labels, dtype=float)
-    yhat = np.asarray(judged, dtype=float)
-    yhat_u = np.asarray(judged_unlabelled, dtype=float)
-    if y.ndim != 1 or y.shape != yhat.shape:
-        raise ValueError(f"labels and judged must be two sequences of the same length, got {y.shape} and {yhat.shape}")
-    if len(y) < 2 or len(yhat_u) < 1:
-        raise ValueError(f"needs at least 2 labelled and 1 unlabelled example, got {len(y)} and {len(yhat_u)}")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
-    weight = _power_tuned_lam(y, yhat, yhat_u) if lam is None else float(lam)
-    estimate = weight * float(yhat_u.mean()) + float(np.mean(y - weight * yhat))
-    se = math.sqrt((weight * float(yhat_u.std())) ** 2 / len(yhat_u) + float(np.std(y - weight * yhat)) ** 2 / len(y))
-    z = NormalDist().inv_cdf((1 + confidence) / 2)
-    return PPIEstimate(estimate, estimate - z * se, estimate + z * se, weight, len(y), len(yhat_u))
+    return Aggregator(agg.kind, agg.data, agg.reduce, agg.vreduce, resum=resum)
 
 
-def fleiss_kappa(counts: Sequence[Sequence[int]]) -> float | None:
-    """Fleiss' kappa of repeated verdicts: ``counts[i][j]`` is how many of item i's m samples gave
-    category j (every item the same m ≥ 2):
+def unreliable(values: dict, intervals: dict, min_kappa: float = DEFAULT_MIN_KAPPA) -> str | None:
+    """The one line a run prints when its judge agrees with the labels no better than chance: the
+    upper end of ``judge_label_kappa``'s interval (its value when there is no interval) below
+    ``min_kappa`` (``judge.min_kappa``). ``None`` when it does not, or without labels.
 
-        P_i = (Σ_j n_ij² − m) / (m (m − 1)),   P̄ = mean_i P_i
-        p_j = Σ_i n_ij / (N m),                P̄_e = Σ_j p_j²
-        κ = (P̄ − P̄_e) / (1 − P̄_e)
-
-    1 when every item's samples agree, 0 at the agreement chance alone gives, below 0 for less.
-    ``None`` (undefined, never 0) when every sample of every item falls in one category
-    (P̄_e = 1). This is ``statsmodels.stats.inter_rater.fleiss_kappa(counts, method="fleiss")``.
-
-    >>> round(fleiss_kappa([[3, 0], [0, 3], [2, 1], [1, 2]]), 4)  # P̄ = 2/3, P̄_e = 1/2
-    0.3333
-    >>> fleiss_kappa([[3, 0], [3, 0]]) is None
+    >>> unreliable({"judge_label_kappa": 0.0, "n_labelled": 16}, {"judge_label_kappa": (0.0, 0.0)})[:40]
+    'judge unreliable: Cohen kappa with the l'
+    >>> unreliable({"judge_label_kappa": 0.27, "n_labelled": 36}, {"judge_label_kappa": (-0.02, 0.55)}) is None
     True
     """
-    table = np.asarray(counts, dtype=float)
-    if table.ndim != 2 or table.shape[0] < 1 or table.shape[1] < 2:
-        raise ValueError(f"counts must be items x categories (at least 2 categories), got shape {table.shape}")
-    m = table.sum(axis=1)
-    if not np.all(m == m[0]) or m[0] < 2:
-        raise ValueError("every item needs the same number of samples, at least 2")
-    raters = float(m[0])
-    agreement = float(np.mean((np.sum(table ** 2, axis=1) - raters) / (raters * (raters - 1))))
-    chance = float(np.sum((table.sum(axis=0) / table.sum()) ** 2))
-    if chance >= 1.0:
+    kappa = values.get("judge_label_kappa")
+    if kappa is None:
         return None
-    return (agreement - chance) / (1 - chance)
+    interval = intervals.get("judge_label_kappa")
+    upper = interval[1] if interval else kappa
+    if upper >= min_kappa:
+        return None
+    shown = f"{kappa:.3f}" + (f" [{interval[0]:.3f}, {interval[1]:.3f}]" if interval else "")
+    n = int(values.get("n_labelled") or 0)
+    return (f"judge unreliable: Cohen kappa with the labels {shown} on {n} labelled examples, below "
+            f"judge.min_kappa {min_kappa:g} even at its upper end: the judge agrees with the labels no better "
+            f"than chance, and the judged numbers of this run (pass_rate, answer_correctness and the other "
+            f"judged metrics) should not be trusted")
+
+
+# ---- the family --------------------------------------------------------------------------------
+
+def _numeric(table: pd.DataFrame, column: str) -> pd.Series:
+    if column not in table:
+        return pd.Series(np.nan, index=table.index, dtype=float)
+    return pd.to_numeric(table[column], errors="coerce").astype(float)
+
+
+def _judged(table: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    verdict = _numeric(table, "verdict")
+    return verdict, scored_mask(table) & verdict.notna()
+
+
+def _confusion(table: pd.DataFrame) -> list[pd.Series]:
+    """Per-example indicators tp, fn, fp, tn of (label, verdict) on the labelled judged examples."""
+    verdict, judged = _judged(table)
+    label = _numeric(table, "label")
+    labelled = judged & label.notna()
+    return [(labelled & (label == a) & (verdict == b)).astype(float) for a, b in ((1, 1), (1, 0), (0, 1), (0, 0))]
+
+
+def _self_agreement(table: pd.DataFrame) -> tuple[pd.Series, pd.Series, pd.Series] | None:
+    """(agreement share, flip indicator, samples) per example with more than one judge sample."""
+    votes = _numeric(table, "judge_votes")
+    if not (votes > 1).any():
+        return None
+    yes = _numeric(table, "judge_yes")
+    ok = scored_mask(table) & (votes > 1)
+    share = (np.maximum(yes, votes - yes) / votes).where(ok)
+    flip = ((yes > 0) & (yes < votes)).astype(float).where(ok)
+    return share, flip, votes.where(ok)
+
+
+def _fleiss_aggregator(table: pd.DataFrame, samples: int) -> Aggregator:
+    """Fleiss' kappa from column sums: ``[P_i, 1, yes_i, no_i]`` over the examples with all
+    ``samples`` samples (see :func:`fleiss_kappa`)."""
+    votes, yes = _numeric(table, "judge_votes"), _numeric(table, "judge_yes")
+    full = (scored_mask(table) & (votes == samples)).to_numpy(dtype=bool)
+    y = np.where(full, yes.fillna(0).to_numpy(), 0.0)
+    no = np.where(full, samples - y, 0.0)
+    agreement = np.where(full, (y ** 2 + no ** 2 - samples) / (samples * max(samples - 1, 1)), 0.0)
+    data = np.column_stack([agreement, full.astype(float), y, no])
+
+    def vreduce(sums: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            p_bar = sums[:, 0] / sums[:, 1]
+            total = sums[:, 2] + sums[:, 3]
+            chance = (sums[:, 2] / total) ** 2 + (sums[:, 3] / total) ** 2
+            kappa = (p_bar - chance) / (1.0 - chance)
+        return np.where((sums[:, 1] > 0) & (chance < 1.0 - 1e-12), kappa, np.nan)
+
+    def reduce(s: np.ndarray) -> float | None:
+        value = float(vreduce(s[None, :])[0])
+        return None if math.isnan(value) else value
+
+    return Aggregator("sum", data, reduce, vreduce)
+
+
+def _kappa_aggregator(table: pd.DataFrame) -> Aggregator:
+    data = np.column_stack([c.to_numpy() for c in _confusion(table)])
+
+    def reduce(s: np.ndarray) -> float | None:
+        return binary_kappa(*(float(x) for x in s))
+
+    return Aggregator("sum", data, reduce, vbinary_kappa)
+
+
+#: a threshold figure -> its per-example column (the verdict at the moved threshold) and the move
+_MOVED = {"judge_threshold_low_pass_rate": ("verdict_threshold_low", -THRESHOLD_STEP),
+          "judge_threshold_high_pass_rate": ("verdict_threshold_high", THRESHOLD_STEP)}
+
+
+def _moved_verdicts(table: pd.DataFrame, threshold: float) -> dict[str, list[float | None]]:
+    """The keyword judge's verdict at ``threshold`` ∓ 0.1 (clipped to 0..1), per judged example:
+    ``overlap > moved threshold``; ``None`` where the example was not judged."""
+    _, judged = _judged(table)
+    overlap = _numeric(table, "overlap")
+    judged = judged & overlap.notna()
+    out = {}
+    for column, step in _MOVED.values():
+        moved = min(1.0, max(0.0, threshold + step))
+        out[column] = (overlap > moved).astype(float).where(judged, None).tolist()
+    return out
+
+
+def _ppi(table: pd.DataFrame, confidence: float) -> tuple[Any, str | None]:
+    """The prediction-powered pass rate, or ``None`` with the reason it is not defined."""
+    verdict, judged = _judged(table)
+    label = _numeric(table, "label")
+    labelled, unlabelled = judged & label.notna(), judged & label.isna()
+    if not labelled.any():
+        return None, None
+    if not unlabelled.any():  # every judged example is labelled: the labels' mean is the human pass rate
+        return None, None
+    if labelled.sum() < 2:
+        return None, "pass_rate_ppi not computed: fewer than 2 labelled examples"
+    return ppi_mean_ci(label[labelled].to_numpy(), verdict[labelled].to_numpy(), verdict[unlabelled].to_numpy(),
+                       confidence), None
+
+
+def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
+    """Every reliability figure the table's columns support (see the module docstring)."""
+    values: dict[str, float | None] = {}
+    notes: list[str] = []
+    ci: dict[str, tuple[float, float] | None] = {}
+    tp, fn, fp, tn = (float(c.sum()) for c in _confusion(table))
+    n_labelled = tp + fn + fp + tn
+    if n_labelled:
+        values["n_labelled"] = n_labelled
+        values["judge_label_kappa"] = binary_kappa(tp, fn, fp, tn)
+        for name, (num, den) in (("judge_label_agreement", (tp + tn, n_labelled)),
+                                 ("judge_sensitivity", (tp, tp + fn)), ("judge_specificity", (tn, tn + fp))):
+            values[name] = num / den if den else None
+    estimate, why = _ppi(table, getattr(ctx, "confidence", 0.95))
+    if why:
+        notes.append(why)
+    if estimate is not None:
+        for name in ("pass_rate_ppi", *(["answer_correctness_ppi"] if "answer_correctness_ppi" in wanted else [])):
+            values[name] = estimate.estimate
+            ci[name] = (estimate.low, estimate.high)
+    judge = getattr(ctx, "judge", None)
+    spread = _self_agreement(table)
+    if spread is not None:
+        share, flip, votes = spread
+        values["judge_self_agreement"] = float(share.mean())
+        values["judge_flip_rate"] = float(flip.mean())
+        values["judge_fleiss_kappa"] = _fleiss_aggregator(table, int(votes.max())).value()
+        values["n_judge_undecided"] = float(_undecided(table).sum())
+    columns: dict[str, list] = {}
+    if judge is not None and judge.type == "keyword" and "overlap" in table:
+        columns = _moved_verdicts(table, judge.threshold)
+        for name, (column, _) in _MOVED.items():
+            values[name] = mean_aggregator(pd.Series(columns[column], dtype=float)).value()
+    return MetricResult(values=values, columns=columns, notes=notes, ci=ci)
+
+
+def _undecided(table: pd.DataFrame) -> pd.Series:
+    """Examples whose judge samples tied (``judge_error`` 'undecided: ...')."""
+    if "judge_error" not in table:
+        return pd.Series(False, index=table.index)
+    return table["judge_error"].map(lambda e: isinstance(e, str) and e.startswith("undecided"))
+
+
+def aggregators(table: pd.DataFrame, wanted, zero_division: float, scorer=None) -> dict[str, Aggregator]:
+    """Per-example statistics of the reliability figures (their bootstrap intervals; pass_rate_ppi
+    has its own and none here)."""
+    out: dict[str, Aggregator] = {}
+    tp, fn, fp, tn = _confusion(table)
+    nan = float("nan")
+    fractions = {"judge_label_agreement": (tp + tn, tp + fn + fp + tn), "judge_sensitivity": (tp, tp + fn),
+                 "judge_specificity": (tn, tn + fp)}
+    for name in wanted:
+        if name == "judge_label_kappa":
+            out[name] = _kappa_aggregator(table)
+        elif name in fractions:
+            out[name] = ratio_aggregator(*fractions[name], nan)
+        elif name in ("judge_self_agreement", "judge_flip_rate", "judge_fleiss_kappa"):
+            spread = _self_agreement(table)
+            if spread is None:
+                continue
+            share, flip, votes = spread
+            if name == "judge_fleiss_kappa":
+                out[name] = _fleiss_aggregator(table, int(votes.max()))
+            else:
+                out[name] = mean_aggregator(share if name == "judge_self_agreement" else flip)
+        elif name in _MOVED and _MOVED[name][0] in table:
+            out[name] = mean_aggregator(table[_MOVED[name][0]])
+    return out
+
+
+FAMILY = Family(names.RELIABILITY, compute, aggregators)

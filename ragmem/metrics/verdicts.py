@@ -6,7 +6,9 @@ An example is judged when its agent call succeeded and the judge (keyword or LLM
 This is the system's quality as the judge sees it, the number a RAGAS or DeepEval user looks for
 first; it needs no labels. (accuracy, precision, recall and f1 are something else: the judge's
 agreement with the dataset's labels, see :mod:`ragmem.metrics.classification`.) Null when nothing
-was judged; ``n_judged`` counts the examples it is over. Always computed and reported first.
+was judged; ``n_judged`` counts the examples it is over. Always computed and reported first. With
+``judge.samples`` N > 1 the verdict is the majority of N samples, and the interval resamples the
+samples too (two-stage: :func:`ragmem.metrics.reliability.majority_aggregator`).
 
 >>> import pandas as pd
 >>> table = pd.DataFrame({"verdict": [1, 0, 1, None], "error": [None, None, None, None]})
@@ -19,7 +21,8 @@ from __future__ import annotations
 import pandas as pd
 
 from ragmem.metrics import names
-from ragmem.metrics.base import Family, MetricResult, mean_aggregator, scored_mask
+from ragmem.metrics.base import Family, MetricResult, scored_mask
+from ragmem.metrics.reliability import majority_aggregator
 
 NAMES = names.VERDICTS.selectable
 
@@ -40,7 +43,15 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
 
 def aggregators(table: pd.DataFrame, names, zero_division: float, scorer=None) -> dict:
     verdict, judged = _judged(table)
-    return {"pass_rate": mean_aggregator(verdict.astype(float), judged)} if "pass_rate" in names else {}
+    if "pass_rate" not in names:
+        return {}
+    return {"pass_rate": majority_aggregator(verdict.astype(float), judged, *_votes(table))}
+
+
+def _votes(table: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """Per example: how many judge samples said yes, of how many (``judge.samples``; none: 0)."""
+    zero = pd.Series(0.0, index=table.index)
+    return table.get("judge_yes", zero), table.get("judge_votes", zero)
 
 
 FAMILY = Family(names.VERDICTS, compute, aggregators)

@@ -112,18 +112,23 @@ _USAGE = re.compile(r"^(judge|embeddings|generator|layer)_(calls|failures|cache_
 
 def metric_key(name: str) -> str:
     """The name a metric is logged under in MLflow: scores under their own name, counts under
-    ``count/`` (``n_*``, ``undefined_*``, ``confusion_*``, ``*_errors``, ``*_failures``) and the usage of an
-    endpoint under ``usage/`` (``judge_calls``, ``judge_failures``, tokens, cost, cache hits), so
+    ``count/`` (``n_*``, ``undefined_*``, ``confusion_*``, ``*_errors``, ``*_failures``), the usage of an
+    endpoint under ``usage/`` (``judge_calls``, ``judge_failures``, tokens, cost, cache hits) and the
+    judge's reliability under ``judge/`` (``judge_label_kappa`` -> ``judge/label_kappa``), so
     the UI's metric list and charts show the scores first and the counts apart."""
     if _USAGE.match(name):
         return f"usage/{name}"
     if name.startswith(("n_", "undefined_", "confusion_")) or name.endswith(("_errors", "_failures")):
         return f"count/{name}"
+    if name.startswith("judge_"):  # the judge's reliability (judge_label_kappa -> judge/label_kappa)
+        return f"judge/{name[len('judge_'):]}"
     return name
 
 
 def metric_name(key: str) -> str:
     """The inverse of :func:`metric_key`."""
+    if key.startswith("judge/"):
+        return "judge_" + key[len("judge/"):]
     return key.split("/", 1)[1] if key.startswith(("count/", "usage/")) else key
 
 
