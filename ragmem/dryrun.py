@@ -33,7 +33,7 @@ from ragmem.agents.replay import ReplayAgent
 from ragmem.config import RunConfig
 from ragmem.journal import Journal
 from ragmem.judges import build_judge, judging
-from ragmem.llm import EmbeddingClient, Result
+from ragmem.llm import EmbeddingClient, Result, combine
 from ragmem.loaders import Dataset
 from ragmem.metrics import MetricContext
 from ragmem.metrics.rag import NAMES, OfflineEntities, RagMetrics, _sentences
@@ -124,22 +124,23 @@ class _JudgeRecorder:
         self.client, self.tally = client, tally
 
     def run(self, requests):
-        results = []
-        for task, fields in requests:
-            messages, key = self.client.request(task, fields)
-            line = self.tally.line("judge")
-            line.requests += 1
-            cached = self.client.cache.get(key) if self.client.cache is not None else None
-            if cached is not None:
-                line.cached += 1
-                results.append(Result(cached))
-                continue
-            reply = _stand_in(task, fields)
-            line.tokens_in += sum(estimate_tokens(m["content"]) for m in messages) + 4 * len(messages)
-            line.tokens_out += estimate_tokens(json.dumps(reply, ensure_ascii=False))
-            line.tokens_out_max += self.client.reply_limit(task, fields)
-            results.append(Result(reply))
-        return results
+        """One Result per request; a verdict's ``judge.samples`` requests are each counted."""
+        return [combine([self._one(task, fields, k) for k in range(self.client.samples_of(task))])
+                for task, fields in requests]
+
+    def _one(self, task: str, fields: dict[str, str], sample: int) -> Result:
+        messages, key = self.client.request(task, fields, sample)
+        line = self.tally.line("judge")
+        line.requests += 1
+        cached = self.client.cache.get(key) if self.client.cache is not None else None
+        if cached is not None:
+            line.cached += 1
+            return Result(cached)
+        reply = _stand_in(task, fields)
+        line.tokens_in += sum(estimate_tokens(m["content"]) for m in messages) + 4 * len(messages)
+        line.tokens_out += estimate_tokens(json.dumps(reply, ensure_ascii=False))
+        line.tokens_out_max += self.client.reply_limit(task, fields)
+        return Result(reply)
 
     def signature(self) -> str:
         return self.client.signature()

@@ -25,7 +25,6 @@ import json
 import os
 import re
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -33,43 +32,13 @@ from ragmem import calls, progress, prompts
 from ragmem.calls import describe as _describe
 from ragmem.endpoints import OPENAI_URL, Breaker, EndpointDown
 from ragmem.errors import ConfigError
+from ragmem.replies import Result, Usage, combine  # noqa: F401  (also here: ragmem.llm.Result)
 from ragmem.config import as_section
 from ragmem.settings import EmbeddingSettings, JudgeSettings
 
 RESPONSE_MODES = ("json_schema", "json_object", "text")
 SHORT_REPLY_TOKENS = 256  # a verdict with its reason, or a question: far below this
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
-
-
-@dataclass
-class Result:
-    value: Any = None
-    error: str | None = None
-
-
-@dataclass
-class Usage:
-    calls: int = 0            # requests sent to the endpoint (repairs and retries included)
-    failures: int = 0         # items that ended without a valid reply
-    cache_hits: int = 0
-    tokens_in: int = 0
-    tokens_out: int = 0
-    cost_usd: float = 0.0
-    items: int = 0            # items asked for (cached or not)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def add(self, **counts: float) -> None:
-        with self._lock:
-            for key, value in counts.items():
-                setattr(self, key, getattr(self, key) + value)
-
-    def as_metrics(self, prefix: str) -> dict[str, float]:
-        out = {f"{prefix}_calls": self.calls, f"{prefix}_failures": self.failures,
-               f"{prefix}_cache_hits": self.cache_hits, f"{prefix}_tokens_in": self.tokens_in,
-               f"{prefix}_tokens_out": self.tokens_out, f"{prefix}_cost_usd": round(self.cost_usd, 8)}
-        if self.items:
-            out[f"{prefix}_cache_hit_rate"] = self.cache_hits / self.items
-        return {k: float(v) for k, v in out.items()}
 
 
 def _completion():
@@ -231,6 +200,7 @@ class JudgeClient(_Endpoint):
         self.fallback = mode == "auto"
         self.prices = settings.prices
         self.max_tokens = settings.max_tokens
+        self.samples = settings.samples
         self._format_lock: asyncio.Lock | None = None  # per event loop: see run_async
 
     def reply_limit(self, task: str, fields: dict[str, str]) -> int:
@@ -257,7 +227,7 @@ class JudgeClient(_Endpoint):
             return 0.0  # no price configured for this model: its cost is not counted
         return (tokens_in * price.input + tokens_out * price.output) / 1e6
 
-    async def _complete(self, client, messages, kind, limit) -> tuple[str | None, str | None]:
+    async def _complete(self, client, messages, kind, limit, seed) -> tuple[str | None, str | None]:
         """The reply's content and finish reason. The response format is decided once per endpoint
         and model: the first HTTP 400 that rejects the current format moves to the next one under a
         lock; requests that were rejected concurrently wait for that decision and retry with it."""
@@ -266,8 +236,8 @@ class JudgeClient(_Endpoint):
             fmt = self._format(kind)
             kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature,
                                       "max_tokens": limit}
-            if self.seed is not None:
-                kwargs["seed"] = self.seed
+            if seed is not None:
+                kwargs["seed"] = seed
             if fmt is not None:
                 kwargs["response_format"] = fmt
             try:
@@ -294,21 +264,35 @@ class JudgeClient(_Endpoint):
         value, problem = parse_json(content)
         return value, problem or prompts.validate(kind, value)
 
-    def request(self, task: str, fields: dict[str, str]) -> tuple[list[dict[str, str]], str]:
-        """The messages of one request and its cache key (also used by ``ragmem run --dry-run``)."""
-        messages = prompts.build_messages(task, **fields)
-        return messages, self._key({"task": task, "messages": messages, "temperature": self.temperature,
-                                    "seed": self.seed})
+    def samples_of(self, task: str) -> int:
+        """How many times a request of ``task`` is asked: ``judge.samples`` for a verdict, else once
+        (a list of claims or entities, a question: there is no majority of those)."""
+        return self.samples if prompts.TASKS[task]["kind"] == "verdict" else 1
 
-    async def _ask(self, client, semaphore, task: str, fields: dict[str, str]) -> Result:
+    def seed_of(self, sample: int) -> int | None:
+        """The seed sent with sample ``sample`` (0, 1, ...): ``judge.seed + sample``, so that the
+        samples of a seeded endpoint can differ; none when ``judge.seed`` is null."""
+        return None if self.seed is None else self.seed + sample
+
+    def request(self, task: str, fields: dict[str, str], sample: int = 0) -> tuple[list[dict[str, str]], str]:
+        """The messages of one request and its cache key (also used by ``ragmem run --dry-run``).
+        Every sample has its own key; sample 0's is the key of a run with one sample, so raising
+        ``judge.samples`` pays only for the new samples."""
+        messages = prompts.build_messages(task, **fields)
+        payload = {"task": task, "messages": messages, "temperature": self.temperature, "seed": self.seed_of(sample)}
+        return messages, self._key(payload if sample == 0 else {**payload, "sample": sample})
+
+    async def _ask(self, client, semaphore, task: str, fields: dict[str, str], sample: int = 0) -> Result:
         kind = prompts.TASKS[task]["kind"]
-        messages, key = self.request(task, fields)
+        messages, key = self.request(task, fields, sample)
         cached = self._cached(key)
         if cached is not None:
             return Result(cached)
         async with semaphore:
             try:  # every attempt of the item (retries and the repair included) within its deadline
-                value, problem = await asyncio.wait_for(self._attempts(client, messages, kind, self.reply_limit(task, fields)), self.item_deadline_s)
+                value, problem = await asyncio.wait_for(
+                    self._attempts(client, messages, kind, self.reply_limit(task, fields), self.seed_of(sample)),
+                    self.item_deadline_s)
                 if problem:
                     return self._failed(f"invalid reply after one repair: {problem}")
             except EndpointDown:
@@ -321,28 +305,35 @@ class JudgeClient(_Endpoint):
             self.cache.set(key, value)
         return Result(value)
 
-    async def _attempts(self, client, messages, kind, limit) -> tuple[Any, str | None]:
-        content, finish = await self._complete(client, messages, kind, limit)
+    async def _attempts(self, client, messages, kind, limit, seed) -> tuple[Any, str | None]:
+        content, finish = await self._complete(client, messages, kind, limit, seed)
         value, problem = self._problem(kind, content, finish, limit)
         if problem:  # one repair attempt
             repaired = messages + [{"role": "assistant", "content": content or ""},
                                    prompts.repair_message(kind, problem)]
-            content, finish = await self._complete(client, repaired, kind, limit)
+            content, finish = await self._complete(client, repaired, kind, limit, seed)
             value, problem = self._problem(kind, content, finish, limit)
         return value, problem
 
     def run(self, requests: Sequence[tuple[str, dict[str, str]]]) -> list[Result]:
-        """``[(task, fields), ...]`` -> one Result per request, in order."""
+        """``[(task, fields), ...]`` -> one Result per request, in order; a verdict is asked
+        ``judge.samples`` times and its samples combined (:func:`combine`)."""
         if not requests:
             return []
         name = "llm " + ", ".join(sorted({t for t, _ in requests}))
-        with progress.stage(name, len(requests)) as counter:
-            return self.run_async(lambda client, sem: [_counted(self._ask(client, sem, t, f), counter)
-                                                       for t, f in requests])
+        asked = [(i, t, f, k) for i, (t, f) in enumerate(requests) for k in range(self.samples_of(t))]
+        with progress.stage(name, len(asked)) as counter:
+            replies = self.run_async(lambda client, sem: [_counted(self._ask(client, sem, t, f, k), counter)
+                                                          for _, t, f, k in asked])
+        grouped: list[list[Result]] = [[] for _ in requests]
+        for (i, *_), reply in zip(asked, replies):
+            grouped[i].append(reply)
+        return [combine(samples) for samples in grouped]
 
     def signature(self) -> str:
         return (f"judge:llm|model:{self.model}|endpoint:{self.base_url or 'openai'}|prompts:{prompts.PROMPT_VERSION}"
-                f"#{prompts.prompt_hash()}|temp:{self.temperature}|seed:{self.seed}")
+                f"#{prompts.prompt_hash()}|temp:{self.temperature}|seed:{self.seed}"
+                + (f"|samples:{self.samples}" if self.samples > 1 else ""))
 
 
 class EmbeddingClient(_Endpoint):

@@ -126,6 +126,16 @@ def _keywords_text(keywords: KeywordExtractor, text: str | None) -> str:
     return " ".join(sorted(keywords(text))) if text else ""
 
 
+def _votes(judgement: Judgement | None) -> dict[str, Any]:
+    """judge.samples > 1: how many samples said yes (``judge_yes``) of how many valid ones
+    (``judge_votes``), and the share that agree with the majority (``judge_agreement``)."""
+    votes = None if judgement is None else judgement.votes
+    if not votes:
+        return {"judge_yes": None, "judge_votes": None, "judge_agreement": None}
+    yes = sum(votes)
+    return {"judge_yes": yes, "judge_votes": len(votes), "judge_agreement": max(yes, len(votes) - yes) / len(votes)}
+
+
 def build_table(examples: Sequence[Example], outputs: Sequence[AgentOutput],
                 judgements: Sequence[Judgement | None], keywords: KeywordExtractor) -> pd.DataFrame:
     """The per-example results table (one row per example, input order)."""
@@ -143,6 +153,7 @@ def build_table(examples: Sequence[Example], outputs: Sequence[AgentOutput],
             "judge_reason": None if jd is None else jd.reason,
             "judge_error": None if jd is None else jd.error,
             "keyword_verdict": None if jd is None else jd.keyword_verdict,
+            **_votes(jd),
             "latency_s": out.latency_s, "attempts": out.attempts, "error": out.error,
             "source_file": ex.source_file, "record": ex.record,
         }
@@ -150,9 +161,11 @@ def build_table(examples: Sequence[Example], outputs: Sequence[AgentOutput],
             row[f"stage_{stage}_s"] = seconds
         rows.append(row)
     table = pd.DataFrame(rows)
+    if "judge_votes" in table and table["judge_votes"].isna().all():
+        table = table.drop(columns=["judge_yes", "judge_votes", "judge_agreement"])
     if table["keyword_verdict"].isna().all():
         table = table.drop(columns="keyword_verdict")
-    for column in ("label", "verdict", "keyword_verdict"):
+    for column in ("label", "verdict", "keyword_verdict", "judge_yes", "judge_votes"):
         if column in table:
             table[column] = table[column].astype("Int64")
     for column in ("overlap", "latency_s"):

@@ -31,7 +31,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "config": ("settings", "config"),
     # what calls out: endpoints and their call policy, the LLM clients, agents, judges, the reference
     # agent; the machine's readiness for a config
-    "clients": ("endpoints", "calls", "llm", "agents.python", "agents.replay", "agents.http", "agents.runner",
+    "clients": ("endpoints", "calls", "replies", "llm", "agents.python", "agents.replay", "agents.http", "agents.runner",
                 "agents", "judges.base", "judges.keyword", "judges.llm", "judges", "reference.corpus",
                 "reference.retrievers", "reference.memory", "reference.generator", "reference.agent", "reference",
                 "environment"),

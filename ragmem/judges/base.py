@@ -21,6 +21,7 @@ class Judgement:
     reason: str | None = None
     error: str | None = None
     keyword_verdict: int | None = None  # the offline verdict, kept beside an LLM verdict for agreement
+    votes: tuple[int, ...] | None = None  # judge.samples > 1: each valid sample's verdict (the majority decides)
 
 
 class Judge(Protocol):

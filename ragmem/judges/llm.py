@@ -2,6 +2,8 @@
 
 A reply that never meets the contract (after retries and one repair) leaves the item unjudged
 (``verdict=None``) with the reason; the keyword verdict is kept beside it for agreement figures.
+With ``judge.samples`` N > 1 the verdict is the majority of N samples (their votes kept); a tie
+leaves the item undecided (``judge_error`` 'undecided: ...').
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ class LLMJudge:
                                                            "answer": i.generated_answer}) for i in items])
         out = []
         for result, kw in zip(results, offline):
-            if result.error:
-                out.append(Judgement(None, kw.score, error=result.error, keyword_verdict=kw.verdict))
+            if result.error:  # failed, or undecided (a tie of judge.samples)
+                out.append(Judgement(None, kw.score, error=result.error, keyword_verdict=kw.verdict, votes=result.votes))
             else:
                 verdict = 1 if result.value["verdict"].strip().lower() == "yes" else 0
-                out.append(Judgement(verdict, kw.score, reason=result.value.get("reason"), keyword_verdict=kw.verdict))
+                out.append(Judgement(verdict, kw.score, reason=result.value.get("reason"), keyword_verdict=kw.verdict,
+                                     votes=result.votes))
         return out
 
     def signature(self) -> str:

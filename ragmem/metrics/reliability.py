@@ -223,6 +223,10 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
             values[name] = estimate.estimate
             ci[name] = (estimate.low, estimate.high)
     judge = getattr(ctx, "judge", None)
+    if judge is not None and judge.samples > 1 and judge.temperature == 0:
+        notes.append(f"judge.samples {judge.samples} with judge.temperature 0: the samples may be identical "
+                     f"(each is sent with its own seed, judge.seed + sample; an endpoint that ignores the seed "
+                     f"answers the same every time)")
     spread = _self_agreement(table)
     if spread is not None:
         share, flip, votes = spread

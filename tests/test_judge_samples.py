@@ -1,0 +1,126 @@
+"""Repeated judging (``judge.samples``) against a local scripted endpoint whose verdict is noisy with
+a known probability: the flip rate it measures, the requests it sends (and does not send again), the
+interval that widens with the noise, ties left undecided, and the dry run's count."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+import ragmem
+from tests.openai_stub import Stub, data_block
+
+N_ITEMS = 400
+SAMPLES = 5
+
+
+def _data(tmp_path, n=N_ITEMS):
+    records = [{"id": f"q{i}", "query": f"question {i}", "reference_answer": f"reference {i}",
+                "generated_answer": f"{'good' if i % 3 else 'bad'} answer {i}"} for i in range(n)]
+    path = tmp_path / "data.json"
+    path.write_text(json.dumps(records), encoding="utf-8")
+    return str(path)
+
+
+def _noisy(q: float):
+    """A judge that says the truth ('good' answers are correct), except that with probability q it
+    answers at random (yes or no, even odds): decided by a hash of the answer and the request's
+    seed, so each sample of an item is its own draw and a rerun is the same."""
+    def chat(request):
+        answer = data_block(request, "answer")
+        digest = hashlib.sha256(f"{answer}|{request.get('seed')}|{q}".encode()).digest()
+        u, coin = int.from_bytes(digest[:8], "big") / 2 ** 64, digest[8] & 1
+        truth = answer.startswith("good")
+        verdict = bool(coin) if u < q else truth
+        return {"verdict": "yes" if verdict else "no", "reason": "scripted"}
+    return chat
+
+
+def _settings(stub, tmp_path, **extra):
+    return {"type": "llm", "model": "noisy", "base_url": stub.base_url, "cache_dir": str(tmp_path / "cache"),
+            "retry_backoff_s": 0.01, "timeout_s": 10, "temperature": 1.0, "samples": SAMPLES,
+            "max_concurrency": 16, **extra}
+
+
+def _expected_flip_rate(q: float, m: int = SAMPLES) -> float:
+    """Each sample is the truth with probability 1 - q/2: the samples disagree unless all m are the
+    truth or all m are not."""
+    right = 1 - q / 2
+    return 1 - right ** m - (1 - right) ** m
+
+
+@pytest.mark.e2e  # 3 x 2,000 requests to a local server
+def test_samples_measure_the_judges_noise_cost_nothing_twice_and_widen_the_interval(tmp_path):
+    data = _data(tmp_path)
+    widths = {}
+    for q in (0.0, 0.2, 0.4):
+        folder = tmp_path / f"q{q}"
+        folder.mkdir()
+        with Stub(chat=_noisy(q)) as stub:
+            first = ragmem.evaluate(data, track=False, judge=_settings(stub, folder), metrics=["answer_correctness"])
+            sent = len(stub.requests)
+            again = ragmem.evaluate(data, track=False, judge=_settings(stub, folder), metrics=["answer_correctness"])
+            assert len(stub.requests) == sent  # the rerun: every sample from the cache
+        m = first.metrics
+        assert sent == SAMPLES * N_ITEMS and m["judge_calls"] == SAMPLES * N_ITEMS and again.metrics["judge_calls"] == 0
+        assert m["judge_flip_rate"] == pytest.approx(_expected_flip_rate(q), abs=0.05), (q, m["judge_flip_rate"])
+        assert again.metrics["pass_rate"] == m["pass_rate"] and again.metrics["judge_flip_rate"] == m["judge_flip_rate"]
+        assert set(first.table["judge_votes"].dropna()) == {SAMPLES}  # odd: no tie, nothing undecided
+        assert m["n_judge_undecided"] == 0 and first.summary["ci"]["judge_flip_rate"] is not None
+        low, high = first.summary["ci"]["pass_rate"]
+        widths[q] = high - low
+        print(f"q={q}: judge_flip_rate {m['judge_flip_rate']:.4f} (expected {_expected_flip_rate(q):.4f}), "
+              f"self-agreement {m['judge_self_agreement']:.4f}, fleiss {m['judge_fleiss_kappa']:.4f}, "
+              f"pass_rate {m['pass_rate']:.4f} [{low:.4f}, {high:.4f}]")
+        if q == 0.0:
+            assert m["judge_flip_rate"] == 0.0 and m["judge_self_agreement"] == 1.0 and m["judge_fleiss_kappa"] == 1.0
+    assert widths[0.4] > widths[0.0]
+
+
+def test_a_tie_is_undecided_never_a_pass_or_a_fail(tmp_path):
+    """Two samples that always disagree (the seed decides): every item is undecided, counted, and
+    pass_rate is null, not 0 or 1."""
+    def split(request):
+        return {"verdict": "yes" if request.get("seed", 0) % 2 == 0 else "no", "reason": "by seed"}
+
+    data = _data(tmp_path, n=6)
+    with Stub(chat=split) as stub:
+        result = ragmem.evaluate(data, track=False, judge=_settings(stub, tmp_path, samples=2),
+                                 metrics=["answer_correctness"])
+    assert result.metrics["pass_rate"] is None and result.metrics["n_judge_undecided"] == 6
+    assert result.metrics["judge_flip_rate"] == 1.0 and result.metrics["judge_self_agreement"] == 0.5
+    assert result.table["judge_error"].str.startswith("undecided: 1 of 2 valid samples said yes").all()
+
+
+def test_samples_at_temperature_zero_are_allowed_and_said_once(tmp_path):
+    data = _data(tmp_path, n=4)
+    with Stub(chat=_noisy(0.0)) as stub:
+        result = ragmem.evaluate(data, track=False, judge=_settings(stub, tmp_path, samples=3, temperature=0.0),
+                                 metrics=["answer_correctness"])
+    said = [n for n in result.summary["notes"] if "may be identical" in n]
+    assert len(said) == 1 and said[0].startswith("judge.samples 3 with judge.temperature 0")
+
+
+def test_the_dry_run_counts_every_sample_and_a_higher_n_pays_only_for_the_new_ones(tmp_path):
+    data = _data(tmp_path, n=10)
+    with Stub(chat=_noisy(0.2)) as stub:
+        plan = ragmem.dry_run(data, judge=_settings(stub, tmp_path, samples=3), metrics=["answer_correctness"])
+        assert stub.requests == []
+        ragmem.evaluate(data, track=False, judge=_settings(stub, tmp_path, samples=3), metrics=["answer_correctness"])
+        assert len(stub.requests) == 30
+        raised = ragmem.dry_run(data, judge=_settings(stub, tmp_path, samples=5), metrics=["answer_correctness"])
+        ragmem.evaluate(data, track=False, judge=_settings(stub, tmp_path, samples=5), metrics=["answer_correctness"])
+        assert len(stub.requests) == 30 + 20  # samples 3 and 4 only
+    line = next(x for x in plan.lines if x.metric == "answer_correctness")
+    assert line.requests == 30 and line.cached == 0
+    raised_line = next(x for x in raised.lines if x.metric == "answer_correctness")
+    assert raised_line.requests == 50 and raised_line.cached == 30
+
+
+def test_samples_need_the_llm_judge(tmp_path):
+    from ragmem.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="judge.samples: 3 needs judge.type llm"):
+        ragmem.evaluate(_data(tmp_path, n=2), track=False, judge={"samples": 3})
