@@ -12,7 +12,7 @@ import typer
 
 from ragmem import dryrun, gates, prepare
 from ragmem.cli_common import log, run_flow, setup_logging, store_client, writable, write
-from ragmem.cli_services import report, server_app, trigger, ui
+from ragmem.cli_services import labels_app, report, server_app, trigger, ui
 from ragmem.compare import list_runs, paired_comparison
 from ragmem.errors import RagmemError
 from ragmem.exits import finish as finish_command
@@ -232,6 +232,7 @@ def validate(
 
 
 app.add_typer(server_app, name="server")
+app.add_typer(labels_app, name="labels")
 app.command()(report)
 app.command()(trigger)
 app.command()(ui)

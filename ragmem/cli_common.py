@@ -80,13 +80,18 @@ def writable(path: Path) -> Path:
     return path
 
 
-def store_client(tracking_uri: str | None):
-    """An MLflow client of the store a command reads (``--tracking-uri``, else ``MLFLOW_TRACKING_URI``,
-    else the embedded default); a tracking server that does not answer is one line, exit 2."""
+def store_uri(tracking_uri: str | None) -> str:
+    """The store a command reads (``--tracking-uri``, else ``MLFLOW_TRACKING_URI``, else the embedded
+    default), checked: a tracking server that does not answer is one line, exit 2."""
     uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
     check_store(uri, "--tracking-uri" if tracking_uri else "MLFLOW_TRACKING_URI" if os.environ.get("MLFLOW_TRACKING_URI")
                 else "tracking.uri")
-    return Tracker(uri).client
+    return uri
+
+
+def store_client(tracking_uri: str | None):
+    """An MLflow client of the store a command reads (:func:`store_uri`)."""
+    return Tracker(store_uri(tracking_uri)).client
 
 
 def write(path: Path, payload: dict[str, Any], what: str) -> None:

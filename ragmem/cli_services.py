@@ -11,8 +11,8 @@ from typing import List, Optional
 
 import typer
 
-from ragmem import report_html
-from ragmem.cli_common import log, setup_logging, store_client, writable
+from ragmem import relabel, report_html
+from ragmem.cli_common import log, setup_logging, store_client, store_uri, writable
 from ragmem.config import DEFAULT_ARTIFACT_ROOT, DEFAULT_TRACKING_URI
 from ragmem.errors import RagmemError
 from ragmem.journal import ragmem_home
@@ -24,11 +24,27 @@ from ragmem.orchestration import (
     server_owner,
     stop_managed_server,
 )
-from ragmem.report import out
+from ragmem.report import out, plural, print_summary, say
 from ragmem.scheduling import trigger as start
 from ragmem.tracking import prepare_local_store
 
 server_app = typer.Typer(no_args_is_help=True, help="The local Prefect server ragmem manages.")
+labels_app = typer.Typer(no_args_is_help=True, help="Human labels of a run's examples (judge.label_sample).")
+
+
+@labels_app.command("import")
+def import_labels(
+    run: str = typer.Argument(..., help="The run (id or unique prefix) whose examples were labelled."),
+    sheet: Path = typer.Argument(..., help="The filled CSV: example_id and label (1 or 0) columns."),
+    tracking_uri: Optional[str] = typer.Option(None, "--tracking-uri", help="Default: MLFLOW_TRACKING_URI or sqlite:///mlruns/mlflow.db."),
+) -> None:
+    """Attach human labels to a run (MLflow assessments, source HUMAN) and recompute the judge's
+    agreement with them and pass_rate_ppi, without calling the agent or the judge again."""
+    summary = relabel.import_labels(store_uri(tracking_uri), run, sheet)
+    done = summary["labels_imported"]
+    print_summary(summary)
+    say(f"labels: {plural(done['n_labels'], 'label')} from {sheet} attached to run {summary['run_id']} "
+        f"as MLflow assessments (source HUMAN)" + (f"; {plural(done['n_blank'], 'row')} left blank" if done["n_blank"] else ""))
 
 
 def report(

@@ -24,7 +24,7 @@ from typing import Any
 
 import pandas as pd
 
-from ragmem import endpoints, gates, interrupts, memory_bench, pipeline, prepare, progress, report_html
+from ragmem import endpoints, gates, interrupts, labels, memory_bench, pipeline, prepare, progress, report_html
 from ragmem import resume as resumes
 from ragmem import sweep as sweeps
 from ragmem.config import RunConfig
@@ -100,6 +100,7 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
                 line = client.failure_summary() if client is not None else None
                 if line:
                     result.notes.append(line)
+            _label_sheet(cfg, table, journal, result, run.id)
             params = pipeline.run_params(cfg, dataset, components)
             summary = pipeline.summary(run.id, cfg, result, table, params)
             if cfg.gates:  # judged here, acted on by the caller (ragmem run exits 3) after the run is logged
@@ -172,6 +173,23 @@ def _answer_and_judge(cfg: RunConfig, steps: Steps, components: pipeline.Compone
     return outputs, judgements
 
 
+def _label_sheet(cfg: RunConfig, table, journal: Journal, result, run_id: str | None) -> None:
+    """``judge.label_sample: K``: K judged examples without a label, stratified by verdict, to
+    ``labels_to_fill.csv`` in the run folder (and MLflow), with a note that says what to do next."""
+    k = cfg.judge.label_sample
+    if not k:
+        return
+    rows = labels.pick(table, k, cfg.seed)
+    if len(rows) < k:
+        result.notes.append(f"judge.label_sample {k}: only {len(rows)} judged examples without a label to draw from")
+    if rows.empty:
+        return
+    path = labels.write_sheet(rows, journal.folder / labels.SHEET)
+    then = f"ragmem labels import {run_id[:8]} {path}" if run_id else "(an untracked run: nothing to import into)"
+    result.notes.append(f"labels: {len(rows)} examples to label in {path} (fill the label column with 1 or 0), "
+                        f"then: {then}")
+
+
 def _log_run(steps: Steps, run: TrackedRun, cfg: RunConfig, dataset: Dataset, outputs, table, result, params,
              summary, journal: Journal) -> None:
     """The run's params, metrics, artifacts, report and traces to MLflow; a store that went away
@@ -181,7 +199,8 @@ def _log_run(steps: Steps, run: TrackedRun, cfg: RunConfig, dataset: Dataset, ou
             steps.log(run, resolved_config=mask(cfg.raw), params=params, metrics=result.values,
                       counts=pipeline.counts(table, result), table=table, summary=summary,
                       examples=dataset.examples, outputs=outputs, max_traces=cfg.tracking.max_traces,
-                      extra_files=(journal.path,), workers=cfg.orchestration.workers,
+                      extra_files=tuple(p for p in (journal.path, journal.folder / labels.SHEET) if p.is_file()),
+                      workers=cfg.orchestration.workers,
                       report=report_html.run_page(summary, table))
     except Exception as exc:
         if not is_transient(exc):

@@ -271,7 +271,7 @@ def _is_param(key: str, value: Any, cfg: RunConfig) -> bool:
     if key.startswith("embeddings."):
         return bool(cfg.embeddings.model)
     if key.startswith(("judge.", "rag_metrics.")) and not cfg.judge.model:  # no LLM: its settings did nothing
-        return key in ("judge.type", "judge.threshold")
+        return key in ("judge.type", "judge.threshold", "judge.min_kappa", "judge.label_sample")
     if key.startswith("agent.") and cfg.agent.type == "replay":  # answers read from the data
         return key == "agent.type"
     return True

@@ -21,7 +21,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
              "readers", "text", "text.tokenizers", "text.keywords", "text.entities", "metrics.options",
              "metrics._division"),
     # data files: examples, LoCoMo conversations, a run's journal
-    "data": ("loaders", "locomo", "journal"),
+    "data": ("loaders", "locomo", "journal", "labels"),
     # metric math: the names (a pandas-free leaf the schema reads), the families, the statistics
     "metrics": ("metrics.names", "metrics.kernels", "metrics.scorer", "metrics.base", "metrics.verdicts",
                 "metrics.classification", "metrics.coverage", "metrics.latency", "metrics.ranking",
@@ -40,7 +40,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     # the engine: the steps of a run, sweeps, memory benchmarks, gates, resume, reports, dry runs, and
     # the one preparation of a run's config, data and environment
     "engine": ("report_html", "pipeline", "memory_bench", "gates", "resume", "sweep", "dryrun", "prepare", "steps",
-               "engine"),
+               "engine", "relabel"),
     # the Python API
     "api": ("api", "testing", "report"),
     # the shell: the command line, Prefect (flows, tasks, the server, schedules), the package's face

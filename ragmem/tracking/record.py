@@ -132,3 +132,26 @@ def record_run(run: TrackedRun, resolved_config: dict[str, Any], params: dict[st
             raise
         run.tracker.log_table_files(run.id, [pending.result() for pending in table_files])
     return n_traces
+
+
+def record_labels(tracker, run_id: str, *, metrics: dict[str, float | None], summary: dict[str, Any],
+                  table: pd.DataFrame, sheet: Path, rows: list[tuple[str, int, str, str]], report: str) -> int:
+    """Human labels imported into a finished run (``ragmem labels import``): each as an assessment
+    with source HUMAN on its example's trace, the recomputed metrics (``{metric}_ci_low/high`` too),
+    the tag ``ragmem.judge.unreliable`` set or taken away, ``summary.json``, ``report.html`` and the
+    per-example table replaced, and the sheet as ``labels/<file>``. Returns how many assessments."""
+    experiment_id = tracker.client.get_run(run_id).info.experiment_id
+    n = tracker.log_human_labels(run_id, experiment_id, rows, source_id=f"ragmem labels import {sheet.name}")
+    intervals = {f"{name}_ci_{side}": bound for name, (low, high) in summary.get("ci", {}).items()
+                 if name in metrics for side, bound in (("low", low), ("high", high))}
+    run = TrackedRun(run_id, tracker)
+    if summary.get("judge_unreliable"):
+        tracker.set_tags(run_id, {"ragmem.judge.unreliable": "true"})
+    elif "ragmem.judge.unreliable" in tracker.tags(run_id):
+        tracker.client.delete_tag(run_id, "ragmem.judge.unreliable")
+    log_results(run, metrics={**metrics, **intervals}, json_files={"summary.json": summary},
+                texts={"report.html": report})
+    tracker.client.log_artifact(run_id, str(sheet), "labels")
+    with tempfile.TemporaryDirectory() as tmp:
+        tracker.log_table_files(run_id, files.table_files(table, tmp, "examples"))
+    return n

@@ -332,6 +332,50 @@ class Tracker:
                             source=AssessmentSource(source_type=f.source_type, source_id=f.source_id)))
         return min(limit, len(timed))
 
+    def log_human_labels(self, run_id: str, experiment_id: str, rows: list[tuple[str, int, str, str]],
+                         source_id: str) -> int:
+        """Each ``(example id, label, query, answer)`` as an assessment ``human_label`` with source
+        HUMAN on the example's trace in run ``run_id``: its agent trace when the run traced the call,
+        else a trace of its own (the query in, the answer out) made for it; a label the trace already
+        carries is not added again. Returns how many."""
+        import mlflow
+        from mlflow.entities import AssessmentSource
+        from mlflow.entities import Feedback as MlflowFeedback
+        from mlflow.tracing.client import TracingClient
+
+        with process_tracking_uri(self.uri):
+            traced: dict[str, str] = {}
+            held: dict[str, set] = {}  # human labels the traces already carry: an import run twice adds none
+            token = None
+            while True:
+                page = self.client.search_traces(locations=[experiment_id], run_id=run_id, max_results=500,
+                                                 page_token=token, include_spans=False)
+                for trace in page:
+                    example = trace.info.tags.get("ragmem.example_id")
+                    if example is not None:
+                        traced.setdefault(example, trace.info.trace_id)
+                        held.setdefault(example, set()).update(
+                            a.value for a in trace.info.assessments or () if a.name == "human_label")
+                token = page.token
+                if not token:
+                    break
+            for example, _, query, answer in rows:
+                if example not in traced:
+                    root = self.client.start_trace("labelled example", span_type="UNKNOWN", inputs={"query": query},
+                                                   experiment_id=experiment_id, run_id=run_id,
+                                                   tags={"ragmem.example_id": example})
+                    self.client.end_trace(root.trace_id, outputs={"answer": answer})
+                    traced[example] = root.trace_id
+            mlflow.flush_trace_async_logging()
+            client = TracingClient(self.uri)
+            for example, label, _, _ in rows:
+                if int(label) in held.get(example, ()):
+                    continue
+                client.log_assessment(traced[example], MlflowFeedback(
+                    name="human_label", value=int(label), rationale="imported with ragmem labels import",
+                    source=AssessmentSource(source_type="HUMAN", source_id=source_id)))
+        return len(rows)
+
     def _trace(self, run_id: str, experiment_id: str, ex, out) -> str:
         start = out.started_at_ns
         end = start + int((out.latency_s or 0.0) * 1e9)
