@@ -61,12 +61,14 @@ def test_samples_measure_the_judges_noise_cost_nothing_twice_and_widen_the_inter
         with Stub(chat=_noisy(q)) as stub:
             first = ragmem.evaluate(data, track=False, judge=_settings(stub, folder), metrics=["answer_correctness"])
             sent = len(stub.requests)
-            again = ragmem.evaluate(data, track=False, judge=_settings(stub, folder), metrics=["answer_correctness"])
-            assert len(stub.requests) == sent  # the rerun: every sample from the cache
+            if q == 0.4:  # the rerun (once: it is the same at every q): every sample from the cache
+                again = ragmem.evaluate(data, track=False, judge=_settings(stub, folder), metrics=["answer_correctness"])
+                assert len(stub.requests) == sent and again.metrics["judge_calls"] == 0
+                assert again.metrics["pass_rate"] == first.metrics["pass_rate"]
+                assert again.metrics["judge_flip_rate"] == first.metrics["judge_flip_rate"]
         m = first.metrics
-        assert sent == SAMPLES * N_ITEMS and m["judge_calls"] == SAMPLES * N_ITEMS and again.metrics["judge_calls"] == 0
+        assert sent == SAMPLES * N_ITEMS and m["judge_calls"] == SAMPLES * N_ITEMS
         assert m["judge_flip_rate"] == pytest.approx(_expected_flip_rate(q), abs=0.05), (q, m["judge_flip_rate"])
-        assert again.metrics["pass_rate"] == m["pass_rate"] and again.metrics["judge_flip_rate"] == m["judge_flip_rate"]
         assert set(first.table["judge_votes"].dropna()) == {SAMPLES}  # odd: no tie, nothing undecided
         assert m["n_judge_undecided"] == 0 and first.summary["ci"]["judge_flip_rate"] is not None
         low, high = first.summary["ci"]["pass_rate"]

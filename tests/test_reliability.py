@@ -172,3 +172,4 @@ def test_the_reliability_figures_are_logged_under_judge_and_read_back_by_name():
                       ("judge_label_kappa_ci_low", "judge/label_kappa_ci_low"), ("pass_rate_ppi", "pass_rate_ppi"),
                       ("n_labelled", "count/n_labelled"), ("judge_calls", "usage/judge_calls")):
         assert metric_key(name) == key and metric_name(key) == name
+    assert metric_key("judge_score") == "judge_score"  # LoCoMo's J score is not the judge's reliability

@@ -14,6 +14,7 @@ from typing import Any, Iterator
 import pandas as pd
 
 from ragmem.errors import Terminated
+from ragmem.metrics.names import RELIABILITY
 from ragmem.tracking.store import _ERROR_TAG_LIMIT, Tracker
 
 
@@ -110,6 +111,10 @@ _USAGE = re.compile(r"^(judge|embeddings|generator|layer)_(calls|failures|cache_
                     r"tokens_out|tokens|cost_usd)$")
 
 
+#: the reliability figures logged under ``judge/`` (not judge_score, LoCoMo's J, nor the usage)
+_RELIABILITY = frozenset(n for n in RELIABILITY.selectable if n.startswith("judge_"))
+
+
 def metric_key(name: str) -> str:
     """The name a metric is logged under in MLflow: scores under their own name, counts under
     ``count/`` (``n_*``, ``undefined_*``, ``confusion_*``, ``*_errors``, ``*_failures``), the usage of an
@@ -120,7 +125,8 @@ def metric_key(name: str) -> str:
         return f"usage/{name}"
     if name.startswith(("n_", "undefined_", "confusion_")) or name.endswith(("_errors", "_failures")):
         return f"count/{name}"
-    if name.startswith("judge_"):  # the judge's reliability (judge_label_kappa -> judge/label_kappa)
+    base = re.sub(r"_ci_(low|high)$", "", name)
+    if base in _RELIABILITY:  # the judge's reliability (judge_label_kappa -> judge/label_kappa)
         return f"judge/{name[len('judge_'):]}"
     return name
 
