@@ -126,3 +126,54 @@ def test_samples_need_the_llm_judge(tmp_path):
 
     with pytest.raises(ConfigError, match="judge.samples: 3 needs judge.type llm"):
         ragmem.evaluate(_data(tmp_path, n=2), track=False, judge={"samples": 3})
+
+
+def test_the_second_stage_of_items_draws_each_items_majority_with_its_exact_odds():
+    """One example of three judged items, each asked 5 times ([yes, samples]); its copies drawn
+    20,000 times: the mean value is the exact expectation over the items' majority outcomes
+    (contextual precision enumerated over the 8 of them; faithfulness: the mean of the odds)."""
+    import itertools
+
+    import numpy as np
+    import pandas as pd
+
+    from ragmem.metrics.estimators import majority_odds
+    from ragmem.metrics.rag import contextual_precision
+    from ragmem.metrics.reliability import items_aggregator
+
+    votes = [[3, 5], [1, 5], [4, 5]]
+    q, _ = majority_odds(np.array([3, 1, 4]), np.array([5, 5, 5]))
+    exact = {"mean": float(np.mean(q)),
+             "precision": sum(np.prod([q[k] if o else 1 - q[k] for k, o in enumerate(outcome)]) * contextual_precision(list(outcome))
+                              for outcome in itertools.product((0, 1), repeat=3))}
+    for kind, observed in (("precision", contextual_precision([1, 0, 1])), ("mean", 2 / 3)):
+        agg = items_aggregator(pd.Series([observed]), pd.Series([True]), pd.Series([votes]), kind)
+        sums = agg.resum(np.random.default_rng(5), np.ones((20_000, 1)))
+        assert (sums[:, 1] == 1).all()  # odd samples: never a tie
+        assert sums[:, 0].mean() == pytest.approx(exact[kind], abs=0.01), kind
+    fixed = items_aggregator(pd.Series([0.5, 1.0]), pd.Series([True, True]), pd.Series([[[1, 1], [0, 1]], None]), "mean")
+    assert fixed.resum is None  # nothing asked twice: the one-stage bootstrap
+
+
+def test_noisy_items_widen_the_interval_of_contextual_precision():
+    import numpy as np
+    import pandas as pd
+
+    from ragmem import stats
+    from ragmem.metrics.base import mean_aggregator
+    from ragmem.metrics.rag import contextual_precision
+    from ragmem.metrics.reliability import items_aggregator
+
+    rng = np.random.default_rng(9)
+    verdicts = [list(rng.integers(0, 2, 4)) for _ in range(300)]
+    values = pd.Series([contextual_precision(v) for v in verdicts])
+    ok = pd.Series(True, index=values.index)
+    sure = pd.Series([[[5 * x, 5] for x in v] for v in verdicts])            # every sample agreed
+    noisy = pd.Series([[[3 if x else 2, 5] for x in v] for v in verdicts])    # 3-2 splits
+    widths = {}
+    for name, agg in (("one-stage", mean_aggregator(values, ok)), ("sure", items_aggregator(values, ok, sure, "precision")),
+                      ("noisy", items_aggregator(values, ok, noisy, "precision"))):
+        low, high = stats.bootstrap({"m": agg}, len(values), 1000, seed=1)["m"]
+        widths[name] = high - low
+    assert widths["sure"] == pytest.approx(widths["one-stage"], rel=0.1)
+    assert widths["noisy"] > 1.15 * widths["one-stage"], widths  # 3-2 splits: 0.0729 against 0.0589

@@ -104,3 +104,24 @@ def test_a_failed_call_without_an_answer_is_shown_with_its_reason():
     page = report_html.run_page(summary, table)
     assert "Failures (1)" in page and "TimeoutError: agent call exceeded 2 s" in page and ">nan<" not in page
     assert "no answer" in page and "not judged" in page and "latency not measured" in page
+
+
+def test_the_judge_reliability_section_puts_the_disputed_examples_first():
+    """The unreliable line, the figures, then the examples where the judge disagrees with the label
+    (first), then those whose samples disagree with each other (least agreement first)."""
+    import pandas as pd
+
+    rows = [("agree", 1, 1, 1.0), ("self-split", 1, 1, 0.6), ("against-label", 0, 1, 1.0), ("self-split-more", 0, 0, 0.4)]
+    table = pd.DataFrame([{"id": i, "query": "q", "generated_answer": "a", "reference_answer": "r", "label": label,
+                           "verdict": verdict, "judge_agreement": share, "judge_reason": f"why {i}", "error": None,
+                           "judge_error": None, "kw_reference": "r", "kw_generated": "a", "contexts": [], "latency_s": None}
+                          for i, label, verdict, share in rows])
+    summary = {"experiment": "e", "run_id": None, "n_examples": 4, "n_errors": 0, "params": {},
+               "metrics": {"pass_rate": 0.75, "judge_label_kappa": 0.0, "n_labelled": 4, "judge_flip_rate": 0.5},
+               "ci": {"judge_label_kappa": [-0.5, 0.2]}, "judge_unreliable": "judge unreliable: Cohen kappa ..."}
+    page = report_html.run_page(summary, table)
+    section = page[page.index("<h2>Judge reliability</h2>"):]
+    assert 'class="fail">judge unreliable: Cohen kappa ...' in section and "judge_flip_rate" in section
+    assert "3 examples where the judge disagrees with the label or with itself" in section
+    order = [section.index(f">{i}<") for i in ("against-label", "self-split-more", "self-split")]
+    assert order == sorted(order) and ">agree<" not in section[:section.index("<h2>", 10)]

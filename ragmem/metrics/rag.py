@@ -42,7 +42,7 @@ from ragmem.errors import ConfigError
 from ragmem.metrics import names
 from ragmem.metrics.base import Family, MetricResult, mean_aggregator, nanmean, scored_mask
 from ragmem.metrics.ranking import is_gold, keyword_relevant
-from ragmem.metrics.reliability import majority_aggregator
+from ragmem.metrics.reliability import items_aggregator, majority_aggregator
 from ragmem.text.entities import OfflineEntities, normalize_entity, offline_entities  # noqa: F401  (also here)
 from ragmem.text.keywords import keyword_cosines
 
@@ -100,13 +100,16 @@ class RagMetrics:
     def _ask(self, requests):
         return self.llm.run(requests) if requests else []
 
-    def _finish(self, name: str, values: list[float | None], errors: list[str | None], undefined: int = 0) -> MetricResult:
+    def _finish(self, name: str, values: list[float | None], errors: list[str | None], undefined: int = 0,
+                votes: list | None = None) -> MetricResult:
         scored = [v for v in values if v is not None and not math.isnan(v)]
         failures = sum(e is not None for e in errors)
         out = {name: nanmean(values), f"{name}_failures": float(failures),
                f"{name}_pass_rate": (sum(v >= self.threshold for v in scored) / len(scored)) if scored else None}
-        return MetricResult(values=out, columns={name: values, f"{name}_error": errors},
-                            undefined={name: undefined})
+        columns = {name: values, f"{name}_error": errors}
+        if votes is not None and any(v for v in votes):  # judge.samples > 1: [yes, samples] per item
+            columns[f"{name}_votes"] = votes
+        return MetricResult(values=out, columns=columns, undefined={name: undefined})
 
     def _rows(self, table: pd.DataFrame):
         if self._rows_of is None or self._rows_of[0] is not table:  # once per table, not per metric
@@ -148,21 +151,24 @@ class RagMetrics:
                 ref = K(row.reference_answer or "")
                 plan.append([int(keyword_relevant(K, c["text"], ref, self.ctx.keyword_threshold)) for c in contexts])
         answers = self._ask(requests)
-        values, errors = [], []
+        values, errors, votes = [], [], []
         for item in plan:
             if item is None:
-                values.append(None), errors.append(None)
+                values.append(None), errors.append(None), votes.append(None)
                 continue
             if isinstance(item, tuple):
                 _, start, count = item
                 got = answers[start:start + count]
                 failed = [r.error for r in got if r.error]
                 if failed:
-                    values.append(None), errors.append(failed[0])
+                    values.append(None), errors.append(failed[0]), votes.append(None)
                     continue
                 item = [1 if r.value["verdict"].strip().lower() == "yes" else 0 for r in got]
+                votes.append(_votes(got, item))
+            else:
+                votes.append(None)
             values.append(contextual_precision(item)), errors.append(None)
-        return self._finish("contextual_precision", values, errors)
+        return self._finish("contextual_precision", values, errors, votes=votes)
 
     def answer_relevancy(self, table: pd.DataFrame) -> MetricResult:
         rows = self._rows(table)
@@ -296,7 +302,12 @@ class RagMetrics:
             requests += [("claim_support", {"contexts": contexts, "claim": claim}) for claim in claims.value["claims"]]
             plan.append((start, len(claims.value["claims"])))
         verdicts = self._ask(requests)
+        votes: list = []
         for item in plan:
+            got = verdicts[item[0]:item[0] + item[1]] if isinstance(item, tuple) and item[1] else []
+            failed = [g.error for g in got if g.error]
+            votes.append(None if failed or not got else
+                         _votes(got, [int(g.value["verdict"].strip().lower() == "yes") for g in got]))
             if item is None:
                 values.append(None), errors.append(None)
             elif isinstance(item, str):
@@ -304,15 +315,20 @@ class RagMetrics:
             elif item[1] == 0:
                 undefined += 1
                 values.append(self.ctx.zero_division), errors.append(None)
+            elif failed:
+                values.append(None), errors.append(failed[0])
             else:
-                got = verdicts[item[0]:item[0] + item[1]]
-                failed = [g.error for g in got if g.error]
-                if failed:
-                    values.append(None), errors.append(failed[0])
-                else:
-                    supported = sum(g.value["verdict"].strip().lower() == "yes" for g in got)
-                    values.append(supported / item[1]), errors.append(None)
-        return self._finish("faithfulness", values, errors, undefined)
+                supported = sum(g.value["verdict"].strip().lower() == "yes" for g in got)
+                values.append(supported / item[1]), errors.append(None)
+        return self._finish("faithfulness", values, errors, undefined, votes=votes)
+
+
+def _votes(replies, verdicts: list[int]) -> list[list[int]] | None:
+    """``[yes, samples]`` per judged item of one example (an item asked once: its verdict of 1);
+    ``None`` when no item was asked more than once (judge.samples 1: nothing to resample)."""
+    if not any(r.votes for r in replies):
+        return None
+    return [[sum(r.votes), len(r.votes)] if r.votes else [v, 1] for r, v in zip(replies, verdicts)]
 
 
 def _rows(table: pd.DataFrame, ctx) -> list:
@@ -365,6 +381,9 @@ def aggregators(table: pd.DataFrame, names, zero_division: float, scorer=None) -
     if "answer_correctness" in out and "judge_votes" in table:  # the verdict of N samples: two-stage
         out["answer_correctness"] = majority_aggregator(table["answer_correctness"], ok, table["judge_yes"],
                                                         table["judge_votes"])
+    for name, kind in (("contextual_precision", "precision"), ("faithfulness", "mean")):
+        if name in out and f"{name}_votes" in table:  # items of N samples each: two-stage
+            out[name] = items_aggregator(table[name], ok, table[f"{name}_votes"], kind)
     return out
 
 

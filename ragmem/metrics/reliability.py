@@ -40,7 +40,7 @@ from ragmem.metrics import names
 from ragmem.metrics.base import Aggregator, Family, MetricResult, mean_aggregator, ratio_aggregator, scored_mask
 from ragmem.metrics.estimators import binary_kappa, majority_odds, ppi_mean_ci, vbinary_kappa
 
-__all__ = ["majority_aggregator", "unreliable", "FAMILY", "NAMES"]
+__all__ = ["majority_aggregator", "items_aggregator", "unreliable", "FAMILY", "NAMES"]
 
 NAMES = names.RELIABILITY.selectable
 DEFAULT_MIN_KAPPA = 0.4
@@ -73,6 +73,55 @@ def majority_aggregator(values: pd.Series, ok: pd.Series, yes: pd.Series, votes:
         passes = rng.binomial(copies, q)
         ties = rng.binomial(copies - passes, np.clip(tie_given_no_pass, 0.0, 1.0))
         return fixed + np.column_stack([passes.sum(axis=1), (copies - ties).sum(axis=1)])
+
+    return Aggregator(agg.kind, agg.data, agg.reduce, agg.vreduce, resum=resum)
+
+
+def items_aggregator(values: pd.Series, ok: pd.Series, votes: pd.Series, kind: str) -> Aggregator:
+    """The mean of a per-example metric built from several judged items (chunk relevance verdicts
+    for ``contextual_precision``: ``kind="precision"``; claim verdicts for ``faithfulness``:
+    ``kind="mean"``), resampled in two stages like :func:`majority_aggregator`: each drawn copy of an
+    example draws each item's majority again from its ``[yes, samples]`` (``votes``: a list per
+    example; an item without samples keeps its verdict), and the copy's value is recomputed from
+    them (undefined, out of the mean, when an item ties). Each copy draws for itself: the copies of
+    one resample are drawn in turn, copy j of every example drawn j times or more."""
+    agg = mean_aggregator(values, ok)
+    n = len(values)
+    defined = agg.data[:, 1] > 0
+    rows = [(i, v) for i, v in enumerate(votes.tolist()) if defined[i] and isinstance(v, list) and v
+            and any(m > 1 for _, m in v)]
+    if not rows:
+        return agg
+    index = np.array([i for i, _ in rows])
+    width = max(len(v) for _, v in rows)
+    q, t = np.zeros((len(rows), width)), np.zeros((len(rows), width))
+    valid = np.zeros((len(rows), width), dtype=bool)
+    for r, (_, v) in enumerate(rows):
+        q[r, :len(v)], t[r, :len(v)] = majority_odds(np.array([a for a, _ in v]), np.array([m for _, m in v]))
+        valid[r, :len(v)] = True
+    fixed_rows = np.ones(n, dtype=bool)
+    fixed_rows[index] = False
+    data = agg.data
+
+    def value_of(yes: np.ndarray) -> np.ndarray:
+        v = (yes & valid).astype(float)
+        if kind == "mean":
+            return v.sum(axis=2) / valid.sum(axis=1)
+        hits = np.cumsum(v, axis=2) / np.arange(1, width + 1)
+        relevant = v.sum(axis=2)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(relevant > 0, (hits * v).sum(axis=2) / relevant, 0.0)
+
+    def resum(rng: np.random.Generator, counts: np.ndarray) -> np.ndarray:
+        out = counts[:, fixed_rows] @ data[fixed_rows]
+        copies = counts[:, index]
+        for j in range(1, int(copies.max(initial=0)) + 1):
+            u = rng.random((len(counts), len(rows), width))
+            tie = ((u >= q) & (u < q + t) & valid).any(axis=2)
+            keep = (copies >= j) & ~tie
+            out[:, 0] += np.where(keep, value_of(u < q), 0.0).sum(axis=1)
+            out[:, 1] += keep.sum(axis=1)
+        return out
 
     return Aggregator(agg.kind, agg.data, agg.reduce, agg.vreduce, resum=resum)
 
