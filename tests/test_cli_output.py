@@ -100,6 +100,12 @@ def test_compare_takes_prefixes_and_refuses_unknown_metrics(tmp_path, shared_sto
     text = " ".join(done.stdout.split())
     assert f"A = {first.run_id[:8]}" in text and "pass_rate" in text
     assert "settings that differ: judge.signature differs; judge.threshold: 0.7 -> 0.5" in text
+    # each run's judge: its kappa with the labels (the demo's threshold 0.5 passes more wrong answers)
+    assert f"judge of A: judge_label_kappa {first.metrics['judge_label_kappa']:.4f}" in text
+    assert f"judge of B: judge_label_kappa {second.metrics['judge_label_kappa']:.4f}" in text
+    kappa = ragmem_main(["compare", first.run_id[:8], second.run_id[:8], "--metrics", "judge_label_kappa",
+                         "--resamples", "200"], env=env, cwd=tmp_path)  # logged as judge/label_kappa, named as ever
+    assert kappa.returncode == 0 and "judge_label_kappa" in kappa.stdout, kappa.stderr
     bad = ragmem_main(["compare", first.run_id[:8], second.run_id, "--metrics", "nosuch"], env=env, cwd=tmp_path)
     assert bad.returncode == 2 and bad.stderr.strip().startswith("error: --metrics 'nosuch': not logged by both runs; known: ")
     assert "pass_rate" in bad.stderr
