@@ -48,7 +48,7 @@ def test_an_unknown_gated_metric_is_refused_before_any_work():
 
 
 @pytest.mark.e2e
-def test_a_failed_gate_exits_3_after_the_run_is_logged(prefect_env, tmp_path):
+def test_a_failed_gate_exits_3_after_the_run_is_logged(prefect_env, tmp_path, ragmem_main):
     from mlflow import MlflowClient
 
     done = run_cli(["run", str(ROOT / "configs" / "demo.yaml"), "--fail-under", "pass_rate=0.9",
@@ -67,8 +67,8 @@ def test_a_failed_gate_exits_3_after_the_run_is_logged(prefect_env, tmp_path):
     again = run_cli(["run", str(ROOT / "configs" / "demo.yaml"), "--baseline", summary["run_id"][:8],
                      "--max-regression", "pass_rate=0", "-o", "b.json"], env=prefect_env, cwd=tmp_path)
     assert again.returncode == 0 and "gates: all 1 passed" in again.stdout, again.stderr  # same answers: no drop
-    unknown = run_cli(["run", str(ROOT / "configs" / "demo.yaml"), "--baseline", "0000abcd",
-                       "--max-regression", "pass_rate=0"], env=prefect_env, cwd=tmp_path)
+    unknown = ragmem_main(["run", str(ROOT / "configs" / "demo.yaml"), "--baseline", "0000abcd",  # refused before
+                           "--max-regression", "pass_rate=0"], env=prefect_env, cwd=tmp_path)      # any flow: in process
     assert unknown.returncode == 2 and unknown.stderr.strip().splitlines()[-1] == \
         "error: baseline: run '0000abcd': no run id starts with it in the tracking store"
 
