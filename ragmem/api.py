@@ -25,12 +25,12 @@ def evaluate(data: str | Path | list[dict[str, Any]] | None = None, config: str 
     dict of settings; keyword arguments override top-level settings (``judge={"threshold": 0.5}``,
     ``metrics=["f1"]``, ``experiment="nightly"``). The run is the same as ``ragmem run``'s: same
     steps, same artifacts (the journal included), equal metrics. ``resume`` continues an
-    interrupted run by its id (see ``ragmem run --resume``); ``preflight=False`` skips checking the
+    interrupted run by its id or a unique prefix of it (see ``ragmem run --resume``); ``preflight=False`` skips checking the
     endpoints before the first call.
     """
     ready = _prepared(data, config, track, overrides, resume)
     return engine.evaluate(ready.config, dataset=ready.dataset, baseline=ready.baseline,
-                           tags={"ragmem.entry": "python-api"}, resume=resume, preflight=preflight)
+                           tags={"ragmem.entry": "python-api"}, resume=ready.resume, preflight=preflight)
 
 
 def dry_run(data: str | Path | list[dict[str, Any]] | None = None, config: str | Path | dict | None = None,
@@ -40,7 +40,7 @@ def dry_run(data: str | Path | list[dict[str, Any]] | None = None, config: str |
     a :class:`ragmem.dryrun.DryRun`."""
     name = str(config) if isinstance(config, (str, Path)) else "the Python API's settings"
     ready = _prepared(data, config, False, overrides, resume)
-    return dryrun.dry_run(ready.config, name, dataset=ready.dataset, resume=resume, preflight=preflight)
+    return dryrun.dry_run(ready.config, name, dataset=ready.dataset, resume=ready.resume, preflight=preflight)
 
 
 def _prepared(data, config, track: bool, overrides: dict[str, Any], resume: str | None) -> prepare.Prepared:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import sys
@@ -61,7 +62,7 @@ def run(
     ready = prepare.for_run(prepare.resolve(config, overrides=set_, data=data, extra=extra), resume=resume)
     if dry_run:  # nothing is tracked, no Prefect flow: a plan, printed (and written with --output)
 
-        plan = dryrun.dry_run(ready.config, str(config), dataset=ready.dataset, resume=resume,
+        plan = dryrun.dry_run(ready.config, str(config), dataset=ready.dataset, resume=ready.resume,
                               preflight=not no_preflight)
         for line in dryrun.render(plan):
             out.print(line, highlight=False, markup=False)
@@ -79,7 +80,7 @@ def run(
             out.print(f"gates: all {len(summary['gates'])} passed")
 
     try:
-        run_flow("ragmem.flows.evaluate:run_evaluate", ready, verbose, finish, resume=resume,
+        run_flow("ragmem.flows.evaluate:run_evaluate", ready, verbose, finish, resume=ready.resume,
                  preflight=not no_preflight)
     except RagmemError as exc:  # the tracking store went away after the work: the summary is still written
         if getattr(exc, "ragmem_summary", None):
@@ -111,7 +112,7 @@ def sweep(
             raise RagmemError(f"sweep: every one of the {len(result['children'])} configurations failed "
                               f"(first: {result['children'][0]['error']}); see {output}")
 
-    run_flow("ragmem.flows.sweep:run_sweep", ready, verbose, finish, preflight=not no_preflight, resume=resume)
+    run_flow("ragmem.flows.sweep:run_sweep", ready, verbose, finish, preflight=not no_preflight, resume=ready.resume)
 
 
 @app.command()
@@ -216,11 +217,16 @@ def validate(
     format: str = typer.Option("auto", "--format", help="json, jsonl, csv, parquet or auto (by suffix)."),
     no_answer: bool = typer.Option(False, "--no-answer", help="Answers come from a live agent: do not require them."),
     coerce_numbers: bool = typer.Option(False, "--coerce-numbers", help="Read numbers as text (data.coerce_numbers)."),
+    encoding: str = typer.Option("utf-8", "--encoding", help="Text encoding (data.encoding), e.g. gb18030."),
 ) -> None:
     """Report every invalid record; exit 0 when the file is valid, 2 when not."""
     if label not in (None, 0, 1):
         raise RagmemError(f"--label: expected 0 or 1, got {label}")
-    report = check_file(DataFile(data, label, format, coerce_numbers), require_answer=not no_answer)
+    try:
+        codecs.lookup(encoding)
+    except LookupError:
+        raise RagmemError(f"--encoding: unknown text encoding {encoding!r} (e.g. utf-8, gb18030, big5)") from None
+    report = check_file(DataFile(data, label, format, coerce_numbers, encoding), require_answer=not no_answer)
     for problem in report.problems:
         print(f"invalid: {problem}", file=sys.stderr)
     n_bad = len({p.record for p in report.problems})
@@ -250,12 +256,22 @@ def _options(version: bool = typer.Option(False, "--version", is_eager=True, cal
     """Evaluate RAG systems and agent memory layers; every run is tracked in MLflow."""
 
 
+def check_set_flags(argv: list[str]) -> None:
+    """``--set key value`` (a space for the ``=``) would reach click as a stray argument with a bare
+    "unexpected extra argument": name the form instead, before anything runs."""
+    for flag, value in zip(argv, argv[1:]):
+        if flag == "--set" and "=" not in value and not value.startswith("-"):
+            raise RagmemError(f"--set {value}: expected dotted.key=value with no space around '=' "
+                              f"(e.g. --set judge.threshold=0.5)")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: every outcome ends as one line and an exit code (:mod:`ragmem.exits`)."""
     command = argv is None  # the ``ragmem`` command itself, not a caller in Python
     argv = list(sys.argv[1:] if argv is None else argv)
     prepare_environment(argv)
     try:
+        check_set_flags(argv)
         code = app(args=argv, prog_name="ragmem", standalone_mode=False)
         code = code if isinstance(code, int) else 0
     except BaseException as exc:  # noqa: BLE001 (every kind is mapped to its line and code)

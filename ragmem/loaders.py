@@ -39,6 +39,7 @@ class DataFile:
     label: int | None = None
     format: str = "auto"
     coerce_numbers: bool = False  # data.coerce_numbers: a number where text is expected is read as text
+    encoding: str = "utf-8"       # data.encoding of the text formats (JSON, JSONL, CSV)
 
 
 @dataclass
@@ -271,7 +272,7 @@ class FileReport:
 def check_file(data_file: DataFile, require_answer: bool = True) -> FileReport:
     """Read and validate every record of one file; never raises for a bad record."""
     file = str(data_file.path)
-    records = read_records(data_file.path, data_file.format)
+    records = read_records(data_file.path, data_file.format, data_file.encoding)
     tabular = detect_format(data_file.path, data_file.format) in ("csv", "parquet")
     problems: list[DataError] = []
     examples: list[Example] = []

@@ -107,6 +107,7 @@ def for_run(cfg: RunConfig, *, resume: str | None = None, load: bool = True) -> 
         sweep_plan(cfg, load=False)
     environment.check(cfg)
     baseline = read_baseline(cfg)
+    resume = resumes.resolve_key(resume) if resume else None  # a unique prefix, as compare takes it
     dataset = pipeline.load(cfg) if load else None
     if resume and dataset is not None:
         resumes.check_resume(cfg, dataset, resume).close()
@@ -117,6 +118,7 @@ def for_sweep(cfg: RunConfig, *, resume: str | None = None) -> Prepared:
     """A sweep made ready: every point's configuration and every distinct data setting's data."""
     plan = sweep_plan(cfg, load=False)
     environment.check(cfg)
+    resume = resumes.resolve_key(resume) if resume else None
     plan.load()
     return Prepared(cfg, sweep=plan, resume=resume)
 

@@ -50,20 +50,35 @@ def check_path(path: Path) -> None:
         raise DataError(file, f"cannot be read ({exc.strerror or exc})") from None
 
 
-def not_utf8_message(path: Path, exc: UnicodeDecodeError) -> str:
-    """Where a file stops being UTF-8: line and byte."""
+def not_utf8_message(path: Path, exc: UnicodeDecodeError, encoding: str = "utf-8") -> str:
+    """Where a file stops being text of ``encoding``: line and byte, and the setting that names
+    another encoding (Chinese files saved by Excel are often GBK)."""
     line = path.read_bytes()[: exc.start].count(b"\n") + 1
-    return f"not UTF-8 text (line {line}: byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
+    name = "UTF-8" if _is_utf8(encoding) else encoding
+    hint = ("; if it is in another encoding (a Chinese file saved by Excel is often GBK), set data.encoding, "
+            "e.g. data.encoding: gb18030" if _is_utf8(encoding) else "; check data.encoding")
+    return f"not {name} text (line {line}: byte 0x{exc.object[exc.start]:02x} at offset {exc.start}){hint}"
 
 
-def read_records(path: Path, format: str = "auto") -> list[dict[str, Any]]:
-    """Read a file into a list of raw records (dicts), without validating them."""
+def _is_utf8(encoding: str) -> bool:
+    return encoding.lower().replace("_", "-") in ("utf-8", "utf8", "utf-8-sig")
+
+
+def _text_encoding(encoding: str) -> str:
+    """UTF-8 is read with a byte-order mark allowed (Excel writes one)."""
+    return "utf-8-sig" if _is_utf8(encoding) else encoding
+
+
+def read_records(path: Path, format: str = "auto", encoding: str = "utf-8") -> list[dict[str, Any]]:
+    """Read a file into a list of raw records (dicts), without validating them; text formats are
+    decoded with ``encoding`` (``data.encoding``)."""
     file = str(path)
     check_path(path)
     fmt = detect_format(path, format)
+    text_encoding = _text_encoding(encoding)
     try:
         if fmt == "json":
-            data = json.loads(path.read_text(encoding="utf-8-sig"))
+            data = json.loads(path.read_text(encoding=text_encoding))
             if isinstance(data, dict):  # {"examples": [...]} or {"data": [...]}
                 for key in ("examples", "data", "samples"):
                     if isinstance(data.get(key), list):
@@ -75,7 +90,7 @@ def read_records(path: Path, format: str = "auto") -> list[dict[str, Any]]:
             return data
         if fmt == "jsonl":
             records = []
-            for n, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), 1):
+            for n, line in enumerate(path.read_text(encoding=text_encoding).splitlines(), 1):
                 if line.strip():
                     try:
                         records.append(json.loads(line))
@@ -84,7 +99,7 @@ def read_records(path: Path, format: str = "auto") -> list[dict[str, Any]]:
             return records
         import pandas as pd  # pandas only for the tabular formats
 
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False) if fmt == "csv" \
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, encoding=text_encoding) if fmt == "csv" \
             else pd.read_parquet(path)
         return [_from_frame_row(row) for row in frame.to_dict(orient="records")]
     except DataError:
@@ -92,7 +107,7 @@ def read_records(path: Path, format: str = "auto") -> list[dict[str, Any]]:
     except json.JSONDecodeError as exc:
         raise DataError(file, f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except UnicodeDecodeError as exc:
-        raise DataError(file, not_utf8_message(path, exc)) from None
+        raise DataError(file, not_utf8_message(path, exc, encoding)) from None
     except Exception as exc:  # pandas/pyarrow parse errors have many types
         raise DataError(file, f"cannot read as {fmt}: {failure_message(exc)}") from None
 

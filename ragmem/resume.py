@@ -108,9 +108,32 @@ def finished_child(tracker, run_id: str) -> dict[str, Any]:
     return {"metrics": kept, "table": load_run_table(tracker.client, run_id), "index_builds": 0}
 
 
+def resolve_key(ref: str, flag: str = "--resume") -> str:
+    """The run a ``--resume`` names: its full id (or ``untracked-...`` key), given whole or as a
+    unique prefix, as ``compare``, ``report`` and ``--baseline`` take them (the 8 characters a run
+    prints). Looked up among the journals of this ragmem home; nothing is created.
+
+    A prefix that names no journal, or more than one, is a ConfigError of one line."""
+    ref = ref.strip()
+    if Journal.has_meta(ref):
+        return ref
+    folder = Journal.folder_for(ref).parent
+    if len(ref) < 4:
+        raise ConfigError(f"{flag} {ref!r}: expected a run id or a prefix of at least 4 characters")
+    found = sorted(p.name for p in folder.iterdir() if p.name.startswith(ref) and Journal.has_meta(p.name)) \
+        if folder.is_dir() else []
+    if not found:
+        raise ConfigError(f"{flag} {ref}: no run of this ragmem home ({folder}) starts with it (resume where the run "
+                          f"was started, with the same RAGMEM_HOME)")
+    if len(found) > 1:
+        raise ConfigError(f"{flag} {ref}: more than one run starts with it ({', '.join(found[:3])}); give more characters")
+    return found[0]
+
+
 def check_resume(cfg, dataset, resume: str):
-    """The journal of ``resume`` exists and was written for these settings and this data (before any
-    work: the command line calls it before starting the flow, the engine again); the Journal."""
-    journal = Journal(resume, resume=True)
-    check_resumable(journal.read_meta(), flat_config(cfg.raw), dataset.sha256, resume, str(journal.folder.parent))
-    return journal
+    """The journal of ``resume`` (a full key: :func:`resolve_key`) exists and was written for these
+    settings and this data (before any work: the command line calls it before starting the flow,
+    the engine again); the Journal. A refused resume creates nothing."""
+    check_resumable(Journal.read_meta_for(resume), flat_config(cfg.raw), dataset.sha256, resume,
+                    str(Journal.folder_for(resume).parent))
+    return Journal(resume, resume=True)

@@ -13,6 +13,7 @@ The README's settings tables are checked against these models by ``tests/test_co
 
 from __future__ import annotations
 
+import codecs
 import math
 from typing import Annotated, Any, ClassVar, Literal, Optional, Union
 
@@ -67,6 +68,16 @@ class DataSettings(Section):
     format: Literal["auto", "json", "jsonl", "csv", "parquet"] = setting("auto", "file format, or by suffix")
     coerce_numbers: bool = setting(False, "read a number where text is expected (query, answers, contexts, ids) "
                                           "as its JSON text (42 -> '42', 42.0 -> '42.0') instead of refusing it")
+    encoding: str = setting("utf-8", "text encoding of JSON, JSONL and CSV files (e.g. gb18030 for a Chinese "
+                                     "file saved by Excel); a byte-order mark is allowed")
+
+    @field_validator("encoding")
+    @classmethod
+    def _known_encoding(cls, value):
+        try:
+            return codecs.lookup(value).name and value
+        except LookupError:
+            raise ValueError(f"unknown text encoding {value!r} (e.g. utf-8, gb18030, big5, latin-1)") from None
 
     @field_validator("files", mode="before")
     @classmethod

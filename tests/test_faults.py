@@ -197,7 +197,7 @@ def test_a_judge_dying_mid_run_stops_it_and_the_resume_pays_nothing_twice(tmp_pa
         sent_before = len(stub.requests)
 
         down["after"] = 0  # the endpoint is back
-        result = ragmem.evaluate(_replayed(tmp_path), config=settings, resume=key)
+        result = ragmem.evaluate(_replayed(tmp_path), config=settings, resume=key[:8])  # the prefix a run prints
     assert result.run_id == key and client.get_run(key).info.status == "FINISHED"
     assert int(result.table["verdict"].notna().sum()) == 40 and result.metrics["judge_failures"] == 0
     # the verdicts obtained before the endpoint died came from the cache
@@ -216,7 +216,8 @@ def test_an_http_agent_that_stops_answering_stops_the_run(tmp_path):
     assert caught.value.ragmem_progress[1] <= 10 and len(stub.requests) <= 11  # stopped, not 60 calls
 
 
-def test_a_resume_is_refused_for_another_config_a_finished_run_or_a_live_one(tmp_path, shared_store):
+def test_a_resume_is_refused_for_another_config_a_finished_run_or_a_live_one(tmp_path, shared_store, monkeypatch):
+    monkeypatch.setenv("RAGMEM_HOME", str(tmp_path / "home"))  # the journals of this test, nowhere else
     data = _replayed(tmp_path, 6)
     settings = _store(shared_store, "resume-rules")
     done = ragmem.evaluate(data, config=settings)
@@ -225,8 +226,20 @@ def test_a_resume_is_refused_for_another_config_a_finished_run_or_a_live_one(tmp
     ragmem.evaluate(data, config={**settings, "agent": {"concurrency": 3}}, resume=None)  # a new run: fine
     with pytest.raises(ConfigError, match="already FINISHED"):
         ragmem.evaluate(data, config={**settings, "agent": {"concurrency": 3}}, resume=done.run_id)
-    with pytest.raises(ConfigError, match="no journal of that run"):
+    from ragmem.journal import Journal
+
+    with pytest.raises(ConfigError, match=r"--resume 0123456789abcdef: no run of this ragmem home \(.*\) starts with it"):
         ragmem.evaluate(data, config=settings, resume="0123456789abcdef")
+    assert not Journal.folder_for("0123456789abcdef").exists()  # a refused resume creates nothing
+    with pytest.raises(ConfigError, match="expected a run id or a prefix of at least 4 characters"):
+        ragmem.evaluate(data, config=settings, resume="ab")
+    twin = Journal.folder_for(done.run_id[:6] + "zz-twin")  # another journal with the same first 6 characters
+    twin.mkdir(parents=True)
+    (twin / "run.json").write_text("{}")
+    with pytest.raises(ConfigError, match=f"--resume {done.run_id[:6]}: more than one run starts with it"):
+        ragmem.evaluate(data, config=settings, resume=done.run_id[:6])
+    with pytest.raises(ConfigError, match="already FINISHED"):  # 8 characters: unique again
+        ragmem.evaluate(data, config={**settings, "agent": {"concurrency": 3}}, resume=done.run_id[:8])
 
     from ragmem.tracking import Tracker
 

@@ -193,3 +193,22 @@ def test_text_that_is_not_utf8_is_named_by_line(tmp_path):
     path.write_bytes(b'{"query": "q", "reference_answer": "r", "generated_answer": "g"}\n{"query": "\xff"}\n')
     with pytest.raises(DataError, match=r"not UTF-8 text \(line 2: byte 0xff at offset 76\)"):
         load_dataset([DataFile(path)])
+
+
+def test_a_gbk_csv_from_excel_is_named_and_read_with_data_encoding(tmp_path):
+    """Excel saves a Chinese CSV as GBK: the UTF-8 error names data.encoding; with it the file reads."""
+    from ragmem.config import validate
+    from ragmem.errors import ConfigError
+
+    path = tmp_path / "excel.csv"
+    path.write_bytes("query,reference_answer,generated_answer\n什么是检索？,先检索再生成,先检索后生成\n".encode("gbk"))
+    with pytest.raises(DataError, match=r"not UTF-8 text \(line 2: .*set data.encoding, e.g. data.encoding: gb18030"):
+        load_dataset([DataFile(path)])
+    dataset = load_dataset([DataFile(path, encoding="gb18030")])
+    assert dataset.examples[0].query == "什么是检索？" and dataset.examples[0].reference_answer == "先检索再生成"
+    with pytest.raises(DataError, match=r"not ascii text .*check data.encoding"):
+        load_dataset([DataFile(path, encoding="ascii")])
+    cfg = validate({"data": {"files": [str(path)], "encoding": "gb18030"}})
+    assert [f.encoding for f in cfg.files] == ["gb18030"]
+    with pytest.raises(ConfigError, match="data.encoding: unknown text encoding 'gbk2'"):
+        validate({"data": {"files": [str(path)], "encoding": "gbk2"}})

@@ -160,8 +160,7 @@ def test_paired_compare_top_k_1_vs_5(prefect_env, tmp_path, ragmem_main):
     ids = [s["run_id"] for s in summaries]
     run = MlflowClient(f"sqlite:///{tmp_path}/mlruns/mlflow.db").get_run(ids[0])
     assert run.data.metrics["f1_ci_low"] <= run.data.metrics["f1"] <= run.data.metrics["f1_ci_high"]  # ... and in MLflow
-    # compare reads the store only: the command in this process
-    done = ragmem_main(["compare", *ids, "--resamples", "400", "--output", "paired.json"], env=prefect_env, cwd=tmp_path)
+    done = run_cli(["compare", *ids, "--resamples", "400", "--output", "paired.json"], env=prefect_env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "95% CI" in done.stdout and "p-value" in done.stdout and "retriever.top_k: 1 -> 5" in done.stdout
     result = json.loads((tmp_path / "paired.json").read_text())
@@ -172,7 +171,7 @@ def test_paired_compare_top_k_1_vs_5(prefect_env, tmp_path, ragmem_main):
     for row in rows.values():
         assert row["p_value"] is None or 0 < row["p_value"] <= 1
 
-    bad = ragmem_main(["compare", ids[0]], env=prefect_env, cwd=tmp_path)
+    bad = ragmem_main(["compare", ids[0]], env=prefect_env, cwd=tmp_path)  # refused before any store: in process
     assert bad.returncode == 2 and "give two run ids" in bad.stderr
 
 
