@@ -18,7 +18,7 @@ __all__ = ["evaluate", "dry_run", "EvaluationResult"]
 
 def evaluate(data: str | Path | list[dict[str, Any]] | None = None, config: str | Path | dict | None = None,
              *, track: bool = True, resume: str | None = None, preflight: bool = True,
-             **overrides: Any) -> EvaluationResult:
+             journal: bool | None = None, **overrides: Any) -> EvaluationResult:
     """Evaluate a dataset and (unless ``track=False``) record the run in MLflow.
 
     ``data`` is a dataset file, or a list of ``{path, label?}`` entries; ``config`` a YAML file or a
@@ -26,11 +26,14 @@ def evaluate(data: str | Path | list[dict[str, Any]] | None = None, config: str 
     ``metrics=["f1"]``, ``experiment="nightly"``). The run is the same as ``ragmem run``'s: same
     steps, same artifacts (the journal included), equal metrics. ``resume`` continues an
     interrupted run by its id or a unique prefix of it (see ``ragmem run --resume``); ``preflight=False`` skips checking the
-    endpoints before the first call.
+    endpoints before the first call. ``journal``: keep the run's journal of agent outputs in
+    ``$RAGMEM_HOME/runs/`` once it has ended well (default: when the run is tracked; an untracked run
+    leaves nothing behind unless ``journal=True``; a run that stopped keeps it for its resume).
     """
     ready = _prepared(data, config, track, overrides, resume)
     return engine.evaluate(ready.config, dataset=ready.dataset, baseline=ready.baseline,
-                           tags={"ragmem.entry": "python-api"}, resume=ready.resume, preflight=preflight)
+                           tags={"ragmem.entry": "python-api"}, resume=ready.resume, preflight=preflight,
+                           keep_journal=track if journal is None else journal)
 
 
 def dry_run(data: str | Path | list[dict[str, Any]] | None = None, config: str | Path | dict | None = None,

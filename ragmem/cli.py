@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import codecs
 import json
 import os
 import sys
@@ -19,6 +18,7 @@ from ragmem.errors import RagmemError
 from ragmem.exits import finish as finish_command
 from ragmem.exits import leave, prepare_environment
 from ragmem.loaders import DataFile, check_file
+from ragmem.readers import check_encoding
 from ragmem.orchestration import resolve_api_url
 from ragmem.report import out, plural, print_bench, print_paired, print_runs, print_summary, print_sweep
 from ragmem.scheduling import pick_flow, schedule_for, serve_flow
@@ -223,9 +223,9 @@ def validate(
     if label not in (None, 0, 1):
         raise RagmemError(f"--label: expected 0 or 1, got {label}")
     try:
-        codecs.lookup(encoding)
-    except LookupError:
-        raise RagmemError(f"--encoding: unknown text encoding {encoding!r} (e.g. utf-8, gb18030, big5)") from None
+        check_encoding(encoding)
+    except ValueError as exc:
+        raise RagmemError(f"--encoding: {exc}") from None
     report = check_file(DataFile(data, label, format, coerce_numbers, encoding), require_answer=not no_answer)
     for problem in report.problems:
         print(f"invalid: {problem}", file=sys.stderr)

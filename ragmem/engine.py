@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import shutil
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -66,7 +67,7 @@ def _tracker(cfg: RunConfig) -> Tracker | None:
 
 def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = None, baseline: pd.DataFrame | None = None,
              run_id: str | None = None, tags: dict[str, str] | None = None, resume: str | None = None,
-             preflight: bool = True) -> EvaluationResult:
+             preflight: bool = True, keep_journal: bool = True) -> EvaluationResult:
     """Evaluate one configuration: the steps in order, in one MLflow run (unless tracking is off).
 
     The agent and judge are built and the data loaded before the run opens (a bad target or a bad
@@ -80,6 +81,8 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
     judgements and LLM metric results served by the judge cache. Whatever stops a run, the exception
     carries ``ragmem_progress`` = ``(run key, outputs journaled, examples)`` for the resume hint.
     ``preflight`` checks every configured endpoint first (:mod:`ragmem.endpoints`).
+    ``keep_journal=False`` removes the run's journal folder once the run has ended well (one that
+    stopped keeps it, for its resume).
     """
     components = pipeline.build_components(cfg)  # a bad agent or judge setting fails here, before any call
     dataset = steps.load(cfg, dataset)
@@ -113,6 +116,8 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
             exc.ragmem_progress = (journal.key, len(kept) + journal.written, len(dataset))
             raise
         journal.close()
+    if not keep_journal:
+        shutil.rmtree(journal.folder, ignore_errors=True)
     return EvaluationResult(result.values, table, summary, run.id, params, components.index_builds())
 
 

@@ -7,6 +7,7 @@ the line, for JSONL and for text that is not UTF-8).
 from __future__ import annotations
 
 import ast
+import codecs
 import json
 import math
 from pathlib import Path
@@ -58,6 +59,15 @@ def not_utf8_message(path: Path, exc: UnicodeDecodeError, encoding: str = "utf-8
     hint = ("; if it is in another encoding (a Chinese file saved by Excel is often GBK), set data.encoding, "
             "e.g. data.encoding: gb18030" if _is_utf8(encoding) else "; check data.encoding")
     return f"not {name} text (line {line}: byte 0x{exc.object[exc.start]:02x} at offset {exc.start}){hint}"
+
+
+def check_encoding(encoding: str) -> str:
+    """``encoding`` (``data.encoding``) when Python knows it, else a ValueError naming examples."""
+    try:
+        codecs.lookup(encoding)
+    except LookupError:
+        raise ValueError(f"unknown text encoding {encoding!r} (e.g. utf-8, gb18030, big5, latin-1)") from None
+    return encoding
 
 
 def _is_utf8(encoding: str) -> bool:

@@ -13,7 +13,6 @@ The README's settings tables are checked against these models by ``tests/test_co
 
 from __future__ import annotations
 
-import codecs
 import math
 from typing import Annotated, Any, ClassVar, Literal, Optional, Union
 
@@ -21,6 +20,7 @@ from annotated_types import Ge, Gt, Le, Lt
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
 
 from ragmem.loaders import parse_label
+from ragmem.readers import check_encoding
 from ragmem.metrics._division import parse_zero_division
 from ragmem.metrics.names import DEFAULT_METRICS, RELEVANCE_MODES, expand_selection
 from ragmem.metrics.options import GenerationOptions, RagOptions
@@ -70,14 +70,7 @@ class DataSettings(Section):
                                           "as its JSON text (42 -> '42', 42.0 -> '42.0') instead of refusing it")
     encoding: str = setting("utf-8", "text encoding of JSON, JSONL and CSV files (e.g. gb18030 for a Chinese "
                                      "file saved by Excel); a byte-order mark is allowed")
-
-    @field_validator("encoding")
-    @classmethod
-    def _known_encoding(cls, value):
-        try:
-            return codecs.lookup(value).name and value
-        except LookupError:
-            raise ValueError(f"unknown text encoding {value!r} (e.g. utf-8, gb18030, big5, latin-1)") from None
+    _encoding = field_validator("encoding")(lambda cls, value: check_encoding(value))
 
     @field_validator("files", mode="before")
     @classmethod

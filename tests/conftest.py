@@ -147,6 +147,15 @@ def _stop_server(env: dict[str, str]) -> None:
                    text=True, timeout=60)
 
 
+def pytest_configure(config):
+    """The tests never write into the checkout: a run's journal, the last-error log and a managed
+    server's files go to a ragmem home of this test process (a test that needs its own sets its own)."""
+    if "RAGMEM_HOME" not in os.environ:
+        import tempfile
+
+        os.environ["RAGMEM_HOME"] = tempfile.mkdtemp(prefix="ragmem-test-home-")
+
+
 def pytest_collection_modifyitems(config, items):
     """The wheel lane runs only when ``-m`` names it (``pytest -m wheel``): minutes of installing into a
     fresh environment, a CI step of its own, in no other lane."""

@@ -106,3 +106,14 @@ def test_a_judge_at_chance_is_flagged_in_the_summary_and_the_mlflow_run(store, t
     calm = ragmem.evaluate(str(data), experiment="api-test", tracking=store, metrics=["f1"], judge={"min_kappa": -0.5})
     assert calm.summary["judge_unreliable"] is None
     assert "ragmem.judge.unreliable" not in MlflowClient(store["uri"]).get_run(calm.run_id).data.tags
+
+
+def test_an_untracked_run_leaves_no_journal_unless_asked(tmp_path, monkeypatch):
+    from tests.conftest import ROOT
+
+    monkeypatch.setenv("RAGMEM_HOME", str(tmp_path / "home"))
+    ragmem.evaluate(str(ROOT / DEMO), track=False, metrics=["f1"])
+    assert not list((tmp_path / "home" / "runs").glob("*")) if (tmp_path / "home" / "runs").exists() else True
+    ragmem.evaluate(str(ROOT / DEMO), track=False, metrics=["f1"], journal=True)
+    kept = list((tmp_path / "home" / "runs").glob("untracked-*/agent_outputs.jsonl"))
+    assert len(kept) == 1 and len(kept[0].read_text(encoding="utf-8").splitlines()) == 36

@@ -180,6 +180,7 @@ def test_configs_shipped_are_valid():
 ])
 def test_command_line_mistakes_are_usage_errors_not_internal_errors(argv, message, capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RAGMEM_HOME", str(tmp_path / ".ragmem"))
     with pytest.raises(SystemExit) as exit_:
         main(argv)
     err = capsys.readouterr().err

@@ -49,7 +49,8 @@ def test_the_api_checks_the_store_before_any_work(tmp_path, monkeypatch):
         ragmem.evaluate(DATA, track=False)
 
 
-def test_the_cli_names_a_corrupted_store_and_starts_nothing(tmp_path, ragmem_main):
+def test_the_cli_names_a_corrupted_store_and_starts_nothing(tmp_path, ragmem_main, monkeypatch):
+    monkeypatch.setenv("RAGMEM_HOME", str(tmp_path / ".ragmem"))
     (tmp_path / "mlruns").mkdir()
     (tmp_path / "mlruns" / "mlflow.db").write_bytes(b"\x89PNG not a database" * 50)
     from tests.conftest import ROOT
