@@ -15,6 +15,7 @@ from ragmem import prepare
 from ragmem.config import DEFAULT_TRACKING_URI
 from ragmem.endpoints import check_store
 from ragmem.errors import RagmemError, Stopped
+from ragmem.masking import ScrubFilter
 from ragmem.orchestration import run_flow as start
 from ragmem.pipeline import write_json
 from ragmem.report import out
@@ -39,6 +40,7 @@ def setup_logging(verbose: bool) -> None:
     if not any(isinstance(h, _Stderr) for h in log.handlers):
         handler = _Stderr()
         handler.setFormatter(logging.Formatter("ragmem | %(message)s"))
+        handler.addFilter(ScrubFilter())  # a URL's password and secret query parameters never printed
         log.addHandler(handler)
     log.setLevel(logging.DEBUG if verbose else logging.INFO)
     log.propagate = False

@@ -21,15 +21,18 @@ retry single calls but share no state between calls.
 
 from __future__ import annotations
 
+import base64
 import collections
 import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from ragmem.errors import RagmemError
+from ragmem.masking import mask_url, scrub
 
 OPENAI_URL = "https://api.openai.com/v1"
 PROBE_TIMEOUT_S = 5.0
@@ -101,21 +104,39 @@ def _probe_tcp(address: str, timeout: float) -> str | None:
         return f"cannot connect ({exc.strerror or exc})"
 
 
+def without_userinfo(url: str) -> tuple[str, str | None]:
+    """``url`` without its ``user:password@`` part, and that part as an HTTP Basic Authorization
+    header (urllib would take it for a host name); ``None`` without one.
+
+    >>> without_userinfo("http://bob:pw@127.0.0.1:8000/agent?x=1")
+    ('http://127.0.0.1:8000/agent?x=1', 'Basic Ym9iOnB3')
+    """
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
+    userinfo, host = parts.netloc.rsplit("@", 1)
+    user, _, password = userinfo.partition(":")
+    token = base64.b64encode(f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}".encode()).decode()
+    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment)), f"Basic {token}"
+
+
 def probe(endpoint: Endpoint, timeout: float = PROBE_TIMEOUT_S) -> str | None:
     """``None`` when the endpoint answers, else why not (one line)."""
     import os
 
     if endpoint.kind == "dask":
         return _probe_tcp(endpoint.url, timeout)
-    url = endpoint.url.rstrip("/")
+    url, basic = without_userinfo(endpoint.url.rstrip("/"))
     url = {"openai": f"{url}/models", "mlflow": f"{url}/health"}.get(endpoint.kind, url)
     try:
         request = urllib.request.Request(url, method="GET")
     except ValueError as exc:
-        return f"not a usable URL ({exc})"
+        return f"not a usable URL ({scrub(str(exc))})"
     key = os.environ.get(endpoint.key_env) if endpoint.key_env else None
     if key:
         request.add_header("Authorization", f"Bearer {key}")
+    elif basic:
+        request.add_header("Authorization", basic)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as reply:
             status = reply.status
@@ -144,7 +165,7 @@ def preflight(endpoints: list[Endpoint], log=None, timeout: float = PROBE_TIMEOU
     if dead:
         endpoint, problem = dead[0]
         more = f" (and {len(dead) - 1} more: {', '.join(e.setting for e, _ in dead[1:])})" if len(dead) > 1 else ""
-        raise EndpointDown(f"{endpoint.setting} {endpoint.url}: {problem}{more}; nothing was run "
+        raise EndpointDown(f"{endpoint.setting} {mask_url(endpoint.url)}: {problem}{more}; nothing was run "
                            f"(--no-preflight skips this check)")
     if log:
         log("preflight: %d endpoint(s) answer: %s", len(endpoints), ", ".join(e.setting for e in endpoints))
@@ -156,14 +177,14 @@ def check_store(uri: str, setting: str = "tracking.uri") -> None:
     if uri.startswith(("http://", "https://")):
         problem = probe(Endpoint(setting, uri, "mlflow"))
         if problem:
-            raise EndpointDown(f"{setting} {uri}: {problem}; nothing was read")
+            raise EndpointDown(f"{setting} {mask_url(uri)}: {problem}; nothing was read")
 
 
 class Breaker:
     """Counts the outcomes of the attempts on one endpoint (thread-safe) and opens when it is down."""
 
     def __init__(self, setting: str, url: str, consecutive: int = 5, window: int = 20, ratio: float = 0.8):
-        self.setting, self.url = setting, url
+        self.setting, self.url = setting, mask_url(url)  # the URL is for messages: its secrets masked
         self.consecutive, self.window, self.ratio = consecutive, window, ratio
         self._lock = threading.Lock()
         self._run = 0

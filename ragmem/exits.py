@@ -21,7 +21,7 @@ import typer
 
 from ragmem.errors import RagmemError, Stopped, Terminated
 from ragmem.journal import ragmem_home
-from ragmem.masking import MASK, is_secret
+from ragmem.masking import MASK, is_secret, scrub
 
 
 def leave(code: int) -> None:
@@ -124,7 +124,7 @@ def finish(exc: BaseException, argv: list[str]) -> int:
     if isinstance(exc, SystemExit):
         return exc.code if isinstance(exc.code, int) else 0
     if isinstance(exc, RagmemError):  # exit 2; 3 when an endpoint stopped answering during the run
-        print(f"error: {exc}{_resume_hint(exc, argv)}", file=sys.stderr)
+        print(scrub(f"error: {exc}{_resume_hint(exc, argv)}"), file=sys.stderr)
         return getattr(exc, "exit_code", 2)
     if isinstance(exc, typer.Exit):
         return exc.exit_code
@@ -132,7 +132,7 @@ def finish(exc: BaseException, argv: list[str]) -> int:
         _close_dask_clusters()
         progress = getattr(exc, "ragmem_progress", None)
         done = f": {progress[1]} of {progress[2]} {progress[3] if len(progress) > 3 else 'examples'} done" if progress else ""
-        print(f"interrupted{done}{_resume_hint(exc, argv)}", file=sys.stderr)
+        print(scrub(f"interrupted{done}{_resume_hint(exc, argv)}"), file=sys.stderr)
         return getattr(exc, "exit_code", 143 if isinstance(exc, Terminated) else 130)
     usage, abort = _click_errors()
     if isinstance(exc, usage):  # a command-line mistake: click's own message and usage line
@@ -147,7 +147,7 @@ def finish(exc: BaseException, argv: list[str]) -> int:
 
     path = ragmem_home() / "last-error.log"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(traceback.format_exception(exc)))
-    print(f"error: internal error: {type(exc).__name__}: {exc} (traceback in {path}){_resume_hint(exc, argv)}",
+    path.write_text(scrub("".join(traceback.format_exception(exc))))
+    print(scrub(f"error: internal error: {type(exc).__name__}: {exc} (traceback in {path}){_resume_hint(exc, argv)}"),
           file=sys.stderr)
     return 1

@@ -8,8 +8,15 @@ A setting is secret when a word of its name (split at ``_``, ``-``, ``.`` and ca
 environment variable, which is the way to pass a secret (the README says so). ``max_tokens`` and
 ``tokenizer`` are not secret (``tokens`` and ``tokenizer`` are other words).
 
+A URL carries secrets of its own whatever its setting's name: the password of a ``user:password@``
+part, and the value of a query parameter whose name reads as a secret (the words above, plus
+``sig``, ``signature`` and ``code``: ``?api_key=...``, ``?X-Amz-Signature=...``). :func:`mask_url`
+masks them in a URL, :func:`scrub` in any text (an error line, a log line); the real URL lives only
+in memory.
+
 Masked (``***``): MLflow params, the ``config.json`` artifact, the summary, the journal's
-``run.json``, the resume hint, and the parameters of every Prefect flow run and deployment.
+``run.json``, the resume hint, the parameters of every Prefect flow run and deployment, and (URLs)
+every line ragmem prints or logs.
 The real values reach a flow through this process's environment (``RAGMEM_SECRETS``, inherited by
 the subprocesses that run a served deployment's flow runs), never through the Prefect API.
 """
@@ -18,9 +25,11 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import os
 import re
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 MASK = "***"
 ENV = "RAGMEM_SECRETS"
@@ -28,15 +37,80 @@ _WORDS = {"key", "apikey", "token", "secret", "password", "passwd", "pwd", "cred
           "authorization", "bearer", "cookie"}
 
 
+_QUERY_WORDS = _WORDS | {"sig", "signature", "code"}
+_URL = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
+
+
+def _words(name: str) -> list[str]:
+    return [w for w in re.split(r"[^a-z0-9]+", re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", str(name)).lower()) if w]
+
+
 def is_secret(name: str) -> bool:
-    words = [w for w in re.split(r"[^a-z0-9]+", re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", str(name)).lower()) if w]
+    words = _words(name)
     return bool(words) and words[-1] != "env" and any(w in _WORDS for w in words)
 
 
+def mask_url(url: str) -> str:
+    """``url`` with the password of its ``user:password@`` part and the values of its secret-looking
+    query parameters replaced by ``***``; any other text unchanged.
+
+    >>> mask_url("http://bob:hunter2@host:8080/agent?api_key=sk-1&top_k=3&X-Amz-Signature=ab")
+    'http://bob:***@host:8080/agent?api_key=***&top_k=3&X-Amz-Signature=***'
+    >>> mask_url("http://127.0.0.1:11434/v1")
+    'http://127.0.0.1:11434/v1'
+    """
+    if "://" not in url:
+        return url
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, host = netloc.rsplit("@", 1)
+        user, colon, password = userinfo.partition(":")
+        if colon and password:
+            netloc = f"{user}:{MASK}@{host}"
+    query = "&".join(f"{name}={MASK}" if eq and value and any(w in _QUERY_WORDS for w in _words(name))
+                     else f"{name}{eq}{value}"
+                     for name, eq, value in (pair.partition("=") for pair in parts.query.split("&"))) \
+        if parts.query else parts.query
+    if netloc == parts.netloc and query == parts.query:
+        return url
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def scrub(text: str) -> str:
+    """``text`` with every URL in it masked (:func:`mask_url`): for lines printed or logged.
+
+    >>> scrub("agent.url http://u:pw@h/a?token=t: cannot connect")
+    'agent.url http://u:***@h/a?token=***: cannot connect'
+    """
+    def one(match: re.Match) -> str:
+        url = match.group(0)
+        kept = url.rstrip(":,;.)]")  # the punctuation of the sentence around it
+        return mask_url(kept) + url[len(kept):]
+
+    return _URL.sub(one, text) if "://" in str(text) else text
+
+
+class ScrubFilter(logging.Filter):
+    """Masks the URLs of every record of the logger it is added to (:func:`scrub`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if "://" in message:
+            record.msg, record.args = scrub(message), ()
+        return True
+
+
 def mask(value: Any, key: str = "") -> Any:
-    """``value`` with every secret setting's value replaced by ``***`` (``None`` stays ``None``)."""
+    """``value`` with every secret setting's value replaced by ``***`` (``None`` stays ``None``) and
+    the secrets of every URL in a text masked (:func:`scrub`)."""
     if key and is_secret(key) and value is not None:
         return MASK
+    if isinstance(value, str):
+        return scrub(value)
     if isinstance(value, dict):
         return {k: mask(v, str(k)) for k, v in value.items()}
     if isinstance(value, list):
@@ -48,13 +122,16 @@ def _secrets(value: Any, path: tuple = ()) -> dict[tuple, Any]:
     found: dict[tuple, Any] = {}
     if isinstance(value, dict):
         for k, v in value.items():
-            if is_secret(str(k)) and v is not None:
+            if (is_secret(str(k)) and v is not None) or (isinstance(v, str) and scrub(v) != v):
                 found[path + (k,)] = v
             else:
                 found.update(_secrets(v, path + (k,)))
     elif isinstance(value, list):
         for i, v in enumerate(value):
-            found.update(_secrets(v, path + (i,)))
+            if isinstance(v, str) and scrub(v) != v:
+                found[path + (i,)] = v
+            else:
+                found.update(_secrets(v, path + (i,)))
     return found
 
 
@@ -87,7 +164,7 @@ def restore(config: dict[str, Any]) -> dict[str, Any]:
         try:
             for part in path[:-1]:
                 node = node[part]
-            if node[path[-1]] == MASK:
+            if node[path[-1]] == MASK or (isinstance(value, str) and node[path[-1]] == scrub(value)):
                 node[path[-1]] = value
         except (KeyError, IndexError, TypeError):
             continue  # held for another config of this process

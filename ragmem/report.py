@@ -12,6 +12,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from ragmem.masking import scrub
 from ragmem.text import plural  # noqa: F401  (also ragmem.report.plural)
 
 
@@ -52,9 +53,9 @@ def label(name: str) -> str:
     return f"{name} (ms)" if is_latency(name) else name
 
 
-def say(text: str) -> None:
+def say(text: str) -> None:  # (a URL's secrets masked: ragmem.masking.scrub)
     """A line of text: never hard-wrapped (a long one wraps in the terminal), no markup."""
-    out.print(text, markup=False, highlight=False, soft_wrap=True)
+    out.print(scrub(text), markup=False, highlight=False, soft_wrap=True)
 
 
 def fmt(name: str, value: Any) -> str:

@@ -17,6 +17,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
+from urllib.parse import urlsplit
 
 
 class Stub:
@@ -29,6 +30,8 @@ class Stub:
         self.reject_json_object, self.runaway = reject_json_object, runaway
         self.requests: list[dict] = []
         self.headers: list[dict] = []
+        self.paths: list[str] = []  # each request's path, its query string included
+        self.gets: list[tuple[str, dict]] = []  # (path, headers) of each GET (preflight probes)
         self._lock = threading.Lock()
         stub = self
 
@@ -55,11 +58,17 @@ class Stub:
                 self.end_headers()
                 self.wfile.write(data)
 
+            def do_GET(self):  # a preflight probe (GET /models, or the agent's URL): recorded, answered
+                with stub._lock:
+                    stub.gets.append((self.path, dict(self.headers)))
+                return self._send(200, {"object": "list", "data": []})
+
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["content-length"])))
                 with stub._lock:
                     stub.requests.append(body)
                     stub.headers.append(dict(self.headers))
+                    stub.paths.append(self.path)
                     number = len(stub.requests)
                 if stub.latency_s:
                     time.sleep(stub.latency_s)
@@ -79,7 +88,7 @@ class Stub:
                 if failure == "timeout":
                     time.sleep(3.0)
                     return self._send(500, {"error": {"message": "too late"}})
-                if stub.agent is not None and self.path.endswith("/agent"):  # an HTTP agent (ragmem.agents.http)
+                if stub.agent is not None and urlsplit(self.path).path.endswith("/agent"):  # an HTTP agent (ragmem.agents.http)
                     return self._send(200, stub.agent(body))
                 if self.path.endswith("/embeddings"):
                     texts = body["input"] if isinstance(body["input"], list) else [body["input"]]

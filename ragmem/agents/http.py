@@ -18,6 +18,7 @@ import httpx
 
 from ragmem.endpoints import Breaker
 from ragmem.errors import ConfigError
+from ragmem.masking import mask_url
 from ragmem.schema import Example
 
 
@@ -46,7 +47,7 @@ class HttpAgent:
                 raise ConfigError(f"agent.api_key_env: the environment variable {api_key_env} is not set")
             headers["authorization"] = f"Bearer {key}"
         self.url = url
-
+        self.shown = mask_url(url)  # what messages and the signature show: its secrets masked
         self.breaker = Breaker("agent.url", url)  # fed by the runner: a dead agent stops the run
         self.client = httpx.Client(timeout=timeout_s, headers=headers,
                                    limits=httpx.Limits(max_connections=max_connections))
@@ -60,12 +61,12 @@ class HttpAgent:
         reply = self.client.post(self.url, json=body)
         if reply.status_code >= 300:
             excerpt = " ".join(reply.text.split())[:200]
-            raise AgentCallError(f"HTTP {reply.status_code} from {self.url}: {excerpt}", status=reply.status_code,
+            raise AgentCallError(f"HTTP {reply.status_code} from {self.shown}: {excerpt}", status=reply.status_code,
                                  reply_text=excerpt, retry_after=reply.headers.get("retry-after"))
         try:
             return reply.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
-            raise AgentCallError(f"reply from {self.url} is not JSON: {' '.join(reply.text.split())[:120]!r}") from None
+            raise AgentCallError(f"reply from {self.shown} is not JSON: {' '.join(reply.text.split())[:120]!r}") from None
 
     def signature(self) -> str:
-        return f"agent:http|url:{self.url}"
+        return f"agent:http|url:{self.shown}"
