@@ -33,7 +33,7 @@ from ragmem.errors import failure_message  # noqa: F401  (also ragmem.engine.fai
 from ragmem.journal import Journal
 from ragmem.loaders import Dataset
 from ragmem.locomo import CATEGORIES, questions
-from ragmem.masking import mask
+from ragmem.masking import mask, scrub
 from ragmem.parallel import EarlyMaps, ProcessPool, mapper_for
 from ragmem.prepare import SweepPlan
 from ragmem.schema import AgentOutput
@@ -136,7 +136,7 @@ def _resumed(cfg: RunConfig, dataset: Dataset, tracker: Tracker | None, resume: 
 def _new_journal(run_id: str | None, cfg: RunConfig, dataset: Dataset, tracker: Tracker | None) -> Journal:
     journal = Journal(run_id)
     journal.write_meta({"config": resumes.flat_config(cfg.raw), "data.sha256": dataset.sha256,
-                        "experiment": cfg.experiment, "tracking_uri": cfg.tracking_uri if tracker else None})
+                        "experiment": cfg.experiment, "tracking_uri": scrub(cfg.tracking_uri) if tracker else None})
     return journal
 
 
