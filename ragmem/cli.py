@@ -13,7 +13,7 @@ import typer
 from ragmem import dryrun, gates, prepare
 from ragmem.cli_common import log, run_flow, setup_logging, store_client, writable, write
 from ragmem.cli_services import labels_app, report, server_app, trigger, ui
-from ragmem.compare import list_runs, paired_comparison
+from ragmem.compare import latest_experiment, list_runs, paired_comparison
 from ragmem.errors import RagmemError
 from ragmem.exits import finish as finish_command
 from ragmem.exits import leave, prepare_environment
@@ -118,7 +118,7 @@ def sweep(
 @app.command()
 def compare(
     runs: List[str] = typer.Argument(None, help="RUN_A RUN_B for a paired comparison; none for a table of runs."),
-    experiment: str = typer.Option("ragmem", "--experiment", "-e", help="Experiment whose runs to list."),
+    experiment: Optional[str] = typer.Option(None, "--experiment", "-e", help="Experiment whose runs to list (default: the latest run's)."),
     metric: str = typer.Option("pass_rate", "--metric", "-m", help="Metric to sort by (best first)."),
     last: int = typer.Option(20, "--last", "-n", help="How many of the latest runs to list."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write the comparison as JSON."),
@@ -146,6 +146,7 @@ def compare(
         if output:
             write(output, result, "comparison")
         return
+    experiment = experiment or latest_experiment(client)
     table, warnings = list_runs(client, experiment, metric, last)
     print_runs(table, f"{experiment}: {plural(len(table), 'run')}, sorted by {metric}", warnings)
     if output:

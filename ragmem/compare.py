@@ -16,6 +16,7 @@ import pandas as pd
 from ragmem import stats
 from ragmem.errors import ConfigError, RagmemError
 from ragmem.metrics import expand_selection
+from ragmem.metrics.names import DEFAULT_METRICS, FAMILY_NAMES
 from ragmem.metrics._division import parse_zero_division
 from ragmem.metrics.generation import scorer_for
 from ragmem.metrics.ranking import DEFAULT_KS
@@ -49,6 +50,38 @@ def _is_metric_name(name: str) -> bool:
     except ConfigError:
         return False
     return True
+
+
+def latest_experiment(client) -> str:
+    """The experiment of the run started last in the store (what a bare ``ragmem compare`` lists)."""
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    runs = client.search_runs(experiments, order_by=["attributes.start_time DESC"], max_results=1) if experiments else []
+    if not runs:
+        raise RagmemError("compare: the tracking store has no runs yet (run one first: ragmem run CONFIG)")
+    return client.get_experiment(runs[0].info.experiment_id).name
+
+
+#: the order of the summary, by family: the headline (pass rate, coverage, latency), ranking,
+#: generation, the LLM metrics, per source, then the judge (against the labels, its reliability)
+_FAMILY_ORDER = ("verdicts", "coverage", "latency", "ranking", "generation", "rag", "per_source", "classification",
+                 "reliability")
+
+
+def summary_order(metrics) -> list[str]:
+    """``metrics`` in the order the summary shows them (see ``_FAMILY_ORDER``; within a family, as
+    the default selection lists them; anything else last, by name).
+
+    >>> summary_order(["f1", "bleu", "ndcg_at_10", "pass_rate", "avg_coverage", "answer_correctness"])
+    ['pass_rate', 'avg_coverage', 'ndcg_at_10', 'bleu', 'answer_correctness', 'f1']
+    """
+    canonical = {name: i for i, name in enumerate(expand_selection(list(DEFAULT_METRICS), DEFAULT_KS))}
+    families = {f.family: f for f in FAMILY_NAMES}
+
+    def key(name: str) -> tuple:
+        rank = next((i for i, family in enumerate(_FAMILY_ORDER) if families[family].owns(name)), len(_FAMILY_ORDER))
+        return rank, canonical.get(name, len(canonical)), name
+
+    return sorted(metrics, key=key)
 
 
 def list_runs(client, experiment: str, metric: str = "pass_rate", last: int = 20) -> tuple[pd.DataFrame, list[str]]:
@@ -199,7 +232,7 @@ def paired_comparison(client, run_a: str, run_b: str, metrics: list[str] | None 
     unknown = [m for m in metrics or [] if m not in known]
     if unknown:
         raise RagmemError(f"--metrics {unknown[0]!r}: not logged by both runs; known: {', '.join(known)}")
-    return compare_tables(load_run_table(client, run_a), load_run_table(client, run_b), list(metrics or known),
+    return compare_tables(load_run_table(client, run_a), load_run_table(client, run_b), summary_order(metrics or known),
                           resamples, seed, confidence)
 
 

@@ -232,16 +232,16 @@ def judge_line(side: str, judge: dict[str, Any]) -> str:
 def print_paired(result: dict[str, Any]) -> None:
     view = Table(title=f"B - A on {plural(result['n_shared'], 'shared example')} (A = {result['run_a'][:8]}, "
                        f"B = {result['run_b'][:8]}; {result['resamples']} resamples)", title_justify="left")
-    for column in ("metric", "A", "B", "B - A", "95% CI", "p-value", ""):
-        _column(view, column, numeric=column not in ("metric", ""))
+    for column in ("metric", "A", "B", "B - A", "95% CI", "p-value"):
+        _column(view, column, numeric=column != "metric")
     for row in result["metrics"]:
         name = row["metric"]
         ci = f"[{fmt(name, row['ci_low'])}, {fmt(name, row['ci_high'])}]" if row["ci_low"] is not None else "n/a"
         p = row["p_value"]
-        mark = "*" if p is not None and p < 0.05 else ""
+        mark = " *" if p is not None and p < 0.05 else "  "
         diff = "n/a" if row["diff"] is None else (f"{row['diff'] * 1000:+.1f}" if is_latency(name) else f"{row['diff']:+.4f}")
         view.add_row(label(name), fmt(name, row["a"]), fmt(name, row["b"]), diff, ci,
-                     "n/a" if p is None else f"{p:.4f}", mark)
+                     "n/a" if p is None else f"{p:.4f}{mark}")
     out.print(view)
     say("* p < 0.05 (approximate randomization test, two-sided); CI: paired bootstrap")
     for side, judge in (result.get("judge") or {}).items():

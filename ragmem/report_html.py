@@ -147,10 +147,10 @@ def _ks(params: dict[str, Any]) -> list[int]:
 
 
 def worst(table: pd.DataFrame, limit: int = WORST) -> pd.DataFrame:
-    """Failed calls first, then failed verdicts, then the lowest reference coverage."""
+    """Failed calls first, then failed judgements, then failed verdicts, then the lowest reference coverage."""
     order = pd.DataFrame({
         "error": table["error"].isna() if "error" in table else True,
-        "verdict": table["verdict"].fillna(2) if "verdict" in table else 2,
+        "verdict": pd.to_numeric(table["verdict"], errors="coerce").fillna(-1) if "verdict" in table else 2,
         "coverage": table["reference_coverage"].fillna(2) if "reference_coverage" in table else 2,
     })
     return table.loc[order.sort_values(["error", "verdict", "coverage"], kind="stable").index[:limit]]
@@ -218,6 +218,14 @@ def _metrics_table(summary: dict[str, Any], names: list[str]) -> str:
     return _table(["metric", "value", "95% interval"], rows, {1, 2})
 
 
+def _signatures(params: dict[str, Any]) -> str:
+    """The settings that produced the numbers (judge, keywords, ranking, generation, bootstrap), folded."""
+    rows = [[_e(k), _e(v)] for k, v in sorted(params.items()) if k.endswith(".signature")]
+    if not rows:
+        return ""
+    return f'<details><summary>signatures of the settings</summary>{_table(["setting", "signature"], rows)}</details>'
+
+
 def headline(summary: dict[str, Any]) -> list[str]:
     metrics = summary["metrics"]
     ks = _ks(summary.get("params", {}))
@@ -236,7 +244,8 @@ def run_page(summary: dict[str, Any], table: pd.DataFrame) -> str:
     body = [f"<h1>{_e(summary['experiment'])}: {_e(run)}</h1>",
             f'<p class="meta">{summary["n_examples"]} examples, {summary["n_errors"]} with errors; data '
             f'{_e(params.get("data.path"))} (sha256 {_e(str(params.get("data.sha256", ""))[:12])}); judge '
-            f'{_e(params.get("judge.signature"))}; ragmem {_e(params.get("ragmem.version"))}</p>',
+            f'{_e(params.get("judge.type"))}; ragmem {_e(params.get("ragmem.version"))}</p>',
+            _signatures(params),
             "<h2>Headline metrics</h2>", _metrics_table(summary, headline(summary))]
     body += _reliability(summary, table)
     if summary.get("gates"):
@@ -255,8 +264,11 @@ def run_page(summary: dict[str, Any], table: pd.DataFrame) -> str:
     else:
         body.append('<p class="note">none: every agent call and every judgement succeeded</p>')
     shown = worst(table)
-    body += [f"<h2>Worst examples ({len(shown)} of {len(table)})</h2>",
-             '<p class="note">failed calls first, then failed verdicts, then the lowest reference coverage; '
+    passed = int((pd.to_numeric(shown["verdict"], errors="coerce") == 1).sum()) if "verdict" in shown else 0
+    body += [f"<h2>Worst examples ({len(shown)} of {len(table)}"
+             + (f"; {passed} of them passed, shown for their low reference coverage" if passed else "") + ")</h2>",
+             '<p class="note">failed calls first, then failed verdicts, then the passed ones with the lowest '
+             'reference coverage (labelled <span class="pass">pass</span>); '
              '<mark class="hit">matched</mark> keywords in the answer and contexts, '
              '<mark class="miss">missed</mark> ones in the reference</p>',
              _table(["id", "query", "answer", "reference", "contexts", "verdict", "scores"],
@@ -352,12 +364,20 @@ def diff_page(comparison: dict[str, Any], a: pd.DataFrame, b: pd.DataFrame) -> s
     return _page(f"ragmem diff {comparison['run_a'][:8]} {comparison['run_b'][:8]}", body)
 
 
+def _delta(name: str, a: Any, b: Any) -> str:
+    """A score from A to B: the ones that moved marked (up or down, bold), the others dimmed."""
+    shown = f"{_e(name)} {_num(a, 3)} &rarr; {_num(b, 3)}"
+    if _missing(a) or _missing(b) or abs(float(b) - float(a)) < 5e-4:
+        return shown if _missing(a) != _missing(b) else f'<span class="note">{shown}</span>'
+    return f'<b class="{"up" if float(b) > float(a) else "down"}">{shown}</b>'
+
+
 def _pairs(rows: pd.DataFrame, columns: list[str]) -> str:
     if rows.empty:
         return '<p class="note">none</p>'
     out = []
     for r in rows.to_dict("records"):
-        deltas = "<br>".join(f"{_e(c)} {_num(r.get(f'{c}_a'), 3)} &rarr; {_num(r.get(f'{c}_b'), 3)}" for c in columns
+        deltas = "<br>".join(_delta(c, r.get(f"{c}_a"), r.get(f"{c}_b")) for c in columns
                              if not (_missing(r.get(f"{c}_a")) and _missing(r.get(f"{c}_b"))))
         out.append([_e(r["id"]), _e(r.get("query_a")), _e(r.get("reference_answer_a")),
                     f"{_verdict(r.get('verdict_a'))}<br>{_e(r.get('generated_answer_a'))}",

@@ -114,6 +114,15 @@ def test_compare_takes_prefixes_and_refuses_unknown_metrics(tmp_path, shared_sto
         "2 runs of 'compare-cli' logged it; logged: " in listed.stderr
     known = ragmem_main(["compare", "-e", "compare-cli", "--metric", "faithfulness_pass_rate"], env=env, cwd=tmp_path)
     assert known.returncode == 0, known.stderr
+    bare = ragmem_main(["compare"], env=env, cwd=tmp_path)  # the experiment of the latest run
+    assert bare.returncode == 0 and "compare-cli: 2 runs, sorted by pass_rate" in " ".join(bare.stdout.split())
+    every = ragmem_main(["compare", first.run_id[:8], second.run_id[:8], "--resamples", "50"], env=env, cwd=tmp_path)
+    assert every.returncode == 0, every.stderr
+    rows = [line.split("│")[1].strip() for line in every.stdout.splitlines() if line.startswith("│")]
+    order = [rows.index(m) for m in ("pass_rate", "avg_coverage", "ndcg_at_10", "bleu", "answer_correctness", "f1")]
+    assert order == sorted(order), rows  # as the summary: headline, ranking, generation, LLM metrics, the judge
+    header = next(line for line in every.stdout.splitlines() if "metric" in line and "p-value" in line)
+    assert header.rstrip().endswith("p-value ┃")  # no empty column after it
     short = ragmem_main(["compare", "abc"], env=env, cwd=tmp_path)
     assert short.returncode == 2
 

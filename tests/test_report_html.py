@@ -53,7 +53,10 @@ def test_every_run_logs_a_self_contained_report(two_runs, shared_store):
     headline = page.index("<h2>Headline metrics</h2>")
     assert page.index(">pass_rate<", headline) < page.index(">reference_coverage<", headline)
     assert "0.5833" in page and "[0.4167, 0.7500]" in page  # pass rate and its interval
-    assert "Worst examples (25 of 36)" in page and "Failures (0)" in page and "<h2>Latency</h2>" in page
+    # the demo's 15 failed verdicts first, then 10 passed ones, labelled as such
+    assert "Worst examples (25 of 36; 10 of them passed, shown for their low reference coverage)" in page
+    assert "Failures (0)" in page and "<h2>Latency</h2>" in page
+    assert "<summary>signatures of the settings</summary>" in page and "judge:keyword|thr:0.7" in page
     assert page == report_html.from_tracking(client, [base.run_id[:8]])  # ragmem report RUN rebuilds it
 
 
@@ -64,6 +67,9 @@ def test_a_diff_shows_the_flipped_verdicts(two_runs, shared_store):
     section = page[page.index("Flipped to fail"):page.index("Flipped to pass")]
     assert re.findall(r"<tr><td>([^<]+)</td>", section) == flipped
     assert "I do not know." in section and ">pass_rate<" in page
+    # the scores that moved are marked (the answer became "I do not know.": token_f1 fell), the others dimmed
+    assert re.search(r'<b class="down">token_f1 [0-9.]+ &rarr; 0.000</b>', section)
+    assert re.search(r'<span class="note">[a-z_@0-9]+ [0-9.]+ &rarr; [0-9.]+</span>', section)
 
 
 @pytest.mark.e2e
