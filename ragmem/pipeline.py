@@ -22,7 +22,7 @@ from ragmem.config import RunConfig
 from ragmem.judges import Judge, JudgeItem, Judgement, judging
 from ragmem.llm import EmbeddingClient
 from ragmem.loaders import Dataset, load_dataset
-from ragmem.masking import mask
+from ragmem.masking import mask, scrub
 from ragmem.metrics import MetricContext, MetricResult, compute_metrics, start_metrics
 from ragmem.metrics.generation import scorer_for
 from ragmem.metrics.rag import OfflineEntities
@@ -352,7 +352,7 @@ def clean_number(value: float | None) -> float | None:
 def summary(run_id: str | None, cfg: RunConfig, result: MetricResult, table: pd.DataFrame,
             params: dict[str, str]) -> dict[str, Any]:
     """The summary JSON contract: run_id, experiment, n_examples, n_errors, metrics, ci, params, counts,
-    notes, judge_unreliable."""
+    notes, judge_unreliable, tracking_uri."""
     c = counts(table, result)
     return {
         "run_id": run_id,
@@ -366,7 +366,20 @@ def summary(run_id: str | None, cfg: RunConfig, result: MetricResult, table: pd.
         "notes": result.notes,
         # one line when the judge agrees with the labels no better than chance (judge.min_kappa), else null
         "judge_unreliable": unreliable(result.values, result.ci, cfg.judge.min_kappa),
+        # where the run is stored (a database file by its absolute path; a URL's secrets masked); null untracked
+        "tracking_uri": store_location(cfg.tracking_uri) if run_id else None,
     }
+
+
+def store_location(uri: str) -> str:
+    """A tracking URI as the user should read it: a SQLite file by its absolute path, a URL masked.
+
+    >>> store_location("http://bob:pw@mlflow:5000").endswith("bob:***@mlflow:5000")
+    True
+    """
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        return "sqlite:///" + str(Path(uri[len("sqlite:///"):]).resolve())
+    return scrub(uri)
 
 
 def write_json(path: str | Path, payload: dict[str, Any]) -> None:

@@ -138,7 +138,8 @@ def print_summary(summary: dict[str, Any], show_all: bool = False) -> None:
     for note in summary.get("notes", []):
         say(f"note: {note}")
     if summary.get("run_id"):
-        say(f"MLflow run {summary['run_id']} in experiment '{summary['experiment']}' "
+        stored = f", stored in {summary['tracking_uri']}" if summary.get("tracking_uri") else ""
+        say(f"MLflow run {summary['run_id']} in experiment '{summary['experiment']}'{stored} "
             f"(open with: ragmem ui; report: ragmem report {summary['run_id'][:8]})")
 
 

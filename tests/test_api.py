@@ -38,6 +38,8 @@ def test_overrides_and_tracking_round_trip(store):
     assert {k for k in result.metrics if not k.startswith(("confusion_", "n_", "judge_"))} == {"pass_rate", "f1", "avg_coverage"}
     assert {"judge_label_kappa", "judge_threshold_low_pass_rate", "judge_threshold_high_pass_rate"} <= set(result.metrics)
     assert list(result.metrics)[0] == "pass_rate" and result.summary["ci"]["pass_rate"] is not None
+    # where the run is stored, by the database file's absolute path (the run's last line says it too)
+    assert result.summary["tracking_uri"] == store["uri"] and store["uri"].startswith("sqlite:////")
     run = MlflowClient(store["uri"]).get_run(result.run_id)
     assert run.info.status == "FINISHED"
     assert "MLFLOW_TRACKING_URI" not in os.environ  # the run's store does not leak into the environment

@@ -116,13 +116,14 @@ def test_compare_takes_prefixes_and_refuses_unknown_metrics(tmp_path, shared_sto
     assert known.returncode == 0, known.stderr
     bare = ragmem_main(["compare"], env=env, cwd=tmp_path)  # the experiment of the latest run
     assert bare.returncode == 0 and "compare-cli: 2 runs, sorted by pass_rate" in " ".join(bare.stdout.split())
-    every = ragmem_main(["compare", first.run_id[:8], second.run_id[:8], "--resamples", "50"], env=env, cwd=tmp_path)
+    every = ragmem_main(["compare", first.run_id[:8], second.run_id[:8], "--resamples", "50", "--output", "p.json"],
+                        env=env, cwd=tmp_path)
     assert every.returncode == 0, every.stderr
-    rows = [line.split("│")[1].strip() for line in every.stdout.splitlines() if line.startswith("│")]
+    rows = [r["metric"] for r in json.loads((tmp_path / "p.json").read_text())["metrics"]]
     order = [rows.index(m) for m in ("pass_rate", "avg_coverage", "ndcg_at_10", "bleu", "answer_correctness", "f1")]
     assert order == sorted(order), rows  # as the summary: headline, ranking, generation, LLM metrics, the judge
-    header = next(line for line in every.stdout.splitlines() if "metric" in line and "p-value" in line)
-    assert header.rstrip().endswith("p-value ┃")  # no empty column after it
+    header = next(line for line in every.stdout.splitlines() if "metric" in line and "┃" in line)
+    assert header.count("┃") == 7  # six columns, none of them empty
     short = ragmem_main(["compare", "abc"], env=env, cwd=tmp_path)
     assert short.returncode == 2
 
@@ -190,3 +191,13 @@ def test_compare_and_report_check_their_arguments_before_opening_any_store(args,
     done = ragmem_main(args, cwd=tmp_path)
     assert done.returncode == 2 and done.stderr.strip().startswith(message), done.stderr
     assert not (tmp_path / "mlruns").exists()
+
+
+def test_the_last_line_names_the_store_and_the_report(screen):
+    console = screen(120)
+    report.print_summary({"run_id": "854e621a" + "0" * 24, "experiment": "demo", "n_examples": 1, "n_errors": 0,
+                          "metrics": {"pass_rate": 1.0}, "ci": {}, "params": {}, "counts": {}, "notes": [],
+                          "tracking_uri": "sqlite:////home/me/project/mlruns/mlflow.db"})
+    last = console.export_text().strip().splitlines()[-1]
+    assert last == ("MLflow run 854e621a000000000000000000000000 in experiment 'demo', stored in "
+                    "sqlite:////home/me/project/mlruns/mlflow.db (open with: ragmem ui; report: ragmem report 854e621a)")

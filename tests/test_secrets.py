@@ -73,8 +73,8 @@ def test_a_dead_agent_url_is_named_without_its_secrets(tmp_path, ragmem_main):
     from tests.conftest import free_port
 
     url = f"http://bob:SECRET-PW-2@127.0.0.1:{free_port()}/agent?api_key=SECRET-KEY-1"
-    done = ragmem_main(["run", str(ROOT / "configs" / "demo.yaml"), "--set", "agent.type=http",
-                        "--set", f"agent.url={url}", "--data", write_replayed(tmp_path, 2)], cwd=tmp_path)
+    done = ragmem_main(["run", str(ROOT / "configs" / "demo.yaml"), "--dry-run", "--set", "agent.type=http",  # the preflight,
+                        "--set", f"agent.url={url}", "--data", write_replayed(tmp_path, 2)], cwd=tmp_path)  # no Prefect
     assert done.returncode == 2, done.stderr
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("error: agent.url http://bob:***@127.0.0.1:") and "/agent?api_key=***: cannot connect" in last
