@@ -401,7 +401,10 @@ def test_a_tracking_server_dying_before_the_results_are_logged_keeps_them_local(
         config = _config(tmp_path)
         env = {**prefect_env, "PYTHONPATH": str(ROOT), "RAGMEM_TEST_CALLS": str(tmp_path / "calls.txt"),
                "RAGMEM_TEST_DELAY": "0.02", "MLFLOW_TRACKING_URI": f"http://127.0.0.1:{port}",
-               "RAGMEM_HOME": str(tmp_path / "home")}
+               "RAGMEM_HOME": str(tmp_path / "home"),
+               # a user's own bound on MLflow's retries (ragmem's default allows about 30 s a request):
+               # the same ending, sooner
+               "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
         proc = _start(["run", str(config)], env, tmp_path)
         journal = lambda: list((tmp_path / "home" / "runs").glob("*/agent_outputs.jsonl"))  # noqa: E731
         wait_until(lambda: journal() and len(journal()[0].read_text().splitlines()) >= N, "every answer", process=proc)
