@@ -16,7 +16,7 @@ from ragmem.cli_services import labels_app, report, server_app, trigger, ui
 from ragmem.compare import latest_experiment, list_runs, paired_comparison
 from ragmem.errors import RagmemError
 from ragmem.exits import finish as finish_command
-from ragmem.exits import leave, prepare_environment
+from ragmem.exits import check_environment, leave, prepare_environment
 from ragmem.loaders import DataFile, check_file
 from ragmem.readers import check_encoding
 from ragmem.orchestration import resolve_api_url
@@ -273,6 +273,7 @@ def main(argv: list[str] | None = None) -> None:
     prepare_environment(argv)
     try:
         check_set_flags(argv)
+        check_environment()
         code = app(args=argv, prog_name="ragmem", standalone_mode=False)
         code = code if isinstance(code, int) else 0
     except BaseException as exc:  # noqa: BLE001 (every kind is mapped to its line and code)

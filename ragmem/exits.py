@@ -64,6 +64,19 @@ def prepare_environment(argv: list[str] | None = None) -> None:
         os.environ.setdefault(key, value)
 
 
+#: MLflow's own settings ragmem relies on, which MLflow reads as whole numbers (a bad one would fail
+#: at the first request, as an internal error)
+_MLFLOW_INTEGERS = ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "MLFLOW_HTTP_REQUEST_TIMEOUT")
+
+
+def check_environment() -> None:
+    """The environment variables ragmem sets defaults for hold what MLflow can read: one line, exit 2."""
+    for name in _MLFLOW_INTEGERS:
+        value = os.environ.get(name, "").strip()
+        if value and not value.isdigit():
+            raise RagmemError(f"{name}: expected a whole number (MLflow reads it as one), got {value!r}")
+
+
 def _click_errors() -> tuple[tuple[type, ...], tuple[type, ...]]:
     """click's usage-error and abort classes: typer (0.2x) raises those of the copy of click it
     vendors (``typer._click``), not ``click``'s own."""

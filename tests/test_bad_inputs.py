@@ -30,6 +30,8 @@ def _prepare(case: dict, tmp: Path, monkeypatch) -> tuple[list[list[str]], Path 
             data.write_bytes(ast.literal_eval(case["bytes"]))
         else:
             data.write_text(case["data"], encoding="utf-8")
+    for name, value in (case.get("env") or {}).items():  # an environment variable the user set
+        monkeypatch.setenv(name, str(value))
     setup = case.get("setup")
     if setup == "folder":
         data = tmp / "a-folder"
