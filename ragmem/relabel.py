@@ -50,9 +50,9 @@ def _settings(params: dict[str, str]) -> SimpleNamespace:
         seed=int(signature.get("seed", 0)), zero_division=parse_zero_division(params.get("zero_division", "0")))
 
 
-def recompute(table, params: dict[str, str], logged: set[str]) -> tuple[dict[str, float | None], dict, list[str]]:
-    """The label-dependent figures of a run's table (labels attached): values, intervals, notes."""
-    s = _settings(params)
+def recompute(table, s: SimpleNamespace, logged: set[str]) -> tuple[dict[str, float | None], dict, list[str]]:
+    """The label-dependent figures of a run's table (labels attached), with the run's settings ``s``
+    (:func:`_settings`): values, intervals, notes."""
     ctx = SimpleNamespace(judge=s.judge, confidence=s.confidence, zero_division=s.zero_division)
     wanted = [*reliability.NAMES] if "answer_correctness" in logged else [n for n in reliability.NAMES
                                                                           if n != "answer_correctness_ppi"]
@@ -78,7 +78,8 @@ def import_labels(tracking_uri: str, run_ref: str, sheet: str | Path) -> dict[st
     """Attach the labels of ``sheet`` to run ``run_ref`` (an id or a unique prefix) and recompute;
     returns the run's updated summary (``labels_imported``: the file, how many, how many blank)."""
     check_store(tracking_uri)
-    client = Tracker(tracking_uri).client
+    tracker = Tracker(tracking_uri)
+    client = tracker.client
     run_id = resolve_run_id(client, run_ref)
     table = load_run_table(client, run_id)
     sheet = Path(sheet)
@@ -86,7 +87,8 @@ def import_labels(tracking_uri: str, run_ref: str, sheet: str | Path) -> dict[st
     summary = _summary_of(client, run_id)  # every check is done before anything is written
     run = table.attrs["run"]
     table = labels.attach(table, found)
-    values, ci, notes = recompute(table, summary.get("params", run.data.params), set(summary.get("metrics", {})))
+    settings = _settings(summary.get("params") or run.data.params)
+    values, ci, notes = recompute(table, settings, set(summary.get("metrics", {})))
     before = summary["metrics"]  # the recomputed figures where a run puts them: after pass_rate
     head = [k for k in ("pass_rate", "n_judged") if k in before]
     summary["metrics"] = {**{k: before[k] for k in head}, **{k: clean_number(v) for k, v in values.items()},
@@ -98,14 +100,12 @@ def import_labels(tracking_uri: str, run_ref: str, sheet: str | Path) -> dict[st
     summary["notes"] = [n for n in summary.get("notes", [])
                         if not re.match(r"(no labels in the dataset|pass_rate_ppi|labels: )", n)] + notes + [
         f"labels: {len(found)} imported from {sheet}" + (f" ({blank} rows left blank)" if blank else "")]
-    summary["judge_unreliable"] = reliability.unreliable(
-        {k: v for k, v in values.items()}, {k: tuple(v) for k, v in summary["ci"].items()},
-        _settings(summary.get("params", {})).min_kappa)
+    summary["judge_unreliable"] = reliability.unreliable(values, ci, settings.min_kappa)
     summary["labels_imported"] = {"file": str(sheet), "n_labels": len(found), "n_blank": blank}
     by_id = table.set_index(table["id"].astype(str))
     rows = [(example, label, str(by_id.at[example, "query"]), str(by_id.at[example, "generated_answer"]))
             for example, label in found.items()]
     with progress.stage("logging labels to MLflow", len(rows)):
-        record_labels(Tracker(tracking_uri), run_id, metrics=values, summary=summary, table=table, sheet=sheet,
+        record_labels(tracker, run_id, metrics=values, summary=summary, table=table, sheet=sheet,
                       rows=rows, report=report_html.run_page(summary, table))
     return summary

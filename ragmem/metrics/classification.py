@@ -96,14 +96,22 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
     return result
 
 
+def confusion_indicators(table: pd.DataFrame) -> list[pd.Series]:
+    """Per example, 0/1 indicators tp, fn, fp, tn of ``[label, verdict]`` on the classified rows
+    (a table without labels or verdicts: all 0). What this family's aggregators and the judge's
+    reliability (:mod:`ragmem.metrics.reliability`) sum."""
+    if not {"label", "verdict"} <= set(table):
+        return [pd.Series(0.0, index=table.index) for _ in range(4)]
+    valid = _classified(table)
+    label, verdict = (pd.to_numeric(table[c], errors="coerce") for c in ("label", "verdict"))
+    return [(valid & (label == a) & (verdict == b)).astype(float) for a, b in ((1, 1), (1, 0), (0, 1), (0, 0))]
+
+
 def aggregators(table: pd.DataFrame, names, zero_division: float, scorer=None) -> dict:
     """Per-example confusion indicators; each metric is a ratio of their sums."""
     if not {"label", "verdict"} <= set(table):
         return {}
-    valid = _classified(table)
-    label, verdict = (pd.to_numeric(table[c], errors="coerce") for c in ("label", "verdict"))
-    tp, fn, fp, tn = ((valid & (label == a) & (verdict == b)).astype(float)
-                      for a, b in ((1, 1), (1, 0), (0, 1), (0, 0)))
+    tp, fn, fp, tn = confusion_indicators(table)
     return {name: ratio_aggregator(*FRACTIONS[name](tp, fn, fp, tn), zero_division) for name in names}
 
 

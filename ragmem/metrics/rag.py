@@ -378,9 +378,8 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
 def aggregators(table: pd.DataFrame, names, zero_division: float, scorer=None) -> dict:
     ok = scored_mask(table)
     out = {n: mean_aggregator(table[n], ok) for n in names if n in table}
-    if "answer_correctness" in out and "judge_votes" in table:  # the verdict of N samples: two-stage
-        out["answer_correctness"] = majority_aggregator(table["answer_correctness"], ok, table["judge_yes"],
-                                                        table["judge_votes"])
+    if "answer_correctness" in out:  # the verdict of judge.samples: two-stage
+        out["answer_correctness"] = majority_aggregator(table["answer_correctness"], ok, table)
     for name, kind in (("contextual_precision", "precision"), ("faithfulness", "mean")):
         if name in out and f"{name}_votes" in table:  # items of N samples each: two-stage
             out[name] = items_aggregator(table[name], ok, table[f"{name}_votes"], kind)

@@ -38,6 +38,7 @@ import pandas as pd
 
 from ragmem.metrics import names
 from ragmem.metrics.base import Aggregator, Family, MetricResult, mean_aggregator, ratio_aggregator, scored_mask
+from ragmem.metrics.classification import confusion_indicators
 from ragmem.metrics.estimators import binary_kappa, majority_odds, ppi_mean_ci, vbinary_kappa
 
 __all__ = ["majority_aggregator", "items_aggregator", "unreliable", "FAMILY", "NAMES"]
@@ -47,18 +48,19 @@ DEFAULT_MIN_KAPPA = 0.4
 THRESHOLD_STEP = 0.1
 
 
-def majority_aggregator(values: pd.Series, ok: pd.Series, yes: pd.Series, votes: pd.Series) -> Aggregator:
+def majority_aggregator(values: pd.Series, ok: pd.Series, table: pd.DataFrame) -> Aggregator:
     """The mean of per-example majority verdicts, resampled in two stages: the bootstrap draws the
     examples and, within each drawn example, its ``votes`` judge samples again (with replacement),
     whose majority is that copy's verdict (a tie leaves the copy undecided, out of the mean). The
     number of passing copies of example i among its c copies in one resample is then
     Binomial(c, q_i) and of undecided ones Binomial(c − passes, t_i / (1 − q_i)) (:func:`majority_odds`),
-    so each copy gets its own second-stage draw. Examples without samples keep their value. The
-    interval widens with the judge's noise: an example whose samples split 3–2 passes in only 68%
-    of its copies."""
+    so each copy gets its own second-stage draw. The votes are the table's ``judge_yes`` of
+    ``judge_votes`` (``judge.samples``); examples without samples keep their value, and without those
+    columns this is :func:`mean_aggregator`. The interval widens with the judge's noise: an example
+    whose samples split 3–2 passes in only 68% of its copies."""
     agg = mean_aggregator(values, ok)
-    y = pd.to_numeric(yes, errors="coerce").fillna(0).to_numpy(dtype=float)
-    m = pd.to_numeric(votes, errors="coerce").fillna(0).to_numpy(dtype=float)
+    y = _numeric(table, "judge_yes").fillna(0).to_numpy(dtype=float)
+    m = _numeric(table, "judge_votes").fillna(0).to_numpy(dtype=float)
     sampled = (m > 1) & ok.to_numpy(dtype=bool)
     if not sampled.any():
         return agg
@@ -164,14 +166,6 @@ def _judged(table: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     return verdict, scored_mask(table) & verdict.notna()
 
 
-def _confusion(table: pd.DataFrame) -> list[pd.Series]:
-    """Per-example indicators tp, fn, fp, tn of (label, verdict) on the labelled judged examples."""
-    verdict, judged = _judged(table)
-    label = _numeric(table, "label")
-    labelled = judged & label.notna()
-    return [(labelled & (label == a) & (verdict == b)).astype(float) for a, b in ((1, 1), (1, 0), (0, 1), (0, 0))]
-
-
 def _self_agreement(table: pd.DataFrame) -> tuple[pd.Series, pd.Series, pd.Series] | None:
     """(agreement share, flip indicator, samples) per example with more than one judge sample."""
     votes = _numeric(table, "judge_votes")
@@ -209,8 +203,9 @@ def _fleiss_aggregator(table: pd.DataFrame, samples: int) -> Aggregator:
     return Aggregator("sum", data, reduce, vreduce)
 
 
-def _kappa_aggregator(table: pd.DataFrame) -> Aggregator:
-    data = np.column_stack([c.to_numpy() for c in _confusion(table)])
+def _kappa_aggregator(confusion: list[pd.Series]) -> Aggregator:
+    """Cohen's kappa from the column sums of the indicators tp, fn, fp, tn."""
+    data = np.column_stack([c.to_numpy() for c in confusion])
 
     def reduce(s: np.ndarray) -> float | None:
         return binary_kappa(*(float(x) for x in s))
@@ -241,9 +236,7 @@ def _ppi(table: pd.DataFrame, confidence: float) -> tuple[Any, str | None]:
     verdict, judged = _judged(table)
     label = _numeric(table, "label")
     labelled, unlabelled = judged & label.notna(), judged & label.isna()
-    if not labelled.any():
-        return None, None
-    if not unlabelled.any():  # every judged example is labelled: the labels' mean is the human pass rate
+    if not labelled.any() or not unlabelled.any():  # (all labelled: the labels' mean is the human pass rate)
         return None, None
     if labelled.sum() < 2:
         return None, "pass_rate_ppi not computed: fewer than 2 labelled examples"
@@ -256,7 +249,7 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
     values: dict[str, float | None] = {}
     notes: list[str] = []
     ci: dict[str, tuple[float, float] | None] = {}
-    tp, fn, fp, tn = (float(c.sum()) for c in _confusion(table))
+    tp, fn, fp, tn = (float(c.sum()) for c in confusion_indicators(table))
     n_labelled = tp + fn + fp + tn
     if n_labelled:
         values["n_labelled"] = n_labelled
@@ -302,19 +295,18 @@ def aggregators(table: pd.DataFrame, wanted, zero_division: float, scorer=None) 
     """Per-example statistics of the reliability figures (their bootstrap intervals; pass_rate_ppi
     has its own and none here)."""
     out: dict[str, Aggregator] = {}
-    tp, fn, fp, tn = _confusion(table)
+    confusion = confusion_indicators(table)
+    tp, fn, fp, tn = confusion
     nan = float("nan")
     fractions = {"judge_label_agreement": (tp + tn, tp + fn + fp + tn), "judge_sensitivity": (tp, tp + fn),
                  "judge_specificity": (tn, tn + fp)}
+    spread = _self_agreement(table)
     for name in wanted:
         if name == "judge_label_kappa":
-            out[name] = _kappa_aggregator(table)
+            out[name] = _kappa_aggregator(confusion)
         elif name in fractions:
             out[name] = ratio_aggregator(*fractions[name], nan)
-        elif name in ("judge_self_agreement", "judge_flip_rate", "judge_fleiss_kappa"):
-            spread = _self_agreement(table)
-            if spread is None:
-                continue
+        elif name in ("judge_self_agreement", "judge_flip_rate", "judge_fleiss_kappa") and spread is not None:
             share, flip, votes = spread
             if name == "judge_fleiss_kappa":
                 out[name] = _fleiss_aggregator(table, int(votes.max()))

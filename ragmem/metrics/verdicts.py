@@ -45,13 +45,7 @@ def aggregators(table: pd.DataFrame, names, zero_division: float, scorer=None) -
     verdict, judged = _judged(table)
     if "pass_rate" not in names:
         return {}
-    return {"pass_rate": majority_aggregator(verdict.astype(float), judged, *_votes(table))}
-
-
-def _votes(table: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
-    """Per example: how many judge samples said yes, of how many (``judge.samples``; none: 0)."""
-    zero = pd.Series(0.0, index=table.index)
-    return table.get("judge_yes", zero), table.get("judge_votes", zero)
+    return {"pass_rate": majority_aggregator(verdict.astype(float), judged, table)}
 
 
 FAMILY = Family(names.VERDICTS, compute, aggregators)
