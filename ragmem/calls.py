@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, TypeVar
 
+from ragmem import interrupts
 from ragmem.endpoints import Breaker, EndpointDown
 from ragmem.errors import failure_message
 
@@ -237,6 +238,8 @@ async def call_async(fn: Callable[[], Awaitable[T]], policy: Policy, breaker: Br
         try:
             result = await fn()
         except Exception as exc:
+            if _stopping():  # the request failed because the run is being interrupted: not the endpoint's fault
+                raise asyncio.CancelledError() from None
             wait = attempts.failed(exc)
             if wait is None:
                 raise
@@ -244,6 +247,14 @@ async def call_async(fn: Callable[[], Awaitable[T]], policy: Policy, breaker: Br
         else:
             attempts.succeeded()
             return result
+
+
+def _stopping() -> bool:
+    """This task is being cancelled (Ctrl+C or SIGTERM reached the event loop) or a stop was requested:
+    a request that fails now failed because of it, and is neither retried nor held against the endpoint."""
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)  # Python 3.11+
+    return bool(cancelling and cancelling()) or interrupts.STOP.is_set()
 
 
 def policy_of(settings: Any) -> Policy:

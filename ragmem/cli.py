@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any, List, Optional
@@ -11,16 +10,17 @@ from typing import Any, List, Optional
 import typer
 
 from ragmem import dryrun, gates, prepare
+from ragmem.config import data_path
 from ragmem.cli_common import log, run_flow, setup_logging, store_client, writable, write
-from ragmem.cli_services import labels_app, report, server_app, trigger, ui
+from ragmem.cli_services import data_app, init, labels_app, report, server_app, trigger, ui
 from ragmem.compare import latest_experiment, list_runs, paired_comparison
 from ragmem.errors import RagmemError
 from ragmem.exits import finish as finish_command
 from ragmem.exits import check_environment, leave, prepare_environment
 from ragmem.loaders import DataFile, check_file
 from ragmem.readers import check_encoding
-from ragmem.orchestration import resolve_api_url
-from ragmem.report import out, plural, print_bench, print_paired, print_runs, print_summary, print_sweep
+from ragmem.prefect_server import resolve_api_url
+from ragmem.report import out, plural, print_bench, print_paired, print_runs, print_stored, print_stored_parent, print_summary, print_sweep
 from ragmem.scheduling import pick_flow, schedule_for, serve_flow
 from ragmem.version import __version__
 
@@ -71,13 +71,14 @@ def run(
         return
 
     def finish(summary: dict[str, Any]) -> None:
-        print_summary(summary, show_all)
+        print_summary(summary, show_all, stored=False)
         write(output, summary, "summary")
         failed = [g for g in summary.get("gates", []) if not g["passed"]]
+        if summary.get("gates") and not failed:
+            out.print(f"gates: all {len(summary['gates'])} passed")
+        print_stored(summary)  # the last line: where the run is and how to see it
         if failed:  # the run is complete and logged: now the verdict, one line per failed gate, exit 3
             raise gates.GateFailed([gates.GateResult(**g) for g in failed])
-        if summary.get("gates"):
-            out.print(f"gates: all {len(summary['gates'])} passed")
 
     try:
         run_flow("ragmem.flows.evaluate:run_evaluate", ready, verbose, finish, resume=ready.resume,
@@ -108,6 +109,7 @@ def sweep(
     def finish(result: dict[str, Any]) -> None:
         print_sweep(result, spec)
         write(output, result, "sweep")
+        print_stored_parent(result)
         if result["children"] and all(c["status"] != "FINISHED" for c in result["children"]):
             raise RagmemError(f"sweep: every one of the {len(result['children'])} configurations failed "
                               f"(first: {result['children'][0]['error']}); see {output}")
@@ -198,12 +200,13 @@ def bench_memory(
                 raise RagmemError(f"--{key.replace('_', '-')}: expected a positive integer, got {value!r}")
             extra[key] = value
     if data:
-        extra["data"] = os.path.abspath(data)
+        extra["data"] = data_path(data, Path.cwd(), "--data")
     ready = prepare.for_bench(prepare.resolve(config, overrides=set_, extra={"bench": extra} if extra else None))
 
     def finish(result: dict[str, Any]) -> None:
         print_bench(result)
         write(output, result, "summary")
+        print_stored_parent(result)
         if result["methods"] and all(m["status"] != "FINISHED" for m in result["methods"]):
             raise RagmemError(f"bench-memory: every one of the {len(result['methods'])} methods failed "
                               f"(first: {result['methods'][0]['method']}: {result['methods'][0].get('error')})")
@@ -240,6 +243,8 @@ def validate(
 
 app.add_typer(server_app, name="server")
 app.add_typer(labels_app, name="labels")
+app.add_typer(data_app, name="data")
+app.command()(init)
 app.command()(report)
 app.command()(trigger)
 app.command()(ui)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ragmem import prepare
-from ragmem.config import DEFAULT_TRACKING_URI
+from ragmem import home
 from ragmem.endpoints import check_store
 from ragmem.errors import RagmemError, Stopped
 from ragmem.masking import ScrubFilter
@@ -85,7 +85,7 @@ def writable(path: Path) -> Path:
 def store_uri(tracking_uri: str | None) -> str:
     """The store a command reads (``--tracking-uri``, else ``MLFLOW_TRACKING_URI``, else the embedded
     default), checked: a tracking server that does not answer is one line, exit 2."""
-    uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
+    uri = home.tracking_uri(tracking_uri)
     check_store(uri, "--tracking-uri" if tracking_uri else "MLFLOW_TRACKING_URI" if os.environ.get("MLFLOW_TRACKING_URI")
                 else "tracking.uri")
     return uri

@@ -4,19 +4,17 @@ the MLflow UI (``ui``), triggering a served deployment (``trigger``) and the HTM
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
-from ragmem import relabel, report_html
+from ragmem import published, relabel, report_html, starter
 from ragmem.cli_common import log, setup_logging, store_client, store_uri, writable
-from ragmem.config import DEFAULT_ARTIFACT_ROOT, DEFAULT_TRACKING_URI
+from ragmem import home
 from ragmem.errors import RagmemError
-from ragmem.journal import ragmem_home
-from ragmem.orchestration import (
+from ragmem.home import ragmem_home
+from ragmem.prefect_server import (
     configured_api_url,
     ensure_managed_server,
     healthy,
@@ -26,10 +24,33 @@ from ragmem.orchestration import (
 )
 from ragmem.report import out, plural, print_summary, say
 from ragmem.scheduling import trigger as start
-from ragmem.tracking import prepare_local_store
+from ragmem.tracking.ui import serve_ui
 
 server_app = typer.Typer(no_args_is_help=True, help="The local Prefect server ragmem manages.")
+data_app = typer.Typer(no_args_is_help=True, help="Published datasets: fetched into the home's cache, pinned by sha256.")
 labels_app = typer.Typer(no_args_is_help=True, help="Human labels of a run's examples (judge.label_sample).")
+
+
+@data_app.command("fetch")
+def data_fetch(
+    name: str = typer.Argument(..., help="The dataset: locomo or seed-samples (ragmem data list)."),
+    mirror: Optional[str] = typer.Option(None, "--mirror", help="Fetch the files from this base URL instead (a local copy; the checksums still apply)."),
+    force: bool = typer.Option(False, "--force", help="Download again even when a verified copy is present."),
+) -> None:
+    """Download a published dataset into the home's cache ($RAGMEM_HOME/data/NAME), each file
+    checked against its pinned sha256; a config names it as fetched:NAME/FILE."""
+    spec = published.dataset(name)
+    target = published.fetch(name, mirror=mirror, force=force, say=say)
+    say(f"{name}: {len(spec.files)} files in {target} (licence: {spec.licence}); a config names them as "
+        f"{published.PREFIX}{name}/FILE")
+
+
+@data_app.command("list")
+def data_list() -> None:
+    """The datasets ragmem can fetch, where they come from and whether they are here."""
+    for spec in published.DATASETS.values():
+        state = f"fetched, in {published.folder(spec.name)}" if published.is_fetched(spec.name) else "not fetched"
+        say(f"{spec.name}: {spec.about}; from {spec.base_url}; {state}")
 
 
 @labels_app.command("import")
@@ -67,6 +88,21 @@ def report(
               soft_wrap=True)  # a long path stays one line
 
 
+def init(
+    folder: Path = typer.Argument(Path("."), help="The folder to make a ragmem home (default: here; made when missing)."),
+    force: bool = typer.Option(False, "--force", help="Replace starter files that already exist."),
+) -> None:
+    """Make a folder a ragmem home: ragmem.toml, a starter config (ragmem.yaml) and five examples
+    (data/examples.jsonl). Runs started in it or below it keep their results in it."""
+    written = starter.init_home(folder, force=force)
+    root = written[0].parent
+    for path in written:
+        say(f"wrote {path}")
+    here = Path.cwd().resolve()
+    go = "" if root == here else f"cd {root} && "
+    say(f"next: {go}ragmem run {starter.CONFIG_NAME}  (runs are stored in sqlite:///{root / 'mlruns' / 'mlflow.db'})")
+
+
 def trigger(name: str = typer.Argument(..., help="Deployment name (as ragmem serve printed it), or FLOW/NAME.")) -> None:
     """Start a run of a served deployment now (it runs in the ragmem serve process)."""
     url = configured_api_url() or f"http://127.0.0.1:{managed_port()}/api"
@@ -85,19 +121,17 @@ def ui(
                                                help="Store to show (default: MLFLOW_TRACKING_URI or sqlite:///mlruns/mlflow.db)."),
     workers: int = typer.Option(1, "--workers", help="Server worker processes (one is plenty for one user)."),
 ) -> None:
-    """Serve the MLflow UI for the tracking store on 127.0.0.1."""
-    uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
-    prepare_local_store(uri)
-    out.print(f"MLflow UI for {uri} at http://{host}:{port} (Ctrl+C to stop)")
-    command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--registry-store-uri", uri,
-               "--default-artifact-root", str(Path(DEFAULT_ARTIFACT_ROOT).resolve()),
-               "--host", host, "--port", str(port), "--workers", str(workers),
-               "--uvicorn-opts", "--log-level warning"]  # (uvicorn's per-start INFO lines)
-    # quiet: MLflow's server prints its dependencies' deprecation warnings (Starlette's are UserWarnings)
-    # and INFO lines about its job backends; not the user's to act on. Errors still show.
-    env = {**os.environ, "PYTHONWARNINGS": os.environ.get("PYTHONWARNINGS") or "ignore",
-           "MLFLOW_LOGGING_LEVEL": os.environ.get("MLFLOW_LOGGING_LEVEL") or "WARNING"}
-    os.execve(sys.executable, command, env)
+    """Serve the MLflow UI for the tracking store on 127.0.0.1 (one process; Ctrl+C stops it)."""
+    setup_logging(False)  # (MLflow's INFO lines as it creates a new store: not news)
+    uri = home.tracking_uri(tracking_uri)
+    if workers < 1:
+        raise RagmemError(f"--workers: expected a positive integer, got {workers}")
+    try:
+        serve_ui(uri, home.artifact_root(), host=host, port=port, workers=workers,
+                 announce=lambda line: out.print(line, markup=False, highlight=False, soft_wrap=True))
+    except KeyboardInterrupt:  # Ctrl+C or SIGTERM, after the server's graceful shutdown
+        pass
+    out.print("MLflow UI stopped")
 
 
 @server_app.command("start")

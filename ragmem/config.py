@@ -22,7 +22,9 @@ from pydantic.fields import FieldInfo
 from ragmem.errors import ConfigError
 from ragmem.loaders import DataFile
 from ragmem.readers import check_path, detect_format
-from ragmem.settings import DEFAULT_ARTIFACT_ROOT, DEFAULT_TRACKING_URI, Settings
+from ragmem import home, published
+from ragmem.home import DEFAULT_ARTIFACT_ROOT, DEFAULT_TRACKING_URI
+from ragmem.settings import Settings
 
 __all__ = ["RunConfig", "resolve_config", "resolve_settings", "validate", "assign", "parse_override", "read_config_file", "DEFAULTS",
            "as_section", "describe_error", "expected",
@@ -195,7 +197,11 @@ class RunConfig(Settings):
 
     @property
     def tracking_uri(self) -> str:
-        return self.tracking.uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
+        return home.tracking_uri(self.tracking.uri)
+
+    @property
+    def artifact_root(self) -> str:
+        return home.artifact_root(self.tracking.artifact_root)
 
     def require_data(self) -> None:
         """Data is given, and every file can be read (before any work: a folder, a device, a missing
@@ -266,8 +272,18 @@ def assign(config: dict[str, Any], keys: list[str], value: Any) -> dict[str, Any
     return out
 
 
+def data_path(value: str, base: Path, setting: str) -> str:
+    """A data path as read: ``fetched:NAME/FILE`` in the home's cache (:mod:`ragmem.published`), a
+    relative path against ``base`` (the config file's folder; the working directory for ``--data``)."""
+    if value.startswith(published.PREFIX):
+        return published.resolve(value, setting)
+    return value if Path(value).is_absolute() else os.path.abspath(base / value)
+
+
 def read_config_file(path: str | Path) -> dict[str, Any]:
     path = Path(path)
+    if not path.is_file() and not path.is_absolute() and home.in_home(path).is_file():
+        path = home.in_home(path)  # `ragmem run ragmem.yaml` from a folder below the home
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found")
     try:
@@ -281,8 +297,8 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping of settings at the top level")
     bench = raw.get("bench")
-    if isinstance(bench, dict) and isinstance(bench.get("data"), str) and not Path(bench["data"]).is_absolute():
-        bench["data"] = os.path.abspath(path.parent / bench["data"])
+    if isinstance(bench, dict) and isinstance(bench.get("data"), str):
+        bench["data"] = data_path(bench["data"], path.parent, "bench.data")
     paths = raw.get("import_paths")
     if paths is None or isinstance(paths, list):  # targets import from the config's folder too
         paths = [os.path.abspath(path.parent / p) if isinstance(p, str) else p for p in paths or []]
@@ -292,8 +308,8 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
         for i, item in enumerate(files):
             if isinstance(item, str):
                 files[i] = item = {"path": item}
-            if isinstance(item, dict) and isinstance(item.get("path"), str) and not Path(item["path"]).is_absolute():
-                item["path"] = os.path.abspath(path.parent / item["path"])
+            if isinstance(item, dict) and isinstance(item.get("path"), str):
+                item["path"] = data_path(item["path"], path.parent, f"data.files[{i}].path")
     return raw
 
 
@@ -315,7 +331,7 @@ def resolve_settings(path: str | Path | None = None, overrides: list[str] | None
         keys, value = parse_override(text)
         config = assign(config, keys, value)
     if data is not None:  # replaces data.files (a list is replaced, never merged)
-        config = _deep_merge(config, {"data": {"files": [{"path": os.path.abspath(data)}]}})
+        config = _deep_merge(config, {"data": {"files": [{"path": data_path(data, Path.cwd(), "--data")}]}})
     return validate(config)
 
 

@@ -62,7 +62,7 @@ class EvaluationResult:
 
 
 def _tracker(cfg: RunConfig) -> Tracker | None:
-    return Tracker(cfg.tracking_uri, cfg.tracking.artifact_root) if cfg.tracking.enabled else None
+    return Tracker(cfg.tracking_uri, cfg.artifact_root) if cfg.tracking.enabled else None
 
 
 def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = None, baseline: pd.DataFrame | None = None,
@@ -173,8 +173,9 @@ def _answer_and_judge(cfg: RunConfig, steps: Steps, components: pipeline.Compone
             outputs += answered
             log.debug("agent + judge: %d/%d examples (%d agent errors)", len(outputs), len(dataset),
                       sum(o.error is not None for o in outputs))
-    log.info("agent + judge: %d/%d examples (%d agent errors, %d judge errors)", len(outputs), len(dataset),
-             sum(o.error is not None for o in outputs), sum(j is not None and j.error is not None for j in judgements))
+    (log.debug if progress.folded() else log.info)(  # a sweep's children: the sweep's own line says it
+        "agent + judge: %d/%d examples (%d agent errors, %d judge errors)", len(outputs), len(dataset),
+        sum(o.error is not None for o in outputs), sum(j is not None and j.error is not None for j in judgements))
     return outputs, judgements
 
 
@@ -277,16 +278,19 @@ def _run_children(steps: Steps, plan: SweepPlan, datasets: dict, child_ids: list
     """The unfinished children, ``sweep.max_parallel`` at a time: index -> ``("ok", result)`` or
     ``("failed", reason)``. Interrupted, the children still running end with the parent."""
     items = [(plan.configs[i], child_ids[i], datasets[tuple(plan.configs[i].files)], bool(resume)) for i in todo]
+    names = {sweeps.Announced.key(plan.configs[i], child_ids[i]): sweeps.child_name(plan.points[i]) for i in todo}
     # the children's traces share one setting of MLflow's process-wide URI (see process_tracking_uri)
     try:
-        with process_tracking_uri(cfg.tracking_uri) if tracker else contextlib.nullcontext():
-            ran = steps.children(_evaluate_child, items, plan.spec.max_parallel)
+        with process_tracking_uri(cfg.tracking_uri) if tracker else contextlib.nullcontext(), \
+                progress.stage("sweep", len(todo), unit="configurations") as overall, progress.fold(overall):
+            announced = sweeps.Announced(_evaluate_child, overall, names, plan.spec.metric, log.info)
+            ran = steps.children(announced, items, plan.spec.max_parallel)
     except BaseException as exc:
         interrupts.STOP.set()  # children on other threads wind down (their runs end KILLED)
         end_unfinished(tracker, child_ids, "KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED",
                        f"sweep ended: {failure_message(exc)}")
         finished = sum(tracker.client.get_run(c).info.status == "FINISHED" for c in child_ids) if tracker else 0
-        exc.ragmem_progress = (parent_id, finished, len(plan.points), "configurations")
+        exc.ragmem_progress = (parent_id, finished, len(plan.points), "configurations done")
         raise
     return dict(zip(todo, ran))
 
@@ -294,7 +298,6 @@ def _run_children(steps: Steps, plan: SweepPlan, datasets: dict, child_ids: list
 def _sweep_children(plan: SweepPlan, child_ids: list, outcomes: dict, tracker: Tracker | None):
     """Every child's record (its metrics, or its failure), its per-example table, and the index builds."""
     children, tables, index_builds = [], {}, 0
-    metric = plan.spec.metric
     for i, point in enumerate(plan.points):
         status, value = outcomes.get(i) or ("ok", resumes.finished_child(tracker, child_ids[i]))
         child = {"run_id": child_ids[i], "params": point, "metrics": {}, "status": "FINISHED", "error": None}
@@ -306,9 +309,6 @@ def _sweep_children(plan: SweepPlan, child_ids: list, outcomes: dict, tracker: T
             child.update(status="FAILED", error=value)
             end_unfinished(tracker, child_ids[i:i + 1], "FAILED", value)  # its task died before opening the run
         children.append(child)
-        got = child["metrics"].get(metric)
-        shown = child["error"] or (f"{metric}={got:.4f}" if got is not None else f"{metric}=n/a")
-        log.info("sweep: %d/%d %s -> %s", i + 1, len(plan.points), sweeps.child_name(point), shown)
     return children, tables, index_builds
 
 
@@ -347,6 +347,7 @@ def bench_memory(config: dict[str, Any] | RunConfig, steps: Steps = PLAIN, *, co
         table = memory_bench.results_table(results, categories)
         steps.log_results(parent, tables={"locomo_results": pd.DataFrame(table)})
     return {"parent_run_id": parent.id, "experiment": cfg.experiment, "n_conversations": len(conversations),
+            "tracking_uri": pipeline.store_location(cfg.tracking_uri) if parent.id else None,
             "n_questions": n_questions, "categories": {c: CATEGORIES[c] for c in categories},
             "methods": methods, "results_table": table}
 

@@ -27,7 +27,7 @@ from urllib.parse import urlparse
 from ragmem.agents.python import resolve
 from ragmem.endpoints import configured
 from ragmem.errors import ConfigError, RagmemError
-from ragmem.journal import ragmem_home
+from ragmem.home import ragmem_home
 
 DATABASE_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")  # MLflow's SQL store
 SCHEMES = (*DATABASE_SCHEMES, "http", "https", "databricks", "databricks-uc", "file")
@@ -132,4 +132,4 @@ def check(cfg) -> None:
     if cfg.tracking.enabled:
         check_tracking(cfg.tracking_uri, tracking_source(cfg))
         if cfg.tracking_uri.startswith("sqlite:"):
-            _writable_folder(Path(cfg.tracking.artifact_root), "tracking.artifact_root")
+            _writable_folder(Path(cfg.artifact_root), "tracking.artifact_root")

@@ -20,7 +20,7 @@ import traceback
 import typer
 
 from ragmem.errors import RagmemError, Stopped, Terminated
-from ragmem.journal import ragmem_home
+from ragmem.home import ragmem_home
 from ragmem.masking import MASK, is_secret, scrub
 
 
@@ -144,7 +144,7 @@ def finish(exc: BaseException, argv: list[str]) -> int:
     if isinstance(exc, (KeyboardInterrupt, Stopped)):  # Ctrl+C, or SIGTERM (Terminated): the run is KILLED
         _close_dask_clusters()
         progress = getattr(exc, "ragmem_progress", None)
-        done = f": {progress[1]} of {progress[2]} {progress[3] if len(progress) > 3 else 'examples'} done" if progress else ""
+        done = f": {progress[1]} of {progress[2]} {progress[3] if len(progress) > 3 else 'examples answered'}" if progress else ""
         print(scrub(f"interrupted{done}{_resume_hint(exc, argv)}"), file=sys.stderr)
         return getattr(exc, "exit_code", 143 if isinstance(exc, Terminated) else 130)
     usage, abort = _click_errors()

@@ -8,7 +8,10 @@ to the end while the process waits to exit.
 
 from __future__ import annotations
 
+import signal
 import threading
+
+from ragmem.errors import Terminated
 
 STOP = threading.Event()
 
@@ -17,3 +20,18 @@ def check() -> None:
     """Raise ``KeyboardInterrupt`` when a stop was requested (called between batches and calls)."""
     if STOP.is_set():
         raise KeyboardInterrupt("stop requested")
+
+
+def _raise_terminated(signum, frame) -> None:
+    raise Terminated(f"terminated by signal {signum}")
+
+
+def sigterm_raises() -> None:
+    """From now on SIGTERM raises :class:`ragmem.errors.Terminated` in the main thread, as Ctrl+C
+    raises ``KeyboardInterrupt``: the command ends through the same line and code (143). Not in
+    another thread or where signals cannot be set (an embedded interpreter): nothing changes."""
+    if threading.current_thread() is threading.main_thread():
+        try:
+            signal.signal(signal.SIGTERM, _raise_terminated)
+        except ValueError:
+            pass

@@ -18,15 +18,11 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from ragmem.home import ragmem_home
 from ragmem.schema import AgentOutput, Context
 
 JOURNAL_NAME = "agent_outputs.jsonl"
 META_NAME = "run.json"
-
-
-def ragmem_home() -> Path:
-    """``$RAGMEM_HOME``, default ``.ragmem`` in the working directory."""
-    return Path(os.environ.get("RAGMEM_HOME", ".ragmem")).resolve()
 
 
 def run_folder(key: str) -> Path:

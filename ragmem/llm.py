@@ -32,6 +32,7 @@ from ragmem import calls, progress, prompts
 from ragmem.calls import describe as _describe
 from ragmem.endpoints import OPENAI_URL, Breaker, EndpointDown
 from ragmem.errors import ConfigError
+from ragmem.home import ragmem_home
 from ragmem.replies import Result, Usage, combine  # noqa: F401  (also here: ragmem.llm.Result)
 from ragmem.config import as_section
 from ragmem.settings import EmbeddingSettings, JudgeSettings
@@ -98,7 +99,7 @@ class _Endpoint:
         if settings.cache:
             import diskcache
 
-            path = Path(cache_dir or Path(os.environ.get("RAGMEM_HOME", ".ragmem")) / "judge-cache")
+            path = Path(cache_dir or ragmem_home() / "judge-cache")
             path.mkdir(parents=True, exist_ok=True)
             self.cache = diskcache.Cache(str(path))
         self.usage = Usage()
@@ -162,7 +163,13 @@ class _Endpoint:
                 # in flight are cancelled at once, and every task's outcome is retrieved (none is left
                 # to asyncio's "exception was never retrieved" traceback at exit)
                 tasks = [asyncio.ensure_future(c) for c in coros_factory(client, semaphore)]
-                await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+                try:
+                    await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+                except asyncio.CancelledError:  # Ctrl+C or SIGTERM: every request ends here, quietly
+                    for task in tasks:
+                        task.cancel()
+                    await asyncio.gather(*tasks, return_exceptions=True)
+                    raise
                 for task in tasks:
                     task.cancel()
                 outcomes = await asyncio.gather(*tasks, return_exceptions=True)

@@ -6,40 +6,23 @@ these machines it loses task-run records (0-243 of 200-800 recorded) and prints
 arrived and the output stayed clean. So ragmem never uses ephemeral mode:
 
 1. ``PREFECT_API_URL`` set (environment or the active Prefect profile): report to that server.
-2. Otherwise a *managed local server*: reuse the one answering on ``127.0.0.1:$RAGMEM_PREFECT_PORT``
-   (default 4200), or start ``prefect server start --host 127.0.0.1`` in the background with its
-   database under ``$RAGMEM_HOME/prefect`` (default ``.ragmem/prefect`` in the working directory).
-   The first start takes 10-25 s (database migrations); it keeps running so later runs start at
-   once. ``ragmem server status`` shows it, ``ragmem server stop`` stops it.
+2. Otherwise this home's *managed local server* (:mod:`ragmem.prefect_server`), started when none
+   answers.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
-import signal
-import subprocess
 import sys
 import threading
-import time
-import urllib.error
-import urllib.request
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ragmem import exits, masking
 from ragmem.endpoints import EndpointDown
 from ragmem.errors import RagmemError
-from ragmem.journal import ragmem_home
-
-DEFAULT_PORT = 4200
-START_TIMEOUT_S = 120.0
-QUIET_ENV = {"DO_NOT_TRACK": "true", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
-
-
+from ragmem.prefect_server import QUIET_ENV, healthy, resolve_api_url
 
 
 class FlowOutcome:
@@ -62,175 +45,6 @@ def work_done(value: Any) -> None:
     whatever happens to the Prefect API (the CLI finishes without it when it is gone)."""
     OUTCOME.value = value
     OUTCOME.done.set()
-
-
-def managed_port() -> int:
-    return int(os.environ.get("RAGMEM_PREFECT_PORT", DEFAULT_PORT))
-
-
-def healthy(api_url: str, timeout: float = 2.0) -> bool:
-    try:
-        with urllib.request.urlopen(f"{api_url.rstrip('/')}/health", timeout=timeout) as reply:
-            return reply.status == 200
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
-
-
-def configured_api_url() -> str | None:
-    """PREFECT_API_URL from the environment or the active Prefect profile, if any."""
-    if os.environ.get("PREFECT_API_URL"):
-        return os.environ["PREFECT_API_URL"]
-    from prefect.settings import get_current_settings
-
-    url = get_current_settings().api.url
-    return str(url) if url else None
-
-
-@dataclass
-class ManagedServer:
-    api_url: str
-    pid: int | None
-    started: bool
-
-
-def _pid_file() -> Path:
-    return ragmem_home() / "prefect-server.pid"
-
-
-def process_identity(pid: int) -> str | None:
-    """What tells process ``pid`` apart from a later process given the same number: its start time
-    (``/proc/PID/stat`` field 22 on Linux, ``ps -o lstart=`` elsewhere); ``None`` when no such process
-    runs. (Not the command line: right after a start it can still be empty.)"""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except FileNotFoundError:
-        if Path("/proc/self/stat").exists():
-            return None  # Linux, and the process is gone
-    except (OSError, IndexError):
-        return None
-    done = subprocess.run(["ps", "-o", "lstart=", "-p", str(pid)], capture_output=True, text=True)
-    return done.stdout.strip() or None
-
-
-def process_command(pid: int) -> str:
-    """The command line of process ``pid`` ("" when unknown)."""
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-    except OSError:
-        done = subprocess.run(["ps", "-o", "command=", "-p", str(pid)], capture_output=True, text=True)
-        return done.stdout.strip()
-
-
-def _read_pid_file() -> tuple[int, str | None] | None:
-    """(pid, start time recorded at start) from the pid file; None when there is none or it is unreadable."""
-    try:
-        text = _pid_file().read_text().strip()
-        record = json.loads(text) if text.startswith("{") else {"pid": int(text), "identity": None}
-        return int(record["pid"]), record.get("identity")
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def _server_pid() -> int | None:
-    """The pid of the Prefect server this home started, when that very process still runs (same
-    start time); a stale pid file (the server gone, its number reused by another process) is removed."""
-    record = _read_pid_file()
-    if record is None:
-        return None
-    pid, recorded = record
-    now = process_identity(pid)
-    if recorded:
-        same = now is not None and now == recorded
-    else:  # an old pid file (a bare number): only a process that is a Prefect server
-        command = process_command(pid) if now is not None else ""
-        same = "prefect" in command and "server" in command
-    if not same:
-        _pid_file().unlink(missing_ok=True)
-        return None
-    return pid
-
-
-def server_owner(port: int) -> dict[str, Any] | None:
-    """Who runs the Prefect server on ``port``: its pid, the ragmem home it was started with (from
-    its ``PREFECT_HOME``) and its working directory (the checkout it was started from); ``None`` when
-    no ``prefect server start ... --port PORT`` process is found (or not on Linux)."""
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        words = [a.decode(errors="replace") for a in argv]
-        if "server" not in words or "start" not in words or not any("prefect" in w for w in words):
-            continue
-        if "--port" not in words or words[words.index("--port") + 1:][:1] != [str(port)]:
-            continue
-        try:
-            env = dict(v.split("=", 1) for v in (entry / "environ").read_text(errors="replace").split("\0") if "=" in v)
-            cwd = os.readlink(entry / "cwd")
-        except OSError:
-            env, cwd = {}, None
-        home = env.get("PREFECT_HOME")
-        return {"pid": int(entry.name), "home": str(Path(home).parent) if home else None, "cwd": cwd}
-    return None
-
-
-def ensure_managed_server(port: int | None = None, log=print) -> ManagedServer:
-    """Reuse or start the local Prefect server on 127.0.0.1 and wait until it answers."""
-    port = port or managed_port()
-    api_url = f"http://127.0.0.1:{port}/api"
-    if healthy(api_url):
-        return ManagedServer(api_url, _server_pid(), started=False)
-    home = ragmem_home()
-    (home / "prefect").mkdir(parents=True, exist_ok=True)
-    log_path = home / "prefect-server.log"
-    env = {**os.environ, **QUIET_ENV, "PREFECT_HOME": str(home / "prefect")}
-    env.pop("PREFECT_API_URL", None)
-    log(f"starting a local Prefect server on 127.0.0.1:{port} (first start takes ~20 s; log: {log_path})")
-    with open(log_path, "ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-            start_new_session=True)
-    _pid_file().write_text(json.dumps({"pid": proc.pid, "identity": process_identity(proc.pid)}))
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if healthy(api_url, timeout=1.0):
-            return ManagedServer(api_url, proc.pid, started=True)
-        if proc.poll() is not None:
-            tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
-            raise RagmemError(f"the local Prefect server exited with code {proc.returncode}: {tail[0]} "
-                              f"(see {log_path}; is port {port} taken? set RAGMEM_PREFECT_PORT)")
-        time.sleep(0.5)
-    proc.terminate()
-    raise RagmemError(f"the local Prefect server did not answer within {START_TIMEOUT_S:.0f} s (see {log_path})")
-
-
-def stop_managed_server() -> bool:
-    """Stop the server this project started; False when none was running. The pid file is checked
-    against the process it names (its start time) before any signal: a stale file is removed and
-    nothing is signalled."""
-    pid = _server_pid()
-    if pid is None:
-        return False
-    _pid_file().unlink(missing_ok=True)
-    try:
-        os.killpg(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return False
-    for _ in range(50):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.1)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGKILL)
-    return True
-
-
-def resolve_api_url(log=print) -> str:
-    """The API URL a flow run should report to (see the module docstring)."""
-    return configured_api_url() or ensure_managed_server(log=log).api_url
 
 
 class _DropUserErrors(logging.Filter):
@@ -312,7 +126,7 @@ def prefect_context(api_url: str, quiet: bool = True) -> Iterator[None]:
     # Prefect's run loggers create their records on these loggers, so a logger-level filter sees
     # them whether or not Prefect has attached its handlers yet.
     loggers = [logging.getLogger(n) for n in ("prefect.flow_runs", "prefect.task_runs", "prefect.flow_engine",
-                                              "prefect.task_engine")]
+                                              "prefect.task_engine", "prefect.engine")]
     with temporary_settings(updates=updates):
         previous = [lg.level for lg in loggers]
         for logger in loggers:

@@ -49,8 +49,12 @@ def latency_histogram_figure(table: pd.DataFrame) -> Figure:
     return fig
 
 
-def metric_by_setting_figure(table: pd.DataFrame, metric: str, keys: list[str]) -> Figure:
-    """One panel per swept key: the metric of every child (dots) and its mean per value (line)."""
+CHOSEN = {"marker": "*", "s": 220, "color": "#f2a900", "edgecolors": "black", "linewidths": 0.6, "zorder": 4}
+
+
+def metric_by_setting_figure(table: pd.DataFrame, metric: str, keys: list[str], chosen: str | None = None) -> Figure:
+    """One panel per swept key: the metric of every child (dots) and its mean per value (line); the
+    child of run id ``chosen`` (the sweep's choice) is a star."""
     fig, axes = _subplots(4.2 * len(keys), 3.4, ncols=len(keys))
     for ax, key in zip(axes, keys):
         values = list(dict.fromkeys(table[key].tolist()))
@@ -59,6 +63,9 @@ def metric_by_setting_figure(table: pd.DataFrame, metric: str, keys: list[str]) 
         ax.scatter(x, table[metric], alpha=0.6, color="#4c72b0")
         means = table.groupby(table[key].map(positions))[metric].mean()
         ax.plot(means.index, means.values, color="#c44e52", marker="o", label="mean")
+        picked = table["run_id"] == chosen if chosen and "run_id" in table else None
+        if picked is not None and picked.any():
+            ax.scatter(x[picked], table.loc[picked, metric], label="chosen", **CHOSEN)
         ax.set_xticks(range(len(values)), [str(v) for v in values])
         ax.set_xlabel(key)
         ax.set_ylabel(metric)
@@ -69,10 +76,11 @@ def metric_by_setting_figure(table: pd.DataFrame, metric: str, keys: list[str]) 
 
 
 def pareto_figure(latency: list[float], quality: list[float], labels: list[str], front: list[int],
-                  quality_name: str, latency_name: str, latency_ci=None, quality_ci=None, tied=None) -> Figure:
+                  quality_name: str, latency_name: str, latency_ci=None, quality_ci=None, tied=None,
+                  chosen: int | None = None) -> Figure:
     """Quality against mean latency (ms), each point with its 95% intervals as bars (so a difference
     within the bars reads as noise); the Pareto front (no child faster and better) is joined and
-    ringed; the configurations tied for best are filled green."""
+    ringed; the configurations tied for best are filled green; the chosen one (index ``chosen``) is a star."""
     fig, (ax,) = _subplots(6.4, 4.4)
     latency = [v * 1000 for v in latency]
     n = len(latency)
@@ -89,6 +97,8 @@ def pareto_figure(latency: list[float], quality: list[float], labels: list[str],
     ax.scatter(latency, quality, color=colors, alpha=0.8, zorder=2)
     if tied and any(tied):
         ax.scatter([], [], color="#2e9d4b", label="tied for best (paired test)")
+    if chosen is not None:
+        ax.scatter([latency[chosen]], [quality[chosen]], label=f"chosen: {labels[chosen]}", **CHOSEN)
     pts = sorted((latency[i], quality[i]) for i in front)
     ax.plot([p[0] for p in pts], [p[1] for p in pts], color="#c44e52", marker="o", mfc="none", ms=11,
             label="Pareto front")

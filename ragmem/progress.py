@@ -47,8 +47,8 @@ def _seconds(s: float) -> str:
 class Stage:
     """One stage's counts (thread-safe)."""
 
-    def __init__(self, name: str, total: int | None):
-        self.name, self.total = name, total
+    def __init__(self, name: str, total: int | None, unit: str = ""):
+        self.name, self.total, self.unit = name, total, unit
         self.done = self.failed = 0
         self.started = time.monotonic()
         self.logged = self.last = self.started
@@ -67,6 +67,7 @@ class Stage:
         failed = f", {self.failed} failed" if self.failed else ""
         if closing:
             count = f"{self.done}/{self.total}" if self.total else f"{self.done} done" if self.done else "done"
+            count += f" {self.unit}" if self.unit and self.total else ""
             return f"{self.name}: {count} in {_seconds(elapsed)}{failed}"
         if not self.total:
             return f"{self.name}: running for {_seconds(elapsed)}{f', {self.done} done' if self.done else ''}{failed}"
@@ -75,6 +76,8 @@ class Stage:
             eta = f", none finished for {_seconds(idle)}"
         else:
             eta = f", ETA {_seconds((self.total - self.done) / rate)}" if rate > 0 and self.done < self.total else ""
+        if self.unit:  # slow items (configurations): the rate says less than the ETA
+            return f"{self.name}: {self.done}/{self.total} {self.unit} ({100 * self.done / self.total:.0f}%){eta}{failed}"
         return (f"{self.name}: {self.done}/{self.total} ({100 * self.done / self.total:.0f}%), "
                 f"{rate:.1f}/s{eta}{failed}")
 
@@ -145,12 +148,33 @@ class _Watcher:
 _WATCHER = _Watcher()
 
 
+_FOLDS: list[Stage] = []  # the stages every other stage is folded into (a sweep's overall progress)
+
+
 @contextlib.contextmanager
-def stage(name: str, total: int | None = None) -> Iterator[Stage]:
-    """A stage for the block: ``with stage("judge", 300) as s: ... s.advance(1, failed=0)``."""
+def fold(into: Stage) -> Iterator[None]:
+    """For the block, every stage opened elsewhere (the sweep's children: agent, judge, metrics,
+    logging) is counted but not shown: ``into`` alone shows the progress (one bar on a terminal, its
+    lines in a log), and :func:`folded` tells the callers that would log a line of their own."""
+    _FOLDS.append(into)
+    try:
+        yield
+    finally:
+        _FOLDS.remove(into)
+
+
+def folded() -> bool:
+    """A fold is open (:func:`fold`): a child's own lines would repeat for every child."""
+    return bool(_FOLDS)
+
+
+@contextlib.contextmanager
+def stage(name: str, total: int | None = None, unit: str = "") -> Iterator[Stage]:
+    """A stage for the block: ``with stage("judge", 300) as s: ... s.advance(1, failed=0)``;
+    ``unit`` names the items in its lines (``sweep: 3/18 configurations (17%), ETA 40 s``)."""
     mode = _mode()
-    current = Stage(name, total)
-    if mode == "off":
+    current = Stage(name, total, unit)
+    if mode == "off" or _FOLDS:
         yield current
         return
     _WATCHER.open(current, mode)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ragmem.errors import DataError, failure_message
+from ragmem.home import ragmem_home
 
 FORMATS = ("json", "jsonl", "csv", "parquet")
 _SUFFIX_FORMAT = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv",
@@ -32,6 +33,16 @@ def detect_format(path: Path, format: str = "auto") -> str:
     return fmt
 
 
+def fetch_hint(path: Path) -> str:
+    """For a missing file of a published dataset's folder in the home's cache (``fetched:NAME/...``
+    in a config): the command that fetches it."""
+    try:
+        name = Path(path).resolve().relative_to(ragmem_home() / "data").parts[0]
+    except (ValueError, IndexError, OSError, RuntimeError):  # (RuntimeError: a symlink loop)
+        return ""
+    return f"; {name} is not fetched yet: run ragmem data fetch {name}"
+
+
 def check_path(path: Path) -> None:
     """A data file that can be read: not missing, not a folder, not a device; a symlink loop or a
     permission problem named as such (:class:`DataError`)."""
@@ -40,7 +51,8 @@ def check_path(path: Path) -> None:
         if path.is_dir():
             raise DataError(file, "is a folder; name a data file (.json, .jsonl, .csv or .parquet)")
         if not path.exists():
-            raise DataError(file, "file not found" if not path.is_symlink() else "a symlink to nothing (or a loop)")
+            raise DataError(file, ("file not found" if not path.is_symlink() else "a symlink to nothing (or a loop)")
+                            + fetch_hint(path))
         if not path.is_file():
             raise DataError(file, "is not a regular file (a device, a pipe or a socket); name a data file")
         with open(path, "rb"):

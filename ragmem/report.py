@@ -90,7 +90,9 @@ RELIABILITY_SHOWN = ("judge_label_kappa", "judge_label_agreement", "judge_sensit
 RELIABILITY_ALL = RELIABILITY_SHOWN + ("accuracy", "recall")
 
 
-def print_summary(summary: dict[str, Any], show_all: bool = False) -> None:
+def print_summary(summary: dict[str, Any], show_all: bool = False, stored: bool = True) -> None:
+    """The summary's table and lines; the last names the run, its store and its report (``stored=False``
+    leaves it to the caller, for :func:`print_stored` to print last)."""
     table = Table(title=f"{summary['experiment']}: {plural(summary['n_examples'], 'example')}, "
                         f"{plural(summary['n_errors'], 'error')}", title_justify="left")
     table.add_column("metric")
@@ -137,10 +139,24 @@ def print_summary(summary: dict[str, Any], show_all: bool = False) -> None:
         say("counts: " + ", ".join(f"{k}={v}" for k, v in counts.items()))
     for note in summary.get("notes", []):
         say(f"note: {note}")
+    if stored:
+        print_stored(summary)
+
+
+def print_stored_parent(result: dict[str, Any]) -> None:
+    """A sweep's or a benchmark's last line: its parent run, where it is stored, how to compare its children."""
+    if result.get("parent_run_id"):
+        where = f"; stored in {result['tracking_uri']}" if result.get("tracking_uri") else ""
+        say(f"MLflow parent run {result['parent_run_id']} in experiment '{result['experiment']}'{where}; "
+            f"compare: ragmem compare --experiment {result['experiment']} (browse: ragmem ui)")
+
+
+def print_stored(summary: dict[str, Any]) -> None:
+    """The run, where it is stored and the command of its report (nothing for an untracked run)."""
     if summary.get("run_id"):
-        stored = f", stored in {summary['tracking_uri']}" if summary.get("tracking_uri") else ""
-        say(f"MLflow run {summary['run_id']} in experiment '{summary['experiment']}'{stored} "
-            f"(open with: ragmem ui; report: ragmem report {summary['run_id'][:8]})")
+        where = f"; stored in {summary['tracking_uri']}" if summary.get("tracking_uri") else ""
+        say(f"MLflow run {summary['run_id']} in experiment '{summary['experiment']}'{where}; "
+            f"report: ragmem report {summary['run_id'][:8]} (browse: ragmem ui)")
 
 
 def _column(view: Table, header: str, numeric: bool = True, **kwargs: Any) -> None:

@@ -10,26 +10,22 @@ from __future__ import annotations
 
 import copy
 import os
-from pathlib import Path
 from typing import Any, Callable
 
 from ragmem import masking
 from ragmem.config import RunConfig
 from ragmem.errors import ConfigError
-from ragmem.journal import ragmem_home
-from ragmem.orchestration import QUIET_ENV, prefect_context
+from ragmem.home import ragmem_home
+from ragmem.orchestration import prefect_context
+from ragmem.prefect_server import QUIET_ENV
 
 
 def absolute_paths(config: dict[str, Any]) -> dict[str, Any]:
     """The config with the tracking store, artifact root and data paths as absolute paths."""
     config = copy.deepcopy(config)
-    uri = RunConfig.from_dict(config).tracking_uri
-    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
-        uri = "sqlite:///" + str(Path(uri[len("sqlite:///"):]).resolve())
-    config["tracking"]["uri"] = uri
-    root = config["tracking"]["artifact_root"]
-    if "://" not in str(root):
-        config["tracking"]["artifact_root"] = str(Path(root).resolve())
+    cfg = RunConfig.from_dict(config)
+    config["tracking"]["uri"] = cfg.tracking_uri  # the home's store, whatever the worker's directory
+    config["tracking"]["artifact_root"] = cfg.artifact_root
     for item in config["data"]["files"]:
         if isinstance(item, dict):
             item["path"] = os.path.abspath(item["path"])

@@ -19,14 +19,13 @@ from typing import Annotated, Any, ClassVar, Literal, Optional, Union
 from annotated_types import Ge, Gt, Le, Lt
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
 
+from ragmem.home import DEFAULT_ARTIFACT_ROOT
 from ragmem.loaders import parse_label
 from ragmem.readers import check_encoding
 from ragmem.metrics._division import parse_zero_division
 from ragmem.metrics.names import DEFAULT_METRICS, RELEVANCE_MODES, expand_selection
 from ragmem.metrics.options import GenerationOptions, RagOptions
 
-DEFAULT_TRACKING_URI = "sqlite:///mlruns/mlflow.db"
-DEFAULT_ARTIFACT_ROOT = "mlruns/artifacts"
 
 Count = Annotated[int, Ge(0)]          # 0, 1, 2, ...
 Positive = Annotated[int, Ge(1)]       # 1, 2, ...

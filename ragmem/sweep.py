@@ -19,6 +19,7 @@ import copy
 import itertools
 import math
 import random
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +29,7 @@ from ragmem.compare import paired_rows
 from ragmem.config import RunConfig, as_section, assign
 from ragmem.errors import ConfigError
 from ragmem.metrics.generation import scorer_for
+from ragmem.pipeline import store_location
 from ragmem.settings import SweepSettings
 
 
@@ -91,6 +93,56 @@ def point_configs(base: dict[str, Any], spec: SweepSpec, seed: int) -> list[tupl
 
 def child_name(point: dict[str, Any]) -> str:
     return ",".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in point.items())
+
+
+class Announced:
+    """A sweep child's function that says when the child is done: the sweep's stage (``overall``,
+    into which the children's own stages are folded, :func:`ragmem.progress.fold`) advances and one
+    line names the child with its objective and interval, as it finishes, not at the sweep's end."""
+
+    def __init__(self, fn, overall, names: dict, metric: str, log):
+        self.fn, self.overall, self.names, self.metric, self.log = fn, overall, names, metric, log
+        self.announced: set = set()
+        self._lock = threading.Lock()
+
+    def __reduce__(self):  # to another process (a Dask worker): the plain function; the parent settles
+        return (_plain, (self.fn,))
+
+    @staticmethod
+    def key(cfg, run_id: str | None):
+        """A child's key: its run id, or (untracked) its config object."""
+        return run_id or id(cfg)
+
+    def __call__(self, cfg, run_id, *args: Any) -> Any:
+        try:
+            result = self.fn(cfg, run_id, *args)
+        except Exception as exc:
+            self.settle(cfg, run_id, exc)
+            raise
+        self.settle(cfg, run_id, result)
+        return result
+
+    def settle(self, cfg, run_id: str | None, outcome: Any) -> None:
+        """Announce the child (``cfg``, ``run_id``) with its outcome (a result, or the exception), once."""
+        key = self.key(cfg, run_id)
+        with self._lock:
+            if key in self.announced:
+                return
+            self.announced.add(key)
+            if isinstance(outcome, BaseException):
+                shown, failed = f"FAILED ({type(outcome).__name__})", 1
+            else:
+                value, ci = outcome["metrics"].get(self.metric), outcome.get("ci", {}).get(self.metric)
+                shown = f"{self.metric}=n/a" if value is None else f"{self.metric}={value:.4f}"
+                shown += f" [{ci[0]:.4f}, {ci[1]:.4f}]" if ci and None not in ci else ""
+                failed = 0
+            self.overall.advance(1, failed=failed)
+            self.log("sweep: %d/%d configurations: %s -> %s", self.overall.done, self.overall.total,
+                     self.names.get(key, "?"), shown)
+
+
+def _plain(fn):
+    return fn
 
 
 def feasible(metrics: dict[str, float | None], spec: SweepSpec) -> bool:
@@ -206,7 +258,8 @@ def parent_record(children: list[dict[str, Any]], best: dict[str, Any] | None, s
         top_k = max(cfg.ks)
         metrics = [m for m in dict.fromkeys([spec.metric, "reference_coverage", f"hit_rate_at_{top_k}",
                                              f"mrr_at_{top_k}", "avg_latency"]) if m in done]
-    figures = {f"plots/{metric}_by_setting.png": plots.metric_by_setting_figure(done, metric, spec.keys)
+    chosen = best.get("run_id") if best else None  # marked in every plot
+    figures = {f"plots/{metric}_by_setting.png": plots.metric_by_setting_figure(done, metric, spec.keys, chosen)
                for metric in metrics if metric in done and done[metric].notna().any()}
     if "avg_latency" in done and done["avg_latency"].notna().all() and spec.metric in done and len(done):
         ok = [c for c in children if c.get("status") == "FINISHED" and c["metrics"].get(spec.metric) is not None]
@@ -216,7 +269,8 @@ def parent_record(children: list[dict[str, Any]], best: dict[str, Any] | None, s
         figures["plots/quality_vs_latency.png"] = plots.pareto_figure(
             lat, quality, labels, pareto_front(list(zip(lat, quality))), spec.metric, "avg_latency",
             [c.get("ci", {}).get("avg_latency") for c in ok], [c.get("ci", {}).get(spec.metric) for c in ok],
-            [bool(c.get("tied_for_best")) for c in ok])
+            [bool(c.get("tied_for_best")) for c in ok],
+            next((i for i, c in enumerate(ok) if chosen and c["run_id"] == chosen), None))
     metrics_out: dict[str, float | None] = {"n_children": float(len(children)),
                                             "index_builds": float(summary["index_builds"]),
                                             "n_children_failed": float((table["status"] != "FINISHED").sum())}
@@ -234,6 +288,7 @@ def summary(parent_id: str | None, cfg, spec: SweepSpec, children: list[dict[str
             index_builds: int, base: dict[str, Any]) -> dict[str, Any]:
     """The sweep's summary (``sweep.json``): the objective, every child, the best and its whole config."""
     return {"parent_run_id": parent_id, "experiment": cfg.experiment,
+            "tracking_uri": store_location(cfg.tracking_uri) if parent_id else None,
             "objective": {"metric": spec.metric, "goal": spec.goal, "constraints": list(spec.constraints),
                           "tie_break": list(spec.tie_break)},
             "tied_for_best": [c["run_id"] for c in children if c.get("tied_for_best")],

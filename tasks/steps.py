@@ -174,16 +174,21 @@ class PrefectSteps(engine.Steps):
     def children(self, fn, items, max_parallel):
         futures = [child.submit(fn, Payload(item), i) for i, item in enumerate(items)]
         outcomes = []
-        for future in futures:
+        for future, item in zip(futures, items):
             try:
                 future.wait()
             except BaseException:  # interrupted: the children on the runner's threads wind down
                 interrupts.STOP.set()
                 raise
             try:
-                outcomes.append(("ok", future.result()))
+                outcome = future.result()
+                outcomes.append(("ok", outcome))
             except Exception as exc:  # the child's own exception, recorded as its reason
+                outcome = exc
                 outcomes.append(("failed", engine.failure_message(exc)))
+            settle = getattr(fn, "settle", None)  # ran on another process (Dask): announced here, once
+            if settle is not None:
+                settle(item[0], item[1], outcome)
         return outcomes
 
     def load_conversations(self, path, conversations=None):

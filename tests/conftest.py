@@ -83,6 +83,51 @@ def seed_dir() -> Path:
     return SEED
 
 
+@contextlib.contextmanager
+def file_server(root: Path, broken: dict[str, bytes] | None = None):
+    """A 127.0.0.1 HTTP server of the files under ``root`` (``broken``: paths served with other
+    bytes); yields ``(base_url, requested paths)``."""
+    import functools
+    import http.server
+    import threading
+
+    requested: list[str] = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            requested.append(self.path)
+            if broken and self.path in broken:
+                body = broken[self.path]
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
+            super().do_GET()
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(root)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", requested
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def fetch_shared(name: str, env: dict[str, str]) -> None:
+    """``ragmem data fetch NAME`` from a local server of the workplace's shared copy (skips without it)."""
+    folder = {"locomo": SHARED / "locomo", "seed-samples": SEED}[name]
+    if not folder.is_dir():
+        pytest.skip(f"{folder} not found (the workplace's shared/data folder is absent)")
+    with file_server(folder) as (url, _):
+        done = run_cli(["data", "fetch", name, "--mirror", url], env=env)
+    assert done.returncode == 0, done.stderr
+
+
 def start_managed_server(home: Path, **extra: str) -> dict[str, str]:
     """Start ragmem's managed Prefect server on a free 127.0.0.1 port with ``home`` as RAGMEM_HOME,
     the way the CLI starts it; returns the environment a CLI subprocess needs to use it."""

@@ -1,16 +1,19 @@
 """The ``ragmem`` command end to end: Prefect flow on a local server, MLflow store read back."""
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 from mlflow import MlflowClient
 
-from tests.conftest import ROOT, api_post, free_port, run_cli, wait_until
+from tests.conftest import ROOT, api_post, fetch_shared, free_port, run_cli, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -32,6 +35,7 @@ def _task_run_names(api_url, flow_run_id, expected, timeout=180.0):
 
 
 def test_run_on_the_two_seed_files(prefect_env, seed_dir, tmp_path):
+    fetch_shared("seed-samples", prefect_env)  # as `ragmem data fetch seed-samples` does from GitHub
     done = run_cli(["run", str(ROOT / "configs" / "seed_samples.yaml"), "--output", "out/summary.json"],
                    env=prefect_env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -142,10 +146,23 @@ def test_validate(tmp_path):
     assert "2 records, 2 invalid, 3 problems" in done.stderr
 
 
-def test_ui_serves_the_store_on_localhost(tmp_path):
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
+def test_ui_serves_the_store_on_localhost_in_one_process(tmp_path, sig):
     port = free_port()
-    ui = subprocess.Popen([sys.executable, "-m", "ragmem.cli", "ui", "--port", str(port)], cwd=tmp_path,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    ui = subprocess.Popen([str(Path(sys.executable).parent / "ragmem"), "ui", "--port", str(port)], cwd=tmp_path,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          env={k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"})
     def healthy():
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as reply:
@@ -158,11 +175,22 @@ def test_ui_serves_the_store_on_localhost(tmp_path):
         experiments = api_post(f"http://127.0.0.1:{port}/api/2.0/mlflow", "/experiments/search", {"max_results": 5})
         assert [e["name"] for e in experiments["experiments"]] == ["Default"]
         assert (tmp_path / "mlruns" / "mlflow.db").is_file()
-    finally:
-        ui.terminate()
+        assert _children(ui.pid) == []  # one process: no supervisor, no job runner
+        status = Path(f"/proc/{ui.pid}/status").read_text()
+        peak_mb = int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1]) / 1024
+        assert peak_mb < 500, f"peak {peak_mb:.0f} MB"
+        ui.send_signal(sig)
+        sent = time.monotonic()
         output = ui.communicate(timeout=30)[0]
-    # quiet: our line and MLflow's security notice; no deprecation warning, no INFO line
-    assert "Warning" not in output and " INFO" not in output and "Registry store URI" not in output, output
+        took = time.monotonic() - sent
+    finally:
+        if ui.poll() is None:
+            ui.kill()
+            ui.wait()
+    assert took < 3, f"{took:.1f} s to exit after {sig.name}"
+    assert ui.returncode == 0 and output.strip().splitlines()[-1] == "MLflow UI stopped", output
+    # quiet: our lines and MLflow's security notice; no deprecation warning, no INFO line, no traceback
+    assert "Warning" not in output and " INFO" not in output and "Traceback" not in output, output
 
 
 def test_run_and_the_api_log_the_same_run(prefect_env, tmp_path, monkeypatch):

@@ -199,5 +199,5 @@ def test_the_last_line_names_the_store_and_the_report(screen):
                           "metrics": {"pass_rate": 1.0}, "ci": {}, "params": {}, "counts": {}, "notes": [],
                           "tracking_uri": "sqlite:////home/me/project/mlruns/mlflow.db"})
     last = console.export_text().strip().splitlines()[-1]
-    assert last == ("MLflow run 854e621a000000000000000000000000 in experiment 'demo', stored in "
-                    "sqlite:////home/me/project/mlruns/mlflow.db (open with: ragmem ui; report: ragmem report 854e621a)")
+    assert last == ("MLflow run 854e621a000000000000000000000000 in experiment 'demo'; stored in "
+                    "sqlite:////home/me/project/mlruns/mlflow.db; report: ragmem report 854e621a (browse: ragmem ui)")

@@ -36,6 +36,11 @@ def test_a_sweeps_children_run_on_dask(prefect_env, tmp_path):
     assert threads.returncode == 0, threads.stderr
     dask = run_cli(["sweep", config, *grid, *DASK, "--output", "dask.json"], env=prefect_env, cwd=tmp_path)
     assert dask.returncode == 0, dask.stderr
+    for out in (threads, dask):  # each child announced once, on a Dask worker too
+        announced = sorted(line.split(": ", 2)[-1].split(" ->")[0] for line in out.stderr.splitlines()
+                           if " configurations: " in line)
+        assert announced == ["threshold=0.5", "threshold=0.7"], out.stderr
+        assert out.stdout.strip().splitlines()[-1].startswith("MLflow parent run ")
     a, b = (json.loads((tmp_path / name).read_text()) for name in ("threads.json", "dask.json"))
     assert [c["status"] for c in b["children"]] == ["FINISHED", "FINISHED"]
     assert [c["metrics"] for c in a["children"]] == [c["metrics"] for c in b["children"]]
@@ -94,7 +99,7 @@ def test_ctrl_c_ends_a_dask_run_with_ragmems_line_only(prefect_env, tmp_path):
     out = log.read_text(encoding="utf-8")
     assert proc.returncode == 130, out
     assert "Traceback" not in out and "distributed." not in out and "KeyboardInterrupt" not in out, out
-    assert out.strip().splitlines()[-1].startswith("interrupted: 6000 of 6000 examples done; resume with: ")
+    assert out.strip().splitlines()[-1].startswith("interrupted: 6000 of 6000 examples answered; resume with: ")
 
     def alive(pid: int) -> bool:
         try:

@@ -57,8 +57,8 @@ def test_the_cli_names_a_corrupted_store_and_starts_nothing(tmp_path, ragmem_mai
 
     proc = ragmem_main(["run", str(ROOT / "configs" / "default.yaml"), "--data", str(ROOT / DATA)], cwd=tmp_path)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
-    assert proc.stderr.startswith("error: the default tracking store sqlite:///mlruns/mlflow.db: mlruns/mlflow.db is "
-                                  "not a SQLite database")
+    db = tmp_path.resolve() / "mlruns" / "mlflow.db"  # the home's store, named in full
+    assert proc.stderr.startswith(f"error: the default tracking store sqlite:///{db}: {db} is not a SQLite database")
     assert not (tmp_path / ".ragmem" / "prefect").exists()  # no Prefect server was started
 
 

@@ -80,7 +80,7 @@ def test_an_interrupted_run_resumes_without_paying_twice(prefect_env, tmp_path, 
         assert proc.returncode == 130, err
         assert "Traceback" not in err and "Crash detected" not in err
         last = err.strip().splitlines()[-1]
-        assert last.startswith(f"interrupted: {journaled} of {N} examples done; resume with: ragmem run ")
+        assert last.startswith(f"interrupted: {journaled} of {N} examples answered; resume with: ragmem run ")
         assert last.endswith(f"--resume {run_id}")
         assert run.info.status == "KILLED"
         assert journaled >= 100
@@ -361,7 +361,7 @@ def test_an_interrupted_sweep_resumes_only_its_unfinished_children(tmp_path, sha
     with pytest.raises(KeyboardInterrupt) as caught:
         engine.sweep(config)
     parent, finished, total, unit = caught.value.ragmem_progress
-    assert (finished, total, unit) == (1, 3, "configurations")
+    assert (finished, total, unit) == (1, 3, "configurations done")
     client = MlflowClient(shared_store["uri"])
     statuses = lambda: sorted(r.info.status for r in client.search_runs(  # noqa: E731
         [client.get_experiment_by_name("sweep-resume").experiment_id],

@@ -12,16 +12,16 @@ import pytest
 from tests import importgraph
 from tests.conftest import ROOT
 
-SHELL = {"cli.py", "cli_common.py", "cli_services.py", "scheduling.py", "orchestration.py"}  # the command line and Prefect server management
+SHELL = {"cli.py", "cli_common.py", "cli_services.py", "scheduling.py", "orchestration.py", "prefect_server.py", "entry.py"}  # the command line and Prefect server management
 
 #: Every module's layer, from the bottom. A module imports only modules of its own layer or below.
 LAYERS: dict[str, tuple[str, ...]] = {
     # what knows nothing of evaluation: errors, text, file readers, the row schema, process plumbing
-    "base": ("version", "processes", "errors", "imports", "interrupts", "masking", "schema", "progress", "prompts", "parallel", "plots",
+    "base": ("version", "home", "processes", "errors", "imports", "interrupts", "masking", "schema", "progress", "prompts", "parallel", "plots",
              "readers", "text", "text.tokenizers", "text.keywords", "text.entities", "metrics.options",
              "metrics._division"),
     # data files: examples, LoCoMo conversations, a run's journal
-    "data": ("loaders", "locomo", "journal", "labels"),
+    "data": ("starter", "published", "loaders", "locomo", "journal", "labels"),
     # metric math: the names (a pandas-free leaf the schema reads), the families, the statistics
     "metrics": ("metrics.names", "metrics.kernels", "metrics.scorer", "metrics.base", "metrics.verdicts",
                 "metrics.classification", "metrics.coverage", "metrics.latency", "metrics.ranking",
@@ -36,7 +36,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
                 "reference.retrievers", "reference.memory", "reference.generator", "reference.agent", "reference",
                 "environment"),
     # everything that reads or writes MLflow, runs read back included
-    "tracking": ("tracking.store", "tracking.lifecycle", "tracking.files", "tracking.record", "tracking", "compare"),
+    "tracking": ("tracking.store", "tracking.ui", "tracking.lifecycle", "tracking.files", "tracking.record", "tracking", "compare"),
     # the engine: the steps of a run, sweeps, memory benchmarks, gates, resume, reports, dry runs, and
     # the one preparation of a run's config, data and environment
     "engine": ("report_html", "pipeline", "memory_bench", "gates", "resume", "sweep", "dryrun", "prepare", "steps",
@@ -44,7 +44,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     # the Python API
     "api": ("api", "testing", "report"),
     # the shell: the command line, Prefect (flows, tasks, the server, schedules), the package's face
-    "shell": ("orchestration", "scheduling", "exits", "cli_common", "cli_services", "cli", "flows", "flows.runners",
+    "shell": ("entry", "prefect_server", "orchestration", "scheduling", "exits", "cli_common", "cli_services", "cli", "flows", "flows.runners",
               "flows.evaluate", "flows.sweep", "flows.bench_memory", "tasks", "tasks.steps", ""),
 }
 _ORDER = list(LAYERS)

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from ragmem import orchestration
+from ragmem import prefect_server
 from tests.conftest import run_cli
 
 
@@ -26,11 +26,11 @@ def test_a_stale_pid_file_is_removed_and_its_number_never_signalled(tmp_path, mo
     try:
         # the recorded server is gone and its number now belongs to another process
         pid_file.write_text(json.dumps({"pid": bystander.pid, "identity": "12345"}))
-        assert orchestration.stop_managed_server() is False
+        assert prefect_server.stop_managed_server() is False
         assert bystander.poll() is None and not pid_file.exists()
         # an old pid file (a bare number) is trusted only for a process that is a Prefect server
         pid_file.write_text(str(bystander.pid))
-        assert orchestration.stop_managed_server() is False
+        assert prefect_server.stop_managed_server() is False
         assert bystander.poll() is None and not pid_file.exists()
         # through the command: one line, exit 0, the bystander untouched
         pid_file.write_text(json.dumps({"pid": bystander.pid, "identity": "1"}))
@@ -48,13 +48,13 @@ def test_the_identity_of_a_process_is_its_start_time():
     for _ in range(20):
         bystander = _bystander()
         try:
-            first = orchestration.process_identity(bystander.pid)
-            assert first and orchestration.process_identity(bystander.pid) == first
+            first = prefect_server.process_identity(bystander.pid)
+            assert first and prefect_server.process_identity(bystander.pid) == first
         finally:
             bystander.kill()
             bystander.wait()
-        assert orchestration.process_identity(bystander.pid) is None
-    assert sys.executable in orchestration.process_command(os.getpid())  # a command line is readable
+        assert prefect_server.process_identity(bystander.pid) is None
+    assert sys.executable in prefect_server.process_command(os.getpid())  # a command line is readable
 
 
 @pytest.mark.e2e

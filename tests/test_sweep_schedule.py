@@ -176,10 +176,9 @@ def test_paired_compare_top_k_1_vs_5(prefect_env, tmp_path, ragmem_main):
 
 
 def test_bench_memory_two_conversations_with_baselines(prefect_env, tmp_path):
-    from tests.conftest import SHARED
+    from tests.conftest import fetch_shared
 
-    if not (SHARED / "locomo" / "locomo10.zip").is_file():
-        pytest.skip(f"LoCoMo data not found under {SHARED} (the workplace's shared/data folder is absent)")
+    fetch_shared("locomo", prefect_env)  # as `ragmem data fetch locomo` does from GitHub
     done = run_cli(["bench-memory", str(ROOT / "configs" / "locomo.yaml"), "--limit-conversations", "2",
                     "--output", "bench.json"], env=prefect_env, cwd=tmp_path, timeout=600)
     assert done.returncode == 0, done.stderr  # its speed is measured by benchmarks/, not asserted here

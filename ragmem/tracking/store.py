@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterator
 
 import pandas as pd
 
+from ragmem import home
 from ragmem.environment import DATABASE_SCHEMES, tracking_scheme
 from ragmem.errors import ConfigError
 from ragmem.imports import lean_import
@@ -152,14 +153,14 @@ def _git_tags(cwd: str) -> dict[str, str]:
 class Tracker:
     """A thin, explicit-run-id wrapper over ``MlflowClient``."""
 
-    def __init__(self, uri: str, artifact_root: str = "mlruns/artifacts"):
+    def __init__(self, uri: str, artifact_root: str | None = None):
         MlflowClient = lean_import("mlflow").MlflowClient
         if tracking_scheme(uri) in DATABASE_SCHEMES:
             lean_import("mlflow.store.tracking.sqlalchemy_store")  # the client's store for a database URI
 
         prepare_local_store(uri)
         self.uri = uri
-        self.artifact_root = artifact_root
+        self.artifact_root = home.artifact_root(artifact_root)
         self.client = MlflowClient(tracking_uri=uri)
 
     def experiment_id(self, name: str) -> str:
@@ -169,7 +170,7 @@ class Tracker:
                 self.client.restore_experiment(found.experiment_id)
             return found.experiment_id
         if not re.match(r"^[a-z][a-z0-9+.-]*://", self.artifact_root):
-            location = (Path(self.artifact_root).resolve() / _slug(name)).as_uri()
+            location = (Path(self.artifact_root) / _slug(name)).as_uri()
         else:
             location = f"{self.artifact_root.rstrip('/')}/{_slug(name)}"
         try:

@@ -1,0 +1,161 @@
+"""One home per project: found upward as git finds ``.git``; the store, the journals and the managed
+Prefect server (with its own port) belong to it; ``ragmem init`` makes one."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ragmem import home, prefect_server, starter
+from ragmem.errors import RagmemError
+from ragmem.loaders import DataFile, load_dataset
+from tests.conftest import free_port, run_cli, wait_until
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    monkeypatch.delenv("RAGMEM_HOME", raising=False)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    (tmp_path / "proj" / "sub" / "deeper").mkdir(parents=True)
+    return tmp_path / "proj"
+
+
+def test_the_home_is_the_nearest_folder_upward_with_a_marker_or_a_store(project, monkeypatch):
+    deeper = project / "sub" / "deeper"
+    monkeypatch.chdir(deeper)
+    assert home.project_root() == deeper.resolve()  # nothing above: the working directory
+    (project / "mlruns").mkdir()
+    assert home.project_root() == project.resolve()  # an existing store
+    (project / "sub" / home.MARKER).write_text("format = 1\n")
+    assert home.project_root() == (project / "sub").resolve()  # the nearest wins
+    (project / "mlruns" / "x").mkdir()  # a file named mlruns is no store
+    (deeper / "mlruns").write_text("not a folder")
+    assert home.project_root() == (project / "sub").resolve()
+    assert home.ragmem_home() == (project / "sub" / ".ragmem").resolve()
+    monkeypatch.setenv("RAGMEM_HOME", str(project / "elsewhere"))
+    assert home.ragmem_home() == (project / "elsewhere").resolve()
+
+
+def test_a_relative_sqlite_store_and_artifact_root_are_read_against_the_home(project, monkeypatch):
+    (project / home.MARKER).write_text("format = 1\n")
+    monkeypatch.chdir(project / "sub")
+    root = project.resolve()
+    assert home.tracking_uri() == f"sqlite:///{root}/mlruns/mlflow.db"
+    assert home.tracking_uri("sqlite:///db/x.db?timeout=5") == f"sqlite:///{root}/db/x.db?timeout=5"
+    assert home.tracking_uri("sqlite:////abs/x.db") == "sqlite:////abs/x.db"  # absolute: as it is
+    assert home.tracking_uri("http://127.0.0.1:5000") == "http://127.0.0.1:5000"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///other.db")
+    assert home.tracking_uri() == f"sqlite:///{root}/other.db"
+    assert home.artifact_root() == str(root / "mlruns" / "artifacts")
+    assert home.artifact_root("s3://bucket/x") == "s3://bucket/x"
+
+
+def test_init_writes_a_home_that_validates_and_never_overwrites(project, ragmem_main):
+    target = project / "new"
+    ran = ragmem_main(["init", str(target)])
+    assert ran.returncode == 0, ran.stderr
+    assert sorted(p.relative_to(target).as_posix() for p in target.rglob("*") if p.is_file()) == [
+        "data/examples.jsonl", "ragmem.toml", "ragmem.yaml"]
+    assert f"next: cd {target.resolve()} && ragmem run ragmem.yaml" in ran.stderr + ran.stdout
+    examples = load_dataset([DataFile(target / "data" / "examples.jsonl")]).examples
+    assert len(examples) == 5 and sum(e.label == 0 for e in examples) == 1
+    assert all(e.relevant_context_ids and e.contexts and e.generated_answer for e in examples)
+    ran = ragmem_main(["validate", str(target / "data" / "examples.jsonl")])
+    assert ran.returncode == 0 and "5 records, all valid" in ran.stdout
+    (target / "ragmem.yaml").write_text("experiment: mine\n")
+    ran = ragmem_main(["init", str(target)])
+    assert ran.returncode == 2 and ran.stderr.count("\n") == 1
+    assert ran.stderr.startswith(f"error: {target.resolve() / 'ragmem.toml'}: already exists; nothing was written")
+    assert (target / "ragmem.yaml").read_text() == "experiment: mine\n"
+    assert ragmem_main(["init", str(target), "--force"]).returncode == 0
+    assert "experiment: new" in (target / "ragmem.yaml").read_text()
+
+
+def test_init_on_a_file_is_one_line(project):
+    (project / "afile").write_text("x")
+    with pytest.raises(RagmemError, match="afile: not a folder"):
+        starter.init_home(project / "afile")
+
+
+def test_a_relative_config_path_is_found_in_the_home_from_a_folder_below(project, monkeypatch, ragmem_main):
+    starter.init_home(project)
+    monkeypatch.chdir(project / "sub" / "deeper")
+    ran = ragmem_main(["run", "ragmem.yaml", "--dry-run"])
+    assert ran.returncode == 0, ran.stderr
+    assert "5 examples" in ran.stdout + ran.stderr
+    ran = ragmem_main(["run", "nothere.yaml", "--dry-run"])
+    assert ran.returncode == 2 and "nothere.yaml: config file not found" in ran.stderr
+
+
+def test_each_home_chooses_its_own_port_and_keeps_it(project, monkeypatch):
+    """Port choice with the machine's state simulated: which ports something listens on, whose
+    Prefect server answers where."""
+    monkeypatch.delenv("RAGMEM_PREFECT_PORT", raising=False)
+    monkeypatch.setenv("RAGMEM_HOME", str(project / ".ragmem"))
+    listening: dict[int, str | None] = {4200: str(project / "other" / ".ragmem")}  # port -> home of its server
+    monkeypatch.setattr(prefect_server, "_bindable", lambda port: port not in listening)
+    monkeypatch.setattr(prefect_server, "healthy", lambda url, timeout=2.0: int(url.split(":")[2].split("/")[0]) in listening)
+    monkeypatch.setattr(prefect_server, "server_owner",
+                        lambda port: {"pid": 1, "home": listening[port], "cwd": "/"} if listening.get(port) else None)
+    assert prefect_server.managed_port() == 4200  # nothing recorded yet
+    assert prefect_server.choose_port() == 4201  # 4200 is another home's
+    assert (project / ".ragmem" / "prefect-port").read_text() == "4201\n"
+    assert prefect_server.managed_port() == 4201
+    listening[4201] = str(project / ".ragmem")  # this home's server now answers there: kept
+    assert prefect_server.choose_port() == 4201
+    listening[4201] = str(project / "third" / ".ragmem")  # another home took it meanwhile
+    assert prefect_server.choose_port() == 4202
+    listening[4202] = None  # something that is not a ragmem server answers: not used
+    monkeypatch.setattr(prefect_server, "healthy", lambda url, timeout=2.0: False)
+    assert prefect_server.choose_port() == 4203
+    monkeypatch.setenv("RAGMEM_PREFECT_PORT", "4555")  # named by the user: as it is
+    assert prefect_server.choose_port() == 4555 and prefect_server.managed_port() == 4555
+
+
+@pytest.mark.e2e  # two real Prefect servers
+def test_two_homes_each_use_their_own_prefect_server(tmp_path):
+    """Home B finds home A's server on the port B recorded: B starts its own on another port, and
+    ``server status`` in each names its own."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RAGMEM_HOME", "RAGMEM_PREFECT_PORT", "PREFECT_API_URL")}
+    homes = [tmp_path / "a", tmp_path / "b"]
+    port = free_port()
+    try:
+        for folder in homes:
+            starter.init_home(folder)
+            (folder / ".ragmem").mkdir()
+            (folder / ".ragmem" / "prefect-port").write_text(f"{port}\n")  # both would take the same port
+            done = subprocess.run([sys.executable, "-m", "ragmem.cli", "server", "start"], cwd=folder, env=env,
+                                  capture_output=True, text=True, timeout=240)
+            assert done.returncode == 0, done.stderr
+        ports = [int((f / ".ragmem" / "prefect-port").read_text()) for f in homes]
+        assert ports[0] == port and ports[1] != port
+        for folder, own in zip(homes, ports):
+            wait_until(lambda: prefect_server.healthy(f"http://127.0.0.1:{own}/api"), f"the server of {folder}")
+            status = run_cli(["server", "status"], env={**env, "COLUMNS": "400"}, cwd=folder / "data")  # from below
+            assert status.returncode == 0, status.stderr
+            line = " ".join(status.stdout.split())
+            assert f"http://127.0.0.1:{own}/api: running" in line
+            assert f"with this ragmem home ({(folder / '.ragmem').resolve()})" in line
+    finally:
+        for folder in homes:
+            subprocess.run([sys.executable, "-m", "ragmem.cli", "server", "stop"], cwd=folder, env=env,
+                           capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.e2e  # a whole run through the command, against the session's Prefect server
+def test_a_run_from_a_folder_below_lands_in_the_home_and_says_where(tmp_path, prefect_env):
+    starter.init_home(tmp_path / "proj")
+    below = tmp_path / "proj" / "notebooks" / "today"
+    below.mkdir(parents=True)
+    env = {k: v for k, v in prefect_env.items() if k != "MLFLOW_TRACKING_URI"}
+    done = run_cli(["run", "ragmem.yaml", "-o", "summary.json"], env=env, cwd=below)
+    assert done.returncode == 0, done.stderr
+    store = f"sqlite:///{(tmp_path / 'proj' / 'mlruns' / 'mlflow.db').resolve()}"
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("MLflow run ") and f"; stored in {store}; report: ragmem report " in last, last
+    assert (tmp_path / "proj" / "mlruns" / "mlflow.db").is_file()
+    assert sorted(p.name for p in below.iterdir()) == ["summary.json"]  # no mlruns/ or .ragmem/ here
+    assert not (tmp_path / "proj" / "notebooks" / "mlruns").exists()

@@ -1,0 +1,128 @@
+"""Ctrl+C or SIGTERM at any moment of a run ends it with one line and no traceback.
+
+Each case starts ``ragmem run`` as a subprocess against the session's Prefect server, waits for a
+moment of the run (a time after the start, or the first line of a stage: the progress prints every
+0.2 s here), sends SIGINT or SIGTERM and reads what the command left: exit 130 or 143, one line on
+stderr that is not a progress line (``interrupted...``), no ``Traceback``. Two runs are interrupted:
+a python agent over 2,500 examples (data load, the worker pool's start-up while the agent's first
+batches are scored, agent, metrics, bootstrap, logging) and an LLM judge whose endpoint accepts
+connections and never answers (the requests hang).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.e2e
+
+N = 2500
+#: (case, run, stderr line that marks the moment or None for the start, seconds after it)
+MOMENTS = [
+    ("imports", "agent", None, 0.8),
+    ("data-load", "agent", None, 2.5),
+    ("flow-start", "agent", "Prefect API:", 0.0),
+    ("pool-start", "agent", "Prefect API:", 1.0),
+    ("agent", "agent", "agent:", 0.5),
+    ("metrics", "agent", "| metrics", 0.0),
+    ("bootstrap", "agent", "| bootstrap", 0.0),
+    ("logging", "agent", "| logging to MLflow", 0.0),
+    ("judge-hangs", "judge", "| judge", 0.3),
+    ("judge-hangs-long", "judge", "| judge", 3.0),
+]
+
+
+@pytest.fixture(scope="module")
+def silent_endpoint():
+    """A 127.0.0.1 port that accepts connections and never answers."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(200)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept():
+        server.settimeout(0.5)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.getsockname()[1]}/v1"
+    stop.set()
+    thread.join(5)
+    for conn in held:
+        conn.close()
+    server.close()
+
+
+def _configs(folder: Path, endpoint: str) -> dict[str, Path]:
+    rows = [{"id": f"q{i}", "query": f"question {i} about memory", "reference_answer": f"question {i} about memory",
+             "generated_answer": f"answer {i} about memory", "contexts": [f"memory note {i}", "other"]} for i in range(N)]
+    (folder / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    agent = folder / "agent.yaml"
+    agent.write_text("""experiment: interrupts
+data: {files: [data.jsonl]}
+agent: {type: python, target: tests.sample_agents:slow_logged, concurrency: 8, batch_size: 100}
+orchestration: {workers: 2}
+tracking: {max_traces: 0}
+""")
+    judge = folder / "judge.yaml"
+    judge.write_text(f"""experiment: interrupts
+data: {{files: [data.jsonl]}}
+agent: {{type: replay}}
+judge: {{type: llm, model: m, base_url: "{endpoint}", timeout_s: 120, max_concurrency: 8, api_key_env: NO_KEY_NEEDED}}
+metrics: [accuracy, answer_correctness]
+tracking: {{max_traces: 0}}
+""")
+    return {"agent": agent, "judge": judge}
+
+
+def _interrupt(command, env, cwd, marker, delay, sig, err_path: Path) -> tuple[int, str, float]:
+    with open(err_path, "w") as err:
+        proc = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        started = time.monotonic()
+        while marker is not None and marker not in err_path.read_text():
+            assert proc.poll() is None, f"the run ended before {marker!r}:\n{err_path.read_text()}"
+            assert time.monotonic() - started < 240, f"no {marker!r} within 240 s:\n{err_path.read_text()}"
+            time.sleep(0.02)
+        time.sleep(delay)
+        assert proc.poll() is None, f"the run ended before the signal:\n{err_path.read_text()}"
+        proc.send_signal(sig)
+        sent = time.monotonic()
+        code = proc.wait(timeout=120)
+        return code, err_path.read_text(), time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+@pytest.mark.parametrize("case,run,marker,delay", MOMENTS, ids=[m[0] for m in MOMENTS])
+def test_an_interrupt_at_any_moment_is_one_line(prefect_env, tmp_path, silent_endpoint, case, run, marker, delay, sig):
+    configs = _configs(tmp_path, silent_endpoint)
+    env = {**prefect_env, "PYTHONPATH": str(ROOT), "RAGMEM_TEST_CALLS": str(tmp_path / "calls.txt"),
+           "RAGMEM_TEST_DELAY": "0.004", "RAGMEM_PROGRESS": "log", "RAGMEM_PROGRESS_INTERVAL": "0.2",
+           "NO_KEY_NEEDED": "x"}
+    command = [str(Path(sys.executable).parent / "ragmem"), "run", str(configs[run]), "--no-preflight"]  # the command itself
+    code, err, took = _interrupt(command, env, tmp_path, marker, delay, sig, tmp_path / "stderr.txt")
+    lines = [line for line in err.splitlines() if line.strip() and not line.startswith("ragmem | ")]
+    assert "Traceback" not in err, err
+    assert code == (130 if sig == signal.SIGINT else 143), err
+    assert len(lines) == 1 and lines[0].startswith("interrupted"), err
+    assert took < 60, f"{took:.1f} s from the signal to the exit"
