@@ -50,6 +50,9 @@ def setup_logging(verbose: bool) -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
     # ... nor urllib3's WARNING per retried request to a tracking server (the outcome is reported)
     logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
+    # ... nor SQLAlchemy's pool, which logs "Error closing cursor" with a traceback when Ctrl+C or
+    # SIGTERM interrupts a read of the MLflow store (the interrupt is the command's one line)
+    logging.getLogger("sqlalchemy.pool").setLevel(logging.CRITICAL)
 
 
 def run_flow(target: str, ready: prepare.Prepared, verbose: bool, finish: Callable[[dict[str, Any]], None],

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import sys
 import traceback
 
@@ -30,10 +31,17 @@ def leave(code: int) -> None:
     and event queues, logging's flush, temporary folders). What the interpreter does after that
     only frees memory, module by module and object by object: after a 10k-example ``ragmem run``
     (Prefect, MLflow, SQLAlchemy, the run's table) it took 1.2 s, and the prompt waited for it.
-    So the process ends there, with ``os._exit``. Should that sequence itself fail, ``sys.exit``."""
+    So the process ends there, with ``os._exit``. Should that sequence itself fail, ``sys.exit``.
+    Ctrl+C and SIGTERM are ignored from here on: the command has ended and said so; a signal in the
+    middle of the exit would only print a traceback of whatever thread or handler it interrupted."""
     import atexit
     import threading
 
+    for name in ("SIGINT", "SIGTERM"):  # the command is over: an interrupt now has nothing to stop
+        try:
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
+        except (ValueError, OSError):  # not the main thread, or not allowed here
+            pass
     try:
         threading._shutdown()  # type: ignore[attr-defined]  # the interpreter's first exit step
         atexit._run_exitfuncs()

@@ -1,7 +1,7 @@
 """Imports of sacrebleu and MLflow without the optional integrations they load and ragmem never uses.
 
 Two libraries that every run imports load, at import time, an optional integration whose package
-happens to be installed for someone else. Measured on the 2-core machine of the README:
+happens to be installed for someone else. Measured on the 2-core development machine (benchmarks/README.md):
 
 - sacrebleu imports portalocker (for locking its test-set downloads). portalocker imports its
   ``redis`` lock whenever ``redis`` is installed, and Prefect's pydocket installs it. That costs

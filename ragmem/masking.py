@@ -5,7 +5,7 @@ A setting is secret when a word of its name (split at ``_``, ``-``, ``.`` and ca
 ``key``, ``apikey``, ``token``, ``secret``, ``password``, ``passwd``, ``pwd``, ``credential(s)``,
 ``auth``, ``authorization``, ``bearer`` or ``cookie``, at any depth (``agent.params.api_key``,
 ``agent.params.options.accessToken``), unless its last word is ``env``: ``api_key_env`` names an
-environment variable, which is the way to pass a secret (the README says so). ``max_tokens`` and
+environment variable, which is the way to pass a secret (the documentation says so). ``max_tokens`` and
 ``tokenizer`` are not secret (``tokens`` and ``tokenizer`` are other words).
 
 A URL carries secrets of its own whatever its setting's name: the password of a ``user:password@``

@@ -78,10 +78,10 @@ def choose_port() -> int:
     if os.environ.get("RAGMEM_PREFECT_PORT"):
         return int(os.environ["RAGMEM_PREFECT_PORT"])
     recorded = _recorded_port()
-    if recorded and (_bindable(recorded) or (healthy(_api_url(recorded)) and other_home(recorded) is None)):
-        return recorded
+    if recorded and other_home(recorded) is None and (_bindable(recorded) or healthy(_api_url(recorded))):
+        return recorded  # (another home's server still starting there holds it too, before it listens)
     for port in PORTS:
-        if port != recorded and _bindable(port):
+        if port != recorded and _bindable(port) and other_home(port) is None:
             _port_file().parent.mkdir(parents=True, exist_ok=True)
             _port_file().write_text(f"{port}\n")
             return port

@@ -8,7 +8,8 @@ dotted setting, the value given and what is allowed (:func:`ragmem.config.descri
 
     judge.timeout_s: expected a number > 0, got 'abc'
 
-The README's settings tables are checked against these models by ``tests/test_config.py``.
+The documentation's settings tables (``docs/``) and its generated configuration reference are checked
+against these models by ``tests/test_config.py`` and ``tests/test_docs.py``.
 """
 
 from __future__ import annotations

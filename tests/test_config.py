@@ -1,5 +1,5 @@
 """The typed config schema: every wrong type, range or choice is one line naming the setting, before
-any agent or judge is built; the README's settings tables agree with the schema."""
+any agent or judge is built; the documentation's settings tables agree with the schema."""
 
 import json
 import re
@@ -106,7 +106,7 @@ def test_resolved_config_round_trips():
     assert resolve_config(extra={"zero_division": "nan"})["zero_division"] == "nan"
 
 
-# ---- the README's settings tables ---------------------------------------------------------------
+# ---- the documentation's settings tables ---------------------------------------------------------------
 
 _ROW = re.compile(r"^\|\s*(`[^|]+`)\s*\|\s*([^|]*)\|")
 _KEY = re.compile(r"^[a-z_]+(\.[a-z_]+)*$")
@@ -121,7 +121,8 @@ def _schema_default(dotted: str):
 
 def _documented_settings():
     rows = []
-    for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines():
+    lines = [line for page in sorted((ROOT / "docs").glob("*.md")) for line in page.read_text(encoding="utf-8").splitlines()]
+    for line in lines:
         match = _ROW.match(line)
         if not match:
             continue

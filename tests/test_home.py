@@ -127,9 +127,14 @@ def test_two_homes_each_use_their_own_prefect_server(tmp_path):
             starter.init_home(folder)
             (folder / ".ragmem").mkdir()
             (folder / ".ragmem" / "prefect-port").write_text(f"{port}\n")  # both would take the same port
-            done = subprocess.run([sys.executable, "-m", "ragmem.cli", "server", "start"], cwd=folder, env=env,
-                                  capture_output=True, text=True, timeout=240)
-            assert done.returncode == 0, done.stderr
+        first = subprocess.Popen([sys.executable, "-m", "ragmem.cli", "server", "start"], cwd=homes[0], env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # home B starts once A's server holds the port (A's own start goes on meanwhile)
+        wait_until(lambda: prefect_server.server_owner(port) is not None, "home A's server process", process=first)
+        done = subprocess.run([sys.executable, "-m", "ragmem.cli", "server", "start"], cwd=homes[1], env=env,
+                              capture_output=True, text=True, timeout=240)
+        assert done.returncode == 0, done.stderr
+        assert first.wait(timeout=240) == 0, first.communicate()[1]
         ports = [int((f / ".ragmem" / "prefect-port").read_text()) for f in homes]
         assert ports[0] == port and ports[1] != port
         for folder, own in zip(homes, ports):

@@ -4,7 +4,7 @@ Each case starts ``ragmem run`` as a subprocess against the session's Prefect se
 moment of the run (a time after the start, or the first line of a stage: the progress prints every
 0.2 s here), sends SIGINT or SIGTERM and reads what the command left: exit 130 or 143, one line on
 stderr that is not a progress line (``interrupted...``), no ``Traceback``. Two runs are interrupted:
-a python agent over 2,500 examples (data load, the worker pool's start-up while the agent's first
+a python agent over 700 examples (3,500 texts: enough for the worker pool) (data load, the worker pool's start-up while the agent's first
 batches are scored, agent, metrics, bootstrap, logging) and an LLM judge whose endpoint accepts
 connections and never answers (the requests hang).
 """
@@ -26,7 +26,7 @@ from tests.conftest import ROOT
 
 pytestmark = pytest.mark.e2e
 
-N = 2500
+N = 700
 #: (case, run, stderr line that marks the moment or None for the start, seconds after it)
 MOMENTS = [
     ("imports", "agent", None, 0.8),
@@ -34,9 +34,9 @@ MOMENTS = [
     ("flow-start", "agent", "Prefect API:", 0.0),
     ("pool-start", "agent", "Prefect API:", 1.0),
     ("agent", "agent", "agent:", 0.5),
-    ("metrics", "agent", "| metrics", 0.0),
-    ("bootstrap", "agent", "| bootstrap", 0.0),
-    ("logging", "agent", "| logging to MLflow", 0.0),
+    ("metrics", "replay", "| metrics", 0.0),
+    ("bootstrap", "replay", "| bootstrap", 0.0),
+    ("logging", "replay-light", "| logging to MLflow", 0.0),
     ("judge-hangs", "judge", "| judge", 0.3),
     ("judge-hangs-long", "judge", "| judge", 3.0),
 ]
@@ -78,7 +78,16 @@ def _configs(folder: Path, endpoint: str) -> dict[str, Path]:
 data: {files: [data.jsonl]}
 agent: {type: python, target: tests.sample_agents:slow_logged, concurrency: 8, batch_size: 100}
 orchestration: {workers: 2}
+stats: {resamples: 300}
 tracking: {max_traces: 0}
+""")
+    for name, resamples in (("replay", 3000), ("replay-light", 200)):  # (the later moments: no agent to wait for)
+        (folder / f"{name}.yaml").write_text(f"""experiment: interrupts
+data: {{files: [data.jsonl]}}
+agent: {{type: replay}}
+orchestration: {{workers: 2}}
+stats: {{resamples: {resamples}}}
+tracking: {{max_traces: 0}}
 """)
     judge = folder / "judge.yaml"
     judge.write_text(f"""experiment: interrupts
@@ -88,7 +97,7 @@ judge: {{type: llm, model: m, base_url: "{endpoint}", timeout_s: 120, max_concur
 metrics: [accuracy, answer_correctness]
 tracking: {{max_traces: 0}}
 """)
-    return {"agent": agent, "judge": judge}
+    return {"agent": agent, "judge": judge, "replay": folder / "replay.yaml", "replay-light": folder / "replay-light.yaml"}
 
 
 def _interrupt(command, env, cwd, marker, delay, sig, err_path: Path) -> tuple[int, str, float]:

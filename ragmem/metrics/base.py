@@ -50,7 +50,7 @@ class MetricContext:
     keywords: Any                      # ragmem.text.keywords.KeywordExtractor
     zero_division: float = 0.0
     ks: tuple[int, ...] = DEFAULT_KS
-    relevance: str = "auto"            # where gold relevance comes from (see README: Ranking)
+    relevance: str = "auto"            # where gold relevance comes from (see docs/metrics.md: Ranking)
     keyword_threshold: float = 0.5     # a context is relevant when it holds > this share of K(reference)
     generation: Any = GenerationOptions()  # generation.* (ragmem.settings.GenerationSettings)
     rag: Any = RagOptions()                # rag_metrics.* (ragmem.settings.RagMetricSettings)

@@ -102,7 +102,7 @@ class RjiebaTokenizer(_RunTokenizer):
 
     An optional accelerator (``pip install 'ragmem[fast]'``); jieba stays the reference. The CJK
     runs ragmem hands it segment as jieba's do on the parity corpora measured in
-    ``benchmarks/bench_segmenters.py`` except for a few texts (README: Performance); the
+    ``benchmarks/bench_segmenters.py`` except for a few texts (benchmarks/README.md); the
     signature names it, so scores made with either are never compared as one.
     """
 

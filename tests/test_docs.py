@@ -1,0 +1,83 @@
+"""The documentation cannot drift from the code: the generated configuration and CLI references are
+what ``docs/generate_reference.py`` writes now, and hold every setting of the schema and every
+command and option of ``ragmem``; every page is in the site's navigation; the README stays short."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+
+import typer
+import yaml
+
+from ragmem.cli import app
+from ragmem.settings import Section, Settings
+from tests.conftest import ROOT
+
+DOCS = ROOT / "docs"
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("generate_reference", DOCS / "generate_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_generated_references_are_up_to_date():
+    for path, text in _generator().pages().items():
+        assert path.read_text(encoding="utf-8") == text, f"{path.name} is stale: run python docs/generate_reference.py"
+
+
+def _settings(model=Settings, prefix=""):
+    for name, field in model.model_fields.items():
+        yield f"{prefix}{name}"
+        if isinstance(field.annotation, type) and issubclass(field.annotation, Section):
+            yield from _settings(field.annotation, f"{prefix}{name}.")
+
+
+def test_every_setting_is_in_the_configuration_reference():
+    page = (DOCS / "reference" / "configuration.md").read_text(encoding="utf-8")
+    documented = set(re.findall(r"^\| `([^`]+)` \|", page, re.MULTILINE)) | set(re.findall(r"^## `([^`]+)`", page, re.MULTILINE))
+    keys = list(_settings())
+    assert len(keys) > 100
+    assert [k for k in keys if k not in documented] == []
+
+
+def _commands(command, words):
+    if hasattr(command, "commands"):
+        yield " ".join(words), command
+        for name, sub in command.commands.items():
+            yield from _commands(sub, [*words, name])
+    else:
+        yield " ".join(words), command
+
+
+def test_every_command_and_option_is_in_the_cli_reference():
+    page = (DOCS / "reference" / "cli.md").read_text(encoding="utf-8")
+    sections = dict(re.findall(r"^## `([^`]+)`\n(.*?)(?=^## |\Z)", page, re.MULTILINE | re.DOTALL))
+    checked = 0
+    for words, command in _commands(typer.main.get_command(app), ["ragmem"]):
+        if hasattr(command, "commands") and words != "ragmem":
+            continue  # a group: its commands have the sections
+        assert words in sections, f"{words} is not in the CLI reference"
+        for param in command.params:
+            if param.param_type_name == "option":
+                for flag in param.opts:
+                    assert f"`{flag}`" in sections[words], f"{words} {flag}"
+                    checked += 1
+    assert checked > 60
+
+
+def test_every_page_is_in_the_navigation_and_the_readme_is_short():
+    nav = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))["nav"]
+
+    def pages(entries):
+        for entry in entries:
+            for value in entry.values():
+                yield from pages(value) if isinstance(value, list) else [value]
+
+    listed = set(pages(nav))
+    on_disk = {p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md")}
+    assert on_disk == listed
+    assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 150
