@@ -161,8 +161,9 @@ def finish(exc: BaseException, argv: list[str]) -> int:
             return 0
         exc.show()
         return exc.exit_code
-    if isinstance(exc, abort):
-        return 130
+    if isinstance(exc, abort):  # click turns a Ctrl+C or SIGTERM during its own work into Abort
+        cause = exc.__cause__ or exc.__context__
+        return finish(cause, argv) if isinstance(cause, KeyboardInterrupt) else 130
     if not isinstance(exc, Exception):
         raise exc
 

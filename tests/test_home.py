@@ -164,3 +164,22 @@ def test_a_run_from_a_folder_below_lands_in_the_home_and_says_where(tmp_path, pr
     assert (tmp_path / "proj" / "mlruns" / "mlflow.db").is_file()
     assert sorted(p.name for p in below.iterdir()) == ["summary.json"]  # no mlruns/ or .ragmem/ here
     assert not (tmp_path / "proj" / "notebooks" / "mlruns").exists()
+
+
+def test_an_interrupt_click_turned_into_abort_is_still_one_line_with_its_code(capsys):
+    """A Ctrl+C or SIGTERM while click parses the command line reaches ragmem as click's Abort."""
+    import click
+
+    from ragmem import exits
+    from ragmem.errors import Terminated
+
+    for interrupt, code in ((Terminated("terminated by signal 15"), 143), (KeyboardInterrupt(), 130)):
+        try:
+            try:
+                raise interrupt
+            except KeyboardInterrupt as exc:
+                raise click.exceptions.Abort() from exc
+        except click.exceptions.Abort as abort:
+            assert exits.finish(abort, ["run", "x.yaml"]) == code
+        assert capsys.readouterr().err == "interrupted\n"
+    assert exits.finish(click.exceptions.Abort(), ["run"]) == 130  # a prompt answered with Ctrl+D: no line
