@@ -41,8 +41,8 @@ def data_fetch(
     checked against its pinned sha256; a config names it as fetched:NAME/FILE."""
     spec = published.dataset(name)
     target = published.fetch(name, mirror=mirror, force=force, say=say)
-    say(f"{name}: {len(spec.files)} files in {target} (licence: {spec.licence}); a config names them as "
-        f"{published.PREFIX}{name}/FILE")
+    say(f"{name}: {plural(len(spec.files), 'file')} in {target} (licence: {spec.licence}); a config names "
+        f"them as {published.PREFIX}{name}/FILE")
 
 
 @data_app.command("list")
