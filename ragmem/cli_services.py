@@ -100,7 +100,7 @@ def init(
         say(f"wrote {path}")
     here = Path.cwd().resolve()
     go = "" if root == here else f"cd {root} && "
-    say(f"next: {go}ragmem run {starter.CONFIG_NAME}  (runs are stored in sqlite:///{root / 'mlruns' / 'mlflow.db'})")
+    say(f"next: {go}ragmem run {starter.CONFIG_NAME}  (runs are stored in {home.tracking_uri(root=root)})")
 
 
 def trigger(name: str = typer.Argument(..., help="Deployment name (as ragmem serve printed it), or FLOW/NAME.")) -> None:

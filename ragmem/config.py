@@ -282,8 +282,9 @@ def data_path(value: str, base: Path, setting: str) -> str:
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
     path = Path(path)
-    if not path.is_file() and not path.is_absolute() and home.in_home(path).is_file():
-        path = home.in_home(path)  # `ragmem run ragmem.yaml` from a folder below the home
+    if not path.is_file() and not path.is_absolute():
+        found = home.in_home(path)  # `ragmem run ragmem.yaml` from a folder below the home
+        path = found if found.is_file() else path
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found")
     try:

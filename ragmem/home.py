@@ -39,20 +39,26 @@ def ragmem_home() -> Path:
     return Path(given).resolve() if given else project_root() / ".ragmem"
 
 
-def in_home(path: str | Path) -> Path:
-    """A relative path read relative to the home; an absolute one as it is."""
+def data_cache() -> Path:
+    """Where fetched datasets are kept: ``$RAGMEM_HOME/data`` (:mod:`ragmem.published`)."""
+    return ragmem_home() / "data"
+
+
+def in_home(path: str | Path, root: Path | None = None) -> Path:
+    """A relative path read relative to the home (``root``, default :func:`project_root`); an
+    absolute one as it is."""
     path = Path(path).expanduser()
-    return path if path.is_absolute() else project_root() / path
+    return path if path.is_absolute() else (root or project_root()) / path
 
 
-def tracking_uri(given: str | None = None) -> str:
+def tracking_uri(given: str | None = None, root: Path | None = None) -> str:
     """The store a run writes to or a command reads: ``given`` (``tracking.uri``, ``--tracking-uri``),
     else ``MLFLOW_TRACKING_URI``, else the home's ``mlruns/mlflow.db``; a relative SQLite path is
-    made absolute against the home (:func:`in_home`)."""
+    made absolute against the home (:func:`in_home`; ``root``: that home instead of the one found)."""
     uri = given or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
     if uri.startswith(_SQLITE) and not uri.startswith(_SQLITE + "/") and ":memory:" not in uri:
         path, sep, query = uri[len(_SQLITE):].partition("?")
-        return f"{_SQLITE}{in_home(path)}{sep}{query}"
+        return f"{_SQLITE}{in_home(path, root)}{sep}{query}"
     return uri
 
 

@@ -22,7 +22,8 @@ def check() -> None:
         raise KeyboardInterrupt("stop requested")
 
 
-def _raise_terminated(signum, frame) -> None:
+def raise_terminated(signum, frame) -> None:
+    """The SIGTERM handler of a command and of a tracked run: Ctrl+C's way, as :class:`Terminated`."""
     raise Terminated(f"terminated by signal {signum}")
 
 
@@ -32,6 +33,6 @@ def sigterm_raises() -> None:
     another thread or where signals cannot be set (an embedded interpreter): nothing changes."""
     if threading.current_thread() is threading.main_thread():
         try:
-            signal.signal(signal.SIGTERM, _raise_terminated)
+            signal.signal(signal.SIGTERM, raise_terminated)
         except ValueError:
             pass

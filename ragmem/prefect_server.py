@@ -16,7 +16,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from typing import Any
 
 from ragmem.errors import RagmemError
 from ragmem.home import ragmem_home
+from ragmem.processes import bind_error
 
 DEFAULT_PORT = 4200
 START_TIMEOUT_S = 120.0
@@ -55,12 +55,7 @@ def managed_port() -> int:
 
 def _bindable(port: int) -> bool:
     """Nothing listens on 127.0.0.1:``port``."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
+    return bind_error("127.0.0.1", port) is None
 
 
 def other_home(port: int) -> dict[str, Any] | None:

@@ -1,11 +1,23 @@
 """Which process ran a run, and whether it still runs: a run left RUNNING by a process that is gone
 (SIGKILL, power loss) can be resumed (:mod:`ragmem.resume`), shows as ``DEAD`` in the tables
-(:mod:`ragmem.compare`), and is reopened by the tracker (:mod:`ragmem.tracking.store`)."""
+(:mod:`ragmem.compare`), and is reopened by the tracker (:mod:`ragmem.tracking.store`). And whether
+a local port is free for a server (the managed Prefect server, ``ragmem ui``)."""
 
 from __future__ import annotations
 
 import os
 import socket
+
+
+def bind_error(host: str, port: int) -> OSError | None:
+    """Why nothing can listen on ``host:port`` now (another process holds it, the address is not
+    this machine's), or ``None`` when it is free."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            return exc
+    return None
 
 
 def host() -> str:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from ragmem.errors import ConfigError, RagmemError
-from ragmem.home import ragmem_home
+from ragmem.home import data_cache
 
 PREFIX = "fetched:"
 TIMEOUT_S = 60.0
@@ -60,7 +60,7 @@ def dataset(name: str) -> Published:
 
 def folder(name: str) -> Path:
     """Where ``name``'s files are kept: ``$RAGMEM_HOME/data/NAME``."""
-    return ragmem_home() / "data" / name
+    return data_cache() / name
 
 
 def is_fetched(name: str) -> bool:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ragmem.errors import DataError, failure_message
-from ragmem.home import ragmem_home
+from ragmem.home import data_cache
 
 FORMATS = ("json", "jsonl", "csv", "parquet")
 _SUFFIX_FORMAT = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv",
@@ -37,7 +37,7 @@ def fetch_hint(path: Path) -> str:
     """For a missing file of a published dataset's folder in the home's cache (``fetched:NAME/...``
     in a config): the command that fetches it."""
     try:
-        name = Path(path).resolve().relative_to(ragmem_home() / "data").parts[0]
+        name = Path(path).resolve().relative_to(data_cache()).parts[0]
     except (ValueError, IndexError, OSError, RuntimeError):  # (RuntimeError: a symlink loop)
         return ""
     return f"; {name} is not fetched yet: run ragmem data fetch {name}"

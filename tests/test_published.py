@@ -41,7 +41,7 @@ def test_fetch_verifies_keeps_and_does_not_download_twice(home, ragmem_main):
         assert requested == ["/locomo10.zip"]  # nothing downloaded again
     assert sorted(p.name for p in (home / "data" / "locomo").iterdir()) == ["locomo10.zip"]
     listed = ragmem_main(["data", "list"])
-    assert f"locomo: LoCoMo" in listed.stdout and f"fetched, in {home.resolve() / 'data' / 'locomo'}" in listed.stdout
+    assert "locomo: LoCoMo" in listed.stdout and f"fetched, in {home.resolve() / 'data' / 'locomo'}" in listed.stdout
     assert "seed-samples: " in listed.stdout and "not fetched" in listed.stdout
 
 

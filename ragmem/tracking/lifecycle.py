@@ -13,7 +13,7 @@ from typing import Any, Iterator
 
 import pandas as pd
 
-from ragmem.errors import Terminated
+from ragmem import interrupts
 from ragmem.metrics.names import RELIABILITY
 from ragmem.tracking.store import _ERROR_TAG_LIMIT, Tracker
 
@@ -36,17 +36,13 @@ class TrackedRun:
 
 @contextlib.contextmanager
 def _sigterm_as_exception() -> Iterator[None]:
-    """In the main thread, SIGTERM raises :class:`Terminated` for the block (so the run is marked
+    """In the main thread, SIGTERM raises :class:`ragmem.errors.Terminated` for the block (so the run is marked
     KILLED and the block's cleanup runs); the previous handler is put back afterwards."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-
-    def handler(signum, frame):
-        raise Terminated(f"terminated by signal {signum}")
-
     try:
-        previous = signal.signal(signal.SIGTERM, handler)
+        previous = signal.signal(signal.SIGTERM, interrupts.raise_terminated)
     except ValueError:  # not allowed here (an embedded interpreter)
         yield
         return

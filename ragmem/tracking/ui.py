@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import warnings
 
 from ragmem.errors import RagmemError
 from ragmem.imports import lean_import
+from ragmem.processes import bind_error
 from ragmem.tracking.store import prepare_local_store
 
 APP = "mlflow.server.fastapi_app:app"
@@ -25,12 +25,10 @@ APP = "mlflow.server.fastapi_app:app"
 
 def _check_port(host: str, port: int) -> None:
     """The port is free: a taken one is one line before anything starts (uvicorn would log an error)."""
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as probe:
-        try:
-            probe.bind((host, port))
-        except OSError as exc:
-            raise RagmemError(f"--port {port}: cannot listen on {host}:{port} ({exc.strerror or exc}); "
-                              f"pick another with --port") from None
+    exc = bind_error(host, port)
+    if exc is not None:
+        raise RagmemError(f"--port {port}: cannot listen on {host}:{port} ({exc.strerror or exc}); "
+                          f"pick another with --port")
 
 
 def serve_ui(uri: str, artifact_root: str, host: str = "127.0.0.1", port: int = 5000, workers: int = 1,
