@@ -8,13 +8,14 @@ from pathlib import Path
 from typing import Any, List, Optional
 
 import typer
+import typer.core
 
 from ragmem import dryrun, gates, prepare
 from ragmem.config import data_path
 from ragmem.cli_common import log, run_flow, setup_logging, store_client, writable, write
 from ragmem.cli_services import data_app, init, labels_app, report, server_app, trigger, ui
 from ragmem.compare import latest_experiment, list_runs, paired_comparison
-from ragmem.errors import RagmemError
+from ragmem.errors import RagmemError, Stopped
 from ragmem.exits import finish as finish_command
 from ragmem.exits import check_environment, leave, prepare_environment
 from ragmem.loaders import DataFile, check_file
@@ -24,7 +25,21 @@ from ragmem.report import out, plural, print_bench, print_paired, print_runs, pr
 from ragmem.scheduling import pick_flow, schedule_for, serve_flow
 from ragmem.version import __version__
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+
+class _Commands(typer.core.TyperGroup):
+    """The command group. Typer turns a ``KeyboardInterrupt`` into ``Exit(130)``, which in this
+    non-standalone use comes back as a plain 130: no line, and SIGTERM's 143 lost. A Ctrl+C or
+    SIGTERM during a command (its arguments' parsing included) leaves here as :class:`Stopped`,
+    which typer passes on to :func:`main`'s one line and code."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as exc:
+            raise Stopped(exc) from None
+
+
+app = typer.Typer(cls=_Commands, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Evaluate RAG systems and agent memory layers; every run is tracked in MLflow.")
 
 
@@ -281,6 +296,8 @@ def main(argv: list[str] | None = None) -> None:
         check_environment()
         code = app(args=argv, prog_name="ragmem", standalone_mode=False)
         code = code if isinstance(code, int) else 0
+        if code == 130:  # typer's own interrupt (Ctrl+C before any command began): still the one line
+            code = finish_command(KeyboardInterrupt(), argv)
     except BaseException as exc:  # noqa: BLE001 (every kind is mapped to its line and code)
         code = finish_command(exc, argv)
     if command:

@@ -20,6 +20,7 @@ import traceback
 
 import typer
 
+from ragmem import interrupts
 from ragmem.errors import RagmemError, Stopped, Terminated
 from ragmem.home import ragmem_home
 from ragmem.masking import MASK, is_secret, scrub
@@ -149,6 +150,10 @@ def finish(exc: BaseException, argv: list[str]) -> int:
         return getattr(exc, "exit_code", 2)
     if isinstance(exc, typer.Exit):
         return exc.exit_code
+    disguised = interrupts.interrupt_in(exc) if isinstance(exc, Exception) and not isinstance(exc, Stopped) else None
+    if disguised is not None:  # an interrupt a library turned into an error of its own
+        disguised.ragmem_progress = getattr(exc, "ragmem_progress", None)
+        return finish(disguised, argv)
     if isinstance(exc, (KeyboardInterrupt, Stopped)):  # Ctrl+C, or SIGTERM (Terminated): the run is KILLED
         _close_dask_clusters()
         progress = getattr(exc, "ragmem_progress", None)
@@ -163,7 +168,10 @@ def finish(exc: BaseException, argv: list[str]) -> int:
         return exc.exit_code
     if isinstance(exc, abort):  # click turns a Ctrl+C or SIGTERM during its own work into Abort
         cause = exc.__cause__ or exc.__context__
-        return finish(cause, argv) if isinstance(cause, KeyboardInterrupt) else 130
+        if isinstance(cause, KeyboardInterrupt):
+            return finish(cause, argv)
+        print("interrupted", file=sys.stderr)  # an Abort of click's own (a prompt's end of input): still one line
+        return 130
     if not isinstance(exc, Exception):
         raise exc
 

@@ -22,6 +22,28 @@ def check() -> None:
         raise KeyboardInterrupt("stop requested")
 
 
+def interrupt_in(exc: BaseException) -> KeyboardInterrupt | None:
+    """The Ctrl+C or SIGTERM inside ``exc``, when a library turned it into an error of its own; else
+    ``None``. Seen: Prefect's task engine raising ``ValueError: Task run is not set`` while handling
+    an interrupt that hit its start (the interrupt is the error's context), and pydantic's serializer
+    reporting ``Error calling function ...: KeyboardInterrupt`` (a message, nothing chained). Such an
+    error is still the interrupt: one line, exit 130 (143), the run KILLED."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    if type(exc).__name__ == "PydanticSerializationError":
+        text = str(exc)
+        if f"{Terminated.__name__}:" in text:
+            return Terminated(text)
+        if "KeyboardInterrupt:" in text:
+            return KeyboardInterrupt(text)
+    return None
+
+
 def raise_terminated(signum, frame) -> None:
     """The SIGTERM handler of a command and of a tracked run: Ctrl+C's way, as :class:`Terminated`."""
     raise Terminated(f"terminated by signal {signum}")

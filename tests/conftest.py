@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -16,6 +17,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# A suite started in the background by a non-interactive shell (`pytest ... &` in a script) inherits
+# SIGINT ignored, and so would every command a test starts (an ignored signal stays ignored across
+# exec): the interrupt tests would send a Ctrl+C that nobody hears. A handler is reset by exec.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 SHARED = ROOT.parent / "shared" / "data"
 SEED = SHARED / "seed-samples"
 
@@ -201,9 +208,27 @@ def pytest_configure(config):
         os.environ["RAGMEM_HOME"] = tempfile.mkdtemp(prefix="ragmem-test-home-")
 
 
+#: the longest tests (20 to 60 s each on four workers, measured): they start first, so that none of
+#: them is left running alone at the end of the session while the other workers idle
+LONGEST_FIRST = ("test_sweep_retriever_config", "test_losing_the_prefect_server", "test_dask.py::",
+                 "test_a_tracking_server_dying", "test_two_homes", "test_scheduled_deployment",
+                 "test_an_interrupted_run_resumes", "test_paired_compare", "test_a_failed_gate",
+                 "test_a_failing_child", "test_samples_measure_the_judges_noise", "test_dead_endpoints")
+
+
+def _start_order(item) -> tuple[int, int]:
+    """The longest tests first (in :data:`LONGEST_FIRST`'s order), then the other end-to-end tests,
+    then the fast lane: with ``--maxschedchunk 1`` the workers take them one by one in this order."""
+    for rank, name in enumerate(LONGEST_FIRST):
+        if name in item.nodeid:
+            return (0, rank)
+    return (1, 0) if item.get_closest_marker("e2e") is not None else (2, 0)
+
+
 def pytest_collection_modifyitems(config, items):
     """The wheel lane runs only when ``-m`` names it (``pytest -m wheel``): minutes of installing into a
-    fresh environment, a CI step of its own, in no other lane."""
+    fresh environment, a CI step of its own, in no other lane. The rest start longest first."""
+    items.sort(key=_start_order)  # (a stable sort: the collection's order within each group)
     if "wheel" in (config.getoption("markexpr") or ""):
         return
     kept = [item for item in items if item.get_closest_marker("wheel") is None]

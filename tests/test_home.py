@@ -182,4 +182,62 @@ def test_an_interrupt_click_turned_into_abort_is_still_one_line_with_its_code(ca
         except click.exceptions.Abort as abort:
             assert exits.finish(abort, ["run", "x.yaml"]) == code
         assert capsys.readouterr().err == "interrupted\n"
-    assert exits.finish(click.exceptions.Abort(), ["run"]) == 130  # a prompt answered with Ctrl+D: no line
+    assert exits.finish(click.exceptions.Abort(), ["run"]) == 130  # a prompt answered with Ctrl+D: still a line
+    assert capsys.readouterr().err == "interrupted\n"
+
+
+def test_an_interrupt_typer_would_swallow_is_one_line_with_its_code(ragmem_main, monkeypatch, tmp_path):
+    """This typer turns a KeyboardInterrupt into a silent exit 130 (SIGTERM's 143 lost): seen in the
+    interrupt test as exit 130 with nothing on stderr when SIGTERM came while a run read its data."""
+    from ragmem import cli
+    from ragmem.errors import Terminated
+
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"id": "a", "query": "q", "generated_answer": "a"}\n')
+    for interrupt, code in ((Terminated("terminated by signal 15"), 143), (KeyboardInterrupt(), 130)):
+        def check_file(*args, interrupt=interrupt, **kwargs):
+            raise interrupt
+        monkeypatch.setattr(cli, "check_file", check_file)
+        done = ragmem_main(["validate", str(data)])
+        assert (done.returncode, done.stderr) == (code, "interrupted\n")
+    monkeypatch.setattr(cli, "check_set_flags", lambda argv: None)
+    monkeypatch.setattr(cli, "app", lambda **kwargs: 130)  # typer's own 130, before any command began
+    done = ragmem_main(["validate", str(data)])
+    assert (done.returncode, done.stderr) == (130, "interrupted\n")
+
+
+def test_an_interrupt_a_library_turned_into_its_own_error_is_still_the_interrupt(capsys):
+    """Seen in the interrupt test under load: Prefect's task engine raising ``ValueError: Task run
+    is not set`` while it handled a Ctrl+C, and pydantic's serializer reporting the interrupt in a
+    message. Both end as the interrupt: its line (with the resume hint), its code."""
+    import pydantic
+
+    from ragmem import exits, interrupts
+    from ragmem.errors import Terminated
+
+    try:
+        try:
+            raise Terminated("terminated by signal 15")
+        except KeyboardInterrupt:
+            raise ValueError("Task run is not set")
+    except ValueError as exc:
+        chained = exc
+    chained.ragmem_progress = ("abc123", 5, 10)
+    assert isinstance(interrupts.interrupt_in(chained), Terminated)
+    assert exits.finish(chained, ["run", "x.yaml"]) == 143
+    assert capsys.readouterr().err == "interrupted: 5 of 10 examples answered; resume with: ragmem run x.yaml --resume abc123\n"
+
+    class Model(pydantic.BaseModel):
+        x: int
+
+        @pydantic.field_serializer("x")
+        def boom(self, value):
+            raise KeyboardInterrupt
+
+    try:
+        Model(x=1).model_dump()
+    except Exception as exc:  # noqa: BLE001 (whatever pydantic makes of it)
+        serialised = exc
+    assert type(serialised).__name__ == "PydanticSerializationError"
+    assert exits.finish(serialised, ["run", "x.yaml"]) == 130 and capsys.readouterr().err == "interrupted\n"
+    assert interrupts.interrupt_in(ValueError("Task run is not set")) is None  # a plain error stays one

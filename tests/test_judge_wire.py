@@ -97,7 +97,9 @@ def test_a_timeout_is_retried_once_and_bounded_by_the_item_deadline(tmp_path):
     with Stub(chat=_verdict, fail=lambda n: "timeout") as stub:  # every request answers after 3 s
         result = ragmem.evaluate(_data(tmp_path, 3), track=False, metrics=["accuracy"],
                                  judge=_judge(stub, tmp_path, timeout_s=0.5, max_retries=4, max_concurrency=3))
-    assert len(stub.requests) == 6  # two attempts per item, not five
+    # two attempts per item, not five: counted where they are made (on a loaded machine the stub may
+    # not have read a request before the client's 0.5 s ran out, so it can see fewer)
+    assert result.metrics["judge_calls"] == 6 and 3 <= len(stub.requests) <= 6
     assert all(e == "timed out" for e in result.table["judge_error"])
 
 

@@ -16,7 +16,8 @@ pytestmark = pytest.mark.e2e
 
 def test_sweep_retriever_config(prefect_env, tmp_path):
     done = run_cli(["sweep", str(ROOT / "configs" / "sweep_retriever.yaml"), "--output", "sweep.json",
-                    "--set", "stats.resamples=300"],  # (the choice's logic, not its figures: fewer resamples)
+                    "--set", "stats.resamples=300",  # (the choice's logic, not its figures: fewer resamples,
+                    "--set", "tracking.max_traces=0"],   # and no traces: a third of its time, tested in test_engine)
                    env=prefect_env, cwd=tmp_path, timeout=600)
     assert done.returncode == 0, done.stderr
     result = json.loads((tmp_path / "sweep.json").read_text())
@@ -71,7 +72,7 @@ def test_sweep_retriever_config(prefect_env, tmp_path):
 def test_a_failing_child_is_recorded_and_the_sweep_goes_on(prefect_env, tmp_path):
     # the second child's agent fails to start at run time: it is recorded, the first one runs
     env = {**prefect_env, "PYTHONPATH": str(ROOT)}
-    done = run_cli(["sweep", str(ROOT / "configs" / "sweep_retriever.yaml"), "--set", "experiment=sweep-fail",
+    done = run_cli(["sweep", str(ROOT / "configs" / "sweep_retriever.yaml"), "--set", "experiment=sweep-fail", "--set", "tracking.max_traces=0",
                     "--set", "agent.type=python", "--set", "agent.target=tests.sample_agents:Breaks",
                     "--set", "sweep.grid={agent.params.broken: [false, true]}"], env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -83,7 +84,7 @@ def test_a_failing_child_is_recorded_and_the_sweep_goes_on(prefect_env, tmp_path
     assert failed.info.status == "FAILED" and "backend refused" in failed.data.tags["ragmem.error"]
     assert client.get_run(children[0]["run_id"]).info.status == "FINISHED"
     # every child failing is a failed sweep: still every result written, then one line and exit 2
-    done = run_cli(["sweep", str(ROOT / "configs" / "sweep_retriever.yaml"), "--set", "experiment=sweep-all-fail",
+    done = run_cli(["sweep", str(ROOT / "configs" / "sweep_retriever.yaml"), "--set", "experiment=sweep-all-fail", "--set", "tracking.max_traces=0",
                     "--set", "agent.type=python", "--set", "agent.target=tests.sample_agents:Breaks",
                     "--set", "sweep.grid={agent.params.broken: [true]}", "-o", "all.json"], env=env, cwd=tmp_path)
     assert done.returncode == 2 and done.stderr.strip().splitlines()[-1].startswith("error: sweep: every one of the 1"), \

@@ -75,8 +75,8 @@ def tracked_run(tracker: Tracker | None, experiment: str, run_name: str | None =
     except KeyboardInterrupt as exc:  # Terminated (SIGTERM) is a KeyboardInterrupt too
         _end(tracker, run_id, "KILLED", exc)
         raise
-    except BaseException as exc:
-        _end(tracker, run_id, "FAILED", exc)
+    except BaseException as exc:  # an interrupt a library turned into an error of its own is still KILLED
+        _end(tracker, run_id, "KILLED" if interrupts.interrupt_in(exc) else "FAILED", exc)
         raise
     tracker._terminate(run_id, "FINISHED")
 
