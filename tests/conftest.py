@@ -183,15 +183,36 @@ def prefect_env(tmp_path_factory):
         yield env
         _stop_server(env)
         return
-    shared = tmp_path_factory.getbasetemp().parent  # the same folder for every worker of this session
+    extra = _shared_server(tmp_path_factory.getbasetemp().parent)  # the same folder for every worker
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "MLFLOW_TRACKING_URI")}
+    yield {**env, **extra}
+
+
+def _shared_server(shared: Path) -> dict[str, str]:
+    """The session's Prefect server, started by the first to ask: its environment variables."""
     state = shared / "prefect-env.json"
     with _locked(shared / "prefect-env.lock"):
         if not state.is_file():
             started = start_managed_server(shared / "ragmem-home")
             state.write_text(json.dumps({k: started[k] for k in _PREFECT_KEYS}), encoding="utf-8")
-        extra = json.loads(state.read_text(encoding="utf-8"))
-    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "MLFLOW_TRACKING_URI")}
-    yield {**env, **extra}
+        return json.loads(state.read_text(encoding="utf-8"))
+
+
+def pytest_sessionstart(session):
+    """The whole suite on workers: the controller starts the shared Prefect server at once, on a
+    thread, so that its ~15 s start overlaps the workers' own start instead of holding all four
+    at their first end-to-end test. (A lane without e2e tests, or a run of named tests, starts
+    none here; the first test that needs it does.)"""
+    config = session.config
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        return
+    marks = config.getoption("markexpr") or ""
+    if "not e2e" in marks or "wheel" in marks or config.args_source != pytest.Config.ArgsSource.TESTPATHS:
+        return
+    import threading
+
+    shared = config._tmp_path_factory.getbasetemp()
+    threading.Thread(target=_shared_server, args=(shared,), daemon=True).start()
 
 
 def _stop_server(env: dict[str, str]) -> None:

@@ -106,16 +106,15 @@ def test_prefect_api_url_is_honoured(prefect_env, tmp_path):
     assert flow_run and flow_run[0]["state_type"] == "COMPLETED"
 
 
+#: a few bad inputs through the real command (a process of its own: its one line, its exit code);
+#: the ~100 cases of tests/bad_inputs/cases.yaml run in process (test_bad_inputs.py), among them
+#: a bad --set value, an unknown setting, an unknown metric and a bad --label
 BAD_INPUT = [
     (["run", "missing.yaml"], "missing.yaml: config file not found"),
-    (["run", "{config}", "--set", "judge.threshold=2"], "judge.threshold: expected a number between 0 and 1, got 2"),
-    (["run", "{config}", "--set", "judge.treshold=0.5"], "judge.treshold: unknown setting"),
-    (["run", "{config}", "--set", "metrics=[f1, mrr]"], "metrics: unknown metric(s) 'mrr'"),
     (["run", "{config}"], "data.files: no dataset given"),
     (["run", "{config}", "--data", "{bad}"], "record 2: field 'query': missing"),
     (["run", "{config}", "--data", "{bad}", "--set", "agent.type=python", "--set", "agent.target=nope:f"],
      "agent.target: cannot import module 'nope'"),
-    (["validate", "{bad}", "--label", "7"], "--label: expected 0 or 1"),
 ]
 
 

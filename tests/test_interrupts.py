@@ -81,11 +81,12 @@ orchestration: {workers: 2}
 stats: {resamples: 300}
 tracking: {max_traces: 0}
 """)
-    for name, resamples in (("replay", 3000), ("replay-light", 200)):  # (the later moments: no agent to wait for)
+    # the later moments: no agent to wait for; the logging moment's run scores in its own process
+    for name, resamples, workers in (("replay", 3000, 2), ("replay-light", 200, 1)):
         (folder / f"{name}.yaml").write_text(f"""experiment: interrupts
 data: {{files: [data.jsonl]}}
 agent: {{type: replay}}
-orchestration: {{workers: 2}}
+orchestration: {{workers: {workers}}}
 stats: {{resamples: {resamples}}}
 tracking: {{max_traces: 0}}
 """)
@@ -95,6 +96,7 @@ data: {{files: [data.jsonl]}}
 agent: {{type: replay}}
 judge: {{type: llm, model: m, base_url: "{endpoint}", timeout_s: 120, max_concurrency: 8, api_key_env: NO_KEY_NEEDED}}
 metrics: [accuracy, answer_correctness]
+orchestration: {{workers: 1}}
 tracking: {{max_traces: 0}}
 """)
     return {"agent": agent, "judge": judge, "replay": folder / "replay.yaml", "replay-light": folder / "replay-light.yaml"}

@@ -51,11 +51,11 @@ def _expected_flip_rate(q: float, m: int = SAMPLES) -> float:
     return 1 - right ** m - (1 - right) ** m
 
 
-@pytest.mark.e2e  # 3 x 2,000 requests to a local server
+@pytest.mark.e2e  # 2 x 2,000 requests to a local server
 def test_samples_measure_the_judges_noise_cost_nothing_twice_and_widen_the_interval(tmp_path):
     data = _data(tmp_path)
     widths = {}
-    for q in (0.0, 0.2, 0.4):
+    for q in (0.0, 0.4):  # (no noise: every measure exact; 0.4: the flip rate against its formula, the wider interval)
         folder = tmp_path / f"q{q}"
         folder.mkdir()
         with Stub(chat=_noisy(q)) as stub:
