@@ -17,6 +17,7 @@ import logging
 import os
 import sys
 import threading
+import time
 from typing import Any, Callable, Iterator
 
 from ragmem import exits, masking
@@ -165,7 +166,8 @@ def _drain_prefect_workers(timeout: float = 30.0) -> None:
             worker.drain_all(timeout=timeout)
 
 
-LOST_API_GRACE_S = 20.0  # after the work is done, how long a flow may take to report to a Prefect API that is gone
+LOST_API_GRACE_S = 20.0  # after the work is done, how long the API is watched while the flow reports to it
+LOST_API_MISSES = 3  # health checks in a row that get no answer (within 5 s, one a second): the API is gone
 
 
 def run_flow(target: str, config: dict[str, Any], finish: Callable[[dict[str, Any]], None], quiet: bool = True,
@@ -176,9 +178,11 @@ def run_flow(target: str, config: dict[str, Any], finish: Callable[[dict[str, An
     When the Prefect API dies during the run, the work still completes (tasks run here, results go
     to MLflow) but Prefect would retry reporting the flow's end for minutes and then drain its
     events at exit for minutes more. So once the flow announced its result
-    (:func:`ragmem.orchestration.work_done`), the command waits at most ``LOST_API_GRACE_S`` for
-    the flow to return; if it has not and the API does not answer, the result is finished here,
-    one warning line is printed and the process exits (Prefect's undelivered records are dropped).
+    (:func:`ragmem.orchestration.work_done`), the API's health is checked every second until the
+    flow returns: after ``LOST_API_MISSES`` checks in a row without an answer (a stopped server
+    refuses at once: about 3 s), the result is finished here, one warning line is printed and the
+    process exits (Prefect's undelivered records are dropped). An API that answers is watched for
+    ``LOST_API_GRACE_S``; after that the flow is left to return in its own time.
     """
     import importlib
 
@@ -207,8 +211,13 @@ def run_flow(target: str, config: dict[str, Any], finish: Callable[[dict[str, An
 
     def watchdog() -> None:
         OUTCOME.done.wait()
-        if returned.wait(LOST_API_GRACE_S) or healthy(api_url, timeout=2.0):
-            return
+        deadline, misses = time.monotonic() + LOST_API_GRACE_S, 0
+        while misses < LOST_API_MISSES:
+            if returned.wait(1.0):
+                return
+            misses = 0 if healthy(api_url, timeout=5.0) else misses + 1
+            if misses == 0 and time.monotonic() > deadline:
+                return  # the API answers: the flow is only slow to report, and returns on its own
         with finishing:
             if not returned.is_set():
                 finish_without_prefect(OUTCOME.value)

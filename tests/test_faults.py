@@ -329,7 +329,9 @@ def test_losing_the_prefect_server_mid_run_still_writes_the_summary(tmp_path):
     assert summary["n_examples"] == N
     client = MlflowClient(f"sqlite:///{tmp_path}/mlruns/mlflow.db")
     assert client.get_run(summary["run_id"]).info.status == "FINISHED"
-    assert (tmp_path / "summary.json").stat().st_mtime - work_done < 60
+    after_work = (tmp_path / "summary.json").stat().st_mtime - work_done
+    print(f"exit {time.monotonic() - killed_at:.1f} s after the server stopped, summary {after_work:.1f} s after the work")
+    assert after_work < 60
 
 
 @pytest.fixture
