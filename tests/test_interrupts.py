@@ -102,7 +102,7 @@ tracking: {{max_traces: 0}}
     return {"agent": agent, "judge": judge, "replay": folder / "replay.yaml", "replay-light": folder / "replay-light.yaml"}
 
 
-def _interrupt(command, env, cwd, marker, delay, sig, err_path: Path) -> tuple[int, str, float]:
+def _interrupt(command, env, cwd, marker, delay, sig, err_path: Path) -> tuple[int, str, float, str]:
     with open(err_path, "w") as err:
         proc = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=err)
     try:
@@ -113,10 +113,11 @@ def _interrupt(command, env, cwd, marker, delay, sig, err_path: Path) -> tuple[i
             time.sleep(0.02)
         time.sleep(delay)
         assert proc.poll() is None, f"the run ended before the signal:\n{err_path.read_text()}"
+        before = err_path.read_text()  # what the run had said when the signal was sent
         proc.send_signal(sig)
         sent = time.monotonic()
         code = proc.wait(timeout=120)
-        return code, err_path.read_text(), time.monotonic() - sent
+        return code, err_path.read_text(), time.monotonic() - sent, before
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -131,7 +132,12 @@ def test_an_interrupt_at_any_moment_is_one_line(prefect_env, tmp_path, silent_en
            "RAGMEM_TEST_DELAY": "0.004", "RAGMEM_PROGRESS": "log", "RAGMEM_PROGRESS_INTERVAL": "0.2",
            "NO_KEY_NEEDED": "x"}
     command = [str(Path(sys.executable).parent / "ragmem"), "run", str(configs[run]), "--no-preflight"]  # the command itself
-    code, err, took = _interrupt(command, env, tmp_path, marker, delay, sig, tmp_path / "stderr.txt")
+    code, err, took, before = _interrupt(command, env, tmp_path, marker, delay, sig, tmp_path / "stderr.txt")
+    if code == 0 and "| logging to MLflow: done" in before:
+        # the run had done all its work when the signal was sent (on a busy machine the test can wake
+        # seconds late), and a command that has ended and said so ignores signals: that moment was
+        # missed, not mishandled. It is tried once more; an exit 0 otherwise fails below.
+        code, err, took, before = _interrupt(command, env, tmp_path, marker, delay, sig, tmp_path / "stderr.txt")
     lines = [line for line in err.splitlines() if line.strip() and not line.startswith("ragmem | ")]
     assert "Traceback" not in err, err
     assert code == (130 if sig == signal.SIGINT else 143), err
