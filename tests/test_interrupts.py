@@ -128,8 +128,10 @@ def _interrupt(command, env, cwd, marker, delay, sig, err_path: Path) -> tuple[i
 @pytest.mark.parametrize("case,run,marker,delay", MOMENTS, ids=[m[0] for m in MOMENTS])
 def test_an_interrupt_at_any_moment_is_one_line(prefect_env, tmp_path, silent_endpoint, case, run, marker, delay, sig):
     configs = _configs(tmp_path, silent_endpoint)
+    # (20 ms per agent call, 8 at a time: the agent's 700 calls take ~1.8 s, so that its moment falls
+    # inside it; at 4 ms its first progress line came when it had all but finished)
     env = {**prefect_env, "PYTHONPATH": str(ROOT), "RAGMEM_TEST_CALLS": str(tmp_path / "calls.txt"),
-           "RAGMEM_TEST_DELAY": "0.004", "RAGMEM_PROGRESS": "log", "RAGMEM_PROGRESS_INTERVAL": "0.2",
+           "RAGMEM_TEST_DELAY": "0.02", "RAGMEM_PROGRESS": "log", "RAGMEM_PROGRESS_INTERVAL": "0.2",
            "NO_KEY_NEEDED": "x"}
     command = [str(Path(sys.executable).parent / "ragmem"), "run", str(configs[run]), "--no-preflight"]  # the command itself
     code, err, took, before = _interrupt(command, env, tmp_path, marker, delay, sig, tmp_path / "stderr.txt")
