@@ -14,7 +14,7 @@ from typing import Any, Callable
 from ragmem import prepare
 from ragmem import home
 from ragmem.endpoints import check_store
-from ragmem.errors import RagmemError, Stopped
+from ragmem.errors import RagmemError
 from ragmem.masking import ScrubFilter
 from ragmem.orchestration import run_flow as start
 from ragmem.pipeline import write_json
@@ -60,10 +60,8 @@ def run_flow(target: str, ready: prepare.Prepared, verbose: bool, finish: Callab
     """Run a flow on the prepared run ``ready`` (handed over by token: its data is not loaded again)
     and hand the flow's result to ``finish`` (see :func:`ragmem.orchestration.run_flow`)."""
     token = prepare.hand_over(ready)
-    try:
+    try:  # (an interrupt leaves the command as Stopped: ragmem.cli's command group makes it one)
         start(target, ready.config.raw, finish, quiet=not verbose, log=log.info, prepared=token, **kwargs)
-    except KeyboardInterrupt as exc:  # past click as an exception of ours: main() prints the line
-        raise Stopped(exc) from None
     finally:
         prepare.drop(token)
 

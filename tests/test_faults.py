@@ -334,16 +334,9 @@ def test_losing_the_prefect_server_mid_run_still_writes_the_summary(tmp_path):
     assert after_work < 60
 
 
-@pytest.fixture
-def ctrl_c_raises():
-    """Python's own SIGINT handler for the test: a suite started in the background (``cmd &``)
-    inherits SIGINT ignored, and the in-process Ctrl+C tests send a real one."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, previous)
-
-
-def test_an_interrupted_sweep_resumes_only_its_unfinished_children(tmp_path, shared_store, monkeypatch, ctrl_c_raises):
+def test_an_interrupted_sweep_resumes_only_its_unfinished_children(tmp_path, shared_store, monkeypatch):
+    # (a real SIGINT reaches this process: tests/conftest.py puts Python's handler back when a
+    # suite started in the background inherited SIGINT ignored)
     from ragmem import engine
     from ragmem.config import resolve_config
 
