@@ -131,14 +131,14 @@ def test_bad_input_is_one_line_and_exit_2(prefect_env, tmp_path, args, message):
     assert "Traceback" not in done.stderr
 
 
-def test_validate(tmp_path):
+def test_validate(tmp_path, ragmem_main):
     good = tmp_path / "good.csv"
     good.write_text('query,context,generated_answer,reference_answer\nq,"[""c""]",g,r\n')
-    done = run_cli(["validate", str(good)])
+    done = ragmem_main(["validate", str(good)])
     assert done.returncode == 0 and "1 record, all valid" in done.stdout
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"query": "q"}\n{"query": "q", "reference_answer": "r", "generated_answer": "g", "label": 5}\n')
-    done = run_cli(["validate", str(bad), "--label", "1"])
+    done = ragmem_main(["validate", str(bad), "--label", "1"])
     assert done.returncode == 2
     problems = [line for line in done.stderr.splitlines() if line.startswith("invalid: ")]
     assert len(problems) == 3 and "record 2: field 'label'" in problems[2]

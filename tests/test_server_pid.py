@@ -54,19 +54,21 @@ def test_the_identity_of_a_process_is_its_start_time():
             bystander.kill()
             bystander.wait()
         assert prefect_server.process_identity(bystander.pid) is None
-    assert sys.executable in prefect_server.process_command(os.getpid())  # a command line is readable
+    assert os.path.basename(sys.executable) in prefect_server.process_command(os.getpid())  # a command line is readable
+    # (by its name: run as .venv/bin/python, the command line holds the relative path)
 
 
 @pytest.mark.e2e
-def test_status_names_the_home_and_checkout_that_started_the_server(prefect_env, tmp_path):
-    here = run_cli(["server", "status"], env=prefect_env, cwd=tmp_path)
+def test_status_names_the_home_and_checkout_that_started_the_server(prefect_env, tmp_path, ragmem_main):
+    # the status and stop commands in this process (their main()), against the session's real server
+    here = ragmem_main(["server", "status"], env=prefect_env, cwd=tmp_path)
     port = prefect_env["RAGMEM_PREFECT_PORT"]
     home = os.path.realpath(prefect_env["RAGMEM_HOME"])
     assert here.returncode == 0 and f"local server http://127.0.0.1:{port}/api: running, pid " in here.stdout
     assert f"with this ragmem home ({home})" in " ".join(here.stdout.split()), here.stdout
-    other = run_cli(["server", "status"], env={**prefect_env, "RAGMEM_HOME": str(tmp_path / "other")}, cwd=tmp_path)
+    other = ragmem_main(["server", "status"], env={**prefect_env, "RAGMEM_HOME": str(tmp_path / "other")}, cwd=tmp_path)
     text = " ".join(other.stdout.split())
     assert f"with another ragmem home ({home})" in text and "ragmem server stop stops only a server this home started" in text
-    stop = run_cli(["server", "stop"], env={**prefect_env, "RAGMEM_HOME": str(tmp_path / "other")}, cwd=tmp_path)
+    stop = ragmem_main(["server", "stop"], env={**prefect_env, "RAGMEM_HOME": str(tmp_path / "other")}, cwd=tmp_path)
     assert stop.stdout.strip() == "no server started by this ragmem home is running"  # and it still runs:
-    assert "running, pid" in run_cli(["server", "status"], env=prefect_env, cwd=tmp_path).stdout
+    assert "running, pid" in ragmem_main(["server", "status"], env=prefect_env, cwd=tmp_path).stdout

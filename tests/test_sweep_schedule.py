@@ -14,7 +14,7 @@ from tests.conftest import ROOT, api_get, run_cli, wait_until
 pytestmark = pytest.mark.e2e
 
 
-def test_sweep_retriever_config(prefect_env, tmp_path):
+def test_sweep_retriever_config(prefect_env, tmp_path, ragmem_main):
     done = run_cli(["sweep", str(ROOT / "configs" / "sweep_retriever.yaml"), "--output", "sweep.json",
                     "--set", "stats.resamples=300",  # (the choice's logic, not its figures: fewer resamples,
                     "--set", "tracking.max_traces=0"],   # and no traces: a third of its time, tested in test_engine)
@@ -61,18 +61,20 @@ def test_sweep_retriever_config(prefect_env, tmp_path):
                 assert series == sorted(series), (kind, window, metric, series)
             assert by_point[(kind, window, 5)]["hit_rate_at_10"] > by_point[(kind, window, 1)]["hit_rate_at_10"]
 
-    listing = run_cli(["compare", "--experiment", "sweep-retriever", "--metric", "hit_rate_at_10", "--last", "5",
-                       "--output", "cmp.json"], env=prefect_env, cwd=tmp_path)
+    listing = ragmem_main(["compare", "--experiment", "sweep-retriever", "--metric", "hit_rate_at_10", "--last", "5",
+                           "--output", "cmp.json"], env=prefect_env, cwd=tmp_path)
     assert listing.returncode == 0, listing.stderr
     rows = json.loads((tmp_path / "cmp.json").read_text())["runs"]
     values = [r["hit_rate_at_10"] for r in rows if r.get("hit_rate_at_10") is not None]
     assert len(rows) == 5 and values == sorted(values, reverse=True)
 
 
-def test_a_failing_child_is_recorded_and_the_sweep_goes_on(prefect_env, tmp_path):
-    # the second child's agent fails to start at run time: it is recorded, the first one runs
+def test_a_failing_child_is_recorded_and_the_sweep_goes_on(prefect_env, tmp_path, ragmem_main):
+    # the second child's agent fails to start at run time: it is recorded, the first one runs. In
+    # this process (the sweep command's main(), its flow on the shared server), as the fast lane runs
+    # commands: a sweep as a process of its own is test_sweep_retriever_config
     env = {**prefect_env, "PYTHONPATH": str(ROOT)}
-    done = run_cli(["sweep", str(ROOT / "configs" / "sweep_retriever.yaml"), "--set", "experiment=sweep-fail", "--set", "tracking.max_traces=0",
+    done = ragmem_main(["sweep", str(ROOT / "configs" / "sweep_retriever.yaml"), "--set", "experiment=sweep-fail", "--set", "tracking.max_traces=0",
                     "--set", "agent.type=python", "--set", "agent.target=tests.sample_agents:Breaks",
                     "--set", "sweep.grid={agent.params.broken: [false, true]}"], env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -84,7 +86,7 @@ def test_a_failing_child_is_recorded_and_the_sweep_goes_on(prefect_env, tmp_path
     assert failed.info.status == "FAILED" and "backend refused" in failed.data.tags["ragmem.error"]
     assert client.get_run(children[0]["run_id"]).info.status == "FINISHED"
     # every child failing is a failed sweep: still every result written, then one line and exit 2
-    done = run_cli(["sweep", str(ROOT / "configs" / "sweep_retriever.yaml"), "--set", "experiment=sweep-all-fail", "--set", "tracking.max_traces=0",
+    done = ragmem_main(["sweep", str(ROOT / "configs" / "sweep_retriever.yaml"), "--set", "experiment=sweep-all-fail", "--set", "tracking.max_traces=0",
                     "--set", "agent.type=python", "--set", "agent.target=tests.sample_agents:Breaks",
                     "--set", "sweep.grid={agent.params.broken: [true]}", "-o", "all.json"], env=env, cwd=tmp_path)
     assert done.returncode == 2 and done.stderr.strip().splitlines()[-1].startswith("error: sweep: every one of the 1"), \
@@ -92,9 +94,9 @@ def test_a_failing_child_is_recorded_and_the_sweep_goes_on(prefect_env, tmp_path
     assert [c["status"] for c in json.loads((tmp_path / "all.json").read_text())["children"]] == ["FAILED"]
 
 
-def test_a_bad_grid_value_fails_before_any_child(prefect_env, tmp_path):
+def test_a_bad_grid_value_fails_before_any_child(prefect_env, tmp_path, ragmem_main):
     # chunk_overlap 300 >= chunk_size 200 is invalid: the sweep stops before it starts, one line, exit 2
-    done = run_cli(["sweep", str(ROOT / "configs" / "sweep_retriever.yaml"), "--set", "experiment=sweep-bad",
+    done = ragmem_main(["sweep", str(ROOT / "configs" / "sweep_retriever.yaml"), "--set", "experiment=sweep-bad",
                     "--set", "sweep.grid={corpus.chunk_overlap: [40, 300]}"], env=prefect_env, cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     lines = [line for line in done.stderr.splitlines() if not line.startswith("ragmem | ")]
@@ -145,24 +147,24 @@ def test_scheduled_deployment_and_a_triggered_run(prefect_env, tmp_path):
         serve.wait(timeout=30)
 
 
-def test_bad_cron_is_a_user_error(prefect_env, tmp_path):
-    done = run_cli(["serve", str(ROOT / "configs" / "demo.yaml"), "--cron", "every day"], env=prefect_env, cwd=tmp_path)
+def test_bad_cron_is_a_user_error(prefect_env, tmp_path, ragmem_main):
+    done = ragmem_main(["serve", str(ROOT / "configs" / "demo.yaml"), "--cron", "every day"], env=prefect_env, cwd=tmp_path)
     assert done.returncode == 2 and done.stderr.strip().splitlines()[-1].startswith("error: --cron:")
 
 
-def test_paired_compare_top_k_1_vs_5(prefect_env, tmp_path, ragmem_main):
-    # the two runs through the Python API (the same engine as `ragmem run`), in one interpreter
-    code = ("import json, ragmem; print(json.dumps([ragmem.evaluate(None, config=%r, retriever={'top_k': k}, "
-            "tracking={'max_traces': 0}).summary for k in (1, 5)]))" % str(ROOT / "configs" / "reference_agent.yaml"))
-    done = subprocess.run([sys.executable, "-c", code], env=prefect_env, cwd=tmp_path, capture_output=True,
-                          text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
-    summaries = json.loads(done.stdout.strip().splitlines()[-1])
+def test_paired_compare_top_k_1_vs_5(prefect_env, tmp_path, ragmem_main, monkeypatch):
+    # the two runs through the Python API (the same engine as `ragmem run`), in this process, in the
+    # store of tmp_path
+    import ragmem
+
+    monkeypatch.chdir(tmp_path)
+    summaries = [ragmem.evaluate(None, config=str(ROOT / "configs" / "reference_agent.yaml"), retriever={"top_k": k},
+                                 tracking={"max_traces": 0}).summary for k in (1, 5)]
     assert all({"f1", "hit_rate_at_10"} <= set(s["ci"]) for s in summaries)  # intervals in the summary ...
     ids = [s["run_id"] for s in summaries]
     run = MlflowClient(f"sqlite:///{tmp_path}/mlruns/mlflow.db").get_run(ids[0])
     assert run.data.metrics["f1_ci_low"] <= run.data.metrics["f1"] <= run.data.metrics["f1_ci_high"]  # ... and in MLflow
-    done = run_cli(["compare", *ids, "--resamples", "400", "--output", "paired.json"], env=prefect_env, cwd=tmp_path)
+    done = ragmem_main(["compare", *ids, "--resamples", "400", "--output", "paired.json"], env=prefect_env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "95% CI" in done.stdout and "p-value" in done.stdout and "retriever.top_k: 1 -> 5" in done.stdout
     result = json.loads((tmp_path / "paired.json").read_text())
