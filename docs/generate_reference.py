@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, get_args, get_origin
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "reference"
@@ -33,7 +33,12 @@ def settings_rows() -> Iterator[tuple[str, str, str, str]]:
     from ragmem.settings import Section, Settings
 
     def walk(model: type[BaseModel], prefix: str) -> Iterator[tuple[str, str, str, str]]:
-        defaults = model().model_dump(mode="json") if prefix else Settings().model_dump(mode="json")
+        required = {name for name, field in model.model_fields.items() if field.is_required()}
+        try:
+            defaults = model().model_dump(mode="json")
+        except ValueError:  # a section with a required setting, or one that must name a bound (gates)
+            defaults = {n: f.get_default(call_default_factory=True) for n, f in model.model_fields.items()
+                        if n not in required}
         for name, field in model.model_fields.items():
             key = f"{prefix}{name}"
             inner = field.annotation
@@ -41,8 +46,11 @@ def settings_rows() -> Iterator[tuple[str, str, str, str]]:
                 yield key, "section", "", field.description or ""
                 yield from walk(inner, f"{key}.")
                 continue
-            default = json.dumps(defaults.get(name), ensure_ascii=False)
+            default = "(required)" if name in required else json.dumps(defaults.get(name), ensure_ascii=False)
             yield key, expected(_field_type(field)), default, field.description or ""
+            value = get_args(inner)[-1] if get_origin(inner) is dict else None
+            if isinstance(value, type) and issubclass(value, Section) and value.model_fields:  # {NAME: section}
+                yield from walk(value, f"{key}.<name>.")
 
     yield from walk(Settings, "")
 
@@ -62,7 +70,7 @@ def configuration_page() -> str:
         else:
             row = f"| `{key}` | {_cell(kind)} | `{_cell(default)}` | {_cell(description)} |"
         group = key.split(".")[0] if "." in key else "top level"
-        groups[group].append(row)
+        groups.setdefault(group, []).append(row)  # ({NAME: section} settings: a group of their own)
     for title, rows in groups.items():
         intro = [r for r in rows if not r.startswith("|")]
         table = [r for r in rows if r.startswith("|")]

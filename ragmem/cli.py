@@ -12,7 +12,7 @@ import typer.core
 
 from ragmem import dryrun, gates, prepare
 from ragmem.config import data_path
-from ragmem.cli_common import log, run_flow, setup_logging, store_client, writable, write
+from ragmem.cli_common import log, pairwise_command, run_flow, setup_logging, store_client, writable, write
 from ragmem.cli_services import data_app, init, labels_app, report, server_app, trigger, ui
 from ragmem.compare import latest_experiment, list_runs, paired_comparison
 from ragmem.errors import RagmemError, Stopped
@@ -21,7 +21,8 @@ from ragmem.exits import check_environment, leave, prepare_environment
 from ragmem.loaders import DataFile, check_file
 from ragmem.readers import check_encoding
 from ragmem.prefect_server import resolve_api_url
-from ragmem.report import out, plural, print_bench, print_paired, print_runs, print_stored, print_stored_parent, print_summary, print_sweep
+from ragmem.report import (out, plural, print_bench, print_paired, print_pairwise, print_runs, print_stored,
+                           print_stored_parent, print_summary, print_sweep, say)
 from ragmem.scheduling import pick_flow, schedule_for, serve_flow
 from ragmem.version import __version__
 
@@ -143,8 +144,16 @@ def compare(
     metrics: List[str] = typer.Option([], "--metrics", help="Paired mode: only these metrics (repeatable)."),
     resamples: int = typer.Option(1000, "--resamples", help="Paired mode: bootstrap/randomization resamples."),
     seed: int = typer.Option(0, "--seed", help="Paired mode: random seed."),
+    judge: str = typer.Option("metrics", "--judge", help="Paired mode: metrics (each metric, B - A) or pairwise "
+                                                           "(an LLM judge sees both answers, in both orders)."),
+    rubric: Optional[str] = typer.Option(None, "--rubric", help="Pairwise: judge by this rubric of the config "
+                                                                 "(default: which answer better answers the query)."),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Pairwise: config whose judge (and rubrics) "
+                                                                        "to use."),
+    set_: List[str] = typer.Option([], "--set", help="Pairwise: override a setting, e.g. judge.model=NAME (repeatable)."),
 ) -> None:
-    """Compare runs: the latest runs of an experiment sorted by a metric, or two runs example by example."""
+    """Compare runs: the latest runs of an experiment sorted by a metric, or two runs example by example
+    (every metric, or an LLM judge's preference between their answers)."""
     if runs and len(runs) != 2:  # the arguments first: a mistake costs no store
         raise RagmemError(f"compare: give two run ids (RUN_A RUN_B) or none, got {len(runs)}")
     if metrics and not runs:
@@ -153,8 +162,21 @@ def compare(
         raise RagmemError(f"--resamples: expected a positive integer, got {resamples}")
     if last < 1:
         raise RagmemError(f"--last: expected a positive integer, got {last}")
+    if judge not in ("metrics", "pairwise"):
+        raise RagmemError(f"--judge: expected metrics or pairwise, got {judge!r}")
+    if judge == "metrics" and (rubric or config or set_):
+        raise RagmemError("compare: --rubric, --config and --set go with --judge pairwise")
+    if judge == "pairwise" and not runs:
+        raise RagmemError("compare --judge pairwise: give two run ids (RUN_A RUN_B)")
     if output is not None:
         output = writable(output)
+    if judge == "pairwise":
+        result = pairwise_command(runs, config, set_, rubric, tracking_uri, resamples, seed)
+        print_pairwise(result)
+        say(f"MLflow pairwise run {result['pairwise_run_id']}")
+        if output:
+            write(output, result, "pairwise comparison")
+        return
 
     client = store_client(tracking_uri)
     if runs:

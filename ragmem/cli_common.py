@@ -11,15 +11,16 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from ragmem import prepare
-from ragmem import home
+from ragmem import endpoints, home, pairwise, prepare
+from ragmem.compare import load_run_table
 from ragmem.endpoints import check_store
+from ragmem.llm import JudgeClient
 from ragmem.errors import RagmemError
 from ragmem.masking import ScrubFilter
 from ragmem.orchestration import run_flow as start
 from ragmem.pipeline import write_json
 from ragmem.report import out
-from ragmem.tracking import Tracker
+from ragmem.tracking import Tracker, record_pairwise
 
 log = logging.getLogger("ragmem")
 
@@ -100,3 +101,30 @@ def store_client(tracking_uri: str | None):
 def write(path: Path, payload: dict[str, Any], what: str) -> None:
     write_json(path, payload)
     out.print(f"{what} written to {path}", markup=False, highlight=False, soft_wrap=True)  # a long path: one line
+
+
+def pairwise_command(runs: list[str], config: Path | None, overrides: list[str], rubric: str | None,
+                     tracking_uri: str | None, resamples: int, seed: int) -> dict[str, Any]:
+    """``ragmem compare RUN_A RUN_B --judge pairwise``: the judge's settings (and rubrics) from
+    ``--config``/``--set`` checked, both runs' tables read and their shared examples counted, the
+    judge's endpoint probed, all before any request; then the comparison, logged as a run of its own
+    in run A's experiment (:func:`ragmem.tracking.record_pairwise`)."""
+    # (only the judge and the rubrics are read: a metric selection that needs more endpoints is not asked for)
+    cfg = prepare.resolve(config, overrides=overrides, extra={"metrics": ["pass_rate"]})
+    if cfg.judge.type != "llm":
+        raise RagmemError("compare --judge pairwise: needs an LLM judge: judge.type llm and judge.model (with "
+                          "judge.base_url), in --config or with --set")
+    chosen = None
+    if rubric is not None:
+        found = {r.name: r for r in cfg.rubric_definitions()}
+        if rubric not in found:
+            raise RagmemError(f"--rubric {rubric}: not a rubric of the config (rubrics: {', '.join(found) or 'none'})")
+        chosen = found[rubric]
+    client = store_client(tracking_uri)
+    a, b = load_run_table(client, runs[0]), load_run_table(client, runs[1])
+    pairwise.pairs_to_judge(a, b)  # nothing to judge: one line, before the probe and any request
+    endpoints.preflight([e for e in endpoints.configured(cfg) if e.setting == "judge.base_url"])
+    result = pairwise.compare_pairwise(a, b, JudgeClient(cfg.judge), chosen, resamples, seed)
+    experiment = client.get_experiment(a.attrs["run"].info.experiment_id).name
+    result["pairwise_run_id"] = record_pairwise(Tracker(store_uri(tracking_uri)), experiment, result)
+    return result

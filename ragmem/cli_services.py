@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-from ragmem import published, relabel, report_html, starter
+from ragmem import published, relabel, report_pages, starter
 from ragmem.cli_common import log, setup_logging, store_client, store_uri, writable
 from ragmem import home
 from ragmem.errors import RagmemError
@@ -82,7 +82,7 @@ def report(
         raise RagmemError(f"--resamples: expected a positive integer, got {resamples}")
     output = writable(output)
 
-    page = report_html.from_tracking(store_client(tracking_uri), list(runs), resamples, seed)
+    page = report_pages.from_tracking(store_client(tracking_uri), list(runs), resamples, seed)
     output.write_text(page, encoding="utf-8")
     out.print(f"{'diff' if len(runs) == 2 else 'report'} written to {output}", markup=False, highlight=False,
               soft_wrap=True)  # a long path stays one line

@@ -63,7 +63,7 @@ def latest_experiment(client) -> str:
 
 #: the order of the summary, by family: the headline (pass rate, coverage, latency), ranking,
 #: generation, the LLM metrics, per source, then the judge (against the labels, its reliability)
-_FAMILY_ORDER = ("verdicts", "coverage", "latency", "ranking", "generation", "rag", "per_source", "classification",
+_FAMILY_ORDER = ("verdicts", "coverage", "latency", "ranking", "generation", "rag", "rubric", "per_source", "classification",
                  "reliability")
 
 
@@ -254,6 +254,24 @@ def compare_tables(a: pd.DataFrame, b: pd.DataFrame, names: list[str], resamples
             "confidence": confidence, "test": "paired bootstrap CI; approximate randomization p-value (two-sided)",
             "settings_that_differ": differing, "warnings": warnings, "metrics": rows,
             "judge": {"a": judge_of(run_a_info), "b": judge_of(run_b_info)}}
+
+
+def latest_pairwise(client, run_a: str, run_b: str) -> dict[str, Any] | None:
+    """The latest finished pairwise comparison of B against A (``ragmem compare A B --judge
+    pairwise``, :func:`ragmem.tracking.record_pairwise`) as it was logged, or ``None``."""
+    import json
+    import tempfile
+
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    found = client.search_runs(experiments, filter_string=f"tags.`ragmem.pairwise.run_a` = '{run_a}' and "
+                                                          f"tags.`ragmem.pairwise.run_b` = '{run_b}' and "
+                                                          "attributes.status = 'FINISHED'",
+                               order_by=["attributes.start_time DESC"], max_results=1) if experiments else []
+    if not found:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        with open(client.download_artifacts(found[0].info.run_id, "pairwise.json", tmp), encoding="utf-8") as handle:
+            return {**json.load(handle), "pairwise_run_id": found[0].info.run_id}
 
 
 def read_baseline(tracking_uri: str, run_ref: str) -> pd.DataFrame:

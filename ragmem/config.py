@@ -149,7 +149,7 @@ def describe_error(exc: ValidationError, root: type[BaseModel] = Settings, prefi
     if kind in ("value_error", "assertion_error"):
         message = str(error["ctx"]["error"]) if "ctx" in error else error["msg"]
         head = message.split(":", 1)[0]
-        return message if "." in head and " " not in head else f"{dotted}: {message}"
+        return message if not dotted or ("." in head and " " not in head) else f"{dotted}: {message}"
     if kind == "string_too_short":
         return f"{dotted}: expected non-empty text, got {given!r}"
     if kind in ("too_short", "list_too_short") and not given:

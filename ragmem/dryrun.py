@@ -33,12 +33,14 @@ from ragmem.agents.replay import ReplayAgent
 from ragmem.config import RunConfig
 from ragmem.journal import Journal
 from ragmem.judges import build_judge, judging
-from ragmem.llm import EmbeddingClient, Result, combine
+from ragmem.llm import EmbeddingClient, Result
 from ragmem.loaders import Dataset
 from ragmem.metrics import MetricContext
 from ragmem.metrics.rag import NAMES, OfflineEntities, RagMetrics, _sentences
+from ragmem.metrics.rubric import groups as rubric_groups, score_rubrics
 from ragmem.pipeline import write_json
 from ragmem.prompts import estimate_tokens
+from ragmem.rubrics import stand_in as rubric_stand_in
 from ragmem.schema import AgentOutput, Context
 from ragmem.text import plural
 
@@ -124,8 +126,8 @@ class _JudgeRecorder:
         self.client, self.tally = client, tally
 
     def run(self, requests):
-        """One Result per request; a verdict's ``judge.samples`` requests are each counted."""
-        return [combine([self._one(task, fields, k) for k in range(self.client.samples_of(task))])
+        """One Result per request; a verdict's (or a rubric's) ``judge.samples`` requests are each counted."""
+        return [self.client.combine(task, [self._one(task, fields, k) for k in range(self.client.samples_of(task))])
                 for task, fields in requests]
 
     def _one(self, task: str, fields: dict[str, str], sample: int) -> Result:
@@ -136,7 +138,8 @@ class _JudgeRecorder:
         if cached is not None:
             line.cached += 1
             return Result(cached)
-        reply = _stand_in(task, fields)
+        rubrics = self.client.rubrics_of(task)
+        reply = rubric_stand_in(rubrics) if rubrics else _stand_in(task, fields)
         line.tokens_in += sum(estimate_tokens(m["content"]) for m in messages) + 4 * len(messages)
         line.tokens_out += estimate_tokens(json.dumps(reply, ensure_ascii=False))
         line.tokens_out_max += self.client.reply_limit(task, fields)
@@ -229,6 +232,10 @@ def dry_run(cfg: RunConfig, config_name: str = "", *, dataset: Dataset | None = 
         if name in cfg.metrics and name != "answer_correctness":
             tally.current = name
             getattr(computer, name)(table)
+    rows = list(table.itertuples(index=False))
+    for group in rubric_groups(cfg.rubric_definitions(), cfg.judge.batch_rubrics):
+        tally.current = "+".join(r.metric for r in group)
+        score_rubrics(rows, group, recorder, batch=len(group) > 1)
     result.lines = list(tally.lines.values())
     for line in result.lines:
         _price(cfg, line)
@@ -250,12 +257,13 @@ def render(plan: DryRun) -> list[str]:
     if plan.agent_calls:
         lines.append(f"agent: {plan.agent_calls} calls in the run (not made in a dry run)")
     if plan.lines:
-        header = f"{'metric':<24}{'endpoint':<12}{'requests':>9}{'cached':>14}{'tokens in':>11}{'tokens out':>11}{'cost':>11}"
+        width = max(24, 2 + max(len(line.metric) for line in plan.lines))  # (a batch of rubrics: a long name)
+        header = f"{'metric':<{width}}{'endpoint':<12}{'requests':>9}{'cached':>14}{'tokens in':>11}{'tokens out':>11}{'cost':>11}"
         lines += ["", header, "-" * len(header)]
         for line in [*plan.lines, plan.total()]:
             share = f"{line.cached} ({line.cached / line.requests:.0%})" if line.requests else "0"
             mark = "~" if line.estimated else " "
-            lines.append(f"{line.metric:<24}{line.endpoint:<12}{line.requests:>8}{mark}{share:>14}"
+            lines.append(f"{line.metric:<{width}}{line.endpoint:<12}{line.requests:>8}{mark}{share:>14}"
                          f"{line.tokens_in:>11,}{line.tokens_out:>11,}{_money(line.cost_usd):>11}")
         total = plan.total()
         lines += ["", "tokens and cost: estimates for the uncached requests (1 token per CJK character, 1 per 4 other",

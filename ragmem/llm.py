@@ -28,12 +28,12 @@ import threading
 from pathlib import Path
 from typing import Any, Sequence
 
-from ragmem import calls, progress, prompts
+from ragmem import calls, progress, prompts, rubrics as rubric_prompts
 from ragmem.calls import describe as _describe
 from ragmem.endpoints import OPENAI_URL, Breaker, EndpointDown
 from ragmem.errors import ConfigError
 from ragmem.home import ragmem_home
-from ragmem.replies import Result, Usage, combine  # noqa: F401  (also here: ragmem.llm.Result)
+from ragmem.replies import Result, Usage, combine, combine_scores  # noqa: F401  (also here: ragmem.llm.Result)
 from ragmem.config import as_section
 from ragmem.settings import EmbeddingSettings, JudgeSettings
 
@@ -195,11 +195,14 @@ class _Endpoint:
 
 
 class JudgeClient(_Endpoint):
-    """Chat completions that must return a JSON object of a given kind."""
+    """Chat completions that must return a JSON object of a given kind: a built-in task of
+    :mod:`ragmem.prompts`, or the scores of the config's rubrics (task ``rubric:NAME``, or
+    ``rubric:A+B`` for a batch; :mod:`ragmem.rubrics`)."""
 
-    def __init__(self, settings: JudgeSettings | dict[str, Any]):
+    def __init__(self, settings: JudgeSettings | dict[str, Any], rubrics: Sequence[rubric_prompts.Rubric] = ()):
         settings = as_section(JudgeSettings, settings, "judge")
         super().__init__(settings, "judge")
+        self.rubrics = {r.name: r for r in rubrics}
         self.temperature = settings.temperature
         self.seed = settings.seed
         mode = settings.response_format
@@ -216,14 +219,25 @@ class JudgeClient(_Endpoint):
         cannot be longer than what it lists from, written out with quotes and commas: 64 tokens plus
         4 per token of that text (estimated by :func:`ragmem.prompts.estimate_tokens`). A small model
         that runs on then holds a server slot for seconds, not for minutes."""
+        if task.startswith(rubric_prompts.TASK_PREFIX):  # a score and a reason per rubric
+            return min(self.max_tokens, SHORT_REPLY_TOKENS * len(self.rubrics_of(task)))
         source = {"entities": "text", "claims": "answer"}.get(task)
         if source is None:
             return min(self.max_tokens, SHORT_REPLY_TOKENS)
         return min(self.max_tokens, 64 + 4 * prompts.estimate_tokens(fields.get(source, "")))
 
-    def _format(self, kind: str) -> dict[str, Any] | None:
+    def rubrics_of(self, task: str) -> list[rubric_prompts.Rubric] | None:
+        """The rubrics a ``rubric:...`` task scores; ``None`` for a built-in task."""
+        if not task.startswith(rubric_prompts.TASK_PREFIX):
+            return None
+        return [self.rubrics[name] for name in rubric_prompts.names_of(task)]
+
+    def _format(self, task: str) -> dict[str, Any] | None:
         if self.mode == "json_schema":
-            return {"type": "json_schema", "json_schema": {"name": kind, "schema": prompts.SCHEMAS[kind], "strict": True}}
+            rubrics = self.rubrics_of(task)
+            kind = "rubric" if rubrics else prompts.TASKS[task]["kind"]
+            schema = rubric_prompts.schema(rubrics) if rubrics else prompts.SCHEMAS[kind]
+            return {"type": "json_schema", "json_schema": {"name": kind, "schema": schema, "strict": True}}
         if self.mode == "json_object":
             return {"type": "json_object"}
         return None
@@ -234,13 +248,13 @@ class JudgeClient(_Endpoint):
             return 0.0  # no price configured for this model: its cost is not counted
         return (tokens_in * price.input + tokens_out * price.output) / 1e6
 
-    async def _complete(self, client, messages, kind, limit, seed) -> tuple[str | None, str | None]:
+    async def _complete(self, client, messages, task, limit, seed) -> tuple[str | None, str | None]:
         """The reply's content and finish reason. The response format is decided once per endpoint
         and model: the first HTTP 400 that rejects the current format moves to the next one under a
         lock; requests that were rejected concurrently wait for that decision and retry with it."""
         while True:
             mode = self.mode
-            fmt = self._format(kind)
+            fmt = self._format(task)
             kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature,
                                       "max_tokens": limit}
             if seed is not None:
@@ -265,15 +279,26 @@ class JudgeClient(_Endpoint):
                 return None, None
             return choices[0].message.content, getattr(choices[0], "finish_reason", None)
 
-    def _problem(self, kind: str, content: str | None, finish: str | None, limit: int) -> tuple[Any, str | None]:
+    def _problem(self, task: str, content: str | None, finish: str | None, limit: int) -> tuple[Any, str | None]:
         if finish == "length":
             return None, f"reply cut off at {limit} tokens (judge.max_tokens {self.max_tokens})"
         value, problem = parse_json(content)
-        return value, problem or prompts.validate(kind, value)
+        if problem:
+            return value, problem
+        rubrics = self.rubrics_of(task)
+        return value, rubric_prompts.validate(rubrics, value) if rubrics else prompts.validate(prompts.TASKS[task]["kind"], value)
+
+    def _repair(self, task: str, problem: str) -> dict[str, str]:
+        rubrics = self.rubrics_of(task)
+        if rubrics:
+            return prompts.repair_message("rubric", problem, rubric_prompts.shape(rubrics))
+        return prompts.repair_message(prompts.TASKS[task]["kind"], problem)
 
     def samples_of(self, task: str) -> int:
-        """How many times a request of ``task`` is asked: ``judge.samples`` for a verdict, else once
-        (a list of claims or entities, a question: there is no majority of those)."""
+        """How many times a request of ``task`` is asked: ``judge.samples`` for a verdict or a rubric's
+        score, else once (a list of claims or entities, a question: there is no majority of those)."""
+        if task.startswith(rubric_prompts.TASK_PREFIX):
+            return self.samples
         return self.samples if prompts.TASKS[task]["kind"] == "verdict" else 1
 
     def seed_of(self, sample: int) -> int | None:
@@ -285,12 +310,14 @@ class JudgeClient(_Endpoint):
         """The messages of one request and its cache key (also used by ``ragmem run --dry-run``).
         Every sample has its own key; sample 0's is the key of a run with one sample, so raising
         ``judge.samples`` pays only for the new samples."""
-        messages = prompts.build_messages(task, **fields)
+        rubrics = self.rubrics_of(task)
+        messages = rubric_prompts.messages(rubrics, fields) if rubrics else prompts.build_messages(task, **fields)
         payload = {"task": task, "messages": messages, "temperature": self.temperature, "seed": self.seed_of(sample)}
+        if rubrics:  # (the messages hold the rubric's text; its version is said as well)
+            payload["rubrics"] = [r.prompt_version for r in rubrics]
         return messages, self._key(payload if sample == 0 else {**payload, "sample": sample})
 
     async def _ask(self, client, semaphore, task: str, fields: dict[str, str], sample: int = 0) -> Result:
-        kind = prompts.TASKS[task]["kind"]
         messages, key = self.request(task, fields, sample)
         cached = self._cached(key)
         if cached is not None:
@@ -298,7 +325,7 @@ class JudgeClient(_Endpoint):
         async with semaphore:
             try:  # every attempt of the item (retries and the repair included) within its deadline
                 value, problem = await asyncio.wait_for(
-                    self._attempts(client, messages, kind, self.reply_limit(task, fields), self.seed_of(sample)),
+                    self._attempts(client, messages, task, self.reply_limit(task, fields), self.seed_of(sample)),
                     self.item_deadline_s)
                 if problem:
                     return self._failed(f"invalid reply after one repair: {problem}")
@@ -312,14 +339,13 @@ class JudgeClient(_Endpoint):
             self.cache.set(key, value)
         return Result(value)
 
-    async def _attempts(self, client, messages, kind, limit, seed) -> tuple[Any, str | None]:
-        content, finish = await self._complete(client, messages, kind, limit, seed)
-        value, problem = self._problem(kind, content, finish, limit)
+    async def _attempts(self, client, messages, task, limit, seed) -> tuple[Any, str | None]:
+        content, finish = await self._complete(client, messages, task, limit, seed)
+        value, problem = self._problem(task, content, finish, limit)
         if problem:  # one repair attempt
-            repaired = messages + [{"role": "assistant", "content": content or ""},
-                                   prompts.repair_message(kind, problem)]
-            content, finish = await self._complete(client, repaired, kind, limit, seed)
-            value, problem = self._problem(kind, content, finish, limit)
+            repaired = messages + [{"role": "assistant", "content": content or ""}, self._repair(task, problem)]
+            content, finish = await self._complete(client, repaired, task, limit, seed)
+            value, problem = self._problem(task, content, finish, limit)
         return value, problem
 
     def run(self, requests: Sequence[tuple[str, dict[str, str]]]) -> list[Result]:
@@ -335,12 +361,19 @@ class JudgeClient(_Endpoint):
         grouped: list[list[Result]] = [[] for _ in requests]
         for (i, *_), reply in zip(asked, replies):
             grouped[i].append(reply)
-        return [combine(samples) for samples in grouped]
+        return [self.combine(task, samples) for (task, _), samples in zip(requests, grouped)]
+
+    def combine(self, task: str, samples: Sequence[Result]) -> Result:
+        """One result from a request's ``judge.samples`` samples: a verdict's majority
+        (:func:`ragmem.replies.combine`), a rubric's mean score (:func:`ragmem.replies.combine_scores`)."""
+        rubrics = self.rubrics_of(task)
+        return combine_scores(rubrics, samples) if rubrics else combine(samples)
 
     def signature(self) -> str:
         return (f"judge:llm|model:{self.model}|endpoint:{self.base_url or 'openai'}|prompts:{prompts.PROMPT_VERSION}"
                 f"#{prompts.prompt_hash()}|temp:{self.temperature}|seed:{self.seed}"
-                + (f"|samples:{self.samples}" if self.samples > 1 else ""))
+                + (f"|samples:{self.samples}" if self.samples > 1 else "")
+                + (f"|rubrics:{','.join(f'{n}#{r.version}' for n, r in sorted(self.rubrics.items()))}" if self.rubrics else ""))
 
 
 class EmbeddingClient(_Endpoint):

@@ -40,7 +40,7 @@ from ragmem.locomo import CATEGORIES, QA, Conversation
 from ragmem.metrics.generation import scorer_for
 from ragmem.reference.generator import build_generator
 from ragmem.reference.memory import BM25Memory
-from ragmem.settings import MethodSpec
+from ragmem.sweep_settings import MethodSpec
 from ragmem.text import plural
 from ragmem.text.keywords import KeywordExtractor
 

@@ -190,7 +190,7 @@ def _metric_context(cfg: RunConfig, components: Components, mapper, early=None) 
     return MetricContext(components.keywords, cfg.zero_division, cfg.ks, cfg.ranking.relevance,
                          cfg.ranking.keyword_threshold, generation=cfg.generation, rag=cfg.rag_metrics,
                          llm=components.llm, embedder=components.embedder, mapper=mapper, early=early,
-                         judge=cfg.judge, confidence=cfg.stats.confidence)
+                         judge=cfg.judge, confidence=cfg.stats.confidence, rubrics=cfg.rubric_definitions())
 
 
 #: the columns of :func:`build_table` the families' ``start`` reads
@@ -257,14 +257,14 @@ def _param_text(key: str, value: Any) -> str:
 
 _REFERENCE_SECTIONS = ("corpus.", "retriever.", "memory.", "generator.")
 _NOT_PARAMS = ("data.files", "metrics", "ranking.k", "experiment", "run_name", "tracking.uri", "tracking.enabled",
-               "tracking.artifact_root", "import_paths")
+               "tracking.artifact_root", "import_paths", "rubrics")
 
 
 def _is_param(key: str, value: Any, cfg: RunConfig) -> bool:
     """A setting that is set and that this run used: no ``null`` and no empty value, no section of the
     reference agent unless it ran, no embeddings endpoint unless one is configured; the experiment,
     run name and tracking settings are MLflow's own fields, not params."""
-    if value is None or value == [] or value == {} or key in _NOT_PARAMS or key.startswith(("sweep", "bench")):
+    if value is None or value == [] or value == {} or key in _NOT_PARAMS or key.startswith(("sweep", "bench", "rubrics.")):
         return False
     if key.startswith(_REFERENCE_SECTIONS):
         return cfg.agent.type == "reference"
@@ -302,7 +302,15 @@ def run_params(cfg: RunConfig, dataset: Dataset, components: Components) -> dict
         "ranking.k": ",".join(map(str, cfg.ks)),
         "ragmem.version": __version__,
     } | ({"judge.response_format_used": components.llm.mode} if components.llm is not None else {}) \
-      | _entity_param(cfg, components)
+      | _entity_param(cfg, components) | rubric_params(cfg)
+
+
+def rubric_params(cfg: RunConfig) -> dict[str, str]:
+    """Each rubric as one param ``rubrics.<name>``: its scale, inputs, steps and examples counted,
+    and its prompt version (the hash of its whole text, which is in the run's config.json)."""
+    return {f"rubrics.{r.name}": f"scale:{r.scale}|inputs:{','.join(r.inputs)}|steps:{len(r.steps)}"
+                                 f"|examples:{len(r.examples)}|prompt:{r.prompt_version}"
+            for r in cfg.rubric_definitions()}
 
 
 def _entity_param(cfg: RunConfig, components: Components) -> dict[str, str]:

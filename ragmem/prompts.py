@@ -6,6 +6,7 @@ Replies (JSON objects; anything else is invalid and gets one repair attempt):
     entities  {"entities": ["...", ...]}
     question  {"question": "...", "noncommittal": 0 | 1}
     claims    {"claims": ["...", ...]}            (faithfulness: the answer's statements)
+    preference {"winner": "1" | "2" | "tie", "reason": "..."}   (pairwise: ragmem compare --judge pairwise)
 
 Untrusted text (queries, answers, references, contexts) is placed in the user message as delimited
 data (``<data name="...">...</data>``) with every ``&``, ``<`` and ``>`` inside the text written as
@@ -62,6 +63,13 @@ TASKS: dict[str, dict[str, Any]] = {
                         "or says it does not know, else 0."),
         "fields": ("answer",),
     },
+    "pairwise": {
+        "kind": "preference",
+        "instruction": ("Compare two answers to the question. {criterion} Judge what the answers say, never their "
+                        "order or their length: reply winner \"1\" or \"2\" for the better answer, \"tie\" when "
+                        "neither is better."),
+        "fields": ("question", "reference", "answer_1", "answer_2"),
+    },
     "claims": {
         "kind": "claims",
         "instruction": ("Break the answer into short, self-contained factual claims, in {language}, one fact each, "
@@ -81,6 +89,9 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                  "required": ["question", "noncommittal"], "additionalProperties": False},
     "claims": {"type": "object", "properties": {"claims": {"type": "array", "items": {"type": "string"}}},
                "required": ["claims"], "additionalProperties": False},
+    "preference": {"type": "object", "properties": {"winner": {"type": "string", "enum": ["1", "2", "tie"]},
+                                                    "reason": {"type": "string"}},
+                   "required": ["winner", "reason"], "additionalProperties": False},
 }
 
 _SHAPES = {
@@ -88,6 +99,7 @@ _SHAPES = {
     "entities": '{"entities": ["<entity>", ...]}',
     "question": '{"question": "<question>", "noncommittal": 0 | 1}',
     "claims": '{"claims": ["<claim>", ...]}',
+    "preference": '{"winner": "1" | "2" | "tie", "reason": "<one sentence>"}',
 }
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 
@@ -124,9 +136,10 @@ def build_messages(task: str, **fields: str) -> list[dict[str, str]]:
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
-def repair_message(kind: str, problem: str) -> dict[str, str]:
+def repair_message(kind: str, problem: str, shape: str | None = None) -> dict[str, str]:
+    """The one repair request after an invalid reply (``shape``: a rubric's reply, see :mod:`ragmem.rubrics`)."""
     return {"role": "user", "content": f"Your reply was invalid ({problem}). Reply again with only a JSON object "
-                                       f"of this shape: {_SHAPES[kind]}"}
+                                       f"of this shape: {shape or _SHAPES[kind]}"}
 
 
 def validate(kind: str, reply: Any) -> str | None:
@@ -137,6 +150,11 @@ def validate(kind: str, reply: Any) -> str | None:
         verdict = reply.get("verdict")
         if not isinstance(verdict, str) or verdict.strip().lower() not in ("yes", "no"):
             return f"'verdict' must be \"yes\" or \"no\", got {verdict!r}"
+        return None if isinstance(reply.get("reason", ""), str) else "'reason' must be a string"
+    if kind == "preference":
+        winner = str(reply.get("winner", "")).strip().lower()
+        if winner not in ("1", "2", "tie"):
+            return f"'winner' must be \"1\", \"2\" or \"tie\", got {reply.get('winner')!r}"
         return None if isinstance(reply.get("reason", ""), str) else "'reason' must be a string"
     if kind in ("entities", "claims"):
         items = reply.get(kind)

@@ -7,6 +7,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from ragmem import rubrics as rubric_prompts
 from ragmem.metrics.estimators import majority
 
 
@@ -42,6 +43,17 @@ def combine(samples: Sequence[Result]) -> Result:
         return Result(error=f"undecided: {sum(votes)} of {len(votes)} valid samples said yes{extra}", votes=votes)
     first = next(r for r, v in zip(valid, votes) if v == winner)
     return Result({"verdict": "yes" if winner else "no", "reason": first.value.get("reason")}, votes=votes)
+
+
+def combine_scores(rubrics: Sequence["rubric_prompts.Rubric"], samples: Sequence[Result]) -> Result:
+    """One reply from the ``judge.samples`` samples of a rubric request: each rubric's score is the
+    mean of the valid samples' (:func:`ragmem.rubrics.combine`); no valid sample, the first failure."""
+    if len(samples) == 1:
+        return samples[0]
+    valid = [r.value for r in samples if r.error is None]
+    if not valid:
+        return next(r for r in samples if r.error is not None)
+    return Result(rubric_prompts.combine(rubrics, valid))
 
 
 @dataclass

@@ -273,6 +273,28 @@ def print_paired(result: dict[str, Any]) -> None:
         print(f"warning: {warning}", file=sys.stderr)
 
 
+def print_pairwise(result: dict[str, Any]) -> None:
+    """A pairwise comparison (:mod:`ragmem.pairwise`): B's wins, ties and losses against A, its win
+    rate with the interval, how often the verdict changed with the order, the judge's usage."""
+    a, b = result["run_a"][:8], result["run_b"][:8]
+    say(f"pairwise judging of B = {b} against A = {a} on {plural(result['n_judged'], 'example')} "
+        f"(each judged twice, the answers swapped): {result['criterion']}")
+    rate, ci = result["win_rate"], result["win_rate_ci"]
+    shown = "n/a" if rate is None else f"{rate:.4f}" + (f" [{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "")
+    say(f"B wins {result['wins']}, ties {result['ties']}, loses {result['losses']}; B's win rate (ties half) {shown}")
+    swap = result["swap_inconsistency"]
+    say(f"swap_inconsistency {'n/a' if swap is None else f'{swap:.4f}'}: {result['n_swap_inconsistent']} verdicts "
+        f"changed with the order (counted as ties)")
+    usage = result["usage"]
+    say(f"judge requests {int(usage.get('judge_calls', 0))}, cached {int(usage.get('judge_cache_hits', 0))}, "
+        f"failed examples {result['n_failed']}, cost ${usage.get('judge_cost_usd', 0.0):.4f}")
+    for reason, count in list(result["failure_reasons"].items())[:3]:
+        print(f"warning: {count} example(s) not judged: {reason}", file=sys.stderr)
+    if result["n_unanswered"]:
+        print(f"warning: {result['n_unanswered']} shared example(s) left out: a run has no answer for them",
+              file=sys.stderr)
+
+
 def print_bench(result: dict[str, Any]) -> None:
     rows = result["results_table"]
     view = Table(title=f"{result['experiment']}: {plural(result['n_conversations'], 'conversation')}, "

@@ -9,45 +9,31 @@ dotted setting, the value given and what is allowed (:func:`ragmem.config.descri
     judge.timeout_s: expected a number > 0, got 'abc'
 
 The documentation's settings tables (``docs/``) and its generated configuration reference are checked
-against these models by ``tests/test_config.py`` and ``tests/test_docs.py``.
+against these models by ``tests/test_config.py`` and ``tests/test_docs.py``. What every section is
+made of is :mod:`ragmem.sections`; the sections of sweeps, memory benchmarks and gates are in
+:mod:`ragmem.sweep_settings` (all importable from here).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, ClassVar, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Union
 
 from annotated_types import Ge, Gt, Le, Lt
-from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
+from pydantic import Field, field_serializer, field_validator, model_validator
 
 from ragmem.home import DEFAULT_ARTIFACT_ROOT
+from ragmem.sections import Backoff, Count, Positive, Seconds, Section, Share, setting  # noqa: F401  (also here)
+# the sections of sweeps, memory benchmarks and gates (their own module), also importable from here
+from ragmem.sweep_settings import BenchSettings, Bounds, Constraint, Gate, MethodSpec  # noqa: F401
+from ragmem.sweep_settings import Objective, SweepSettings, TieBreak  # noqa: F401
 from ragmem.loaders import parse_label
 from ragmem.readers import check_encoding
+from ragmem.rubrics import INPUTS as RUBRIC_INPUTS, SCALES as RUBRIC_SCALES, check as check_rubric
 from ragmem.metrics._division import parse_zero_division
 from ragmem.metrics.names import DEFAULT_METRICS, RELEVANCE_MODES, expand_selection
 from ragmem.metrics.options import GenerationOptions, RagOptions
 
-
-Count = Annotated[int, Ge(0)]          # 0, 1, 2, ...
-Positive = Annotated[int, Ge(1)]       # 1, 2, ...
-Seconds = Annotated[float, Gt(0)]      # > 0
-Backoff = Annotated[float, Ge(0)]      # >= 0
-Share = Annotated[float, Ge(0), Le(1)]  # 0..1
-
-
-def setting(default: Any, description: str, **kwargs: Any) -> Any:
-    """A field with its default and one-line description (a section class: built per instance)."""
-    if isinstance(default, type) and issubclass(default, BaseModel):
-        return Field(default_factory=default, description=description, **kwargs)
-    if isinstance(default, (list, dict)):
-        return Field(default_factory=lambda: type(default)(default), description=description, **kwargs)
-    return Field(default, description=description, **kwargs)
-
-
-class Section(BaseModel):
-    """A group of settings: unknown keys are errors, values are not coerced."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, validate_default=False)
 
 
 # ---- data ---------------------------------------------------------------------------------------
@@ -187,7 +173,9 @@ class JudgeSettings(ClientSettings):
     max_tokens: Positive = setting(1024, "reply limit sent with every request (fits a claims list of the wire "
                                          "contract); a reply cut off by it is invalid: one repair, then a failure")
     prices: dict[str, Price] = setting({}, "{model: {input, output}} in USD per million tokens")
-    samples: Positive = setting(1, "times every LLM verdict is asked (the majority decides; a tie is undecided)")
+    samples: Positive = setting(1, "times every LLM verdict (or rubric score) is asked (the majority decides, a tie "
+                                   "is undecided; a rubric: the mean score)")
+    batch_rubrics: bool = setting(False, "judge every rubric of one example in one request (a score per rubric)")
     min_kappa: Annotated[float, Ge(-1), Le(1)] = setting(
         0.4, "the judge is flagged unreliable when the upper end of its kappa interval with the labels is below this")
     label_sample: Optional[Positive] = setting(None, "write this many examples, stratified by verdict, to "
@@ -205,6 +193,24 @@ class RagMetricSettings(Section):
 
 
 # ---- metrics ------------------------------------------------------------------------------------
+
+class RubricExample(Section):
+    inputs: dict[Literal[RUBRIC_INPUTS], Union[str, list[str]]] = setting({}, "the example's inputs (a subset of the rubric's)")
+    score: int = Field(description="its score on the rubric's scale")
+    reason: str = setting("", "why (shown to the judge)")
+
+
+class RubricSettings(Section):
+    """A criterion of the user's, scored by the LLM judge as the metric ``rubric_<name>`` (see
+    :mod:`ragmem.rubrics`: scales, normalisation, the request)."""
+
+    criteria: str = Field(description="what the judge scores (text)")
+    scale: Literal[tuple(RUBRIC_SCALES)] = Field(description="binary (0/1), 1-5 or 0-10; normalised to 0..1")
+    inputs: Annotated[list[Literal[RUBRIC_INPUTS]], Field(min_length=1)] = Field(
+        description="what the judge may see: any of query, answer, reference, contexts")
+    steps: list[str] = setting([], "evaluation steps, in order")
+    examples: list[RubricExample] = setting([], "few-shot examples: {inputs, score, reason}")
+
 
 Tokenizer = Literal["jieba", "rjieba", "char"]
 
@@ -249,103 +255,6 @@ class OrchestrationSettings(Section):
     dask_workers: Optional[Positive] = setting(None, "workers of the LocalCluster (default: the cores)")
 
 
-# ---- sweeps and the memory benchmark ------------------------------------------------------------
-
-class Objective(Section):
-    metric: str = setting("f1", "metric the sweep optimises")
-    goal: Literal["maximize", "minimize"] = setting("maximize", "direction")
-
-
-class Bounds(Section):
-    """A lower and/or an upper bound on a metric (at least one)."""
-
-    max: Optional[float] = setting(None, "upper bound")
-    min: Optional[float] = setting(None, "lower bound")
-    _shape: ClassVar[str] = "{min: X} and/or {max: X}"
-
-    @model_validator(mode="after")
-    def _bound(self):
-        if self.max is None and self.min is None:
-            raise ValueError(f"expected {self._shape}")
-        return self
-
-
-class Constraint(Bounds):
-    metric: str = Field(description="metric bounded")
-    _shape: ClassVar[str] = "{metric: NAME, max: X} or {metric: NAME, min: X}"
-
-
-class Gate(Bounds):
-    """A quality gate: the run fails (exit 3) when the metric is below ``min`` or above ``max``, or
-    (``max_regression``) significantly worse than the ``baseline`` run by more than that much."""
-
-    max_regression: Optional[Annotated[float, Ge(0)]] = setting(
-        None, "fail when significantly worse than the baseline run by more than this (paired test)")
-    _shape: ClassVar[str] = "{min: X}, {max: X} and/or {max_regression: DELTA}"
-
-    @model_validator(mode="after")
-    def _bound(self):
-        if self.max is None and self.min is None and self.max_regression is None:
-            raise ValueError(f"expected {self._shape}")
-        return self
-
-
-class TieBreak(Section):
-    """A secondary objective: among the configurations tied for best, prefer the one whose grid
-    ``setting`` (or ``metric``) is lowest (``goal: minimize``) or highest."""
-
-    metric: Optional[str] = setting(None, "a metric, e.g. avg_latency (or a setting:)")
-    goal: Literal["maximize", "minimize"] = setting("minimize", "direction")
-    setting: Optional[str] = setting(None, "a grid key, e.g. retriever.top_k")  # (last: it shadows setting())
-
-    @model_validator(mode="after")
-    def _one(self):
-        if (self.setting is None) == (self.metric is None):
-            raise ValueError("expected {setting: KEY, goal: ...} or {metric: NAME, goal: ...}")
-        return self
-
-
-class SweepSettings(Section):
-    grid: dict[str, Annotated[list[Any], Field(min_length=1)]] = setting({}, "dotted.key -> [values]")
-    samples: Optional[Positive] = setting(None, "run N grid points drawn at random (seed)")
-    objective: Objective = setting(Objective, "{metric, goal}")
-    constraints: list[Constraint] = setting([], "[{metric, max?, min?}]")
-    tie_break: list[TieBreak] = setting([], "secondary objectives, in order, among the configurations tied "
-                                            "for best (not significantly worse than the top one)")
-    max_parallel: Positive = setting(2, "children at once")
-    plot_metrics: Optional[list[str]] = setting(None, "metrics plotted against each swept key")
-
-
-class MethodSpec(Section):
-    name: Optional[str] = setting(None, "name of the method (default: its type)")
-    type: Optional[Literal["reference", "full_context", "no_memory", "python", "http"]] = setting(None, "memory layer")
-    target: Optional[str] = setting(None, "module:Class of a python layer")
-    params: dict[str, Any] = setting({}, "constructor arguments of a python layer")
-    url: Optional[str] = setting(None, "base URL of an http layer")
-    timeout_s: Seconds = setting(60.0, "per request of an http layer")
-    budget_tokens: Optional[Positive] = setting(None, "budget of a full_context layer")
-
-    @model_validator(mode="after")
-    def _named(self):
-        if self.type is None and self.name is None:
-            raise ValueError("expected a name or a type")
-        if self.type == "python" and not self.target:
-            raise ValueError("target: required for type python")
-        if self.type == "http" and not (self.url or "").startswith(("http://", "https://")):
-            raise ValueError(f"url: expected an http(s) URL for type http, got {self.url!r}")
-        return self
-
-
-class BenchSettings(Section):
-    data: Optional[str] = setting(None, "LoCoMo file, zip or folder")
-    methods: list[Union[Literal["reference", "full_context", "no_memory"], MethodSpec]] = setting(
-        ["reference", "full_context", "no_memory"], "memory layers")
-    top_k: Positive = setting(10, "memories recalled per question")
-    full_context_tokens: Positive = setting(4000, "budget of the full-context baseline")
-    include_adversarial: bool = setting(False, "score category 5")
-    limit_conversations: Optional[Positive] = setting(None, "only the first N conversations")
-    limit_questions: Optional[Positive] = setting(None, "only the first N questions of each")
-
 
 class ReferenceSettings(Section):
     """The sections the reference agent reads (``agent.type: reference``)."""
@@ -377,6 +286,8 @@ class Settings(ReferenceSettings):
     agent: AgentSettings = setting(AgentSettings, "the system under test")
     judge: JudgeSettings = setting(JudgeSettings, "the judge")
     rag_metrics: RagMetricSettings = setting(RagMetricSettings, "LLM-based RAG metrics")
+    rubrics: dict[str, RubricSettings] = setting({}, "criteria of your own, each the metric rubric_<name> "
+                                                    "(needs judge.type llm)")
     metrics: Annotated[list[str], Field(min_length=1)] = setting(list(DEFAULT_METRICS), "metric names (default: all)")
     ranking: RankingSettings = setting(RankingSettings, "ranking metrics")
     generation: GenerationSettings = setting(GenerationSettings, "generation metrics")
@@ -391,6 +302,19 @@ class Settings(ReferenceSettings):
     baseline: Optional[str] = setting(None, "run id (or unique prefix) the max_regression gates compare with")
     import_paths: list[str] = setting([], "folders where agent.target and bench method targets are imported "
                                           "from, after the working directory (a config file's folder is added)")
+
+    def rubric_definitions(self) -> tuple:
+        """The config's rubrics as :class:`ragmem.rubrics.Rubric` (checked: a problem is a ValueError
+        naming the rubric's setting)."""
+        out = []
+        for name, rubric in self.rubrics.items():
+            try:
+                out.append(check_rubric(name, rubric.criteria, rubric.scale, rubric.inputs, rubric.steps,
+                                        [e.model_dump() for e in rubric.examples]))
+            except ValueError as exc:
+                where = "" if str(exc).startswith("rubric name") else "."
+                raise ValueError(f"rubrics.{name}{where}{exc}" if where else f"rubrics.{name}: {exc}") from None
+        return tuple(out)
 
     @field_validator("zero_division", mode="before")
     @classmethod
@@ -410,6 +334,14 @@ class Settings(ReferenceSettings):
             raise ValueError(f"gates.{regress[0]}.max_regression: needs a baseline run "
                              "(--baseline RUN_ID, or baseline: RUN_ID in the config)")
         selected = expand_selection(self.metrics, self.ranking.k)
+        self.rubric_definitions()  # each rubric checked whole (its examples against its scale)
+        if self.rubrics and self.judge.type != "llm":
+            raise ValueError(f"rubrics: scored by an LLM judge: set judge.type llm (and judge.model), got judge.type "
+                             f"{self.judge.type}")
+        undefined = [m for m in selected if m.startswith("rubric_") and m[len("rubric_"):] not in self.rubrics]
+        if undefined:
+            raise ValueError(f"metrics: {undefined[0]} is not a rubric of the config (rubrics: "
+                             f"{', '.join(self.rubrics) or 'none'}); a rubric's metric is computed without naming it")
         if self.judge.type == "llm" and "answer_relevancy" in selected and not self.embeddings.model:
             raise ValueError("embeddings.model: answer_relevancy with judge.type llm needs an embeddings endpoint "
                              "(set embeddings.model and embeddings.base_url, or leave answer_relevancy out of metrics)")

@@ -30,7 +30,7 @@ from ragmem.config import RunConfig, as_section, assign
 from ragmem.errors import ConfigError
 from ragmem.metrics.generation import scorer_for
 from ragmem.pipeline import store_location
-from ragmem.settings import SweepSettings
+from ragmem.sweep_settings import SweepSettings
 
 
 @dataclass(frozen=True)

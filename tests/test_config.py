@@ -3,6 +3,7 @@ any agent or judge is built; the documentation's settings tables agree with the 
 
 import json
 import re
+import typing
 
 import pytest
 import yaml
@@ -142,12 +143,17 @@ def test_every_documented_setting_exists_with_its_default():
             if key.endswith(".*"):
                 assert key[:-2] in Settings.model_fields, key
                 continue
+            if ".<name>." in key:  # a setting of each entry of a {NAME: section} mapping (rubrics.<name>.scale)
+                head, _, rest = key.partition(".<name>.")
+                assert rest in typing.get_args(Settings.model_fields[head].annotation)[-1].model_fields, key
+                continue
             assert _KEY.match(key), key
             _schema_default(key)  # raises KeyError for a documented setting that does not exist
         defaults = re.findall(r"`([^`]+)`", default_cell)
         if default_cell == "—":
             defaults = ["null"] * len(keys)
-        if len(defaults) != len(keys) or any(d.startswith("$") for d in defaults) or any(k.endswith(".*") for k in keys):
+        if len(defaults) != len(keys) or any(d.startswith("$") for d in defaults) or \
+                any(k.endswith(".*") or ".<name>." in k for k in keys):
             continue  # described in words (generated, all, from an environment variable)
         for key, text in zip(keys, defaults):
             assert _schema_default(key) == yaml.safe_load(text), (key, text)

@@ -18,17 +18,17 @@ SHELL = {"cli.py", "cli_common.py", "cli_services.py", "scheduling.py", "orchest
 LAYERS: dict[str, tuple[str, ...]] = {
     # what knows nothing of evaluation: errors, text, file readers, the row schema, process plumbing
     "base": ("version", "home", "processes", "errors", "imports", "interrupts", "masking", "schema", "progress", "prompts", "parallel", "plots",
-             "readers", "text", "text.tokenizers", "text.keywords", "text.entities", "metrics.options",
+             "readers", "rubrics", "text", "text.tokenizers", "text.keywords", "text.entities", "metrics.options",
              "metrics._division"),
     # data files: examples, LoCoMo conversations, a run's journal
     "data": ("starter", "published", "loaders", "locomo", "journal", "labels"),
     # metric math: the names (a pandas-free leaf the schema reads), the families, the statistics
     "metrics": ("metrics.names", "metrics.kernels", "metrics.scorer", "metrics.base", "metrics.verdicts",
                 "metrics.classification", "metrics.coverage", "metrics.latency", "metrics.ranking",
-                "metrics.generation", "metrics.rag", "metrics.per_source", "metrics.registry", "metrics", "metrics.reliability", "metrics.estimators",
+                "metrics.generation", "metrics.rag", "metrics.rubric", "metrics.per_source", "metrics.registry", "metrics", "metrics.reliability", "metrics.estimators",
                 "stats"),
     # one config: the schema, reading, merging, validating (no domain module but the metric names)
-    "config": ("settings", "config"),
+    "config": ("sections", "sweep_settings", "settings", "config"),
     # what calls out: endpoints and their call policy, the LLM clients, agents, judges, the reference
     # agent; the machine's readiness for a config
     "clients": ("endpoints", "calls", "replies", "llm", "agents.python", "agents.replay", "agents.http", "agents.runner",
@@ -39,7 +39,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "tracking": ("tracking.store", "tracking.ui", "tracking.lifecycle", "tracking.files", "tracking.record", "tracking", "compare"),
     # the engine: the steps of a run, sweeps, memory benchmarks, gates, resume, reports, dry runs, and
     # the one preparation of a run's config, data and environment
-    "engine": ("report_html", "pipeline", "memory_bench", "gates", "resume", "sweep", "dryrun", "prepare", "steps",
+    "engine": ("report_html", "report_pages", "pipeline", "pairwise", "memory_bench", "gates", "resume", "sweep", "dryrun", "prepare", "steps",
                "engine", "relabel"),
     # the Python API
     "api": ("api", "testing", "report"),

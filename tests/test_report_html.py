@@ -14,7 +14,7 @@ import pytest
 from mlflow import MlflowClient
 
 import ragmem
-from ragmem import report_html
+from ragmem import report_html, report_pages
 from tests.conftest import ROOT, run_cli
 
 DEMO = ROOT / "ragmem" / "datasets" / "demo_bilingual.json"
@@ -57,12 +57,12 @@ def test_every_run_logs_a_self_contained_report(two_runs, shared_store):
     assert "Worst examples (25 of 36; 10 of them passed, shown for their low reference coverage)" in page
     assert "Failures (0)" in page and "<h2>Latency</h2>" in page
     assert "<summary>signatures of the settings</summary>" in page and "judge:keyword|thr:0.7" in page
-    assert page == report_html.from_tracking(client, [base.run_id[:8]])  # ragmem report RUN rebuilds it
+    assert page == report_pages.from_tracking(client, [base.run_id[:8]])  # ragmem report RUN rebuilds it
 
 
 def test_a_diff_shows_the_flipped_verdicts(two_runs, shared_store):
     base, worse, flipped, _ = two_runs
-    page = report_html.from_tracking(MlflowClient(shared_store["uri"]), [base.run_id, worse.run_id[:10]], resamples=200)
+    page = report_pages.from_tracking(MlflowClient(shared_store["uri"]), [base.run_id, worse.run_id[:10]], resamples=200)
     assert "Flipped to fail (pass in A, fail in B): 6" in page and "Flipped to pass (fail in A, pass in B): 0" in page
     section = page[page.index("Flipped to fail"):page.index("Flipped to pass")]
     assert re.findall(r"<tr><td>([^<]+)</td>", section) == flipped

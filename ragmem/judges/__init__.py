@@ -39,5 +39,5 @@ def judging(cfg) -> tuple[KeywordExtractor, Judge, Any]:
     keywords = KeywordExtractor(cfg.keywords.tokenizer, cfg.keywords.stopwords)
     client = None
     if cfg.judge.type == "llm":
-        client = JudgeClient(cfg.judge)
+        client = JudgeClient(cfg.judge, rubrics=cfg.rubric_definitions())
     return keywords, build_judge(cfg.judge, keywords, cfg.zero_division, client), client

@@ -60,6 +60,7 @@ class MetricContext:
     early: Any = None      # ragmem.parallel.EarlyMaps begun while the agent ran (their results are reused)
     judge: Any = None      # judge.* (ragmem.settings.JudgeSettings): the reliability family's threshold moves
     confidence: float = 0.95  # stats.confidence: the level of intervals a family computes itself (pass_rate_ppi)
+    rubrics: tuple = ()       # the config's rubrics (ragmem.rubrics.Rubric): the metrics rubric_<name>
     started: dict = field(default_factory=dict, compare=False, repr=False)  # see start()
     _rows: list = field(default_factory=list, compare=False, repr=False)     # see rows()
 

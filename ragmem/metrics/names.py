@@ -16,7 +16,8 @@ from ragmem.errors import ConfigError
 from ragmem.schema import CONTEXT_SOURCES
 
 __all__ = ["Names", "FAMILY_NAMES", "DEFAULT_METRICS", "DEFAULT_KS", "RELEVANCE_MODES", "expand_selection",
-           "VERDICTS", "RELIABILITY", "CLASSIFICATION", "COVERAGE", "LATENCY", "RANKING", "GENERATION", "RAG", "PER_SOURCE",
+           "VERDICTS", "RELIABILITY", "CLASSIFICATION", "COVERAGE", "LATENCY", "RANKING", "GENERATION", "RAG", "RUBRIC",
+           "PER_SOURCE",
            "RANKING_FAMILIES", "AT_K", "LATENCY_SUFFIXES", "STAGE_LATENCY", "GENERATION_COMPANIONS", "PER_SOURCE_KINDS"]
 
 DEFAULT_KS = (1, 3, 5, 10)  # the cut-offs of ranking.k by default
@@ -91,8 +92,14 @@ PER_SOURCE_KINDS = ("context_share", "coverage", "reference_coverage", "hit_rate
 _PER_SOURCE = tuple(f"{kind}_{source}" for source in CONTEXT_SOURCES for kind in PER_SOURCE_KINDS)
 PER_SOURCE = Names("per_source", _PER_SOURCE, selectors={"per_source": lambda ks: list(_PER_SOURCE)})
 
+#: the config's rubrics (``rubrics:``): ``rubric_<name>`` each, with ``rubric_<name>_failures``
+RUBRIC_SUFFIXES = ("_failures", "_reason", "_error")  # (a rubric's name may not end with one)
+RUBRIC = Names("rubric", (), pattern=re.compile(r"^rubric_[a-z][a-z0-9_]*$"),
+               owns_also=lambda name: name.startswith("rubric_") and name.endswith("_failures"))
+
 #: Every family's names, in the order their metrics are computed and reported.
-FAMILY_NAMES: tuple[Names, ...] = (VERDICTS, RELIABILITY, CLASSIFICATION, COVERAGE, LATENCY, RANKING, GENERATION, RAG, PER_SOURCE)
+FAMILY_NAMES: tuple[Names, ...] = (VERDICTS, RELIABILITY, CLASSIFICATION, COVERAGE, LATENCY, RANKING, GENERATION, RAG,
+                                   RUBRIC, PER_SOURCE)
 
 #: The default selection: every metric (ranking families at every k of ``ranking.k``, per-source).
 DEFAULT_METRICS: tuple[str, ...] = (

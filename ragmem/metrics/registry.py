@@ -18,7 +18,8 @@ from typing import Sequence
 
 import pandas as pd
 
-from ragmem.metrics import classification, coverage, generation, latency, per_source, rag, ranking, reliability, verdicts
+from ragmem.metrics import (classification, coverage, generation, latency, per_source, rag, ranking, reliability, rubric,
+                            verdicts)
 from ragmem.metrics.base import Aggregator, Family, MetricContext, MetricResult
 from ragmem.metrics.names import DEFAULT_METRICS, RELEVANCE_MODES, expand_selection  # noqa: F401  (also here)
 
@@ -35,13 +36,15 @@ FAMILIES: tuple[Family, ...] = (
     ranking.FAMILY,
     generation.FAMILY,
     rag.FAMILY,
+    rubric.FAMILY,
     per_source.FAMILY,
 )
 
 
 def _runs(selected: Sequence[str], ctx: MetricContext) -> list[tuple[Family, list[str]]]:
     """The families that produce a selected name, each with the names it keeps."""
-    wanted_all = expand_selection(["pass_rate", *selected, *always_on(selected)], ctx.ks)  # pass_rate always, first
+    rubrics = [r.metric for r in ctx.rubrics]  # every rubric of the config, named in metrics or not
+    wanted_all = expand_selection(["pass_rate", *selected, *always_on(selected), *rubrics], ctx.ks)  # pass_rate first
     runs = [(family, [n for n in wanted_all if family.selects(n)]) for family in FAMILIES]
     return [(family, wanted) for family, wanted in runs if wanted]
 

@@ -23,7 +23,7 @@ import pandas as pd
 
 from ragmem.parallel import mapper_for
 from ragmem.tracking import files
-from ragmem.tracking.lifecycle import TrackedRun, log_results
+from ragmem.tracking.lifecycle import TrackedRun, log_results, tracked_run
 from ragmem.tracking.store import Feedback
 
 # per-example scores shown on a trace (5 ms each on sqlite: the headline ones, not every k)
@@ -155,3 +155,26 @@ def record_labels(tracker, run_id: str, *, metrics: dict[str, float | None], sum
     with tempfile.TemporaryDirectory() as tmp:
         tracker.log_table_files(run_id, files.table_files(table, tmp, "examples"))
     return n
+
+
+PAIRWISE_METRICS = ("win_rate", "wins", "ties", "losses", "swap_inconsistency", "n_shared", "n_judged", "n_failed",
+                    "n_swap_inconsistent")
+
+
+def record_pairwise(tracker, experiment: str, result: dict[str, Any]) -> str:
+    """A pairwise comparison (:mod:`ragmem.pairwise`) as a run of its own in ``experiment``, linked
+    to both runs by the tags ``ragmem.pairwise.run_a`` / ``run_b``: its settings as params, the
+    figures as metrics (the judge's usage under ``usage/``), the per-example verdicts and reasons as
+    ``pairwise.json``. Returns the run id."""
+    a, b = result["run_a"], result["run_b"]
+    tags = {"ragmem.kind": "pairwise", "ragmem.pairwise.run_a": a, "ragmem.pairwise.run_b": b}
+    low, high = result["win_rate_ci"] or (None, None)
+    with tracked_run(tracker, experiment, f"pairwise {a[:8]} vs {b[:8]}", tags=tags) as run:
+        log_results(run, params={"judge": "pairwise", "judge.signature": result["judge_signature"],
+                                 "criterion": result["criterion"], "rubric": result["rubric"] or "-",
+                                 "run_a": a, "run_b": b, "stats.signature": f"bootstrap:{result['resamples']}"
+                                 f"|conf:{result['confidence']}|seed:{result['seed']}"},
+                    metrics={**{k: result[k] for k in PAIRWISE_METRICS}, "win_rate_ci_low": low,
+                             "win_rate_ci_high": high, **result["usage"]},
+                    json_files={"pairwise.json": result})
+    return run.id

@@ -1,0 +1,107 @@
+"""The settings of the commands that run or bound more than one evaluation: ``ragmem sweep`` (grid,
+objective, constraints, tie-breaks), ``ragmem bench-memory`` (the memory layers) and the quality
+gates of ``ragmem run``. Part of the settings schema (:mod:`ragmem.settings`, which holds them)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal, Optional, Union
+
+from annotated_types import Ge
+from pydantic import Field, model_validator
+
+from ragmem.sections import Positive, Seconds, Section, setting
+
+class Objective(Section):
+    metric: str = setting("f1", "metric the sweep optimises")
+    goal: Literal["maximize", "minimize"] = setting("maximize", "direction")
+
+
+class Bounds(Section):
+    """A lower and/or an upper bound on a metric (at least one)."""
+
+    max: Optional[float] = setting(None, "upper bound")
+    min: Optional[float] = setting(None, "lower bound")
+    _shape: ClassVar[str] = "{min: X} and/or {max: X}"
+
+    @model_validator(mode="after")
+    def _bound(self):
+        if self.max is None and self.min is None:
+            raise ValueError(f"expected {self._shape}")
+        return self
+
+
+class Constraint(Bounds):
+    metric: str = Field(description="metric bounded")
+    _shape: ClassVar[str] = "{metric: NAME, max: X} or {metric: NAME, min: X}"
+
+
+class Gate(Bounds):
+    """A quality gate: the run fails (exit 3) when the metric is below ``min`` or above ``max``, or
+    (``max_regression``) significantly worse than the ``baseline`` run by more than that much."""
+
+    max_regression: Optional[Annotated[float, Ge(0)]] = setting(
+        None, "fail when significantly worse than the baseline run by more than this (paired test)")
+    _shape: ClassVar[str] = "{min: X}, {max: X} and/or {max_regression: DELTA}"
+
+    @model_validator(mode="after")
+    def _bound(self):
+        if self.max is None and self.min is None and self.max_regression is None:
+            raise ValueError(f"expected {self._shape}")
+        return self
+
+
+class TieBreak(Section):
+    """A secondary objective: among the configurations tied for best, prefer the one whose grid
+    ``setting`` (or ``metric``) is lowest (``goal: minimize``) or highest."""
+
+    metric: Optional[str] = setting(None, "a metric, e.g. avg_latency (or a setting:)")
+    goal: Literal["maximize", "minimize"] = setting("minimize", "direction")
+    setting: Optional[str] = setting(None, "a grid key, e.g. retriever.top_k")  # (last: it shadows setting())
+
+    @model_validator(mode="after")
+    def _one(self):
+        if (self.setting is None) == (self.metric is None):
+            raise ValueError("expected {setting: KEY, goal: ...} or {metric: NAME, goal: ...}")
+        return self
+
+
+class SweepSettings(Section):
+    grid: dict[str, Annotated[list[Any], Field(min_length=1)]] = setting({}, "dotted.key -> [values]")
+    samples: Optional[Positive] = setting(None, "run N grid points drawn at random (seed)")
+    objective: Objective = setting(Objective, "{metric, goal}")
+    constraints: list[Constraint] = setting([], "[{metric, max?, min?}]")
+    tie_break: list[TieBreak] = setting([], "secondary objectives, in order, among the configurations tied "
+                                            "for best (not significantly worse than the top one)")
+    max_parallel: Positive = setting(2, "children at once")
+    plot_metrics: Optional[list[str]] = setting(None, "metrics plotted against each swept key")
+
+
+class MethodSpec(Section):
+    name: Optional[str] = setting(None, "name of the method (default: its type)")
+    type: Optional[Literal["reference", "full_context", "no_memory", "python", "http"]] = setting(None, "memory layer")
+    target: Optional[str] = setting(None, "module:Class of a python layer")
+    params: dict[str, Any] = setting({}, "constructor arguments of a python layer")
+    url: Optional[str] = setting(None, "base URL of an http layer")
+    timeout_s: Seconds = setting(60.0, "per request of an http layer")
+    budget_tokens: Optional[Positive] = setting(None, "budget of a full_context layer")
+
+    @model_validator(mode="after")
+    def _named(self):
+        if self.type is None and self.name is None:
+            raise ValueError("expected a name or a type")
+        if self.type == "python" and not self.target:
+            raise ValueError("target: required for type python")
+        if self.type == "http" and not (self.url or "").startswith(("http://", "https://")):
+            raise ValueError(f"url: expected an http(s) URL for type http, got {self.url!r}")
+        return self
+
+
+class BenchSettings(Section):
+    data: Optional[str] = setting(None, "LoCoMo file, zip or folder")
+    methods: list[Union[Literal["reference", "full_context", "no_memory"], MethodSpec]] = setting(
+        ["reference", "full_context", "no_memory"], "memory layers")
+    top_k: Positive = setting(10, "memories recalled per question")
+    full_context_tokens: Positive = setting(4000, "budget of the full-context baseline")
+    include_adversarial: bool = setting(False, "score category 5")
+    limit_conversations: Optional[Positive] = setting(None, "only the first N conversations")
+    limit_questions: Optional[Positive] = setting(None, "only the first N questions of each")
