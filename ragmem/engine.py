@@ -27,7 +27,7 @@ import pandas as pd
 
 from ragmem import endpoints, gates, interrupts, labels, memory_bench, pipeline, prepare, progress, report_html
 from ragmem import resume as resumes
-from ragmem import sweep as sweeps
+from ragmem import judge_sweep, sweep as sweeps
 from ragmem.config import RunConfig
 from ragmem.errors import failure_message  # noqa: F401  (also ragmem.engine.failure_message)
 from ragmem.journal import Journal
@@ -54,6 +54,7 @@ class EvaluationResult:
     run_id: str | None = None
     params: dict[str, str] = field(default_factory=dict)
     index_builds: int = 0  # reference-agent indexes this run built (0 when it reused one)
+    journal_key: str | None = None  # the run's journal (its run id, or untracked-...): its agent answers
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{k}={v:.4g}" for k, v in self.metrics.items()
@@ -67,7 +68,7 @@ def _tracker(cfg: RunConfig) -> Tracker | None:
 
 def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = None, baseline: pd.DataFrame | None = None,
              run_id: str | None = None, tags: dict[str, str] | None = None, resume: str | None = None,
-             preflight: bool = True, keep_journal: bool = True) -> EvaluationResult:
+             preflight: bool = True, keep_journal: bool = True, answers_from: str | None = None) -> EvaluationResult:
     """Evaluate one configuration: the steps in order, in one MLflow run (unless tracking is off).
 
     The agent and judge are built and the data loaded before the run opens (a bad target or a bad
@@ -82,7 +83,8 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
     carries ``ragmem_progress`` = ``(run key, outputs journaled, examples)`` for the resume hint.
     ``preflight`` checks every configured endpoint first (:mod:`ragmem.endpoints`).
     ``keep_journal=False`` removes the run's journal folder once the run has ended well (one that
-    stopped keeps it, for its resume).
+    stopped keeps it, for its resume). ``answers_from`` (a journal key) takes the agent's answers
+    from another run's journal (a sweep's judge-only sibling, :mod:`ragmem.judge_sweep`).
     """
     components = pipeline.build_components(cfg)  # a bad agent or judge setting fails here, before any call
     dataset = steps.load(cfg, dataset)
@@ -95,6 +97,8 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
         run_id = resume if tracker is not None else None
     with tracked_run(tracker, cfg.experiment, cfg.run_name, tags=tags, run_id=run_id) as run:
         journal = journal or _new_journal(run.id, cfg, dataset, tracker)
+        if answers_from:  # the sibling's answers, journaled as this run's own (a resume needs no sibling)
+            kept = journal.adopt(answers_from)
         try:
             outputs, judgements = _answer_and_judge(cfg, steps, components, dataset, journal, kept)
             with progress.stage("metrics"):
@@ -118,7 +122,7 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
         journal.close()
     if not keep_journal:
         shutil.rmtree(journal.folder, ignore_errors=True)
-    return EvaluationResult(result.values, table, summary, run.id, params, components.index_builds())
+    return EvaluationResult(result.values, table, summary, run.id, params, components.index_builds(), journal.key)
 
 
 def _resumed(cfg: RunConfig, dataset: Dataset, tracker: Tracker | None, resume: str) -> tuple[Journal, dict]:
@@ -216,14 +220,15 @@ def _log_run(steps: Steps, run: TrackedRun, cfg: RunConfig, dataset: Dataset, ou
 
 # ---- sweeps -------------------------------------------------------------------------------------
 
-def _evaluate_child(cfg: RunConfig, run_id: str | None, dataset: Dataset, resume: bool = False) -> dict[str, Any]:
+def _evaluate_child(cfg: RunConfig, run_id: str | None, dataset: Dataset, resume: bool = False,
+                    answers_from: str | None = None) -> dict[str, Any]:
     again = resume and run_id is not None and Journal.has_meta(run_id)  # it had started: continue it
     if resume and run_id is not None and not again:  # created but never started: start it now
         _tracker(cfg).reopen(run_id)
     result = evaluate(cfg, PLAIN, dataset=dataset, run_id=None if again else run_id, preflight=False,  # checked by the sweep
-                      resume=run_id if again else None)
+                      resume=run_id if again else None, answers_from=None if again else answers_from)
     return {"metrics": {k: v for k, v in result.metrics.items() if v is not None}, "table": result.table,
-            "index_builds": result.index_builds, "ci": result.summary.get("ci", {})}
+            "index_builds": result.index_builds, "ci": result.summary.get("ci", {}), "journal": result.journal_key}
 
 
 def sweep(config: dict[str, Any] | RunConfig, steps: Steps = PLAIN, *, plan: SweepPlan | None = None,
@@ -269,6 +274,9 @@ def sweep(config: dict[str, Any] | RunConfig, steps: Steps = PLAIN, *, plan: Swe
             sweeps.mark_against_best(children, tables, children.index(top), spec, cfg)
         best = sweeps.choose(children, spec)
         summary = sweeps.summary(parent.id, cfg, spec, children, best, index_builds, plan.base)
+        judges = judge_sweep.agreement(children, tables, spec, cfg)  # the grid varies the judge: do they agree?
+        if judges is not None:
+            summary["judges"] = judges
         steps.log_results(parent, **sweeps.parent_record(children, best, spec, cfg, summary))
     return summary
 
@@ -276,15 +284,22 @@ def sweep(config: dict[str, Any] | RunConfig, steps: Steps = PLAIN, *, plan: Swe
 def _run_children(steps: Steps, plan: SweepPlan, datasets: dict, child_ids: list, todo: list[int],
                   tracker: Tracker | None, cfg: RunConfig, parent_id: str | None, resume: str | None) -> dict:
     """The unfinished children, ``sweep.max_parallel`` at a time: index -> ``("ok", result)`` or
-    ``("failed", reason)``. Interrupted, the children still running end with the parent."""
-    items = [(plan.configs[i], child_ids[i], datasets[tuple(plan.configs[i].files)], bool(resume)) for i in todo]
+    ``("failed", reason)``. Those that differ from a sibling only in judge settings run after it, on
+    its agent's answers (:func:`ragmem.judge_sweep.answer_sources`). Interrupted, the children still
+    running end with the parent."""
+    sources = judge_sweep.answer_sources(plan.points) if judge_sweep.varies_judge(plan.points) else {}
+    waves = [[i for i in todo if i not in sources], [i for i in todo if i in sources]]
     names = {sweeps.Announced.key(plan.configs[i], child_ids[i]): sweeps.child_name(plan.points[i]) for i in todo}
     # the children's traces share one setting of MLflow's process-wide URI (see process_tracking_uri)
     try:
         with process_tracking_uri(cfg.tracking_uri) if tracker else contextlib.nullcontext(), \
                 progress.stage("sweep", len(todo), unit="configurations") as overall, progress.fold(overall):
             announced = sweeps.Announced(_evaluate_child, overall, names, plan.spec.metric, log.info)
-            ran = steps.children(announced, items, plan.spec.max_parallel)
+            ran: dict[int, Any] = {}
+            for wave in waves:
+                items = [(plan.configs[i], child_ids[i], datasets[tuple(plan.configs[i].files)], bool(resume),
+                          _answers_of(sources.get(i), ran, child_ids)) for i in wave]
+                ran.update(zip(wave, steps.children(announced, items, plan.spec.max_parallel) if items else []))
     except BaseException as exc:
         interrupts.STOP.set()  # children on other threads wind down (their runs end KILLED)
         end_unfinished(tracker, child_ids, "KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED",
@@ -292,7 +307,18 @@ def _run_children(steps: Steps, plan: SweepPlan, datasets: dict, child_ids: list
         finished = sum(tracker.client.get_run(c).info.status == "FINISHED" for c in child_ids) if tracker else 0
         exc.ragmem_progress = (parent_id, finished, len(plan.points), "configurations done")
         raise
-    return dict(zip(todo, ran))
+    return ran
+
+
+def _answers_of(source: int | None, ran: dict, child_ids: list) -> str | None:
+    """The journal whose answers a judge-only sibling reuses: its source child's (this sweep's, or
+    finished before a resume); ``None`` (the agent is called) when that child failed."""
+    if source is None:
+        return None
+    if source in ran:
+        status, value = ran[source]
+        return value.get("journal") if status == "ok" else None
+    return child_ids[source] if child_ids[source] and Journal.has_meta(child_ids[source]) else None
 
 
 def _sweep_children(plan: SweepPlan, child_ids: list, outcomes: dict, tracker: Tracker | None):

@@ -86,6 +86,19 @@ class Journal:
         self._file.flush()
         self.written += 1
 
+    def adopt(self, key: str) -> dict[str, AgentOutput]:
+        """The answered outputs of the journal ``key`` (another run's), journaled as this run's own
+        (not counted in ``written``: they were not asked of the agent here)."""
+        other = Journal(key, resume=True)
+        try:
+            outputs = {k: v for k, v in other.outputs().items() if v.error is None}
+        finally:
+            other.close()
+        for output in outputs.values():
+            self._file.write(json.dumps(_as_record(output), ensure_ascii=False) + "\n")
+        self.sync()
+        return outputs
+
     def sync(self) -> None:
         """The end of a batch: everything written is on disk."""
         self._file.flush()

@@ -211,6 +211,7 @@ class JudgeClient(_Endpoint):
         self.prices = settings.prices
         self.max_tokens = settings.max_tokens
         self.samples = settings.samples
+        self.prompt_variant = settings.prompt_variant
         self._format_lock: asyncio.Lock | None = None  # per event loop: see run_async
 
     def reply_limit(self, task: str, fields: dict[str, str]) -> int:
@@ -311,7 +312,8 @@ class JudgeClient(_Endpoint):
         Every sample has its own key; sample 0's is the key of a run with one sample, so raising
         ``judge.samples`` pays only for the new samples."""
         rubrics = self.rubrics_of(task)
-        messages = rubric_prompts.messages(rubrics, fields) if rubrics else prompts.build_messages(task, **fields)
+        messages = (rubric_prompts.messages(rubrics, fields) if rubrics
+                    else prompts.build_messages(task, prompt_variant=self.prompt_variant, **fields))
         payload = {"task": task, "messages": messages, "temperature": self.temperature, "seed": self.seed_of(sample)}
         if rubrics:  # (the messages hold the rubric's text; its version is said as well)
             payload["rubrics"] = [r.prompt_version for r in rubrics]
@@ -373,6 +375,7 @@ class JudgeClient(_Endpoint):
         return (f"judge:llm|model:{self.model}|endpoint:{self.base_url or 'openai'}|prompts:{prompts.PROMPT_VERSION}"
                 f"#{prompts.prompt_hash()}|temp:{self.temperature}|seed:{self.seed}"
                 + (f"|samples:{self.samples}" if self.samples > 1 else "")
+                + (f"|variant:{self.prompt_variant}" if self.prompt_variant != "default" else "")
                 + (f"|rubrics:{','.join(f'{n}#{r.version}' for n, r in sorted(self.rubrics.items()))}" if self.rubrics else ""))
 
 

@@ -78,6 +78,29 @@ TASKS: dict[str, dict[str, Any]] = {
     },
 }
 
+#: ``judge.prompt_variant: strict``: a stricter instruction for every task (same fields, same reply)
+STRICT: dict[str, str] = {
+    "answer_correctness": ("Decide whether the generated answer is correct for the question, judged strictly "
+                           "against the reference answer: it must state every key fact of the reference and "
+                           "nothing that contradicts it; a partial, hedged or vague answer is not correct."),
+    "chunk_relevance": ("Decide whether the context passage explicitly states a fact the reference answer to the "
+                        "question relies on; a passage that is only on the same topic is not relevant."),
+    "claim_support": ("Decide whether the claim follows directly and entirely from the contexts, with no outside "
+                      "knowledge or assumption; a claim that is only partly supported is not supported."),
+    "entities": ("List only the named entities stated explicitly in the text: people, places, organisations, "
+                 "products, works, dates, times and numbers, each exactly as written, without duplicates; "
+                 "nothing implied or generic."),
+    "question": ("Write one question that the answer below answers, in {language} (attempt {variant}: vary the "
+                 "wording between attempts). Set noncommittal to 1 if the answer hedges, is vague, evasive or "
+                 "says it does not know in any part, else 0."),
+    "pairwise": ("Compare two answers to the question. {criterion} Judge what the answers say, never their order "
+                 "or their length: reply winner \"1\" or \"2\" only when that answer is clearly better, "
+                 "\"tie\" otherwise."),
+    "claims": ("Break the answer into atomic factual claims, in {language}, one fact each, pronouns replaced by "
+               "what they refer to, every factual statement included however minor."),
+}
+PROMPT_VARIANTS = ("default", "strict")
+
 SCHEMAS: dict[str, dict[str, Any]] = {
     "verdict": {"type": "object", "properties": {"verdict": {"type": "string", "enum": ["yes", "no"]},
                                                  "reason": {"type": "string"}},
@@ -123,7 +146,9 @@ def unescape(text: str) -> str:
     return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
-def build_messages(task: str, **fields: str) -> list[dict[str, str]]:
+def build_messages(task: str, prompt_variant: str = "default", **fields: str) -> list[dict[str, str]]:
+    """The messages of one request of ``task`` (``prompt_variant``: ``default`` or ``strict``, see
+    :data:`STRICT`)."""
     spec = TASKS[task]
     missing = set(spec["fields"]) - set(fields)
     if missing:
@@ -131,7 +156,8 @@ def build_messages(task: str, **fields: str) -> list[dict[str, str]]:
     language = language_of(" ".join(fields[name] for name in spec["fields"]))
     blocks = "\n".join(f'<data name="{name}">\n{_escape(fields[name])}\n</data>' for name in spec["fields"])
     settings = {k: v for k, v in fields.items() if k not in spec["fields"]}  # e.g. variant
-    instruction = spec["instruction"].format(language=language, **({"variant": "1"} | settings))
+    template = STRICT[task] if prompt_variant == "strict" else spec["instruction"]
+    instruction = template.format(language=language, **({"variant": "1"} | settings))
     user = f"{instruction}\n\nReply with JSON only: {_SHAPES[spec['kind']]}\n\n{blocks}"
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
@@ -172,7 +198,7 @@ def validate(kind: str, reply: Any) -> str | None:
 
 def prompt_hash() -> str:
     """sha256 (first 16 hex digits) of every prompt, schema and the system message."""
-    payload = json.dumps({"v": PROMPT_VERSION, "system": SYSTEM, "tasks": TASKS, "schemas": SCHEMAS,
+    payload = json.dumps({"v": PROMPT_VERSION, "system": SYSTEM, "tasks": TASKS, "strict": STRICT, "schemas": SCHEMAS,
                           "shapes": _SHAPES}, sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 

@@ -205,6 +205,24 @@ def print_sweep(result: dict[str, Any], spec) -> None:
             f"run {best_id}; parent run {result['parent_run_id']}")
     else:
         say(f"no configuration met the objective and constraints; parent run {result['parent_run_id']}")
+    if result.get("judges"):
+        print_judges(result["judges"])
+
+
+def print_judges(judges: dict[str, Any]) -> None:
+    """A sweep that varies the judge: each judge's choice, and how far each pair of judges ranks the
+    agent configurations alike (Kendall's tau with its bootstrap interval)."""
+    metric = judges["metric"]
+    for judge in judges["judges"]:
+        chosen = judge["chosen"]
+        shown = "none (no configuration met the objective)" if chosen is None else \
+            f"{chosen['agent']} ({metric}={fmt(metric, chosen[metric])})"
+        say(f"judge {judge['label']}: chose {shown}")
+    for pair in judges["pairs"]:
+        tau, ci = pair["kendall_tau"], pair["ci"]
+        value = "n/a" if tau is None else f"{tau:+.3f}" + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "")
+        say(f"judges {pair['a']} and {pair['b']}: Kendall's tau {value} over {pair['n_configurations']} agent "
+            f"configurations ranked by {metric}")
 
 
 def print_runs(table, title: str, warnings: list[str]) -> None:

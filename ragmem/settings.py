@@ -176,6 +176,8 @@ class JudgeSettings(ClientSettings):
     samples: Positive = setting(1, "times every LLM verdict (or rubric score) is asked (the majority decides, a tie "
                                    "is undecided; a rubric: the mean score)")
     batch_rubrics: bool = setting(False, "judge every rubric of one example in one request (a score per rubric)")
+    prompt_variant: Literal["default", "strict"] = setting("default", "the built-in prompts, or their stricter "
+                                                                      "variant (docs: Judges and LLM metrics)")
     min_kappa: Annotated[float, Ge(-1), Le(1)] = setting(
         0.4, "the judge is flagged unreliable when the upper end of its kappa interval with the labels is below this")
     label_sample: Optional[Positive] = setting(None, "write this many examples, stratified by verdict, to "

@@ -106,3 +106,18 @@ def slow_logged(query):
     if query == "hang":
         time.sleep(10_000)
     return {"answer": query, "contexts": [query]}
+
+
+QUALITY_CALLS: list[str] = []  # every call of Quality (a judge sweep counts them)
+
+
+class Quality:
+    """An agent whose answers are marked GOOD or BAD (``good``): two scripted judges that like
+    opposite marks rank its two configurations in opposite orders."""
+
+    def __init__(self, good=True):
+        self.mark = "GOOD" if good else "BAD"
+
+    def __call__(self, query):
+        QUALITY_CALLS.append(query)
+        return f"{self.mark} answer to {query}"

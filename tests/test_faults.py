@@ -352,7 +352,8 @@ def test_an_interrupted_sweep_resumes_only_its_unfinished_children(tmp_path, sha
     config = resolve_config(None, data=str(tmp_path / "data.json"), extra={
         **_store(shared_store, "sweep-resume"), "tracking": {**_store(shared_store, "x")["tracking"], "max_traces": 0},
         "agent": {"type": "python", "target": "tests.sample_agents:slow_logged", "concurrency": 2, "batch_size": 20},
-        "sweep": {"grid": {"judge.threshold": [0.3, 0.5, 0.7]}, "max_parallel": 1}})
+        # (an agent setting: children that differ only in the judge would share one child's answers)
+        "sweep": {"grid": {"agent.timeout_s": [30.0, 40.0, 50.0]}, "max_parallel": 1}})
     with pytest.raises(KeyboardInterrupt) as caught:
         engine.sweep(config)
     parent, finished, total, unit = caught.value.ragmem_progress
