@@ -259,8 +259,18 @@ def assign(config: dict[str, Any], keys: list[str], value: Any) -> dict[str, Any
             node[part] = copy.deepcopy(value)
             return out
         inner, _ = _optional(_unwrap(_field_type(model.model_fields[part]))[0])
+        entry = get_args(inner)[-1] if get_origin(inner) is dict else None
         if isinstance(inner, type) and issubclass(inner, BaseModel):
             model = inner
+        elif isinstance(entry, type) and issubclass(entry, BaseModel) and depth + 2 < len(keys):
+            # {NAME: section} (rubrics, gates): the next key names an entry, the rest is its section's
+            if not isinstance(node.get(part), dict):
+                node[part] = {}
+            node = node[part]
+            if not isinstance(node.get(keys[depth + 1]), dict):
+                node[keys[depth + 1]] = {}
+            node, model, depth = node[keys[depth + 1]], entry, depth + 2
+            continue
         elif get_origin(inner) is dict:
             model = None
         else:

@@ -224,3 +224,16 @@ def test_output_is_checked_before_any_work(output, message, data, capsys, monkey
     err = capsys.readouterr().err.strip().splitlines()
     assert exit_.value.code == 2 and len(err) == 1 and err[0].startswith("error: --output") and message in err[0]
     assert sample_agents.CALLS == [] and not (tmp_path / "mlruns").exists()
+
+
+def test_set_reaches_into_an_entry_of_a_named_section_mapping():
+    """rubrics.<name>.x and gates.<metric>.x are settings of a named entry (a sweep grid key too),
+    not one free-form key: set, validated, and an entry left incomplete named."""
+    from ragmem.config import resolve_config
+
+    config = resolve_config(None, overrides=["gates.pass_rate.min=0.5", "judge.prices.m.input=1",
+                                             "judge.prices.m.output=2"])
+    assert config["gates"]["pass_rate"]["min"] == 0.5
+    assert config["judge"]["prices"] == {"m": {"input": 1, "output": 2}}
+    with pytest.raises(ConfigError, match=r"^rubrics.tone.scale: required$"):
+        resolve_config(None, overrides=["rubrics.tone.criteria=Polite"])

@@ -92,3 +92,15 @@ def test_the_strict_prompt_variant_is_stricter_and_keyed_apart(tmp_path):
     assert "|variant:strict" in strict.summary["params"]["judge.signature"]
     assert "variant" not in default.summary["params"]["judge.signature"]
     assert set(prompts.STRICT) == set(prompts.TASKS)  # one stricter variant of each built-in prompt
+
+
+def test_a_grid_over_a_rubrics_text_makes_judge_only_siblings_with_their_own_prompt_version():
+    from ragmem import sweep as sweeps
+
+    base = {"metrics": ["pass_rate"], "judge": {"type": "llm", "model": "m", "base_url": "http://127.0.0.1:9/v1"},
+            "rubrics": {"tone": {"criteria": "Polite.", "scale": "1-5", "inputs": ["answer"]}}}
+    spec = sweeps.parse_sweep({"grid": {"retriever.top_k": [1, 5], "rubrics.tone.criteria": ["Polite.", "Very polite."]}})
+    points, configs = zip(*sweeps.point_configs(base, spec, 0))
+    versions = [cfg.rubric_definitions()[0].version for cfg in configs]
+    assert versions[0] == versions[2] != versions[1] == versions[3]  # the text is the rubric's version
+    assert answer_sources(list(points)) == {1: 0, 3: 2}  # each top_k answers once
