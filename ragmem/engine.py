@@ -16,6 +16,7 @@ the journal, the MLflow run (:func:`ragmem.tracking.tracked_run`) and what is lo
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import shutil
 import time
@@ -32,7 +33,7 @@ from ragmem.config import RunConfig
 from ragmem.errors import failure_message  # noqa: F401  (also ragmem.engine.failure_message)
 from ragmem.journal import Journal
 from ragmem.loaders import Dataset
-from ragmem.locomo import CATEGORIES, questions
+from ragmem.locomo import ABSTENTION, CATEGORIES, CATEGORY_SOURCE, questions
 from ragmem.masking import mask, scrub
 from ragmem.parallel import EarlyMaps, ProcessPool, mapper_for
 from ragmem.prepare import SweepPlan
@@ -311,8 +312,7 @@ def _run_children(steps: Steps, plan: SweepPlan, datasets: dict, child_ids: list
 
 
 def _answers_of(source: int | None, ran: dict, child_ids: list) -> str | None:
-    """The journal whose answers a judge-only sibling reuses: its source child's (this sweep's, or
-    finished before a resume); ``None`` (the agent is called) when that child failed."""
+    """The journal a judge-only sibling takes its answers from; ``None`` (the agent is called) when its source failed."""
     if source is None:
         return None
     if source in ran:
@@ -349,14 +349,14 @@ def bench_memory(config: dict[str, Any] | RunConfig, steps: Steps = PLAIN, *, co
     bench = cfg.bench
     specs = memory_bench.method_specs(bench.methods)
     conversations = steps.load_conversations(str(bench.data), conversations)[: bench.limit_conversations]
-    selected = {c.id: questions(c, bench.include_adversarial, bench.limit_questions) for c in conversations}
+    selected = {c.id: questions(c, bench.limit_questions) for c in conversations}
     n_questions = sum(len(q) for q in selected.values())
     log.info("bench-memory: %d conversations, %d questions, %d methods", len(conversations), n_questions, len(specs))
     kit = memory_bench.BenchKit.build(cfg)
     if preflight:
         endpoints.preflight(endpoints.configured(cfg), log=log.info)
     common = {"bench.data": str(bench.data), "bench.top_k": str(bench.top_k),
-              "bench.include_adversarial": str(bench.include_adversarial),
+              "bench.categories": json.dumps({"mapping": CATEGORIES, "abstention": ABSTENTION, "source": CATEGORY_SOURCE}),
               "n_conversations": str(len(conversations)), "n_questions": str(n_questions),
               "bench.limit_questions": str(bench.limit_questions), "generator.type": cfg.generator.type,
               "judge.signature": kit.judge.signature(), "generation.signature": kit.scorer.signature()}
@@ -374,7 +374,7 @@ def bench_memory(config: dict[str, Any] | RunConfig, steps: Steps = PLAIN, *, co
         steps.log_results(parent, tables={"locomo_results": pd.DataFrame(table)})
     return {"parent_run_id": parent.id, "experiment": cfg.experiment, "n_conversations": len(conversations),
             "tracking_uri": pipeline.store_location(cfg.tracking_uri) if parent.id else None,
-            "n_questions": n_questions, "categories": {c: CATEGORIES[c] for c in categories},
+            "n_questions": n_questions, "categories": {c: CATEGORIES[c] for c in categories}, "category_source": CATEGORY_SOURCE,
             "methods": methods, "results_table": table}
 
 

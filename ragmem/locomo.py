@@ -4,11 +4,12 @@ Reads the per-conversation files (``locomo10.zip`` as published, a folder of the
 ``{speaker_a, speaker_b, session_N: [turns], session_N_date_time, qa: [...]}``) and the single-list
 shape (``locomo10.json``: ``[{sample_id, conversation: {...}, qa: [...]}]``).
 
-Categories as published: 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, 5 adversarial.
-Category 5 questions have ``adversarial_answer`` (a plausible but unsupported answer) and no
-``answer``; the published evaluations (mem0, Zep, LangMem, A-Mem) leave them out, and so does ragmem
-unless ``include_adversarial`` is set. Included, their expected answer is that the conversation does
-not say (``ADVERSARIAL_ANSWER``), as in LoCoMo's own evaluation.
+Categories: :data:`CATEGORIES`, one table with its source (:data:`CATEGORY_SOURCE`), logged with
+every benchmark run. Category 5 questions have ``adversarial_answer`` (a plausible but unsupported
+answer) and no ``answer``: the information is not in the conversation. They are scored as
+**abstention** (:mod:`ragmem.memory_bench`): correct when the answer says the information is not
+there, reported in a column of their own and never mixed into the overall score, which stays that
+of categories 1-4, as the published evaluations (mem0, Zep, LangMem, A-Mem) report it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,12 @@ from typing import Any, Iterable
 from ragmem.errors import DataError
 from ragmem.readers import check_path, not_utf8_message
 
+#: LoCoMo's question categories, as its own evaluation code scores them
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+CATEGORY_SOURCE = ("snap-research/locomo task_eval/evaluation.py (eval_question_answering): category 1 "
+                   "multi-hop (F1 over the comma-separated sub-answers), 2 temporal, 3 open-domain, 4 single-hop, "
+                   "5 adversarial (correct when the answer says the information is not mentioned)")
+ABSTENTION = 5  # the category scored as abstention, apart from the overall score
 ADVERSARIAL_ANSWER = "Not mentioned in the conversation"
 _SESSION = re.compile(r"^session_(\d+)$")
 
@@ -158,11 +164,12 @@ def load_locomo(path: str | Path) -> list[Conversation]:
     return conversations
 
 
-def questions(conversation: Conversation, include_adversarial: bool = False, limit: int | None = None) -> list[QA]:
-    """The scored questions, in conversation order. With ``limit``, taken round-robin across the
-    categories (in conversation order within each), so that a quick run keeps every category when
-    ``limit`` allows: the first 20 questions of a conversation may hold none of some category."""
-    selected = [q for q in conversation.qa if include_adversarial or q.category != 5]
+def questions(conversation: Conversation, limit: int | None = None) -> list[QA]:
+    """The scored questions (every category, abstention included), in conversation order. With
+    ``limit``, taken round-robin across the categories (in conversation order within each), so that
+    a quick run keeps every category when ``limit`` allows: the first 20 questions of a conversation
+    may hold none of some category."""
+    selected = list(conversation.qa)
     if not limit or limit >= len(selected):
         return selected
     by_category: dict[int, list[QA]] = {}

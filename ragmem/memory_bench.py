@@ -5,7 +5,8 @@ Per question: ``search`` (timed) returns memories; the generator answers from th
 answer is scored against the gold answer with ``token_f1``, ``bleu_1``, the judge (``judge_score``:
 an LLM's generous correct/wrong verdict, or offline the keyword verdict) and ``evidence_recall``
 (share of the question's evidence turns among the recalled memories). Aggregates overall and per
-category (``_cat{N}``): those means, ``search_latency_p50/_p95``, ``answer_latency_p50/_p95``
+category (``_cat{N}``; the overall over categories 1-4, category 5 scored as abstention and
+reported apart, see :func:`judge_answers`, its F1 and BLEU-1 null): those means, ``search_latency_p50/_p95``, ``answer_latency_p50/_p95``
 (search + generation), ``context_tokens_mean`` (tokens of recalled context per query, counted with
 the generation tokenizer: words and CJK words, not model tokens), ``add_latency_p50/_p95`` (per
 ingested session) and ``ingest_total_s``; ``n_add_errors``, ``n_reset_errors``, ``n_errors`` and
@@ -36,7 +37,7 @@ from ragmem.agents.python import resolve
 from ragmem.config import as_section
 from ragmem.errors import ConfigError, failure_message
 from ragmem.judges import JudgeItem, judging
-from ragmem.locomo import CATEGORIES, QA, Conversation
+from ragmem.locomo import ABSTENTION, CATEGORIES, QA, Conversation
 from ragmem.metrics.generation import scorer_for
 from ragmem.reference.generator import build_generator
 from ragmem.reference.memory import BM25Memory
@@ -178,14 +179,44 @@ class MethodFailed(Exception):
     """A memory layer answered no question at all: its child run ends FAILED with this reason."""
 
 
+#: an abstention, offline: the answer holds one of these (lowercased). The first two are LoCoMo's
+#: own test (its evaluation code); the others say the same in other words, English and Chinese
+REFUSALS = ("not mentioned", "no information available", "no information", "not in the conversation",
+            "does not say", "doesn't say", "do not know", "don't know", "cannot answer", "can't answer",
+            "cannot be determined", "not specified", "not stated", "no record of", "no mention", "unanswerable",
+            "没有提到", "未提及", "不知道", "无法回答", "没有相关信息")
+
+
+def abstains(answer: str | None) -> bool:
+    """Whether an answer says the information is not there (:data:`REFUSALS`).
+
+    >>> abstains("I don't know."), abstains("That is not mentioned in our chats"), abstains("In May 2023.")
+    (True, True, False)
+    """
+    text = (answer or "").lower().replace("\u2019", "'")
+    return any(phrase in text for phrase in REFUSALS)
+
+
 def judge_answers(judge, answered: Sequence["Answered"]) -> list[int | None]:
-    """The judge's verdict per answered question (None where the call or the judge failed)."""
-    todo = [i for i, a in enumerate(answered) if a.error is None]
+    """The judge's verdict per answered question (None where the call or the judge failed). A
+    question of the abstention category is correct when the answer says the information is not
+    there: asked of an LLM judge (task ``abstention``), offline by :func:`abstains`."""
+    todo = [i for i, a in enumerate(answered) if a.error is None and a.question.category != ABSTENTION]
     items = [JudgeItem(answered[i].question.question, answered[i].answer or "", answered[i].question.answer)
              for i in todo]
     verdicts: list[int | None] = [None] * len(answered)
     for i, judgement in zip(todo, judge.judge(items) if items else []):
         verdicts[i] = judgement.verdict
+    refusals = [i for i, a in enumerate(answered) if a.error is None and a.question.category == ABSTENTION]
+    client = getattr(judge, "client", None)  # an LLM judge asks its model; offline, the phrases
+    if client is not None and refusals:
+        replies = client.run([("abstention", {"question": answered[i].question.question,
+                                              "answer": answered[i].answer or ""}) for i in refusals])
+        for i, reply in zip(refusals, replies):
+            verdicts[i] = None if reply.error else int(reply.value["verdict"].strip().lower() == "yes")
+    else:
+        for i in refusals:
+            verdicts[i] = int(abstains(answered[i].answer))
     return verdicts
 
 
@@ -289,12 +320,13 @@ def score(answered: Sequence[Answered], ingested: Ingested, scorer, judge_verdic
         retrieved = {str(m.get("id")) for m in item.memories if m.get("id") is not None}
         evidence = set(qa.evidence)
         ok = item.error is None
+        scored = ok and qa.category != ABSTENTION  # an abstention has no answer to overlap with
         recall = (len(retrieved & evidence) / len(evidence)) if ok and evidence and retrieved else None
         rows.append({
             "conversation": item.conversation, "question": qa.question, "gold_answer": qa.answer,
             "category": qa.category, "answer": item.answer,
-            "token_f1": scorer.token_f1(item.answer or "", qa.answer) if ok else None,
-            "bleu_1": scorer.bleu_1(item.answer or "", qa.answer) if ok else None,
+            "token_f1": scorer.token_f1(item.answer or "", qa.answer) if scored else None,
+            "bleu_1": scorer.bleu_1(item.answer or "", qa.answer) if scored else None,
             "judge_score": None if verdict is None else float(verdict),
             "evidence_recall": recall, "evidence_undefined": bool(ok and evidence and not retrieved),
             "search_latency_s": item.search_s, "answer_latency_s": item.answer_s,
@@ -316,8 +348,9 @@ def score(answered: Sequence[Answered], ingested: Ingested, scorer, judge_verdic
                 f"answer_latency_p50{suffix}": _percentile(total, 50), f"answer_latency_p95{suffix}": _percentile(total, 95),
                 f"context_tokens_mean{suffix}": mean("context_tokens"), f"n_questions{suffix}": float(len(subset))}
 
-    metrics = aggregate(rows, "")
-    for category in sorted({r["category"] for r in rows}):
+    metrics = aggregate([r for r in rows if r["category"] != ABSTENTION], "")  # categories 1-4: the published overall
+    metrics.update(aggregate([r for r in rows if r["category"] == ABSTENTION], f"_cat{ABSTENTION}"))  # always there
+    for category in sorted({r["category"] for r in rows} - {ABSTENTION}):
         metrics.update(aggregate([r for r in rows if r["category"] == category], f"_cat{category}"))
     metrics["add_latency_p50"] = _percentile(ingested.add_times, 50)
     metrics["add_latency_p95"] = _percentile(ingested.add_times, 95)
@@ -332,15 +365,20 @@ def score(answered: Sequence[Answered], ingested: Ingested, scorer, judge_verdic
 
 def results_table(methods: dict[str, dict[str, float | None]], categories: Sequence[int]) -> list[dict[str, Any]]:
     """One row per method, shaped like the published LoCoMo tables: F1 / B1 / J per category and
-    overall, then latency and context size."""
+    overall (categories 1-4), the abstention category's J and question count apart, then latency
+    and context size."""
     table = []
     for method, m in methods.items():
         row: dict[str, Any] = {"method": method}
         for c in categories:
+            if c == ABSTENTION:
+                continue
             name = CATEGORIES[c]
             row.update({f"{name} F1": m.get(f"token_f1_cat{c}"), f"{name} B1": m.get(f"bleu_1_cat{c}"),
                         f"{name} J": m.get(f"judge_score_cat{c}")})
         row.update({"overall F1": m.get("token_f1"), "overall B1": m.get("bleu_1"), "overall J": m.get("judge_score"),
+                    # category 5 as abstention: the share of its questions answered "not there", apart
+                    "abstention J": m.get(f"judge_score_cat{ABSTENTION}"), "abstention n": m.get(f"n_questions_cat{ABSTENTION}"),
                     "evidence recall": m.get("evidence_recall"),
                     "add p50 (s)": m.get("add_latency_p50"), "add p95 (s)": m.get("add_latency_p95"),
                     "ingest total (s)": m.get("ingest_total_s"),

@@ -50,6 +50,13 @@ TASKS: dict[str, dict[str, Any]] = {
         "instruction": "Decide whether the claim can be directly inferred from the contexts.",
         "fields": ("contexts", "claim"),
     },
+    "abstention": {
+        "kind": "verdict",
+        "instruction": ("Decide whether the answer declines to answer the question because the information is "
+                        "not available: it says it does not know, that it was not mentioned, or that there is no "
+                        "information. An answer that gives any specific answer is not an abstention."),
+        "fields": ("question", "answer"),
+    },
     "entities": {
         "kind": "entities",
         "instruction": ("List the named entities in the text: people, places, organisations, products, works, "
@@ -87,6 +94,9 @@ STRICT: dict[str, str] = {
                         "question relies on; a passage that is only on the same topic is not relevant."),
     "claim_support": ("Decide whether the claim follows directly and entirely from the contexts, with no outside "
                       "knowledge or assumption; a claim that is only partly supported is not supported."),
+    "abstention": ("Decide whether the answer only declines to answer the question because the information is "
+                   "not available (it does not know, it was not mentioned, there is no information) and gives "
+                   "no specific answer, guess or hedge at all."),
     "entities": ("List only the named entities stated explicitly in the text: people, places, organisations, "
                  "products, works, dates, times and numbers, each exactly as written, without duplicates; "
                  "nothing implied or generic."),

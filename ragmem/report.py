@@ -328,7 +328,7 @@ def print_bench(result: dict[str, Any]) -> None:
         if all(v is None or (isinstance(v, float) and math.isnan(v)) for v in values):
             empty.append(column)
             continue
-        kind = f"n_{column}" if column.endswith(("errors", "tokens")) and column != "context tokens" else column
+        kind = f"n_{column}" if column.endswith(("errors", "tokens", " n")) and column != "context tokens" else column
         if column.endswith("(s)"):  # the JSON keeps seconds; shown in ms
             view.add_row(column.replace("(s)", "(ms)"), *[fmt("latency", v) for v in values])
         else:
@@ -336,6 +336,9 @@ def print_bench(result: dict[str, Any]) -> None:
     out.print(view)
     if empty:
         say(f"n/a for every method (not shown): {', '.join(empty)}")
+    if any("abstention J" in row for row in rows):
+        say("overall: categories 1-4; abstention J: the share of category 5 questions (the answer is not in the "
+            "conversation) answered that it is not there, never in the overall")
     for method in result["methods"]:
         if method.get("error"):
             say(f"{method['method']} FAILED: {method['error']}")

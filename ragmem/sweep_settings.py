@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Annotated, Any, ClassVar, Literal, Optional, Union
 
 from annotated_types import Ge
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from ragmem.sections import Positive, Seconds, Section, setting
 
@@ -96,12 +96,21 @@ class MethodSpec(Section):
         return self
 
 
+def _retired(value):
+    if value is not None:
+        raise ValueError("retired: LoCoMo's category 5 (adversarial) is now always scored, as abstention, in a "
+                         "column of its own (abstention J), never in the overall score; remove the setting")
+    return value
+
+
 class BenchSettings(Section):
     data: Optional[str] = setting(None, "LoCoMo file, zip or folder")
     methods: list[Union[Literal["reference", "full_context", "no_memory"], MethodSpec]] = setting(
         ["reference", "full_context", "no_memory"], "memory layers")
     top_k: Positive = setting(10, "memories recalled per question")
     full_context_tokens: Positive = setting(4000, "budget of the full-context baseline")
-    include_adversarial: bool = setting(False, "score category 5")
+    include_adversarial: Optional[bool] = setting(None, "retired: category 5 is always scored, as abstention, "
+                                                        "in its own column (abstention J)")
+    _include_adversarial = field_validator("include_adversarial")(lambda cls, value: _retired(value))
     limit_conversations: Optional[Positive] = setting(None, "only the first N conversations")
     limit_questions: Optional[Positive] = setting(None, "only the first N questions of each")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ragmem.errors import DataError
+from ragmem.errors import ConfigError, DataError
 from ragmem.locomo import ADVERSARIAL_ANSWER, load_locomo, questions
 from tests.conftest import SHARED
 
@@ -36,8 +36,7 @@ def test_all_conversations_and_questions_load(locomo_zip):
     first = conversations[0]
     assert first.sessions[0].turns[0].dia_id == "D1:1" and first.sessions[0].date_time
     assert all(q.answer == ADVERSARIAL_ANSWER for q in first.qa if q.category == 5)
-    assert len(questions(first)) == len([q for q in first.qa if q.category != 5])
-    assert len(questions(first, include_adversarial=True)) == len(first.qa)
+    assert len(questions(first)) == len(first.qa)  # every category: category 5 scored as abstention
     assert len(questions(first, limit=5)) == 5
 
 
@@ -283,15 +282,15 @@ def test_a_failing_layer_is_contained_and_the_other_methods_complete(tmp_path, s
                       "unbuildable": "FAILED", "dead": "FAILED", "no_ids": "FINISHED"}
     by_name = {m["method"]: m for m in result["methods"]}
     assert "building tests.test_memory:Unbuildable failed: ConnectionError: qdrant is not running" in by_name["unbuildable"]["error"]
-    assert by_name["dead"]["error"] == ("MethodFailed: every one of the 3 questions failed "
-                                        "(3 with ConnectionError: memory service down)")
+    assert by_name["dead"]["error"] == ("MethodFailed: every one of the 4 questions failed "
+                                        "(4 with ConnectionError: memory service down)")
     flaky = by_name["flaky"]["metrics"]
     assert flaky["n_add_errors"] == 1 and flaky["n_reset_errors"] == 0 and flaky["n_errors"] == 0
     assert flaky["add_latency_p50"] is not None and flaky["ingest_total_s"] is not None
     # undefined is null: no ids recalled, nothing to measure evidence against (counted), not a 0
     for name in ("no_memory", "no_ids"):
         metrics = by_name[name]["metrics"]
-        assert metrics["evidence_recall"] is None and metrics["n_evidence_undefined"] == 3, name
+        assert metrics["evidence_recall"] is None and metrics["n_evidence_undefined"] == 4, name  # every question, category 5 too
     assert by_name["reference"]["metrics"]["evidence_recall"] == 1.0
     rows = {row["method"]: row for row in result["results_table"]}
     assert rows["flaky"]["add errors"] == 1 and rows["dead"]["status"] == "FAILED"
@@ -330,7 +329,7 @@ def test_a_question_limit_keeps_every_category():
     first = [q.category for q in conversation.qa if q.category != 5][:20]
     assert 4 not in first  # the first 20 questions of conversation 26 hold no single-hop question
     picked = questions(conversation, limit=20)
-    assert sorted(collections.Counter(q.category for q in picked).items()) == [(1, 5), (2, 5), (3, 5), (4, 5)]
+    assert sorted(collections.Counter(q.category for q in picked).items()) == [(1, 4), (2, 4), (3, 4), (4, 4), (5, 4)]
     order = [q for q in conversation.qa if q in picked]
     assert picked == order  # conversation order kept
 
@@ -357,8 +356,93 @@ def test_each_method_shows_what_its_models_used(tmp_path, shared_store):
                                                                    "target": "tests.test_memory:CountingLayer"}]}})
         result = engine.bench_memory(config, preflight=False)
     rows = {row["method"]: row for row in result["results_table"]}
-    for name in ("no_memory", "counting"):  # 3 questions each, counted per method, not cumulatively
+    for name in ("no_memory", "counting"):  # 4 questions each (one of category 5), counted per method, not cumulatively
         metrics = next(m["metrics"] for m in result["methods"] if m["method"] == name)
-        assert metrics["generator_calls"] == 3 and rows[name]["generator tokens"] == 3 * 110
+        assert metrics["generator_calls"] == 4 and rows[name]["generator tokens"] == 4 * 110
     assert rows["counting"]["layer tokens"] == 7 * 3 and rows["counting"]["layer cost ($)"] == 0.001
     assert "layer tokens" not in rows["no_memory"]
+
+
+def _bench(tmp_path, **bench):
+    from ragmem import engine
+
+    path = tmp_path / "conv.json"
+    path.write_text(json.dumps(_conversation()))
+    return engine.bench_memory({"experiment": "abstention", "tracking": {"enabled": False},
+                                "bench": {"data": str(path), "methods": ["reference", "no_memory"], **bench},
+                                "generator": {"type": "extractive"}, "judge": {"type": "keyword", "threshold": 0.5}},
+                               preflight=False)
+
+
+def test_category_5_is_scored_as_abstention_in_its_own_column_and_never_in_the_overall(tmp_path):
+    from ragmem.memory_bench import abstains
+
+    result = _bench(tmp_path)
+    rows = {r["method"]: r for r in result["results_table"]}
+    for method in ("reference", "no_memory"):
+        assert rows[method]["abstention n"] == 1  # the row is always there, for every method
+    # no memory: the extractive generator says "I don't know." -> an abstention; the reference memory
+    # recalls "I adopted a cat named Miso." for "What is Bob's cat called?" and answers with it -> not one
+    assert rows["no_memory"]["abstention J"] == 1.0 and rows["reference"]["abstention J"] == 0.0
+    metrics = {m["method"]: m["metrics"] for m in result["methods"]}
+    reference = metrics["reference"]
+    assert reference["n_questions"] == 3 and reference["n_questions_cat5"] == 1  # the overall: categories 1-4
+    assert reference["token_f1_cat5"] is None and reference["bleu_1_cat5"] is None  # nothing to overlap with
+    assert reference["judge_score"] == pytest.approx(
+        (reference["judge_score_cat4"] * 2 + reference["judge_score_cat1"]) / 3)
+    assert result["categories"] == {1: "multi-hop", 4: "single-hop", 5: "adversarial"}
+    assert result["category_source"].startswith("snap-research/locomo task_eval/evaluation.py")
+    assert abstains("It was not mentioned.") and abstains("我不知道") and not abstains("Miso")
+
+
+def test_include_adversarial_is_retired_with_one_line_naming_the_new_column(tmp_path):
+    with pytest.raises(ConfigError, match=r"^bench.include_adversarial: retired: LoCoMo's category 5 .* "
+                                          r"\(abstention J\), never in the overall score; remove the setting$"):
+        _bench(tmp_path, include_adversarial=False)
+
+
+def test_an_llm_judge_is_asked_whether_the_answer_abstains(tmp_path):
+    from ragmem import engine
+    from tests.openai_stub import Stub, data_block, user_text
+
+    def chat(request):
+        text = user_text(request)
+        if "declines to answer the question because the information is not available" in text:
+            return {"verdict": "yes" if "know" in data_block(request, "answer") else "no", "reason": "abstains"}
+        return {"verdict": "yes", "reason": "correct"}
+
+    path = tmp_path / "conv.json"
+    path.write_text(json.dumps(_conversation()))
+    with Stub(chat=chat) as stub:
+        result = engine.bench_memory({"experiment": "abstention", "tracking": {"enabled": False}, "metrics": ["pass_rate"],
+                                      "bench": {"data": str(path), "methods": ["reference", "no_memory"]},
+                                      "generator": {"type": "extractive"},
+                                      "judge": {"type": "llm", "model": "m", "base_url": stub.base_url,
+                                                "cache_dir": str(tmp_path / "cache")}}, preflight=False)
+        asked = [r for r in stub.requests if "declines to answer" in user_text(r)]
+    assert len(asked) == 2 and {data_block(r, "question") for r in asked} == {"What is Bob's cat called?"}
+    rows = {r["method"]: r for r in result["results_table"]}
+    assert rows["no_memory"]["abstention J"] == 1.0 and rows["reference"]["abstention J"] == 0.0
+
+
+def test_on_locomo_the_overall_of_categories_1_to_4_is_unchanged_and_category_5_is_its_own_row(locomo_zip):
+    from ragmem import engine
+
+    result = engine.bench_memory({"experiment": "locomo", "tracking": {"enabled": False},
+                                  "bench": {"data": str(locomo_zip), "limit_conversations": 1},
+                                  "generator": {"type": "extractive"}, "judge": {"type": "keyword", "threshold": 0.5}},
+                                 preflight=False)
+    counts = collections.Counter(q.category for q in load_locomo(locomo_zip)[0].qa)
+    metrics = {m["method"]: m["metrics"] for m in result["methods"]}
+    # measured at 8fafd1c, before category 5 was scored (when it was left out): the same to the last digit
+    before = {"reference": (0.06919225857884193, 0.051149986213005504, 0.11842105263157894, 0.5761111111111111),
+              "full_context": (0.054950530609955854, 0.038576197130029785, 0.05921052631578947, 0.26888888888888884),
+              "no_memory": (0.0, 0.0, 0.0, None)}
+    for method, (f1, b1, j, recall) in before.items():
+        m = metrics[method]
+        assert (m["token_f1"], m["bleu_1"], m["judge_score"], m["evidence_recall"]) == (f1, b1, j, recall), method
+        assert [m[f"n_questions_cat{c}"] for c in (1, 2, 3, 4, 5)] == [counts[c] for c in (1, 2, 3, 4, 5)]
+        assert m["n_questions"] == sum(counts[c] for c in (1, 2, 3, 4))
+    rows = {r["method"]: r for r in result["results_table"]}
+    assert {r: (rows[r]["abstention J"], rows[r]["abstention n"]) for r in rows} == {
+        "reference": (0.0, 47), "full_context": (0.0, 47), "no_memory": (1.0, 47)}

@@ -200,7 +200,8 @@ def test_bench_memory_two_conversations_with_baselines(prefect_env, tmp_path):
         assert name in reference
     for category in (1, 2, 3, 4):
         assert {f"token_f1_cat{category}", f"bleu_1_cat{category}", f"judge_score_cat{category}"} <= set(reference)
-    assert "token_f1_cat5" not in reference  # adversarial excluded by default
+    # category 5 as abstention: its own judge score and count, no F1 (an abstention has no answer to overlap)
+    assert {"judge_score_cat5", "count/n_questions_cat5"} <= set(reference) and "token_f1_cat5" not in reference
     assert reference["evidence_recall"] > 0
     # no memory recalls no turn: its evidence recall is undefined (not logged, counted), never 0
     assert "evidence_recall" not in runs["no_memory"].data.metrics
@@ -222,7 +223,7 @@ def test_bench_memory_exits_2_only_when_every_method_failed(prefect_env, tmp_pat
         config.write_text(json.dumps({"experiment": "bench-exit", "bench": {"data": str(data), "methods": methods}}))
         done = run_cli(["bench-memory", str(config), "-o", "bench.json"], env=env, cwd=tmp_path)
         assert done.returncode == code, done.stderr
-        assert "Traceback" not in done.stderr and "dead FAILED: MethodFailed: every one of the 3 questions failed" in done.stdout
+        assert "Traceback" not in done.stderr and "dead FAILED: MethodFailed: every one of the 4 questions failed" in done.stdout
         statuses = [m["status"] for m in json.loads((tmp_path / "bench.json").read_text())["methods"]]
         assert statuses == (["FAILED", "FINISHED"] if code == 0 else ["FAILED", "FAILED"])
     assert done.stderr.strip().splitlines()[-1].startswith("error: bench-memory: every one of the 2 methods failed")
