@@ -1,6 +1,7 @@
-"""orchestration.task_runner: dask, on a 2-worker LocalCluster: the scoring batches and a sweep's
-children run on Dask workers (through prefect-dask's DaskTaskRunner) and give the threaded run's
-numbers exactly."""
+"""orchestration.task_runner: dask, on a LocalCluster: the scoring batches and a sweep's children run
+on Dask workers (through prefect-dask's DaskTaskRunner) and give the threaded run's numbers exactly;
+Ctrl+C leaves no worker behind. One worker where the work is one batch or one child at a time (a
+worker process costs an import of ragmem and Prefect), two where the test is about several."""
 
 import json
 
@@ -9,7 +10,8 @@ import pytest
 from tests.conftest import ROOT, run_cli
 
 pytestmark = pytest.mark.e2e
-DASK = ["--set", "orchestration.task_runner=dask", "--set", "orchestration.dask_workers=2"]
+DASK = ["--set", "orchestration.task_runner=dask", "--set", "orchestration.dask_workers=1"]
+DASK_2 = ["--set", "orchestration.task_runner=dask", "--set", "orchestration.dask_workers=2"]
 
 
 def test_the_scoring_batches_run_on_dask_and_equal_the_threaded_run(prefect_env, tmp_path):
@@ -87,7 +89,7 @@ def test_ctrl_c_ends_a_dask_run_with_ragmems_line_only(prefect_env, tmp_path):
     log = tmp_path / "err.txt"
     with open(log, "w", encoding="utf-8") as err:
         proc = subprocess.Popen([sys.executable, "-m", "ragmem.cli", "run", str(ROOT / "configs" / "demo.yaml"),
-                                 "--data", "data.json", "--set", "tracking.enabled=false", *DASK],
+                                 "--data", "data.json", "--set", "tracking.enabled=false", *DASK_2],
                                 env=prefect_env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=err, text=True,
                                 start_new_session=True,  # its own group, as a terminal's foreground job
                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))

@@ -262,7 +262,13 @@ def _cli(args, env, cwd, timeout=300):
 
 
 @pytest.mark.e2e
-def test_dead_endpoints_end_the_command_at_once_with_one_line(prefect_env, tmp_path):
+def test_dead_endpoints_end_the_command_at_once_with_one_line(prefect_env, tmp_path, ragmem_main):
+    # the command's main() in this process, against the shared server (the exit of a real `ragmem`
+    # process on a dead endpoint is test_interrupts' judge-hangs case and test_bad_inputs')
+    def _cli(args, env, cwd):
+        started = time.monotonic()
+        return ragmem_main(args, env=env, cwd=cwd), time.monotonic() - started
+
     data = _replayed(tmp_path, 8)
     judge = ["--set", "judge.type=llm", "--set", "judge.model=m", "--set", "judge.base_url=http://127.0.0.1:9/v1",
              "--set", "metrics=[accuracy]"]

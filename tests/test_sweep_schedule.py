@@ -179,12 +179,13 @@ def test_paired_compare_top_k_1_vs_5(prefect_env, tmp_path, ragmem_main, monkeyp
     assert bad.returncode == 2 and "give two run ids" in bad.stderr
 
 
-def test_bench_memory_two_conversations_with_baselines(prefect_env, tmp_path):
+def test_bench_memory_two_conversations_with_baselines(prefect_env, tmp_path, ragmem_main):
     from tests.conftest import fetch_shared
 
     fetch_shared("locomo", prefect_env)  # as `ragmem data fetch locomo` does from GitHub
-    done = run_cli(["bench-memory", str(ROOT / "configs" / "locomo.yaml"), "--limit-conversations", "2",
-                    "--output", "bench.json"], env=prefect_env, cwd=tmp_path, timeout=600)
+    # in this process (the command's main(), its flow on the shared server), as the fast lane runs commands
+    done = ragmem_main(["bench-memory", str(ROOT / "configs" / "locomo.yaml"), "--limit-conversations", "2",
+                        "--output", "bench.json"], env=prefect_env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr  # its speed is measured by benchmarks/, not asserted here
     result = json.loads((tmp_path / "bench.json").read_text())
     assert result["n_conversations"] == 2 and result["n_questions"] > 200
@@ -211,7 +212,7 @@ def test_bench_memory_two_conversations_with_baselines(prefect_env, tmp_path):
     assert {"locomo_results.csv", "locomo_results.json"} <= artifacts
 
 
-def test_bench_memory_exits_2_only_when_every_method_failed(prefect_env, tmp_path):
+def test_bench_memory_exits_2_only_when_every_method_failed(prefect_env, tmp_path, ragmem_main):
     from tests.test_memory import _conversation
 
     data = tmp_path / "c1.json"
@@ -221,7 +222,7 @@ def test_bench_memory_exits_2_only_when_every_method_failed(prefect_env, tmp_pat
     config = tmp_path / "bench.yaml"
     for methods, code in (([dead, "reference"], 0), ([dead, {**dead, "name": "dead_too"}], 2)):
         config.write_text(json.dumps({"experiment": "bench-exit", "bench": {"data": str(data), "methods": methods}}))
-        done = run_cli(["bench-memory", str(config), "-o", "bench.json"], env=env, cwd=tmp_path)
+        done = ragmem_main(["bench-memory", str(config), "-o", "bench.json"], env=env, cwd=tmp_path)
         assert done.returncode == code, done.stderr
         assert "Traceback" not in done.stderr and "dead FAILED: MethodFailed: every one of the 4 questions failed" in done.stdout
         statuses = [m["status"] for m in json.loads((tmp_path / "bench.json").read_text())["methods"]]
