@@ -28,7 +28,7 @@ import pandas as pd
 
 from ragmem import endpoints, gates, interrupts, labels, memory_bench, pipeline, prepare, progress, report_html
 from ragmem import resume as resumes
-from ragmem import judge_sweep, sweep as sweeps
+from ragmem import bench_compare, judge_sweep, sweep as sweeps
 from ragmem.config import RunConfig
 from ragmem.errors import failure_message  # noqa: F401  (also ragmem.engine.failure_message)
 from ragmem.journal import Journal
@@ -108,7 +108,7 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
                 line = client.failure_summary() if client is not None else None
                 if line:
                     result.notes.append(line)
-            _label_sheet(cfg, table, journal, result, run.id)
+            result.notes.extend(labels.label_sheet(table, cfg.judge.label_sample, cfg.seed, journal.folder, run.id))
             params = pipeline.run_params(cfg, dataset, components)
             summary = pipeline.summary(run.id, cfg, result, table, params)
             if cfg.gates:  # judged here, acted on by the caller (ragmem run exits 3) after the run is logged
@@ -182,23 +182,6 @@ def _answer_and_judge(cfg: RunConfig, steps: Steps, components: pipeline.Compone
         "agent + judge: %d/%d examples (%d agent errors, %d judge errors)", len(outputs), len(dataset),
         sum(o.error is not None for o in outputs), sum(j is not None and j.error is not None for j in judgements))
     return outputs, judgements
-
-
-def _label_sheet(cfg: RunConfig, table, journal: Journal, result, run_id: str | None) -> None:
-    """``judge.label_sample: K``: K judged examples without a label, stratified by verdict, to
-    ``labels_to_fill.csv`` in the run folder (and MLflow), with a note that says what to do next."""
-    k = cfg.judge.label_sample
-    if not k:
-        return
-    rows = labels.pick(table, k, cfg.seed)
-    if len(rows) < k:
-        result.notes.append(f"judge.label_sample {k}: only {len(rows)} judged examples without a label to draw from")
-    if rows.empty:
-        return
-    path = labels.write_sheet(rows, journal.folder / labels.SHEET)
-    then = f"ragmem labels import {run_id[:8]} {path}" if run_id else "(an untracked run: nothing to import into)"
-    result.notes.append(f"labels: {len(rows)} examples to label in {path} (fill the label column with 1 or 0), "
-                        f"then: {then}")
 
 
 def _log_run(steps: Steps, run: TrackedRun, cfg: RunConfig, dataset: Dataset, outputs, table, result, params,
@@ -371,11 +354,15 @@ def bench_memory(config: dict[str, Any] | RunConfig, steps: Steps = PLAIN, *, co
             results[spec.name] = {**outcome["metrics"], "status": outcome["status"]}
             methods.append(outcome)
         table = memory_bench.results_table(results, categories)
-        steps.log_results(parent, tables={"locomo_results": pd.DataFrame(table)})
+        rows = {o["method"]: o.pop("rows", None) for o in methods}  # (per question: not in the result)
+        baseline = bench.baseline or specs[0].name  # every layer against it, question by question
+        paired = bench_compare.paired_layers({m: r for m, r in rows.items() if results[m]["status"] == "FINISHED"},
+                                             baseline, categories, cfg.stats.resamples, cfg.seed, cfg.stats.confidence)
+        steps.log_results(parent, tables={"locomo_results": pd.DataFrame(table)}, json_files={"paired.json": paired})
     return {"parent_run_id": parent.id, "experiment": cfg.experiment, "n_conversations": len(conversations),
             "tracking_uri": pipeline.store_location(cfg.tracking_uri) if parent.id else None,
             "n_questions": n_questions, "categories": {c: CATEGORIES[c] for c in categories}, "category_source": CATEGORY_SOURCE,
-            "methods": methods, "results_table": table}
+            "methods": methods, "results_table": table, "baseline": baseline, "paired": paired}
 
 
 def _bench_method(spec, conversations, selected, kit, cfg: RunConfig, steps: Steps, tracker, parent_id,
@@ -406,7 +393,7 @@ def _bench_method(spec, conversations, selected, kit, cfg: RunConfig, steps: Ste
             verdicts = steps.judge_answers(spec.name, kit.judge, answered)
             rows, metrics = memory_bench.score(answered, ingested, kit.scorer, verdicts, kit.count_tokens)
             metrics.update(kit.usage_since(before, layer))
-            outcome["metrics"] = metrics
+            outcome["metrics"], outcome["rows"] = metrics, rows
             steps.log_results(child, metrics=metrics, tables={"questions": pd.DataFrame(rows)},
                               params={**common, "bench.method": spec.name, "bench.method_type": spec.type,
                                       "bench.method_spec": spec.model_dump(exclude={"params"}, exclude_none=True)})

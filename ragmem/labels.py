@@ -79,6 +79,21 @@ def write_sheet(rows: pd.DataFrame, path: str | Path) -> Path:
     return path
 
 
+def label_sheet(table: pd.DataFrame, k: int | None, seed: int, folder: Path, run_id: str | None) -> list[str]:
+    """``judge.label_sample: K``: K judged examples without a label, stratified by verdict, to
+    ``labels_to_fill.csv`` in the run ``folder`` (logged to MLflow with the run); the notes that say
+    what was written and what to do next."""
+    if not k:
+        return []
+    rows = pick(table, k, seed)
+    notes = [] if len(rows) >= k else [f"judge.label_sample {k}: only {len(rows)} judged examples without a label to draw from"]
+    if rows.empty:
+        return notes
+    path = write_sheet(rows, Path(folder) / SHEET)
+    then = f"ragmem labels import {run_id[:8]} {path}" if run_id else "(an untracked run: nothing to import into)"
+    return notes + [f"labels: {len(rows)} examples to label in {path} (fill the label column with 1 or 0), then: {then}"]
+
+
 def read_sheet(path: str | Path, known: set[str], run: str) -> tuple[dict[str, int], int]:
     """The labels of a filled sheet: ``{example_id: 0 or 1}`` and the number of rows left blank.
     Any problem is a :class:`ConfigError` of one line naming the file, the row and the field; nothing

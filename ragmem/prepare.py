@@ -75,7 +75,9 @@ def resolve(path: str | Path | None = None, overrides: list[str] | None = None, 
     grid point is checked by the ``for_*`` that follows: :func:`sweep_plan`.)"""
     cfg = resolve_settings(path, overrides=overrides, data=data, extra=extra)
     gates.check_names(cfg.gates, cfg.ks)
-    memory_bench.method_specs(cfg.bench.methods)
+    names = [spec.name for spec in memory_bench.method_specs(cfg.bench.methods)]
+    if cfg.bench.baseline is not None and cfg.bench.baseline not in names:
+        raise ConfigError(f"bench.baseline: {cfg.bench.baseline!r} is not one of bench.methods ({', '.join(names)})")
     return cfg
 
 

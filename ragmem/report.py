@@ -313,6 +313,29 @@ def print_pairwise(result: dict[str, Any]) -> None:
               file=sys.stderr)
 
 
+def print_bench_paired(paired: list[dict[str, Any]], baseline: str) -> None:
+    """Each layer against the baseline, question by question (:mod:`ragmem.bench_compare`)."""
+    view = Table(title=f"against {baseline}, on the same questions (layer - {baseline})", title_justify="left")
+    for column in ("method", "scope", "J diff", "J 95% CI", "J p", "F1 diff", "F1 95% CI", "F1 p"):
+        _column(view, column, numeric=column not in ("method", "scope"))
+    cells: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+    for row in paired:
+        cells.setdefault((row["method"], row["scope"]), {})[row["score"]] = row
+
+    def shown(row: dict[str, Any] | None) -> list[str]:
+        if row is None or row["diff"] is None:
+            return ["n/a", "", ""]
+        ci = "" if row["ci_low"] is None else f"[{row['ci_low']:+.4f}, {row['ci_high']:+.4f}]"
+        return [f"{row['diff']:+.4f}{' *' if row['marked'] else '  '}", ci,
+                "" if row["p_value"] is None else f"{row['p_value']:.3f}"]
+
+    for (method, scope), scores in cells.items():
+        view.add_row(method, scope, *shown(scores.get("J")), *shown(scores.get("F1")))
+    out.print(view)
+    say("* the 95% paired-bootstrap interval excludes 0 (p: approximate randomization, two-sided); "
+        "abstention has J only")
+
+
 def print_bench(result: dict[str, Any]) -> None:
     rows = result["results_table"]
     view = Table(title=f"{result['experiment']}: {plural(result['n_conversations'], 'conversation')}, "
@@ -339,6 +362,8 @@ def print_bench(result: dict[str, Any]) -> None:
     if any("abstention J" in row for row in rows):
         say("overall: categories 1-4; abstention J: the share of category 5 questions (the answer is not in the "
             "conversation) answered that it is not there, never in the overall")
+    if result.get("paired"):
+        print_bench_paired(result["paired"], result["baseline"])
     for method in result["methods"]:
         if method.get("error"):
             say(f"{method['method']} FAILED: {method['error']}")

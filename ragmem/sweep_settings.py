@@ -114,3 +114,5 @@ class BenchSettings(Section):
     _include_adversarial = field_validator("include_adversarial")(lambda cls, value: _retired(value))
     limit_conversations: Optional[Positive] = setting(None, "only the first N conversations")
     limit_questions: Optional[Positive] = setting(None, "only the first N questions of each")
+    baseline: Optional[str] = setting(None, "the method every other is compared with, question by question "
+                                            "(default: the first)")

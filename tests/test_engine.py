@@ -238,3 +238,35 @@ def test_auto_batches_grow_for_a_fast_agent_and_keep_256_for_a_slow_one():
     assert sizes(0.002)[:3] == [256, 1000, 1000]        # about 2 s a batch
     assert set(sizes(0.5, 1000)) == {256, 232}          # an LLM agent: the first size throughout
     assert sizes(1e-5, 1000, 300) == [300, 300, 300, 100]  # a fixed size stays fixed, however fast
+
+
+def test_ending_an_interrupted_run_on_a_locked_store_logs_no_traceback():
+    """A Ctrl+C in the middle of a write leaves SQLite locked; MLflow's SQL store logs the caught
+    "database is locked" with its traceback before raising it. Ending the run handles that error
+    (the run stays RUNNING, resumable), so MLflow's log of it is muted: the user sees one line."""
+    from ragmem.tracking.lifecycle import _end
+
+    seen: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = seen.append
+    store_log = logging.getLogger("mlflow.store.db.utils")
+    store_log.addHandler(handler)
+
+    class Locked:
+        def set_tags(self, run_id, tags):
+            try:
+                raise sqlite3.OperationalError("database is locked")
+            except sqlite3.OperationalError:
+                store_log.exception("SQLAlchemy database error. The following exception is caught.")
+                raise
+
+        def _terminate(self, run_id, status):
+            raise AssertionError("not reached")
+
+    try:
+        _end(Locked(), "run", "KILLED", KeyboardInterrupt())  # no exception: the original one is what counts
+        assert seen == [] and not store_log.disabled  # muted while ending, and only then
+        store_log.error("after")
+        assert [r.getMessage() for r in seen] == ["after"]
+    finally:
+        store_log.removeHandler(handler)

@@ -4,6 +4,7 @@ idempotent logging of results (:func:`log_results`)."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import signal
 import threading
@@ -83,11 +84,18 @@ def tracked_run(tracker: Tracker | None, experiment: str, run_name: str | None =
 
 def _end(tracker: Tracker, run_id: str, status: str, exc: BaseException | str) -> None:
     reason = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    # MLflow's SQL store logs a caught database error with its traceback before raising it (a Ctrl+C
+    # in the middle of a write leaves SQLite locked: "database is locked"); ending the run is handled
+    # here, so that log is muted while it is tried
+    store_log = logging.getLogger("mlflow.store.db.utils")
+    muted, store_log.disabled = store_log.disabled, True
     try:
         tracker.set_tags(run_id, {"ragmem.error": reason[:_ERROR_TAG_LIMIT]})
         tracker._terminate(run_id, status)
-    except Exception:  # the store itself failed: the original error is what the user must see
-        pass
+    except Exception:  # the store itself failed: the original error is what the user must see (the run
+        pass           # stays RUNNING, shown DEAD once its process is gone: resumable)
+    finally:
+        store_log.disabled = muted
 
 
 def end_unfinished(tracker: Tracker | None, run_ids, status: str, reason: str) -> None:
