@@ -1,5 +1,9 @@
-"""Memory layers against a baseline on the same questions: ``ragmem bench-memory`` compares every
-layer with the first one (or ``bench.baseline``), pair by pair of answers to the same question.
+"""Memory layers against a baseline on the same questions, and a benchmark against its own rerun.
+
+``ragmem bench-memory`` compares every layer with the first one (or ``bench.baseline``), pair by pair
+of answers to the same question; every benchmark logs a manifest (:func:`manifest`) from which
+``ragmem bench-memory --rerun PARENT_RUN_ID`` runs it again and compares each layer with its first
+run the same way (:func:`rerun_comparison`).
 
 For each layer, each scope (the overall of categories 1-4, each category, and abstention) and each
 score (J, the judge's verdict; F1, token F1; abstention has J only), on the questions both layers
@@ -25,7 +29,8 @@ from typing import Any, Sequence
 import pandas as pd
 
 from ragmem import stats
-from ragmem.locomo import ABSTENTION, CATEGORIES
+from ragmem.locomo import ABSTENTION, CATEGORIES, CATEGORY_SOURCE
+from ragmem.masking import mask
 from ragmem.metrics.base import mean_aggregator
 
 SCORES = (("J", "judge_score"), ("F1", "token_f1"))
@@ -100,3 +105,41 @@ def holm(family: list[dict[str, Any]], alpha: float) -> None:
         row.setdefault("p_holm", None)
         excludes = row["ci_low"] is not None and (row["ci_low"] > 0 or row["ci_high"] < 0)
         row["marked"] = bool(excludes and row["p_holm"] is not None and row["p_holm"] < alpha)
+
+
+QUESTION_SELECTION = ("every question of the first bench.limit_conversations conversations (all: null); with "
+                      "bench.limit_questions N, N per conversation taken round-robin across the categories, in "
+                      "conversation order within each")
+
+
+def manifest(cfg, specs, judge_signature: str, data_sha256: str, prompt_version: str) -> dict[str, Any]:
+    """What makes a benchmark's result reproducible: the data file's sha256, the category mapping, the
+    question limits and how questions were chosen, the judge and its prompt version, the generator,
+    top_k, every layer's settings, and the whole config (secrets masked) that ``--rerun`` runs again."""
+    bench = cfg.bench
+    return {"benchmark": "locomo", "data": {"path": str(bench.data), "sha256": data_sha256},
+            "categories": {"mapping": CATEGORIES, "abstention": ABSTENTION, "source": CATEGORY_SOURCE},
+            "limit_conversations": bench.limit_conversations, "limit_questions": bench.limit_questions,
+            "question_selection": QUESTION_SELECTION, "judge": judge_signature, "prompt_version": prompt_version,
+            "generator": mask(cfg.generator.model_dump(mode="json")), "top_k": bench.top_k,
+            "full_context_tokens": bench.full_context_tokens,
+            "methods": [mask(s.model_dump(mode="json", exclude_none=True)) for s in specs],
+            "config": mask(cfg.raw)}
+
+
+def rerun_comparison(first: dict[str, list[dict[str, Any]]], again: dict[str, list[dict[str, Any]]],
+                     categories: Sequence[int], resamples: int = 1000, seed: int = 0,
+                     confidence: float = 0.95) -> list[dict[str, Any]]:
+    """Each layer of a rerun against its first run (method -> per-question rows of each): whether
+    every per-question score is identical, and the paired figures (:func:`paired_layers`)."""
+    out = []
+    for method, rows in again.items():
+        before = first.get(method)
+        if not before or not rows:
+            out.append({"method": method, "identical": None, "paired": []})
+            continue
+        same = len(before) == len(rows) and all(
+            _key(a) == _key(b) and all(a[c] == b[c] for _, c in SCORES) for a, b in zip(before, rows))
+        paired = paired_layers({"first": before, "rerun": rows}, "first", categories, resamples, seed, confidence)
+        out.append({"method": method, "identical": same, "paired": paired})
+    return out

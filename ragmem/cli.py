@@ -12,7 +12,8 @@ import typer.core
 
 from ragmem import dryrun, gates, prepare
 from ragmem.config import data_path
-from ragmem.cli_common import log, pairwise_command, run_flow, setup_logging, store_client, writable, write
+from ragmem.cli_common import (log, pairwise_command, rerun_against, rerun_manifest, run_flow, setup_logging,
+                               store_client, writable, write)
 from ragmem.cli_services import data_app, init, labels_app, report, server_app, trigger, ui
 from ragmem.compare import latest_experiment, list_runs, paired_comparison
 from ragmem.errors import RagmemError, Stopped
@@ -21,7 +22,7 @@ from ragmem.exits import check_environment, leave, prepare_environment
 from ragmem.loaders import DataFile, check_file
 from ragmem.readers import check_encoding
 from ragmem.prefect_server import resolve_api_url
-from ragmem.report import (out, plural, print_bench, print_paired, print_pairwise, print_runs, print_stored,
+from ragmem.report import (out, plural, print_bench, print_paired, print_pairwise, print_rerun, print_runs, print_stored,
                            print_stored_parent, print_summary, print_sweep, say)
 from ragmem.scheduling import pick_flow, schedule_for, serve_flow
 from ragmem.version import __version__
@@ -218,7 +219,8 @@ def serve(
 
 @app.command("bench-memory")
 def bench_memory(
-    config: Path = typer.Argument(..., help="YAML config with a bench section (see configs/locomo.yaml)."),
+    config: Optional[Path] = typer.Argument(None, help="YAML config with a bench section (see configs/locomo.yaml); "
+                                                        "none with --rerun."),
     data: Optional[str] = typer.Option(None, "--data", help="LoCoMo data: locomo10.zip, a folder, a file or locomo10.json."),
     limit_conversations: Optional[int] = typer.Option(None, "--limit-conversations", help="Only the first N conversations."),
     limit_questions: Optional[int] = typer.Option(None, "--limit-questions", help="Only the first N questions of each."),
@@ -226,10 +228,19 @@ def bench_memory(
     output: Path = typer.Option(Path("summary.json"), "--output", "-o", help="Where to write the summary JSON."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's own logs too."),
     no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip checking every endpoint before the first call."),
+    rerun: Optional[str] = typer.Option(None, "--rerun", help="Run a finished benchmark again from its manifest (its "
+                                                               "parent run id) and compare each layer with its first run."),
 ) -> None:
     """Benchmark memory layers on LoCoMo: ingest, recall, answer, score; baselines beside them."""
     setup_logging(verbose)
     writable(output)
+    if (config is None) == (rerun is None):
+        raise RagmemError("bench-memory: give a CONFIG, or --rerun PARENT_RUN_ID (the manifest holds the config)")
+    first = None
+    if rerun is not None:
+        if data or limit_conversations or limit_questions or set_:
+            raise RagmemError("bench-memory --rerun: runs the manifest as it is; --data, --limit-* and --set do not apply")
+        first, manifest = rerun_manifest(rerun)
     extra: dict[str, Any] = {}
     for key, value in (("limit_conversations", limit_conversations), ("limit_questions", limit_questions)):
         if value is not None:
@@ -238,10 +249,16 @@ def bench_memory(
             extra[key] = value
     if data:
         extra["data"] = data_path(data, Path.cwd(), "--data")
-    ready = prepare.for_bench(prepare.resolve(config, overrides=set_, extra={"bench": extra} if extra else None))
+    if first is not None:
+        ready = prepare.for_bench(prepare.resolve(None, extra=manifest["config"]))
+    else:
+        ready = prepare.for_bench(prepare.resolve(config, overrides=set_, extra={"bench": extra} if extra else None))
 
     def finish(result: dict[str, Any]) -> None:
         print_bench(result)
+        if first is not None:
+            result["rerun_of"], result["rerun"] = first, rerun_against(first, result)
+            print_rerun(result["rerun"], first)
         write(output, result, "summary")
         print_stored_parent(result)
         if result["methods"] and all(m["status"] != "FINISHED" for m in result["methods"]):

@@ -4,6 +4,7 @@ running a flow on a prepared run."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -11,10 +12,11 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from ragmem import endpoints, home, pairwise, prepare
-from ragmem.compare import load_run_table
+from ragmem import bench_compare, endpoints, home, pairwise, prepare
+from ragmem.compare import bench_rows, load_run_table, resolve_run_id
 from ragmem.endpoints import check_store
 from ragmem.llm import JudgeClient
+from ragmem.locomo import data_sha256
 from ragmem.errors import RagmemError
 from ragmem.masking import ScrubFilter
 from ragmem.orchestration import run_flow as start
@@ -128,3 +130,31 @@ def pairwise_command(runs: list[str], config: Path | None, overrides: list[str],
     experiment = client.get_experiment(a.attrs["run"].info.experiment_id).name
     result["pairwise_run_id"] = record_pairwise(Tracker(store_uri(tracking_uri)), experiment, result)
     return result
+
+
+def rerun_manifest(run_ref: str) -> tuple[str, dict[str, Any]]:
+    """``bench-memory --rerun``: the first run's id and its manifest (``manifest.json`` of its parent
+    run, in the store of MLFLOW_TRACKING_URI or the home), the data checked to be the same bytes."""
+    client = store_client(None)
+    run_id = resolve_run_id(client, run_ref, "--rerun")
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            path = client.download_artifacts(run_id, "manifest.json", tmp)
+        except Exception:
+            raise RagmemError(f"--rerun {run_ref}: run {run_id} has no manifest.json (not a bench-memory parent run, "
+                              "or one logged before manifests)") from None
+        manifest = json.loads(Path(path).read_text(encoding="utf-8"))
+    data = manifest["data"]
+    if not Path(data["path"]).exists() or data_sha256(data["path"]) != data["sha256"]:
+        raise RagmemError(f"--rerun {run_ref}: the data {data['path']} is missing or not the bytes the first run "
+                          f"read (sha256 {data['sha256'][:12]}...): nothing was run")
+    return run_id, manifest
+
+
+def rerun_against(first: str, result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each layer of the rerun against its first run, question by question (both read back from
+    their method runs: :func:`ragmem.compare.bench_rows`)."""
+    client = store_client(None)
+    categories = sorted(int(c) for c in result["categories"])
+    return bench_compare.rerun_comparison(bench_rows(client, first), bench_rows(client, result["parent_run_id"]),
+                                          categories)

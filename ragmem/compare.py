@@ -274,6 +274,28 @@ def latest_pairwise(client, run_a: str, run_b: str) -> dict[str, Any] | None:
             return {**json.load(handle), "pairwise_run_id": found[0].info.run_id}
 
 
+def bench_rows(client, parent_id: str) -> dict[str, list[dict[str, Any]]]:
+    """A memory benchmark's per-question rows, by method, read back from its method runs (the
+    ``questions`` table each logged); a method that logged none is left out."""
+    import json
+    import tempfile
+
+    parent = client.get_run(parent_id)
+    runs = client.search_runs([parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent_id}'")
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for run in sorted(runs, key=lambda r: r.info.start_time):
+            try:
+                path = client.download_artifacts(run.info.run_id, "questions.json", tmp)
+            except Exception:  # a method that failed before it scored anything
+                continue
+            with open(path, encoding="utf-8") as handle:
+                payload = json.load(handle)
+            out[run.data.tags.get("bench.method", run.info.run_name)] = [dict(zip(payload["columns"], row))
+                                                                         for row in payload["data"]]
+    return out
+
+
 def read_baseline(tracking_uri: str, run_ref: str) -> pd.DataFrame:
     """The per-example table of a gate's baseline run (``attrs["run"]``: the MLflow run), by id or
     unique prefix: read by :func:`ragmem.prepare.read_baseline` before any work, handed to

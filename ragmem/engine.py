@@ -33,7 +33,8 @@ from ragmem.config import RunConfig
 from ragmem.errors import failure_message  # noqa: F401  (also ragmem.engine.failure_message)
 from ragmem.journal import Journal
 from ragmem.loaders import Dataset
-from ragmem.locomo import ABSTENTION, CATEGORIES, CATEGORY_SOURCE, questions
+from ragmem.locomo import ABSTENTION, CATEGORIES, CATEGORY_SOURCE, data_sha256, questions
+from ragmem.prompts import PROMPT_VERSION, prompt_hash
 from ragmem.masking import mask, scrub
 from ragmem.parallel import EarlyMaps, ProcessPool, mapper_for
 from ragmem.prepare import SweepPlan
@@ -344,11 +345,15 @@ def bench_memory(config: dict[str, Any] | RunConfig, steps: Steps = PLAIN, *, co
               "bench.limit_questions": str(bench.limit_questions), "generator.type": cfg.generator.type,
               "judge.signature": kit.judge.signature(), "generation.signature": kit.scorer.signature()}
     categories = sorted({q.category for qs in selected.values() for q in qs})
+    manifest = bench_compare.manifest(cfg, specs, kit.judge.signature(), data_sha256(bench.data),
+                                      f"{PROMPT_VERSION}#{prompt_hash()}")  # what --rerun runs again
     tracker = _tracker(cfg)
     results, methods = {}, []
     with tracked_run(tracker, cfg.experiment, cfg.run_name or "bench-memory",
                      tags={"ragmem.entry": "bench-memory", **(tags or {})}) as parent:
-        steps.log_results(parent, params={**common, "bench.methods": [s.name for s in specs]})
+        steps.log_results(parent, params={**common, "bench.methods": [s.name for s in specs],
+                                          "bench.data_sha256": manifest["data"]["sha256"]},
+                          json_files={"manifest.json": manifest})
         for spec in specs:
             outcome = _bench_method(spec, conversations, selected, kit, cfg, steps, tracker, parent.id, common)
             results[spec.name] = {**outcome["metrics"], "status": outcome["status"]}
@@ -362,7 +367,7 @@ def bench_memory(config: dict[str, Any] | RunConfig, steps: Steps = PLAIN, *, co
     return {"parent_run_id": parent.id, "experiment": cfg.experiment, "n_conversations": len(conversations),
             "tracking_uri": pipeline.store_location(cfg.tracking_uri) if parent.id else None,
             "n_questions": n_questions, "categories": {c: CATEGORIES[c] for c in categories}, "category_source": CATEGORY_SOURCE,
-            "methods": methods, "results_table": table, "baseline": baseline, "paired": paired}
+            "methods": methods, "results_table": table, "baseline": baseline, "paired": paired, "manifest": manifest}
 
 
 def _bench_method(spec, conversations, selected, kit, cfg: RunConfig, steps: Steps, tracker, parent_id,

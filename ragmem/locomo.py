@@ -14,6 +14,7 @@ of categories 1-4, as the published evaluations (mem0, Zep, LangMem, A-Mem) repo
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import zipfile
@@ -140,6 +141,19 @@ def _documents(path: Path) -> Iterable[tuple[str, str, Any]]:
             raise DataError(str(path), f"not valid JSON: {exc.msg} at line {exc.lineno}") from None
         except UnicodeDecodeError as exc:
             raise DataError(str(path), not_utf8_message(path, exc)) from None
+
+
+def data_sha256(path: str | Path) -> str:
+    """The sha256 of the LoCoMo data as read: a file's bytes; a folder's files, each with its
+    name relative to the folder, in sorted order."""
+    path = Path(path)
+    digest = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for file in files:
+        if path.is_dir():
+            digest.update(str(file.relative_to(path)).encode() + b"\0")
+        digest.update(file.read_bytes())
+    return digest.hexdigest()
 
 
 def load_locomo(path: str | Path) -> list[Conversation]:

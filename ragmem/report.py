@@ -336,6 +336,16 @@ def print_bench_paired(paired: list[dict[str, Any]], baseline: str) -> None:
         "abstention has J only")
 
 
+def print_rerun(rerun: list[dict[str, Any]], first: str) -> None:
+    """``bench-memory --rerun``: each layer against its first run (:func:`ragmem.bench_compare.rerun_comparison`)."""
+    for layer in rerun:
+        overall = {r["score"]: r for r in layer["paired"] if r["scope"] == "overall"}
+        figures = "; ".join(f"overall {k} {r['diff']:+.4f}" + (" *" if r["marked"] else "")
+                            for k, r in overall.items() if r["diff"] is not None)
+        same = {True: "every per-question score identical to", False: "scores differ from", None: "nothing to compare with"}
+        say(f"rerun: {layer['method']}: {same[layer['identical']]} run {first[:8]}" + (f" ({figures})" if figures else ""))
+
+
 def print_bench(result: dict[str, Any]) -> None:
     rows = result["results_table"]
     view = Table(title=f"{result['experiment']}: {plural(result['n_conversations'], 'conversation')}, "
