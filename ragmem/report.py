@@ -332,8 +332,8 @@ def print_bench_paired(paired: list[dict[str, Any]], baseline: str) -> None:
     for (method, scope), scores in cells.items():
         view.add_row(method, scope, *shown(scores.get("J")), *shown(scores.get("F1")))
     out.print(view)
-    say("* the 95% paired-bootstrap interval excludes 0 (p: approximate randomization, two-sided); "
-        "abstention has J only")
+    say("* marked: the 95% paired-bootstrap interval excludes 0 and p stays below 0.05 after Holm's correction "
+        "over the layer's figures (p: approximate randomization, two-sided, uncorrected); abstention has J only")
 
 
 def print_rerun(rerun: list[dict[str, Any]], first: str) -> None:
