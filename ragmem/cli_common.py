@@ -4,7 +4,6 @@ running a flow on a prepared run."""
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -13,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ragmem import bench_compare, endpoints, home, pairwise, prepare
-from ragmem.compare import bench_rows, load_run_table, resolve_run_id
+from ragmem.compare import artifact_json, bench_rows, load_run_table, resolve_run_id
 from ragmem.endpoints import check_store
 from ragmem.llm import JudgeClient
 from ragmem.locomo import data_sha256
@@ -137,13 +136,11 @@ def rerun_manifest(run_ref: str) -> tuple[str, dict[str, Any]]:
     run, in the store of MLFLOW_TRACKING_URI or the home), the data checked to be the same bytes."""
     client = store_client(None)
     run_id = resolve_run_id(client, run_ref, "--rerun")
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            path = client.download_artifacts(run_id, "manifest.json", tmp)
-        except Exception:
-            raise RagmemError(f"--rerun {run_ref}: run {run_id} has no manifest.json (not a bench-memory parent run, "
-                              "or one logged before manifests)") from None
-        manifest = json.loads(Path(path).read_text(encoding="utf-8"))
+    try:
+        manifest = artifact_json(client, run_id, "manifest.json")
+    except Exception:
+        raise RagmemError(f"--rerun {run_ref}: run {run_id} has no manifest.json (not a bench-memory parent run, "
+                          "or one logged before manifests)") from None
     data = manifest["data"]
     if not Path(data["path"]).exists() or data_sha256(data["path"]) != data["sha256"]:
         raise RagmemError(f"--rerun {run_ref}: the data {data['path']} is missing or not the bytes the first run "

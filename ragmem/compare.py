@@ -8,7 +8,9 @@ practice): each run logs signatures (``keywords.signature``, ``judge.signature``
 
 from __future__ import annotations
 
+import json
 import re
+import tempfile
 from typing import Any
 
 import pandas as pd
@@ -145,23 +147,32 @@ def resolve_run_id(client, ref: str, what: str = "run") -> str:
     return matches[0]
 
 
+def artifact_json(client, run_id: str, name: str) -> Any:
+    """The JSON artifact ``name`` of a run, read (what a missing one raises is the caller's to word)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        with open(client.download_artifacts(run_id, name, tmp), encoding="utf-8") as handle:
+            return json.load(handle)
+
+
+def run_summary(client, run_id: str) -> dict[str, Any]:
+    """The ``summary.json`` a run logged."""
+    try:
+        return artifact_json(client, run_id, "summary.json")
+    except Exception:
+        raise RagmemError(f"run {run_id} has no summary.json artifact (was it logged by ragmem run?)") from None
+
+
 def load_run_table(client, run_id: str) -> pd.DataFrame:
     """The per-example table a run logged (``examples.json``); ``run_id`` may be a unique prefix."""
-    import json
-    import tempfile
-
     run_id = resolve_run_id(client, run_id)
     try:
         run = client.get_run(run_id)
     except Exception:
         raise RagmemError(f"run {run_id!r} not found in the tracking store") from None
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            path = client.download_artifacts(run_id, "examples.json", tmp)
-        except Exception:
-            raise RagmemError(f"run {run_id} has no examples.json artifact (was it logged by ragmem run?)") from None
-        with open(path, encoding="utf-8") as handle:
-            payload = json.load(handle)
+    try:
+        payload = artifact_json(client, run_id, "examples.json")
+    except Exception:
+        raise RagmemError(f"run {run_id} has no examples.json artifact (was it logged by ragmem run?)") from None
     table = pd.DataFrame(payload["data"], columns=payload["columns"])
     table.attrs["run"] = run
     return table
@@ -259,9 +270,6 @@ def compare_tables(a: pd.DataFrame, b: pd.DataFrame, names: list[str], resamples
 def latest_pairwise(client, run_a: str, run_b: str) -> dict[str, Any] | None:
     """The latest finished pairwise comparison of B against A (``ragmem compare A B --judge
     pairwise``, :func:`ragmem.tracking.record_pairwise`) as it was logged, or ``None``."""
-    import json
-    import tempfile
-
     experiments = [e.experiment_id for e in client.search_experiments()]
     found = client.search_runs(experiments, filter_string=f"tags.`ragmem.pairwise.run_a` = '{run_a}' and "
                                                           f"tags.`ragmem.pairwise.run_b` = '{run_b}' and "
@@ -269,30 +277,22 @@ def latest_pairwise(client, run_a: str, run_b: str) -> dict[str, Any] | None:
                                order_by=["attributes.start_time DESC"], max_results=1) if experiments else []
     if not found:
         return None
-    with tempfile.TemporaryDirectory() as tmp:
-        with open(client.download_artifacts(found[0].info.run_id, "pairwise.json", tmp), encoding="utf-8") as handle:
-            return {**json.load(handle), "pairwise_run_id": found[0].info.run_id}
+    return {**artifact_json(client, found[0].info.run_id, "pairwise.json"), "pairwise_run_id": found[0].info.run_id}
 
 
 def bench_rows(client, parent_id: str) -> dict[str, list[dict[str, Any]]]:
     """A memory benchmark's per-question rows, by method, read back from its method runs (the
     ``questions`` table each logged); a method that logged none is left out."""
-    import json
-    import tempfile
-
     parent = client.get_run(parent_id)
     runs = client.search_runs([parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent_id}'")
     out = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for run in sorted(runs, key=lambda r: r.info.start_time):
-            try:
-                path = client.download_artifacts(run.info.run_id, "questions.json", tmp)
-            except Exception:  # a method that failed before it scored anything
-                continue
-            with open(path, encoding="utf-8") as handle:
-                payload = json.load(handle)
-            out[run.data.tags.get("bench.method", run.info.run_name)] = [dict(zip(payload["columns"], row))
-                                                                         for row in payload["data"]]
+    for run in sorted(runs, key=lambda r: r.info.start_time):
+        try:
+            payload = artifact_json(client, run.info.run_id, "questions.json")
+        except Exception:  # a method that failed before it scored anything
+            continue
+        out[run.data.tags.get("bench.method", run.info.run_name)] = [dict(zip(payload["columns"], row))
+                                                                     for row in payload["data"]]
     return out
 
 

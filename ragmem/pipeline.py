@@ -257,7 +257,7 @@ def _param_text(key: str, value: Any) -> str:
 
 _REFERENCE_SECTIONS = ("corpus.", "retriever.", "memory.", "generator.")
 _NOT_PARAMS = ("data.files", "metrics", "ranking.k", "experiment", "run_name", "tracking.uri", "tracking.enabled",
-               "tracking.artifact_root", "import_paths", "rubrics")
+               "tracking.artifact_root", "import_paths")
 
 
 def _is_param(key: str, value: Any, cfg: RunConfig) -> bool:

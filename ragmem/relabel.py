@@ -9,17 +9,14 @@ unknown example id or a label that is not 0/1 is one line (exit 2) and nothing i
 
 from __future__ import annotations
 
-import json
 import re
-import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from ragmem import labels, progress, report_html, stats
-from ragmem.compare import load_run_table, resolve_run_id
+from ragmem.compare import load_run_table, resolve_run_id, run_summary
 from ragmem.endpoints import check_store
-from ragmem.errors import RagmemError
 from ragmem.metrics import classification, reliability, verdicts
 from ragmem.metrics._division import parse_zero_division
 from ragmem.pipeline import clean_number
@@ -27,15 +24,6 @@ from ragmem.tracking import Tracker, record_labels
 
 #: what labels change: the figures of these families (pass_rate is recomputed, and stays the same)
 _FAMILIES = (verdicts, reliability, classification)
-
-
-def _summary_of(client, run_id: str) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            path = client.download_artifacts(run_id, "summary.json", tmp)
-        except Exception:
-            raise RagmemError(f"run {run_id} has no summary.json artifact (was it logged by ragmem run?)") from None
-        return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
 def _settings(params: dict[str, str]) -> SimpleNamespace:
@@ -84,7 +72,7 @@ def import_labels(tracking_uri: str, run_ref: str, sheet: str | Path) -> dict[st
     table = load_run_table(client, run_id)
     sheet = Path(sheet)
     found, blank = labels.read_sheet(sheet, set(table["id"].astype(str)), run_id[:8])
-    summary = _summary_of(client, run_id)  # every check is done before anything is written
+    summary = run_summary(client, run_id)  # every check is done before anything is written
     run = table.attrs["run"]
     table = labels.attach(table, found)
     settings = _settings(summary.get("params") or run.data.params)

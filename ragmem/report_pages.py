@@ -4,14 +4,11 @@ latest pairwise judging of the two when there is one. The pages' parts are :mod:
 
 from __future__ import annotations
 
-import json
-import tempfile
 from typing import Any
 
 import pandas as pd
 
-from ragmem.compare import compare_tables, known_metrics, latest_pairwise, load_run_table, resolve_run_id
-from ragmem.errors import RagmemError
+from ragmem.compare import compare_tables, known_metrics, latest_pairwise, load_run_table, resolve_run_id, run_summary
 from ragmem.report_html import MOVED, _e, _ks, _missing, _num, _page, _table, _verdict, headline, run_page, score_columns
 
 
@@ -94,7 +91,7 @@ def from_tracking(client, runs: list[str], resamples: int = 1000, seed: int = 0)
     diff of two (``runs``: ids or unique prefixes); ``client``: an MLflow client."""
     runs = [resolve_run_id(client, r) for r in runs]
     tables = [load_run_table(client, r) for r in runs]
-    summaries = [_summary(client, t.attrs["run"]) for t in tables]
+    summaries = [run_summary(client, t.attrs["run"].info.run_id) for t in tables]
     for table, summary in zip(tables, summaries):
         table.attrs["params"] = summary.get("params", {})
     if len(runs) == 1:
@@ -104,12 +101,3 @@ def from_tracking(client, runs: list[str], resamples: int = 1000, seed: int = 0)
     comparison = compare_tables(tables[0], tables[1], names or sorted(known), resamples, seed)
     return diff_page(comparison, tables[0], tables[1], latest_pairwise(client, runs[0], runs[1]))
 
-
-def _summary(client, run) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            path = client.download_artifacts(run.info.run_id, "summary.json", tmp)
-        except Exception:
-            raise RagmemError(f"run {run.info.run_id} has no summary.json artifact (was it logged by ragmem run?)") from None
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)

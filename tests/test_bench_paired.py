@@ -10,10 +10,7 @@ import pytest
 from ragmem import engine
 from ragmem.bench_compare import paired_layers
 from ragmem.errors import ConfigError
-from tests.conftest import SHARED
-from tests.test_memory import KeywordMemory, _conversation
-
-LOCOMO = SHARED / "locomo" / "locomo10.zip"
+from tests.test_memory import KeywordMemory, _conversation, locomo_zip  # noqa: F401  (a fixture)
 
 
 class NoisyMemory(KeywordMemory):
@@ -70,14 +67,8 @@ def test_paired_layers_align_questions_and_mark_only_an_interval_that_excludes_0
     assert by[("half", "single-hop", "F1")]["diff"] == 0.5 and by[("half", "single-hop", "F1")]["n_shared"] == 30
 
 
-@pytest.fixture
-def locomo():
-    if not LOCOMO.is_file():
-        pytest.skip(f"LoCoMo data not found at {LOCOMO} (the workplace's shared/data folder is absent)")
-    return LOCOMO
-
-
-def test_on_locomo_noise_is_not_marked_and_memory_against_none_is(locomo):
+def test_on_locomo_noise_is_not_marked_and_memory_against_none_is(locomo_zip):
+    locomo = locomo_zip
     noisy = [{"name": f"noisy{seed}", "type": "python", "target": "tests.test_bench_paired:NoisyMemory",
               "params": {"seed": seed}} for seed in (1, 2)]
     result = _bench(locomo, [*noisy, "reference", "no_memory"], limit_conversations=1, baseline="noisy1")
