@@ -5,7 +5,7 @@ of answers to the same question; every benchmark logs a manifest (:func:`manifes
 ``ragmem bench-memory --rerun PARENT_RUN_ID`` runs it again and compares each layer with its first
 run the same way (:func:`rerun_comparison`).
 
-For each layer, each scope (the overall of categories 1-4, each category, and abstention) and each
+For each layer, each scope (the overall, each category, and abstention) and each
 score (J, the judge's verdict; F1, token F1; abstention has J only), on the questions both layers
 scored::
 
@@ -29,19 +29,19 @@ from typing import Any, Sequence
 import pandas as pd
 
 from ragmem import stats
-from ragmem.locomo import ABSTENTION, CATEGORIES, CATEGORY_SOURCE
+from ragmem.bench_data import DATASETS, BenchData
 from ragmem.masking import mask
 from ragmem.metrics.base import mean_aggregator
 
 SCORES = (("J", "judge_score"), ("F1", "token_f1"))
 
 
-def _scopes(categories: Sequence[int]) -> list[tuple[str, set[int]]]:
-    answered = [c for c in categories if c != ABSTENTION]
+def _scopes(categories: Sequence[int], data: BenchData) -> list[tuple[str, set[int]]]:
+    answered = [c for c in categories if c != data.abstention]
     scopes = [("overall", set(answered))] if answered else []
-    scopes += [(CATEGORIES[c], {c}) for c in answered]
-    if ABSTENTION in categories:
-        scopes.append(("abstention", {ABSTENTION}))
+    scopes += [(data.categories[c], {c}) for c in answered]
+    if data.abstention in categories:
+        scopes.append(("abstention", {data.abstention}))
     return scopes
 
 
@@ -50,7 +50,8 @@ def _key(row: dict[str, Any]) -> tuple:
 
 
 def paired_layers(rows: dict[str, list[dict[str, Any]]], baseline: str, categories: Sequence[int],
-                  resamples: int = 1000, seed: int = 0, confidence: float = 0.95) -> list[dict[str, Any]]:
+                  resamples: int = 1000, seed: int = 0, confidence: float = 0.95,
+                  data: BenchData = DATASETS["locomo"]) -> list[dict[str, Any]]:
     """Every layer of ``rows`` (method -> its per-question rows, :func:`ragmem.memory_bench.score`)
     against ``baseline``: one dict per (method, scope, score)."""
     base = rows.get(baseline)
@@ -71,7 +72,7 @@ def paired_layers(rows: dict[str, list[dict[str, Any]]], baseline: str, categori
             if n < len(mine.get(key, [])):
                 aligned.append((row, mine[key][n]))
                 taken[key] = n + 1
-        for scope, members in _scopes(categories):
+        for scope, members in _scopes(categories, data):
             for label, column in SCORES:
                 if scope == "abstention" and column != "judge_score":
                     continue  # an abstention has no answer to overlap with
@@ -107,20 +108,16 @@ def holm(family: list[dict[str, Any]], alpha: float) -> None:
         row["marked"] = bool(excludes and row["p_holm"] is not None and row["p_holm"] < alpha)
 
 
-QUESTION_SELECTION = ("every question of the first bench.limit_conversations conversations (all: null); with "
-                      "bench.limit_questions N, N per conversation taken round-robin across the categories, in "
-                      "conversation order within each")
-
-
 def manifest(cfg, specs, judge_signature: str, data_sha256: str, prompt_version: str) -> dict[str, Any]:
     """What makes a benchmark's result reproducible: the data file's sha256, the category mapping, the
     question limits and how questions were chosen, the judge and its prompt version, the generator,
     top_k, every layer's settings, and the whole config (secrets masked) that ``--rerun`` runs again."""
     bench = cfg.bench
-    return {"benchmark": "locomo", "data": {"path": str(bench.data), "sha256": data_sha256},
-            "categories": {"mapping": CATEGORIES, "abstention": ABSTENTION, "source": CATEGORY_SOURCE},
+    data = DATASETS[bench.dataset]
+    return {"benchmark": data.name, "data": {"path": str(bench.data), "sha256": data_sha256},
+            "categories": data.mapping(),
             "limit_conversations": bench.limit_conversations, "limit_questions": bench.limit_questions,
-            "question_selection": QUESTION_SELECTION, "judge": judge_signature, "prompt_version": prompt_version,
+            "question_selection": data.selection, "judge": judge_signature, "prompt_version": prompt_version,
             "generator": mask(cfg.generator.model_dump(mode="json")), "top_k": bench.top_k,
             "full_context_tokens": bench.full_context_tokens,
             "methods": [mask(s.model_dump(mode="json", exclude_none=True)) for s in specs],
@@ -129,7 +126,7 @@ def manifest(cfg, specs, judge_signature: str, data_sha256: str, prompt_version:
 
 def rerun_comparison(first: dict[str, list[dict[str, Any]]], again: dict[str, list[dict[str, Any]]],
                      categories: Sequence[int], resamples: int = 1000, seed: int = 0,
-                     confidence: float = 0.95) -> list[dict[str, Any]]:
+                     confidence: float = 0.95, data: BenchData = DATASETS["locomo"]) -> list[dict[str, Any]]:
     """Each layer of a rerun against its first run (method -> per-question rows of each): whether
     every per-question score is identical, and the paired figures (:func:`paired_layers`)."""
     out = []
@@ -140,6 +137,6 @@ def rerun_comparison(first: dict[str, list[dict[str, Any]]], again: dict[str, li
             continue
         same = len(before) == len(rows) and all(
             _key(a) == _key(b) and all(a[c] == b[c] for _, c in SCORES) for a, b in zip(before, rows))
-        paired = paired_layers({"first": before, "rerun": rows}, "first", categories, resamples, seed, confidence)
+        paired = paired_layers({"first": before, "rerun": rows}, "first", categories, resamples, seed, confidence, data)
         out.append({"method": method, "identical": same, "paired": paired})
     return out

@@ -219,11 +219,14 @@ def serve(
 
 @app.command("bench-memory")
 def bench_memory(
-    config: Optional[Path] = typer.Argument(None, help="YAML config with a bench section (see configs/locomo.yaml); "
-                                                        "none with --rerun."),
-    data: Optional[str] = typer.Option(None, "--data", help="LoCoMo data: locomo10.zip, a folder, a file or locomo10.json."),
-    limit_conversations: Optional[int] = typer.Option(None, "--limit-conversations", help="Only the first N conversations."),
-    limit_questions: Optional[int] = typer.Option(None, "--limit-questions", help="Only the first N questions of each."),
+    config: Optional[Path] = typer.Argument(None, help="YAML config with a bench section (see configs/locomo.yaml, "
+                                                        "configs/longmemeval.yaml); none with --rerun."),
+    data: Optional[str] = typer.Option(None, "--data", help="The data of bench.dataset: LoCoMo's locomo10.zip, a folder, "
+                                                            "a file or locomo10.json; a LongMemEval JSON file."),
+    limit_conversations: Optional[int] = typer.Option(None, "--limit-conversations",
+                                                      help="Only the first N conversations (LongMemEval: questions)."),
+    limit_questions: Optional[int] = typer.Option(None, "--limit-questions", help="N questions of each conversation "
+                                                  "(LongMemEval: in all), round-robin across the categories."),
     set_: List[str] = typer.Option([], "--set", help="Override a setting: dotted.key=value (repeatable)."),
     output: Path = typer.Option(Path("summary.json"), "--output", "-o", help="Where to write the summary JSON."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's own logs too."),
@@ -231,7 +234,7 @@ def bench_memory(
     rerun: Optional[str] = typer.Option(None, "--rerun", help="Run a finished benchmark again from its manifest (its "
                                                                "parent run id) and compare each layer with its first run."),
 ) -> None:
-    """Benchmark memory layers on LoCoMo: ingest, recall, answer, score; baselines beside them."""
+    """Benchmark memory layers on LoCoMo or LongMemEval: ingest, recall, answer, score; baselines beside them."""
     setup_logging(verbose)
     writable(output)
     if (config is None) == (rerun is None):

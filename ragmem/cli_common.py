@@ -15,6 +15,7 @@ from ragmem import bench_compare, endpoints, home, pairwise, prepare
 from ragmem.compare import artifact_json, bench_rows, load_run_table, resolve_run_id
 from ragmem.endpoints import check_store
 from ragmem.llm import JudgeClient
+from ragmem.bench_data import DATASETS
 from ragmem.locomo import data_sha256
 from ragmem.errors import RagmemError
 from ragmem.masking import ScrubFilter
@@ -154,4 +155,4 @@ def rerun_against(first: str, result: dict[str, Any]) -> list[dict[str, Any]]:
     client = store_client(None)
     categories = sorted(int(c) for c in result["categories"])
     return bench_compare.rerun_comparison(bench_rows(client, first), bench_rows(client, result["parent_run_id"]),
-                                          categories)
+                                          categories, data=DATASETS[result.get("dataset", "locomo")])

@@ -26,14 +26,14 @@ from typing import Any
 
 import pandas as pd
 
-from ragmem import endpoints, gates, interrupts, labels, memory_bench, pipeline, prepare, progress, report_html
+from ragmem import bench_data, endpoints, gates, interrupts, labels, memory_bench, memory_layers, pipeline, prepare, progress, report_html
 from ragmem import resume as resumes
 from ragmem import bench_compare, judge_sweep, sweep as sweeps
 from ragmem.config import RunConfig
 from ragmem.errors import failure_message  # noqa: F401  (also ragmem.engine.failure_message)
 from ragmem.journal import Journal
 from ragmem.loaders import Dataset
-from ragmem.locomo import ABSTENTION, CATEGORIES, CATEGORY_SOURCE, data_sha256, questions
+from ragmem.locomo import data_sha256
 from ragmem.prompts import PROMPT_VERSION, prompt_hash
 from ragmem.masking import mask, scrub
 from ragmem.parallel import EarlyMaps, ProcessPool, mapper_for
@@ -326,21 +326,23 @@ def _sweep_children(plan: SweepPlan, child_ids: list, outcomes: dict, tracker: T
 
 def bench_memory(config: dict[str, Any] | RunConfig, steps: Steps = PLAIN, *, conversations: list | None = None,
                  tags: dict[str, str] | None = None, preflight: bool = True) -> dict[str, Any]:
-    """Memory layers compared on LoCoMo-style conversations (see :mod:`ragmem.memory_bench`);
+    """Memory layers compared on ``bench.dataset`` (LoCoMo or LongMemEval; see :mod:`ragmem.memory_bench`);
     ``conversations`` are those :mod:`ragmem.prepare` read (read now when not given); ``preflight``
     checks the judge, generator, embeddings and HTTP layers first."""
     cfg = config if isinstance(config, RunConfig) else RunConfig.from_dict(config)
-    bench = cfg.bench
-    specs = memory_bench.method_specs(bench.methods)
-    conversations = steps.load_conversations(str(bench.data), conversations)[: bench.limit_conversations]
-    selected = {c.id: questions(c, bench.limit_questions) for c in conversations}
+    bench, data = cfg.bench, bench_data.dataset(cfg.bench.dataset)
+    specs = memory_layers.method_specs(bench.methods)
+    pool = steps.load_conversations(str(bench.data), conversations, data.name)
+    selected = data.select(pool, bench.limit_conversations, bench.limit_questions)
+    conversations = [c for c in pool if c.id in selected]
     n_questions = sum(len(q) for q in selected.values())
-    log.info("bench-memory: %d conversations, %d questions, %d methods", len(conversations), n_questions, len(specs))
+    log.info("bench-memory: %s, %d conversations, %d questions, %d methods", data.title, len(conversations),
+             n_questions, len(specs))
     kit = memory_bench.BenchKit.build(cfg)
     if preflight:
         endpoints.preflight(endpoints.configured(cfg), log=log.info)
-    common = {"bench.data": str(bench.data), "bench.top_k": str(bench.top_k),
-              "bench.categories": json.dumps({"mapping": CATEGORIES, "abstention": ABSTENTION, "source": CATEGORY_SOURCE}),
+    common = {"bench.dataset": data.name, "bench.data": str(bench.data), "bench.top_k": str(bench.top_k),
+              "bench.categories": json.dumps(data.mapping()),
               "n_conversations": str(len(conversations)), "n_questions": str(n_questions),
               "bench.limit_questions": str(bench.limit_questions), "generator.type": cfg.generator.type,
               "judge.signature": kit.judge.signature(), "generation.signature": kit.scorer.signature()}
@@ -358,16 +360,18 @@ def bench_memory(config: dict[str, Any] | RunConfig, steps: Steps = PLAIN, *, co
             outcome = _bench_method(spec, conversations, selected, kit, cfg, steps, tracker, parent.id, common)
             results[spec.name] = {**outcome["metrics"], "status": outcome["status"]}
             methods.append(outcome)
-        table = memory_bench.results_table(results, categories)
+        table = memory_bench.results_table(results, categories, data)
         rows = {o["method"]: o.pop("rows", None) for o in methods}  # (per question: not in the result)
         baseline = bench.baseline or specs[0].name  # every layer against it, question by question
         paired = bench_compare.paired_layers({m: r for m, r in rows.items() if results[m]["status"] == "FINISHED"},
-                                             baseline, categories, cfg.stats.resamples, cfg.seed, cfg.stats.confidence)
-        steps.log_results(parent, tables={"locomo_results": pd.DataFrame(table)}, json_files={"paired.json": paired})
+                                             baseline, categories, cfg.stats.resamples, cfg.seed, cfg.stats.confidence,
+                                             data)
+        steps.log_results(parent, tables={data.results: pd.DataFrame(table)}, json_files={"paired.json": paired})
     return {"parent_run_id": parent.id, "experiment": cfg.experiment, "n_conversations": len(conversations),
             "tracking_uri": pipeline.store_location(cfg.tracking_uri) if parent.id else None,
-            "n_questions": n_questions, "categories": {c: CATEGORIES[c] for c in categories}, "category_source": CATEGORY_SOURCE,
-            "methods": methods, "results_table": table, "baseline": baseline, "paired": paired, "manifest": manifest}
+            "dataset": data.name, "n_questions": n_questions, "categories": {c: data.categories[c] for c in categories},
+            "category_source": data.source, "methods": methods, "results_table": table, "baseline": baseline,
+            "paired": paired, "manifest": manifest}
 
 
 def _bench_method(spec, conversations, selected, kit, cfg: RunConfig, steps: Steps, tracker, parent_id,
@@ -387,16 +391,17 @@ def _bench_method(spec, conversations, selected, kit, cfg: RunConfig, steps: Ste
             answered, ingested = [], memory_bench.Ingested()
             for conversation in conversations:
                 with progress.stage(f"bench-memory: {spec.name}: conversation {conversation.id}"):
-                    done, got = steps.memory_conversation(spec.name, layer, conversation,
-                                                          selected[conversation.id], bench.top_k, kit.generate)
+                    done, got = steps.memory_conversation(spec.name, layer, conversation, selected[conversation.id],
+                                                          bench.top_k, kit.generate, bench.dataset)
                 answered += done
                 for name in ("add_times", "add_errors", "reset_errors"):
                     getattr(ingested, name).extend(getattr(got, name))
                 lost = got.add_errors + got.reset_errors
                 log.info("bench-memory: %s: conversation %s done (%d questions%s)", spec.name, conversation.id,
                          len(done), f"; {plural(len(lost), 'add/reset failure')}, first: {lost[0]}" if lost else "")
-            verdicts = steps.judge_answers(spec.name, kit.judge, answered)
-            rows, metrics = memory_bench.score(answered, ingested, kit.scorer, verdicts, kit.count_tokens)
+            verdicts = steps.judge_answers(spec.name, kit.judge, answered, bench.dataset)
+            rows, metrics = memory_bench.score(answered, ingested, kit.scorer, verdicts, kit.count_tokens,
+                                               bench_data.dataset(bench.dataset))
             metrics.update(kit.usage_since(before, layer))
             outcome["metrics"], outcome["rows"] = metrics, rows
             steps.log_results(child, metrics=metrics, tables={"questions": pd.DataFrame(rows)},

@@ -52,10 +52,29 @@ class Session:
 
 @dataclass(frozen=True)
 class QA:
+    """One question of a memory benchmark. ``evidence``: the turn ids that hold the answer;
+    ``evidence_sessions``: the sessions that do (empty: the sessions of ``evidence``, a turn id's part
+    before its last ``:``); ``abstain``: the answer is not in the history (scored as abstention);
+    ``date``: when the question is asked; ``kind``: the dataset's own name for its type."""
+
     question: str
     answer: str
     evidence: tuple[str, ...]
     category: int
+    id: str | None = None
+    evidence_sessions: tuple[str, ...] = ()
+    date: str | None = None
+    abstain: bool = False
+    kind: str | None = None
+
+    def sessions(self) -> set[str]:
+        """The evidence sessions (see above)."""
+        return set(self.evidence_sessions) or {session_of(e) for e in self.evidence}
+
+
+def session_of(turn_id: str) -> str:
+    """The session of a turn id (``D1:3`` -> ``D1``; ``answer_4be1b6b4_2:5`` -> ``answer_4be1b6b4_2``)."""
+    return str(turn_id).rsplit(":", 1)[0]
 
 
 @dataclass
@@ -110,7 +129,8 @@ def _parse_conversation(raw: Any, qa: Any, cid: str, file: str) -> Conversation:
         evidence = q.get("evidence") or []
         if not isinstance(evidence, list):
             raise DataError(file, where + "field 'evidence': expected a list of dia_ids")
-        questions.append(QA(q["question"], answer, tuple(str(e) for e in evidence), category))
+        questions.append(QA(q["question"], answer, tuple(str(e) for e in evidence), category,
+                            abstain=category == ABSTENTION, kind=CATEGORIES[category]))
     # evidence ids are kept as published (a few name turns that do not exist)
     speakers = (str(raw.get("speaker_a", "A")), str(raw.get("speaker_b", "B")))
     return Conversation(cid, speakers, sessions, questions)
@@ -183,7 +203,13 @@ def questions(conversation: Conversation, limit: int | None = None) -> list[QA]:
     ``limit``, taken round-robin across the categories (in conversation order within each), so that
     a quick run keeps every category when ``limit`` allows: the first 20 questions of a conversation
     may hold none of some category."""
-    selected = list(conversation.qa)
+    return round_robin(conversation.qa, limit)
+
+
+def round_robin(qas: Iterable[QA], limit: int | None = None) -> list[QA]:
+    """``limit`` of ``qas`` taken round-robin across their categories (in order within each),
+    returned in their order; all of them without a limit."""
+    selected = list(qas)
     if not limit or limit >= len(selected):
         return selected
     by_category: dict[int, list[QA]] = {}

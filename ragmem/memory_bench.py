@@ -1,27 +1,22 @@
 """The memory benchmark: ingest each conversation through a memory layer, answer its questions from
-what the layer recalls, and score the answers as the published LoCoMo evaluations do.
+what the layer recalls, and score the answers as the published LoCoMo and LongMemEval evaluations do
+(the dataset's own rules: :mod:`ragmem.bench_data`).
 
 Per question: ``search`` (timed) returns memories; the generator answers from them (timed); the
 answer is scored against the gold answer with ``token_f1``, ``bleu_1``, the judge (``judge_score``:
-an LLM's generous correct/wrong verdict, or offline the keyword verdict) and ``evidence_recall``
-(share of the question's evidence turns among the recalled memories). Aggregates overall and per
-category (``_cat{N}``; the overall over categories 1-4, category 5 scored as abstention and
-reported apart, see :func:`judge_answers`, its F1 and BLEU-1 null): those means, ``search_latency_p50/_p95``, ``answer_latency_p50/_p95``
-(search + generation), ``context_tokens_mean`` (tokens of recalled context per query, counted with
-the generation tokenizer: words and CJK words, not model tokens), ``add_latency_p50/_p95`` (per
-ingested session) and ``ingest_total_s``; ``n_add_errors``, ``n_reset_errors``, ``n_errors`` and
-``n_evidence_undefined`` (questions whose recalled memories carry no ids: evidence recall null).
+an LLM's verdict with the dataset's prompt for the question's type, or offline the keyword verdict),
+``evidence_recall`` and ``session_recall`` (recall@k of the recalled memories against the evidence
+turns and sessions: :func:`score`). Aggregates overall and per category (``_cat{N}``; the overall
+leaves out the abstention category, which is scored as abstention and reported apart, see
+:func:`judge_answers`, its F1 and BLEU-1 null): those means, ``search_latency_p50/_p95``,
+``answer_latency_p50/_p95`` (search + generation), ``context_tokens_mean`` (tokens of recalled
+context per query, counted with the generation tokenizer: words and CJK words, not model tokens),
+``add_latency_p50/_p95`` (per ingested session) and ``ingest_total_s``; ``n_add_errors``,
+``n_reset_errors``, ``n_errors``, ``n_judge_failures`` (no verdict: the judge failed, or the offline
+judge cannot judge the question, a LongMemEval preference rubric) and ``n_evidence_undefined``
+(questions whose recalled memories carry no ids: recall null).
 
-Memory layers (``methods`` in ``configs/locomo.yaml``): anything with ``add(messages, user_id,
-timestamp)``, ``search(query, user_id, top_k)`` and optional ``reset()``:
-
-- ``reference``: ragmem's BM25 memory (:class:`ragmem.reference.memory.BM25Memory`);
-- ``full_context``: baseline, every turn in the prompt, most recent first until ``full_context_tokens``;
-- ``no_memory``: baseline, nothing recalled;
-- ``python``: ``target: module:Class`` (built with ``params``), a user's own layer (mem0-like);
-- ``http``: ``url``: ``POST {url}/add {messages, user_id, timestamp}``, ``POST {url}/search
-  {query, user_id, top_k}`` -> ``{"results": [{text, id?, score?, timestamp?}]}``, ``POST {url}/reset
-  {}`` (``reset()`` takes no user: it clears the layer).
+The memory layers are in :mod:`ragmem.memory_layers`.
 """
 
 from __future__ import annotations
@@ -33,107 +28,19 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ragmem.agents.python import resolve
-from ragmem.config import as_section
-from ragmem.errors import ConfigError, failure_message
+from ragmem.errors import failure_message
+from ragmem.bench_data import DATASETS, BenchData
 from ragmem.judges import JudgeItem, judging
-from ragmem.locomo import ABSTENTION, CATEGORIES, QA, Conversation
+from ragmem.locomo import QA, Conversation, session_of
 from ragmem.metrics.generation import scorer_for
+from ragmem.prompts import TASKS
+from ragmem.memory_layers import build_layer, turn_text
 from ragmem.reference.generator import build_generator
-from ragmem.reference.memory import BM25Memory
 from ragmem.sweep_settings import MethodSpec
 from ragmem.text import plural
 from ragmem.text.keywords import KeywordExtractor
 
-METHOD_TYPES = ("reference", "full_context", "no_memory", "python", "http")
-
-
-def turn_text(turn, date: str | None) -> str:
-    caption = f" [shares an image: {turn.caption}]" if turn.caption else ""
-    stamp = f"({date}) " if date else ""
-    return f"{stamp}{turn.speaker}: {turn.text}{caption}"
-
-
-class FullContext:
-    """Baseline: every turn, newest first, until the token budget is spent."""
-
-    def __init__(self, budget_tokens: int, count_tokens):
-        self.budget, self.count = budget_tokens, count_tokens
-        self._turns: dict[str, list[dict[str, Any]]] = {}
-
-    def add(self, messages, user_id, timestamp=None):
-        self._turns.setdefault(user_id, []).extend(
-            {"id": m.get("id"), "text": m["content"], "timestamp": m.get("timestamp", timestamp)} for m in messages)
-
-    def search(self, query, user_id, top_k):
-        out, used = [], 0
-        for memory in reversed(self._turns.get(user_id, [])):
-            cost = self.count(memory["text"])
-            if used + cost > self.budget:
-                break
-            out.append({**memory, "score": None})
-            used += cost
-        return out
-
-    def reset(self):
-        self._turns.clear()
-
-
-class NoMemory:
-    """Baseline: recalls nothing (what the generator knows without memory)."""
-
-    def add(self, messages, user_id, timestamp=None):
-        pass
-
-    def search(self, query, user_id, top_k):
-        return []
-
-    def reset(self):
-        pass
-
-
-class HttpMemory:
-    """A memory layer behind HTTP (see the module docstring for the routes)."""
-
-    def __init__(self, url: str, timeout_s: float = 60.0):
-        import httpx
-
-        if not str(url).startswith(("http://", "https://")):
-            raise ConfigError(f"methods[].url: expected an http(s) URL, got {url!r}")
-        self.url = str(url).rstrip("/")
-        self.client = httpx.Client(timeout=timeout_s)
-
-    def _post(self, route: str, body: dict[str, Any]) -> Any:
-        reply = self.client.post(f"{self.url}/{route}", json=body)
-        reply.raise_for_status()
-        return reply.json() if reply.content else None
-
-    def add(self, messages, user_id, timestamp=None):
-        self._post("add", {"messages": list(messages), "user_id": user_id, "timestamp": timestamp})
-
-    def search(self, query, user_id, top_k):
-        reply = self._post("search", {"query": query, "user_id": user_id, "top_k": top_k})
-        results = reply.get("results") if isinstance(reply, dict) else reply
-        if not isinstance(results, list):
-            raise ValueError(f"search reply from {self.url} has no 'results' list")
-        return results
-
-    def reset(self):
-        self._post("reset", {})
-
-
-def method_specs(methods: list[Any]) -> list[MethodSpec]:
-    """``bench.methods`` entries (a name, or ``{name, type, ...}``) with both name and type set."""
-    specs = []
-    for i, method in enumerate(methods):
-        spec = as_section(MethodSpec, {"name": method} if isinstance(method, str) else method, f"bench.methods[{i}]")
-        kind = spec.type or spec.name
-        if kind not in METHOD_TYPES:
-            raise ConfigError(f"bench.methods[{i}]: unknown memory layer {kind!r}; available: {', '.join(METHOD_TYPES)}")
-        specs.append(spec.model_copy(update={"type": kind, "name": spec.name or kind}))
-    if len({s.name for s in specs}) != len(specs):
-        raise ConfigError("bench.methods: method names must differ")
-    return specs
+LOCOMO = DATASETS["locomo"]
 
 
 @dataclass
@@ -197,50 +104,34 @@ def abstains(answer: str | None) -> bool:
     return any(phrase in text for phrase in REFUSALS)
 
 
-def judge_answers(judge, answered: Sequence["Answered"]) -> list[int | None]:
-    """The judge's verdict per answered question (None where the call or the judge failed). A
-    question of the abstention category is correct when the answer says the information is not
-    there: asked of an LLM judge (task ``abstention``), offline by :func:`abstains`."""
-    todo = [i for i, a in enumerate(answered) if a.error is None and a.question.category != ABSTENTION]
-    items = [JudgeItem(answered[i].question.question, answered[i].answer or "", answered[i].question.answer)
-             for i in todo]
+def judge_answers(judge, answered: Sequence["Answered"], data: BenchData = LOCOMO) -> list[int | None]:
+    """The judge's verdict per answered question (None where the call or the judge failed, or where
+    the offline judge cannot judge). An LLM judge asks the dataset's task for the question's category
+    (:attr:`BenchData.tasks`; a LoCoMo answer: the judge's own ``answer_correctness``); offline, the
+    keyword verdict as the dataset reads it (:attr:`BenchData.offline`). An abstention question is
+    correct when the answer says the information is not there: offline by :func:`abstains`."""
+    todo = [i for i, a in enumerate(answered) if a.error is None]
     verdicts: list[int | None] = [None] * len(answered)
-    for i, judgement in zip(todo, judge.judge(items) if items else []):
-        verdicts[i] = judgement.verdict
-    refusals = [i for i, a in enumerate(answered) if a.error is None and a.question.category == ABSTENTION]
-    client = getattr(judge, "client", None)  # an LLM judge asks its model; offline, the phrases
-    if client is not None and refusals:
-        replies = client.run([("abstention", {"question": answered[i].question.question,
-                                              "answer": answered[i].answer or ""}) for i in refusals])
-        for i, reply in zip(refusals, replies):
-            verdicts[i] = None if reply.error else int(reply.value["verdict"].strip().lower() == "yes")
-    else:
-        for i in refusals:
-            verdicts[i] = int(abstains(answered[i].answer))
+    client = getattr(judge, "client", None)  # an LLM judge asks its model; offline, keywords and phrases
+    own = [i for i in todo if (client is None and not answered[i].question.abstain)
+           or (client is not None and answered[i].question.category not in data.tasks)]
+    items = [JudgeItem(answered[i].question.question, answered[i].answer or "", answered[i].question.answer) for i in own]
+    for i, judgement in zip(own, judge.judge(items) if items else []):
+        qa = answered[i].question
+        verdicts[i] = judgement.verdict if client is not None else data.offline(qa, judgement.verdict, answered[i].answer or "")
+    if client is None:
+        for i in todo:
+            if answered[i].question.abstain:
+                verdicts[i] = int(abstains(answered[i].answer))
+        return verdicts
+    asked = [i for i in todo if answered[i].question.category in data.tasks]
+    values = [{"question": answered[i].question.question, "reference": answered[i].question.answer,
+               "answer": answered[i].answer or ""} for i in asked]
+    tasks = [data.tasks[answered[i].question.category] for i in asked]
+    replies = client.run([(task, {f: v[f] for f in TASKS[task]["fields"]}) for task, v in zip(tasks, values)])
+    for i, reply in zip(asked, replies):
+        verdicts[i] = None if reply.error else int(reply.value["verdict"].strip().lower() == "yes")
     return verdicts
-
-
-def build_layer(spec: MethodSpec, keywords: KeywordExtractor, count_tokens, full_context_tokens: int,
-                folders: Sequence[str] = ()):
-    """The memory layer of one ``bench.methods`` entry (see :func:`method_specs`)."""
-    if spec.type == "reference":
-        return BM25Memory(keywords)
-    if spec.type == "full_context":
-        return FullContext(spec.budget_tokens or full_context_tokens, count_tokens)
-    if spec.type == "no_memory":
-        return NoMemory()
-    if spec.type == "http":
-        return HttpMemory(spec.url, spec.timeout_s)
-
-    cls = resolve(spec.target, folders)
-    try:
-        layer = cls(**spec.params)
-    except Exception as exc:
-        raise ConfigError(f"methods[].target: building {spec.target} failed: {failure_message(exc)}") from None
-    for name in ("add", "search"):
-        if not callable(getattr(layer, name, None)):
-            raise ConfigError(f"methods[].target: {spec.target} has no {name}() method")
-    return layer
 
 
 @dataclass
@@ -265,8 +156,9 @@ class Ingested:
 
 
 def run_conversation(layer, conversation: Conversation, qas: Sequence[QA], top_k: int,
-                     generate) -> tuple[list[Answered], Ingested]:
-    """Reset, ingest every session in order (one ``add`` per session, timed), then answer.
+                     generate, dataset: str = "locomo") -> tuple[list[Answered], Ingested]:
+    """Reset, ingest every session in order (one ``add`` per session, timed), then answer (a
+    question with a date is asked at it: the generator reads the date with the question).
 
     A failing ``reset`` or ``add`` is recorded (with its reason) and the conversation goes on: the
     questions are answered from what was ingested, as a deployed agent would answer after a lost
@@ -278,10 +170,11 @@ def run_conversation(layer, conversation: Conversation, qas: Sequence[QA], top_k
             reset()
         except Exception as exc:
             ingested.reset_errors.append(failure_message(exc))
-    user = f"locomo-{conversation.id}"
+    user = f"{dataset}-{conversation.id}"
     for session in conversation.sessions:
         # ``name`` is where memory libraries (mem0, OpenAI-style messages) read the speaker from
-        messages = [{"role": "user", "content": turn_text(t, session.date_time), "id": t.dia_id,
+        messages = [{"role": t.speaker if t.speaker in ("user", "assistant") else "user",
+                     "content": turn_text(t, session.date_time), "id": t.dia_id,
                      "timestamp": session.date_time, "speaker": t.speaker, "name": t.speaker} for t in session.turns]
         start = time.perf_counter()
         try:
@@ -296,7 +189,8 @@ def run_conversation(layer, conversation: Conversation, qas: Sequence[QA], top_k
         try:
             memories = list(layer.search(qa.question, user, top_k))
             search_s = time.perf_counter() - start
-            answer = generate(qa.question, [str(m.get("text", "")) for m in memories])
+            asked = f"(Today is {qa.date}.) {qa.question}" if qa.date else qa.question
+            answer = generate(asked, [str(m.get("text", "")) for m in memories])
             answered.append(Answered(conversation.id, qa, answer, memories, search_s, time.perf_counter() - start))
         except Exception as exc:  # one failing call is recorded for that question; the run goes on
             answered.append(Answered(conversation.id, qa, None, [], None, None, failure_message(exc)))
@@ -307,28 +201,37 @@ def _percentile(values: list[float], q: float) -> float | None:
     return float(np.percentile(values, q)) if values else None
 
 
+def _recall(retrieved: set[str], wanted: set[str], ok: bool) -> float | None:
+    return len(retrieved & wanted) / len(wanted) if ok and wanted and retrieved else None
+
+
 def score(answered: Sequence[Answered], ingested: Ingested, scorer, judge_verdicts: Sequence[int | None],
-          count_tokens) -> tuple[list[dict[str, Any]], dict[str, float | None]]:
+          count_tokens, data: BenchData = LOCOMO) -> tuple[list[dict[str, Any]], dict[str, float | None]]:
     """Per-question rows and the aggregate metrics (overall and ``_cat{N}``).
 
-    ``evidence_recall`` is null for a question whose recalled memories carry no ids (a layer that
-    returned nothing, or facts without the turns' ``dia_id``): undefined, not 0; such questions are
-    counted in ``n_evidence_undefined``."""
+    Recall@k of the ``top_k`` recalled memories, by their ids: ``evidence_recall`` (turn level: the
+    share of the question's evidence turns among them) and ``session_recall`` (the share of its
+    evidence sessions that one of them comes from; a turn id's session is its part before the last
+    ``:``). Both are null for a question whose recalled memories carry no ids (a layer that returned
+    nothing, or facts without the turns' ids): undefined, not 0; such questions are counted in
+    ``n_evidence_undefined``."""
     rows = []
     for item, verdict in zip(answered, judge_verdicts):
         qa = item.question
         retrieved = {str(m.get("id")) for m in item.memories if m.get("id") is not None}
         evidence = set(qa.evidence)
         ok = item.error is None
-        scored = ok and qa.category != ABSTENTION  # an abstention has no answer to overlap with
-        recall = (len(retrieved & evidence) / len(evidence)) if ok and evidence and retrieved else None
+        # an abstention has no answer to overlap with, nor has a rubric (a LongMemEval preference)
+        scored = ok and not qa.abstain and qa.category not in data.rubrics
         rows.append({
-            "conversation": item.conversation, "question": qa.question, "gold_answer": qa.answer,
-            "category": qa.category, "answer": item.answer,
+            "conversation": item.conversation, "question_id": qa.id, "question_type": qa.kind,
+            "question": qa.question, "gold_answer": qa.answer, "category": qa.category, "answer": item.answer,
             "token_f1": scorer.token_f1(item.answer or "", qa.answer) if scored else None,
             "bleu_1": scorer.bleu_1(item.answer or "", qa.answer) if scored else None,
             "judge_score": None if verdict is None else float(verdict),
-            "evidence_recall": recall, "evidence_undefined": bool(ok and evidence and not retrieved),
+            "evidence_recall": _recall(retrieved, evidence, ok),
+            "session_recall": _recall({session_of(r) for r in retrieved}, qa.sessions(), ok),
+            "evidence_undefined": bool(ok and (evidence or qa.sessions()) and not retrieved),
             "search_latency_s": item.search_s, "answer_latency_s": item.answer_s,
             "context_tokens": sum(count_tokens(str(m.get("text", ""))) for m in item.memories) if ok else None,
             "n_memories": len(item.memories), "retrieved_ids": sorted(retrieved), "evidence": list(qa.evidence),
@@ -344,13 +247,15 @@ def score(answered: Sequence[Answered], ingested: Ingested, scorer, judge_verdic
         total = [r["answer_latency_s"] for r in subset if r["answer_latency_s"] is not None]
         return {f"token_f1{suffix}": mean("token_f1"), f"bleu_1{suffix}": mean("bleu_1"),
                 f"judge_score{suffix}": mean("judge_score"), f"evidence_recall{suffix}": mean("evidence_recall"),
+                f"session_recall{suffix}": mean("session_recall"),
                 f"search_latency_p50{suffix}": _percentile(search, 50), f"search_latency_p95{suffix}": _percentile(search, 95),
                 f"answer_latency_p50{suffix}": _percentile(total, 50), f"answer_latency_p95{suffix}": _percentile(total, 95),
                 f"context_tokens_mean{suffix}": mean("context_tokens"), f"n_questions{suffix}": float(len(subset))}
 
-    metrics = aggregate([r for r in rows if r["category"] != ABSTENTION], "")  # categories 1-4: the published overall
-    metrics.update(aggregate([r for r in rows if r["category"] == ABSTENTION], f"_cat{ABSTENTION}"))  # always there
-    for category in sorted({r["category"] for r in rows} - {ABSTENTION}):
+    abstention = data.abstention
+    metrics = aggregate([r for r in rows if r["category"] != abstention], "")  # LoCoMo: 1-4, the published overall
+    metrics.update(aggregate([r for r in rows if r["category"] == abstention], f"_cat{abstention}"))  # always there
+    for category in sorted({r["category"] for r in rows} - {abstention}):
         metrics.update(aggregate([r for r in rows if r["category"] == category], f"_cat{category}"))
     metrics["add_latency_p50"] = _percentile(ingested.add_times, 50)
     metrics["add_latency_p95"] = _percentile(ingested.add_times, 95)
@@ -363,23 +268,24 @@ def score(answered: Sequence[Answered], ingested: Ingested, scorer, judge_verdic
     return rows, metrics
 
 
-def results_table(methods: dict[str, dict[str, float | None]], categories: Sequence[int]) -> list[dict[str, Any]]:
-    """One row per method, shaped like the published LoCoMo tables: F1 / B1 / J per category and
-    overall (categories 1-4), the abstention category's J and question count apart, then latency
-    and context size."""
-    table = []
+def results_table(methods: dict[str, dict[str, float | None]], categories: Sequence[int],
+                  data: BenchData = LOCOMO) -> list[dict[str, Any]]:
+    """One row per method, shaped like the published tables: F1 / B1 / J per category and overall
+    (LoCoMo: categories 1-4), the abstention category's J and question count apart, then recall,
+    latency and context size."""
+    table, abstention = [], data.abstention
     for method, m in methods.items():
         row: dict[str, Any] = {"method": method}
         for c in categories:
-            if c == ABSTENTION:
+            if c == abstention:
                 continue
-            name = CATEGORIES[c]
+            name = data.categories[c]
             row.update({f"{name} F1": m.get(f"token_f1_cat{c}"), f"{name} B1": m.get(f"bleu_1_cat{c}"),
                         f"{name} J": m.get(f"judge_score_cat{c}")})
         row.update({"overall F1": m.get("token_f1"), "overall B1": m.get("bleu_1"), "overall J": m.get("judge_score"),
-                    # category 5 as abstention: the share of its questions answered "not there", apart
-                    "abstention J": m.get(f"judge_score_cat{ABSTENTION}"), "abstention n": m.get(f"n_questions_cat{ABSTENTION}"),
-                    "evidence recall": m.get("evidence_recall"),
+                    # abstention: the share of its questions answered "not there", apart
+                    "abstention J": m.get(f"judge_score_cat{abstention}"), "abstention n": m.get(f"n_questions_cat{abstention}"),
+                    "evidence recall": m.get("evidence_recall"), "session recall": m.get("session_recall"),
                     "add p50 (s)": m.get("add_latency_p50"), "add p95 (s)": m.get("add_latency_p95"),
                     "ingest total (s)": m.get("ingest_total_s"),
                     "search p50 (s)": m.get("search_latency_p50"), "search p95 (s)": m.get("search_latency_p95"),

@@ -26,13 +26,13 @@ from typing import Any
 
 import pandas as pd
 
-from ragmem import compare, environment, gates, memory_bench, pipeline
+from ragmem import bench_data, compare, environment, gates, memory_layers, pipeline
 from ragmem import resume as resumes
 from ragmem import sweep as sweeps
 from ragmem.config import RunConfig, resolve_settings
 from ragmem.errors import ConfigError, RagmemError
 from ragmem.loaders import Dataset
-from ragmem.locomo import Conversation, load_locomo
+from ragmem.locomo import Conversation
 
 __all__ = ["Prepared", "SweepPlan", "resolve", "sweep_plan", "for_run", "for_sweep", "for_bench",
            "read_baseline", "hand_over", "take", "drop"]
@@ -64,7 +64,7 @@ class Prepared:
     dataset: Dataset | None = None             # ragmem run: the data, loaded and validated
     baseline: pd.DataFrame | None = None       # the baseline run's per-example table (max_regression gates)
     sweep: SweepPlan | None = None             # ragmem sweep
-    conversations: list[Conversation] | None = None  # ragmem bench-memory: the LoCoMo data, read
+    conversations: list[Conversation] | None = None  # ragmem bench-memory: its dataset, read
     resume: str | None = None
 
 
@@ -75,7 +75,7 @@ def resolve(path: str | Path | None = None, overrides: list[str] | None = None, 
     grid point is checked by the ``for_*`` that follows: :func:`sweep_plan`.)"""
     cfg = resolve_settings(path, overrides=overrides, data=data, extra=extra)
     gates.check_names(cfg.gates, cfg.ks)
-    names = [spec.name for spec in memory_bench.method_specs(cfg.bench.methods)]
+    names = [spec.name for spec in memory_layers.method_specs(cfg.bench.methods)]
     if cfg.bench.baseline is not None and cfg.bench.baseline not in names:
         raise ConfigError(f"bench.baseline: {cfg.bench.baseline!r} is not one of bench.methods ({', '.join(names)})")
     return cfg
@@ -126,14 +126,15 @@ def for_sweep(cfg: RunConfig, *, resume: str | None = None) -> Prepared:
 
 
 def for_bench(cfg: RunConfig) -> Prepared:
-    """A memory benchmark made ready: the machine checked and the LoCoMo data read (a malformed file
-    fails here, naming the file, the conversation and the turn)."""
+    """A memory benchmark made ready: the machine checked and the data of ``bench.dataset`` read (a
+    malformed file fails here, naming the file, the conversation or question and the field)."""
+    data = bench_data.dataset(cfg.bench.dataset)
     if not cfg.bench.data:
-        raise ConfigError("bench.data: no LoCoMo data given; pass --data PATH or set bench.data in the config")
+        raise ConfigError(f"bench.data: no {data.title} data given; pass --data PATH or set bench.data in the config")
     if cfg.sweep.grid:
         sweep_plan(cfg, load=False)
     environment.check(cfg)
-    return Prepared(cfg, conversations=load_locomo(str(cfg.bench.data)))
+    return Prepared(cfg, conversations=data.load(str(cfg.bench.data)))
 
 
 # ---- the hand-over to a flow ---------------------------------------------------------------------

@@ -23,7 +23,7 @@ import math
 import re
 from typing import Any
 
-PROMPT_VERSION = "2026-11-30.2"
+PROMPT_VERSION = "2026-12-02.1"
 _CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]")
 
 SYSTEM = ("You are a strict evaluation judge. The user message contains instructions followed by "
@@ -56,6 +56,48 @@ TASKS: dict[str, dict[str, Any]] = {
                         "not available: it says it does not know, that it was not mentioned, or that there is no "
                         "information. An answer that gives any specific answer is not an abstention."),
         "fields": ("question", "answer"),
+    },
+    # LongMemEval's answer checks, one rule per question type (its evaluate_qa.py), written for ragmem
+    "longmemeval_answer": {
+        "kind": "verdict",
+        "instruction": ("Decide whether the answer is correct for the question, judged against the reference answer. "
+                        "It is correct when it contains the reference answer, says something equivalent, or gives "
+                        "every intermediate step that leads to it; an answer that gives only part of the information "
+                        "the reference requires is not correct."),
+        "fields": ("question", "reference", "answer"),
+    },
+    "longmemeval_temporal": {
+        "kind": "verdict",
+        "instruction": ("Decide whether the answer is correct for the question, judged against the reference answer. "
+                        "It is correct when it contains the reference answer, says something equivalent, or gives "
+                        "every intermediate step that leads to it; an answer that gives only part of the information "
+                        "the reference requires is not correct. A count of days, weeks or months that is off by one "
+                        "(19 days where the reference says 18) is still correct."),
+        "fields": ("question", "reference", "answer"),
+    },
+    "longmemeval_update": {
+        "kind": "verdict",
+        "instruction": ("Decide whether the answer is correct for the question. The reference answer is the user's "
+                        "latest, updated information. The answer is correct when what it gives as the answer is that "
+                        "updated value; it may mention earlier values too. An answer that gives an earlier, outdated "
+                        "value as the answer is not correct."),
+        "fields": ("question", "reference", "answer"),
+    },
+    "longmemeval_preference": {
+        "kind": "verdict",
+        "instruction": ("The reference is a rubric describing the personalised response the user would want to the "
+                        "question. Decide whether the answer satisfies it: it is correct when it recalls and uses the "
+                        "user's personal information correctly, as the rubric describes; it need not cover every "
+                        "point of the rubric."),
+        "fields": ("question", "reference", "answer"),
+    },
+    "longmemeval_abstention": {
+        "kind": "verdict",
+        "instruction": ("The question cannot be answered from the conversation history; the reference explains why. "
+                        "Decide whether the answer identifies the question as unanswerable: it says the information "
+                        "was not mentioned or is incomplete, or that related information was given but not what was "
+                        "asked. An answer that gives a specific answer to the question is not correct."),
+        "fields": ("question", "reference", "answer"),
     },
     "entities": {
         "kind": "entities",
@@ -97,6 +139,23 @@ STRICT: dict[str, str] = {
     "abstention": ("Decide whether the answer only declines to answer the question because the information is "
                    "not available (it does not know, it was not mentioned, there is no information) and gives "
                    "no specific answer, guess or hedge at all."),
+    "longmemeval_answer": ("Decide whether the answer is correct for the question, judged strictly against the "
+                           "reference answer: it must contain the reference answer or its exact equivalent; a partial, "
+                           "hedged or vague answer is not correct."),
+    "longmemeval_temporal": ("Decide whether the answer is correct for the question, judged strictly against the "
+                             "reference answer: it must contain the reference answer or its exact equivalent; a "
+                             "partial, hedged or vague answer is not correct. A count of days, weeks or months off by "
+                             "one (19 days where the reference says 18) is still correct."),
+    "longmemeval_update": ("Decide whether the answer is correct for the question. The reference answer is the user's "
+                           "latest, updated information: the answer must give exactly that updated value as its "
+                           "answer; one that gives an outdated value, or hedges between values, is not correct."),
+    "longmemeval_preference": ("The reference is a rubric describing the personalised response the user would want. "
+                               "Decide whether the answer satisfies it: it must recall and use the user's personal "
+                               "information correctly and contradict none of the rubric's points."),
+    "longmemeval_abstention": ("The question cannot be answered from the conversation history; the reference explains "
+                               "why. Decide whether the answer only says the question cannot be answered (not "
+                               "mentioned, incomplete, or only related information given) and gives no specific "
+                               "answer, guess or hedge at all."),
     "entities": ("List only the named entities stated explicitly in the text: people, places, organisations, "
                  "products, works, dates, times and numbers, each exactly as written, without duplicates; "
                  "nothing implied or generic."),

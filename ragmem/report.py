@@ -370,11 +370,12 @@ def print_bench(result: dict[str, Any]) -> None:
     if empty:
         say(f"n/a for every method (not shown): {', '.join(empty)}")
     if any("abstention J" in row for row in rows):
-        say("overall: categories 1-4; abstention J: the share of category 5 questions (the answer is not in the "
-            "conversation) answered that it is not there, never in the overall")
+        which = ("categories 1-4; abstention J: the share of category 5 questions" if result.get("dataset", "locomo") == "locomo"
+                 else "every question type; abstention J: the share of the _abs questions")
+        say(f"overall: {which} (the answer is not in the conversation) answered that it is not there, never in the overall")
     if result.get("paired"):
         print_bench_paired(result["paired"], result["baseline"])
     for method in result["methods"]:
         if method.get("error"):
             say(f"{method['method']} FAILED: {method['error']}")
-    say(f"parent run {result['parent_run_id']} (table: locomo_results.json; one child run per method)")
+    say(f"parent run {result['parent_run_id']} (table: {result.get('dataset', 'locomo')}_results.json; one child run per method)")

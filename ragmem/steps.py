@@ -7,11 +7,10 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence
 
-from ragmem import interrupts, memory_bench, pipeline
+from ragmem import bench_data, interrupts, memory_bench, pipeline
 from ragmem.config import RunConfig
 from ragmem.errors import failure_message
 from ragmem.loaders import Dataset
-from ragmem.locomo import load_locomo
 from ragmem.parallel import mapper_for
 from ragmem.schema import AgentOutput, Example
 from ragmem.tracking import TrackedRun, log_results, record_run
@@ -65,15 +64,15 @@ class Steps:
                 interrupts.STOP.set()
                 raise
 
-    def load_conversations(self, path: str, conversations: list | None = None) -> list:
-        """The LoCoMo conversations: as prepared (:mod:`ragmem.prepare`), else read now."""
-        return conversations if conversations is not None else load_locomo(path)
+    def load_conversations(self, path: str, conversations: list | None = None, dataset: str = "locomo") -> list:
+        """The benchmark's conversations (``bench.dataset``): as prepared (:mod:`ragmem.prepare`), else read now."""
+        return conversations if conversations is not None else bench_data.dataset(dataset).load(path)
 
-    def memory_conversation(self, method: str, layer, conversation, qas, top_k: int, generate):
-        return memory_bench.run_conversation(layer, conversation, qas, top_k, generate)
+    def memory_conversation(self, method: str, layer, conversation, qas, top_k: int, generate, dataset: str = "locomo"):
+        return memory_bench.run_conversation(layer, conversation, qas, top_k, generate, dataset)
 
-    def judge_answers(self, method: str, judge, answered) -> list[int | None]:
-        return memory_bench.judge_answers(judge, answered)
+    def judge_answers(self, method: str, judge, answered, dataset: str = "locomo") -> list[int | None]:
+        return memory_bench.judge_answers(judge, answered, bench_data.dataset(dataset))
 
 
 PLAIN = Steps()

@@ -104,7 +104,8 @@ def _retired(value):
 
 
 class BenchSettings(Section):
-    data: Optional[str] = setting(None, "LoCoMo file, zip or folder")
+    dataset: Literal["locomo", "longmemeval"] = setting("locomo", "the benchmark: LoCoMo or LongMemEval")
+    data: Optional[str] = setting(None, "its data: LoCoMo file, zip or folder; a LongMemEval JSON file")
     methods: list[Union[Literal["reference", "full_context", "no_memory"], MethodSpec]] = setting(
         ["reference", "full_context", "no_memory"], "memory layers")
     top_k: Positive = setting(10, "memories recalled per question")
@@ -112,7 +113,8 @@ class BenchSettings(Section):
     include_adversarial: Optional[bool] = setting(None, "retired: category 5 is always scored, as abstention, "
                                                         "in its own column (abstention J)")
     _include_adversarial = field_validator("include_adversarial")(lambda cls, value: _retired(value))
-    limit_conversations: Optional[Positive] = setting(None, "only the first N conversations")
-    limit_questions: Optional[Positive] = setting(None, "only the first N questions of each")
+    limit_conversations: Optional[Positive] = setting(None, "only the first N conversations (LongMemEval: questions)")
+    limit_questions: Optional[Positive] = setting(None, "N questions of each conversation (LongMemEval: in all), "
+                                                        "round-robin across the categories")
     baseline: Optional[str] = setting(None, "the method every other is compared with, question by question "
                                             "(default: the first)")

@@ -126,23 +126,23 @@ def child(fn: Callable[..., Any], item: Payload, index: int) -> Any:
     return fn(*item.value)
 
 
-@task(name="load-locomo", cache_policy=NO_CACHE)
-def load_conversations(path: str, conversations: list | None = None) -> list:
-    """Every conversation of the dataset (zip, folder, file or locomo10.json), as prepared before
-    the flow started, else read now."""
-    return PLAIN.load_conversations(path, conversations)
+@task(name="load-conversations", cache_policy=NO_CACHE)
+def load_conversations(path: str, conversations: list | None = None, dataset: str = "locomo") -> list:
+    """Every conversation of the benchmark's data (LoCoMo: zip, folder, file or locomo10.json;
+    LongMemEval: one per question), as prepared before the flow started, else read now."""
+    return PLAIN.load_conversations(path, conversations, dataset)
 
 
 @task(name="memory-conversation", cache_policy=NO_CACHE, task_run_name="{method}-{conversation.id}")
-def memory_conversation(method: str, layer, conversation, qas, top_k: int, generate):
+def memory_conversation(method: str, layer, conversation, qas, top_k: int, generate, dataset: str = "locomo"):
     """Ingest the conversation session by session, then answer its questions from recalled memories."""
-    return PLAIN.memory_conversation(method, layer, conversation, qas, top_k, generate)
+    return PLAIN.memory_conversation(method, layer, conversation, qas, top_k, generate, dataset)
 
 
 @task(name="memory-judge", cache_policy=NO_CACHE, task_run_name="judge-{method}")
-def judge_answers(method: str, judge_, answered) -> list[int | None]:
+def judge_answers(method: str, judge_, answered, dataset: str = "locomo") -> list[int | None]:
     """The judge's verdict per answered question (None where the call or the judge failed)."""
-    return PLAIN.judge_answers(method, judge_, answered)
+    return PLAIN.judge_answers(method, judge_, answered, dataset)
 
 
 class PrefectSteps(engine.Steps):
@@ -191,11 +191,11 @@ class PrefectSteps(engine.Steps):
                 settle(item[0], item[1], outcome)
         return outcomes
 
-    def load_conversations(self, path, conversations=None):
-        return load_conversations(path, quote(conversations))
+    def load_conversations(self, path, conversations=None, dataset="locomo"):
+        return load_conversations(path, quote(conversations), dataset)
 
-    def memory_conversation(self, method, layer, conversation, qas, top_k, generate):
-        return memory_conversation(method, quote(layer), quote(conversation), quote(qas), top_k, quote(generate))
+    def memory_conversation(self, method, layer, conversation, qas, top_k, generate, dataset="locomo"):
+        return memory_conversation(method, quote(layer), quote(conversation), quote(qas), top_k, quote(generate), dataset)
 
-    def judge_answers(self, method, judge_, answered):
-        return judge_answers(method, quote(judge_), quote(answered))
+    def judge_answers(self, method, judge_, answered, dataset="locomo"):
+        return judge_answers(method, quote(judge_), quote(answered), dataset)

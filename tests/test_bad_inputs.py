@@ -54,6 +54,11 @@ def _prepare(case: dict, tmp: Path, monkeypatch) -> tuple[list[list[str]], Path 
         monkeypatch.setenv("RAGMEM_HOME", str(tmp / "a-file" / "home"))
     elif setup == "not_locomo":
         (tmp / "notlocomo.json").write_bytes(bytes(range(128, 256)) * 8)
+    elif setup == "longmemeval_files":  # a question without a field, and LoCoMo's shape given as LongMemEval
+        lacking = {"question_id": "q7", "question_type": "multi-session", "question": "q", "answer": "a",
+                   "haystack_session_ids": [], "haystack_dates": [], "haystack_sessions": []}
+        (tmp / "lacking.json").write_text(json.dumps([lacking]), encoding="utf-8")
+        (tmp / "conv.json").write_text(json.dumps({"speaker_a": "A", "session_1": []}), encoding="utf-8")
     if "config" in case:
         (tmp / "case.yaml").write_text(case["config"], encoding="utf-8")
     fill = {"{data}": str(valid), "{config}": str(tmp / "case.yaml"), "{tmp}": str(tmp),

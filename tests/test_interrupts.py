@@ -116,7 +116,12 @@ def _interrupt(command, env, cwd, marker, delay, sig, err_path: Path) -> tuple[i
         before = err_path.read_text()  # what the run had said when the signal was sent
         proc.send_signal(sig)
         sent = time.monotonic()
-        code = proc.wait(timeout=120)
+        try:
+            code = proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:  # where it hangs: faulthandler prints every thread's stack on SIGABRT
+            proc.send_signal(signal.SIGABRT)
+            proc.wait(timeout=30)
+            raise AssertionError(f"no exit within 120 s of the signal; the stacks:\n{err_path.read_text()}") from None
         return code, err_path.read_text(), time.monotonic() - sent, before
     finally:
         if proc.poll() is None:
@@ -132,7 +137,7 @@ def test_an_interrupt_at_any_moment_is_one_line(prefect_env, tmp_path, silent_en
     # inside it; at 4 ms its first progress line came when it had all but finished)
     env = {**prefect_env, "PYTHONPATH": str(ROOT), "RAGMEM_TEST_CALLS": str(tmp_path / "calls.txt"),
            "RAGMEM_TEST_DELAY": "0.02", "RAGMEM_PROGRESS": "log", "RAGMEM_PROGRESS_INTERVAL": "0.2",
-           "NO_KEY_NEEDED": "x"}
+           "NO_KEY_NEEDED": "x", "PYTHONFAULTHANDLER": "1"}
     command = [str(Path(sys.executable).parent / "ragmem"), "run", str(configs[run]), "--no-preflight"]  # the command itself
     code, err, took, before = _interrupt(command, env, tmp_path, marker, delay, sig, tmp_path / "stderr.txt")
     if code == 0 and "| logging to MLflow: done" in before:

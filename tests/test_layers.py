@@ -21,7 +21,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
              "readers", "rubrics", "text", "text.tokenizers", "text.keywords", "text.entities", "metrics.options",
              "metrics._division"),
     # data files: examples, LoCoMo conversations, a run's journal
-    "data": ("starter", "published", "loaders", "locomo", "journal", "labels"),
+    "data": ("starter", "published", "loaders", "locomo", "longmemeval", "bench_data", "journal", "labels"),
     # metric math: the names (a pandas-free leaf the schema reads), the families, the statistics
     "metrics": ("metrics.names", "metrics.kernels", "metrics.scorer", "metrics.base", "metrics.verdicts",
                 "metrics.classification", "metrics.coverage", "metrics.latency", "metrics.ranking",
@@ -39,7 +39,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "tracking": ("tracking.store", "tracking.ui", "tracking.lifecycle", "tracking.files", "tracking.record", "tracking", "compare"),
     # the engine: the steps of a run, sweeps, memory benchmarks, gates, resume, reports, dry runs, and
     # the one preparation of a run's config, data and environment
-    "engine": ("report_html", "report_pages", "pipeline", "pairwise", "memory_bench", "gates", "resume", "sweep", "judge_sweep", "bench_compare", "dryrun", "prepare", "steps",
+    "engine": ("report_html", "report_pages", "pipeline", "pairwise", "memory_layers", "memory_bench", "gates", "resume", "sweep", "judge_sweep", "bench_compare", "dryrun", "prepare", "steps",
                "engine", "relabel"),
     # the Python API
     "api": ("api", "testing", "report"),

@@ -139,7 +139,8 @@ class KeywordMemory:
 
 def _layer_run(spec, tmp_path):
     from ragmem.locomo import load_locomo
-    from ragmem.memory_bench import build_layer, method_specs, run_conversation
+    from ragmem.memory_bench import run_conversation
+    from ragmem.memory_layers import build_layer, method_specs
     from ragmem.reference.generator import ExtractiveGenerator
     from ragmem.text.keywords import KeywordExtractor
 
