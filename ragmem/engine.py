@@ -336,8 +336,7 @@ def bench_memory(config: dict[str, Any] | RunConfig, steps: Steps = PLAIN, *, co
     selected = data.select(pool, bench.limit_conversations, bench.limit_questions)
     conversations = [c for c in pool if c.id in selected]
     n_questions = sum(len(q) for q in selected.values())
-    log.info("bench-memory: %s, %d conversations, %d questions, %d methods", data.title, len(conversations),
-             n_questions, len(specs))
+    log.info("bench-memory: %s, %d conversations, %d questions, %d methods", data.title, len(conversations), n_questions, len(specs))
     kit = memory_bench.BenchKit.build(cfg)
     if preflight:
         endpoints.preflight(endpoints.configured(cfg), log=log.info)
@@ -383,6 +382,7 @@ def _bench_method(spec, conversations, selected, kit, cfg: RunConfig, steps: Ste
     bench = cfg.bench
     outcome: dict[str, Any] = {"method": spec.name, "run_id": None, "status": "FAILED", "metrics": {}}
     before = kit.usage()
+    layer = None
     try:
         with tracked_run(tracker, cfg.experiment, spec.name, parent_run_id=parent_id,
                          tags={"ragmem.entry": "bench-memory-method", "bench.method": spec.name}) as child:
@@ -414,4 +414,7 @@ def _bench_method(spec, conversations, selected, kit, cfg: RunConfig, steps: Ste
     except Exception as exc:  # (an interrupt is not contained: it stops the benchmark)
         outcome["error"] = failure_message(exc)
         log.warning("bench-memory: %s FAILED: %s", spec.name, outcome["error"])
+    finally:
+        if callable(getattr(layer, "close", None)):  # an mcp layer's server is stopped
+            layer.close()
     return outcome

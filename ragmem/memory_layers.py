@@ -7,7 +7,12 @@ user_id, timestamp)``, ``search(query, user_id, top_k)`` and optional ``reset()`
 - ``python``: ``target: module:Class`` (built with ``params``), a user's own layer (mem0-like);
 - ``http``: ``url``: ``POST {url}/add {messages, user_id, timestamp}``, ``POST {url}/search
   {query, user_id, top_k}`` -> ``{"results": [{text, id?, score?, timestamp?}]}``, ``POST {url}/reset
-  {}`` (``reset()`` takes no user: it clears the layer).
+  {}`` (``reset()`` takes no user: it clears the layer);
+- ``mcp``: ``command: [...]`` (a stdio server ragmem starts and stops) or ``url:`` (streamable HTTP),
+  with ``tools`` naming its add, search and reset tools and mapping ragmem's values onto their
+  arguments (:mod:`ragmem.mcp_memory`).
+
+A layer with a ``close()`` method is closed when its method ends (an mcp layer's server stopped).
 
 A message handed to ``add`` is ``{role, content, id, timestamp, speaker, name}``; ``content`` is the
 turn as :func:`turn_text` writes it (its date, speaker and text), ``id`` the turn's id, which a
@@ -21,11 +26,12 @@ from typing import Any, Sequence
 from ragmem.agents.python import resolve
 from ragmem.config import as_section
 from ragmem.errors import ConfigError, failure_message
+from ragmem.mcp_memory import McpMemory
 from ragmem.reference.memory import BM25Memory
 from ragmem.sweep_settings import MethodSpec
 from ragmem.text.keywords import KeywordExtractor
 
-METHOD_TYPES = ("reference", "full_context", "no_memory", "python", "http")
+METHOD_TYPES = ("reference", "full_context", "no_memory", "python", "http", "mcp")
 
 
 def turn_text(turn, date: str | None) -> str:
@@ -127,6 +133,8 @@ def build_layer(spec: MethodSpec, keywords: KeywordExtractor, count_tokens, full
         return NoMemory()
     if spec.type == "http":
         return HttpMemory(spec.url, spec.timeout_s)
+    if spec.type == "mcp":
+        return McpMemory(spec)
 
     cls = resolve(spec.target, folders)
     try:

@@ -4,6 +4,7 @@ gates of ``ragmem run``. Part of the settings schema (:mod:`ragmem.settings`, wh
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, ClassVar, Literal, Optional, Union
 
 from annotated_types import Ge
@@ -76,13 +77,67 @@ class SweepSettings(Section):
     plot_metrics: Optional[list[str]] = setting(None, "metrics plotted against each swept key")
 
 
+#: what an mcp layer's tool arguments may name, per tool ("{name}" in ``args``)
+MCP_VALUES = {"add:turn": ("content", "id", "role", "speaker", "timestamp", "user_id"),
+              "add:session": ("messages", "user_id", "timestamp"),
+              "search": ("query", "user_id", "top_k"), "reset": ()}
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+
+
+def _placeholders(value: Any) -> set[str]:
+    if isinstance(value, str):
+        return set(_PLACEHOLDER.findall(value))
+    if isinstance(value, dict):
+        return set().union(*(_placeholders(v) for v in value.values()))
+    if isinstance(value, list):
+        return set().union(*(_placeholders(v) for v in value))
+    return set()
+
+
+class McpTool(Section):
+    """One tool of an mcp memory layer and its arguments: ``"{name}"`` is one of ragmem's values
+    (:data:`MCP_VALUES`; the whole string: the value itself, a list or a number; inside a longer
+    string: its text); anything else is passed as written."""
+
+    name: str = setting(..., "the tool's name on the server")
+    args: dict[str, Any] = setting({}, "the tool's arguments")
+    per: Literal["turn", "session"] = setting("turn", "add: one call per turn, or per session (messages)")
+    results: Optional[str] = setting(None, "search: the dotted path of the list of memories in the reply "
+                                           "(default: the reply itself, or its results)")
+    text: str = setting("text", "search: a memory's text field (dotted path)")
+    id: Optional[str] = setting(None, "search: a memory's field holding the id of the turn it came from (dotted "
+                                      "path; none: no ids, recall null)")
+
+
+class McpTools(Section):
+    add: McpTool = setting(..., "the tool that stores a turn (or a session)")
+    search: McpTool = setting(..., "the tool that recalls memories")
+    reset: Optional[McpTool] = setting(None, "the tool that clears the layer (none: not reset)")
+
+    @model_validator(mode="after")
+    def _mapped(self):
+        for role, tool in (("add", self.add), ("search", self.search), ("reset", self.reset)):
+            if tool is None:
+                continue
+            known = MCP_VALUES[f"add:{tool.per}" if role == "add" else role]
+            unknown = sorted(_placeholders(tool.args) - set(known))
+            if unknown:
+                raise ValueError(f"{role}.args: {{{unknown[0]}}} is not a value of {role}"
+                                 + (f" per {tool.per}" if role == "add" else "")
+                                 + f" (known: {', '.join(known) or 'none'})")
+        return self
+
+
 class MethodSpec(Section):
     name: Optional[str] = setting(None, "name of the method (default: its type)")
-    type: Optional[Literal["reference", "full_context", "no_memory", "python", "http"]] = setting(None, "memory layer")
+    type: Optional[Literal["reference", "full_context", "no_memory", "python", "http", "mcp"]] = setting(
+        None, "memory layer")
     target: Optional[str] = setting(None, "module:Class of a python layer")
     params: dict[str, Any] = setting({}, "constructor arguments of a python layer")
-    url: Optional[str] = setting(None, "base URL of an http layer")
-    timeout_s: Seconds = setting(60.0, "per request of an http layer")
+    url: Optional[str] = setting(None, "base URL of an http layer; the streamable-HTTP URL of an mcp server")
+    command: Optional[list[str]] = setting(None, "the command that starts a stdio mcp server")
+    tools: Optional[McpTools] = setting(None, "an mcp layer's tools and their arguments")
+    timeout_s: Seconds = setting(60.0, "per request of an http or mcp layer")
     budget_tokens: Optional[Positive] = setting(None, "budget of a full_context layer")
 
     @model_validator(mode="after")
@@ -93,6 +148,15 @@ class MethodSpec(Section):
             raise ValueError("target: required for type python")
         if self.type == "http" and not (self.url or "").startswith(("http://", "https://")):
             raise ValueError(f"url: expected an http(s) URL for type http, got {self.url!r}")
+        if self.type == "mcp":
+            if (self.command is None) == (self.url is None):
+                raise ValueError("expected either command (a stdio server) or url (streamable HTTP) for type mcp")
+            if self.command is not None and not (self.command and all(isinstance(c, str) and c for c in self.command)):
+                raise ValueError("command: expected a non-empty list of strings, as [program, arg, ...]")
+            if self.url is not None and not self.url.startswith(("http://", "https://")):
+                raise ValueError(f"url: expected an http(s) URL for type mcp, got {self.url!r}")
+            if self.tools is None:
+                raise ValueError("tools: required for type mcp ({add: {name, args}, search: {name, args, ...}, reset?})")
         return self
 
 

@@ -32,7 +32,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     # what calls out: endpoints and their call policy, the LLM clients, agents, judges, the reference
     # agent; the machine's readiness for a config
     "clients": ("endpoints", "calls", "replies", "llm", "agents.python", "agents.replay", "agents.http", "agents.runner",
-                "agents", "judges.base", "judges.keyword", "judges.llm", "judges", "reference.corpus",
+                "agents", "judges.base", "judges.keyword", "judges.llm", "judges", "mcp_memory", "reference.corpus",
                 "reference.retrievers", "reference.memory", "reference.generator", "reference.agent", "reference",
                 "environment"),
     # everything that reads or writes MLflow, runs read back included
