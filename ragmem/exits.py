@@ -24,6 +24,10 @@ from ragmem import interrupts
 from ragmem.errors import RagmemError, Stopped, Terminated
 from ragmem.home import ragmem_home
 from ragmem.masking import MASK, is_secret, scrub
+from ragmem.parallel import stop_pool
+
+
+INTERRUPTED_EXIT_S = 20.0
 
 
 def leave(code: int) -> None:
@@ -34,10 +38,16 @@ def leave(code: int) -> None:
     (Prefect, MLflow, SQLAlchemy, the run's table) it took 1.2 s, and the prompt waited for it.
     So the process ends there, with ``os._exit``. Should that sequence itself fail, ``sys.exit``.
     Ctrl+C and SIGTERM are ignored from here on: the command has ended and said so; a signal in the
-    middle of the exit would only print a traceback of whatever thread or handler it interrupted."""
+    middle of the exit would only print a traceback of whatever thread or handler it interrupted.
+    After an interrupt (130, 143) the exit is bounded: should a thread or an exit handler still hang
+    :data:`INTERRUPTED_EXIT_S` later, the process ends anyway (the one line is already printed)."""
     import atexit
     import threading
 
+    if code in (130, 143):
+        watchdog = threading.Timer(INTERRUPTED_EXIT_S, os._exit, args=(code,))
+        watchdog.daemon = True  # (a daemon: the exit's join of threads must not wait for it)
+        watchdog.start()
     for name in ("SIGINT", "SIGTERM"):  # the command is over: an interrupt now has nothing to stop
         try:
             signal.signal(getattr(signal, name), signal.SIG_IGN)
@@ -156,6 +166,7 @@ def finish(exc: BaseException, argv: list[str]) -> int:
         return finish(disguised, argv)
     if isinstance(exc, (KeyboardInterrupt, Stopped)):  # Ctrl+C, or SIGTERM (Terminated): the run is KILLED
         _close_dask_clusters()
+        stop_pool()
         progress = getattr(exc, "ragmem_progress", None)
         done = f": {progress[1]} of {progress[2]} {progress[3] if len(progress) > 3 else 'examples answered'}" if progress else ""
         print(scrub(f"interrupted{done}{_resume_hint(exc, argv)}"), file=sys.stderr)

@@ -92,6 +92,20 @@ class ProcessPool:
         return Pending(future.result)
 
 
+def stop_pool() -> None:
+    """Stop the worker processes at once, without waiting for their work (an interrupt: that work is
+    lost with the run). Else the exit would wait for it: loky's exit handler joins its manager
+    thread, which waits for the workers, and one still starting or mid-chunk holds the exit for as
+    long as it takes. Nothing when no pool was started in this process."""
+    module = sys.modules.get("joblib.externals.loky.reusable_executor")
+    executor = getattr(module, "_executor", None)
+    if executor is not None:
+        try:
+            executor.shutdown(wait=False, kill_workers=True)
+        except Exception:  # noqa: BLE001 (a pool already broken or shut down: nothing left to stop)
+            pass
+
+
 class Pending:
     """A map or call started by :meth:`ProcessPool.submit` or ``call``: ``result()`` waits for
     it (a map's results in order)."""

@@ -21,56 +21,56 @@ from mcp.server.mcpserver import MCPServer
 from ragmem.reference.memory import BM25Memory
 from ragmem.text.keywords import KeywordExtractor
 
-parser = argparse.ArgumentParser()
-parser.add_argument("calls")
-parser.add_argument("--http", type=int, default=None)
-parser.add_argument("--fail", default=None)
-parser.add_argument("--die-after", type=int, default=None)
-options = parser.parse_args()
-
-server = MCPServer("ragmem-test-memory")
-memory = BM25Memory(KeywordExtractor())
-remembered = 0
 
 
-def _log(tool: str, **arguments) -> None:
-    with open(options.calls, "a", encoding="utf-8") as calls:
-        calls.write(json.dumps({"tool": tool, "arguments": arguments}) + "\n")
-    if options.fail == tool:
-        raise RuntimeError(f"{tool} is broken on purpose")
+def build(options: argparse.Namespace) -> MCPServer:
+    """The server and its three tools (importing this module starts nothing)."""
+    server = MCPServer("ragmem-test-memory")
+    memory = BM25Memory(KeywordExtractor())
+    remembered = [0]
 
+    def log(tool: str, **arguments) -> None:
+        with open(options.calls, "a", encoding="utf-8") as calls:
+            calls.write(json.dumps({"tool": tool, "arguments": arguments}) + "\n")
+        if options.fail == tool:
+            raise RuntimeError(f"{tool} is broken on purpose")
 
-@server.tool()
-def remember(text: str, user: str, turn_id: str, when: str | None = None) -> str:
-    """Store one turn of a conversation."""
-    global remembered
-    _log("remember", text=text, user=user, turn_id=turn_id, when=when)
-    remembered += 1
-    if options.die_after is not None and remembered >= options.die_after:
-        os._exit(3)
-    memory.add([{"content": text, "id": turn_id, "timestamp": when}], user, when)
-    return "stored"
+    @server.tool()
+    def remember(text: str, user: str, turn_id: str, when: str | None = None) -> str:
+        """Store one turn of a conversation."""
+        log("remember", text=text, user=user, turn_id=turn_id, when=when)
+        remembered[0] += 1
+        if options.die_after is not None and remembered[0] >= options.die_after:
+            os._exit(3)
+        memory.add([{"content": text, "id": turn_id, "timestamp": when}], user, when)
+        return "stored"
 
+    @server.tool()
+    def recall(question: str, user: str, limit: int) -> dict:
+        """The turns of ``user`` that best match ``question``."""
+        log("recall", question=question, user=user, limit=limit)
+        found = memory.search(question, user, limit)
+        return {"memories": [{"memory": m["text"], "turn_id": m["id"], "score": m.get("score")} for m in found]}
 
-@server.tool()
-def recall(question: str, user: str, limit: int) -> dict:
-    """The turns of ``user`` that best match ``question``."""
-    _log("recall", question=question, user=user, limit=limit)
-    found = memory.search(question, user, limit)
-    return {"memories": [{"memory": m["text"], "turn_id": m["id"], "score": m.get("score")} for m in found]}
+    @server.tool()
+    def forget_all() -> str:
+        """Clear every user's memories."""
+        log("forget_all")
+        memory.reset()
+        return "cleared"
 
-
-@server.tool()
-def forget_all() -> str:
-    """Clear every user's memories."""
-    _log("forget_all")
-    memory.reset()
-    return "cleared"
+    return server
 
 
 if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("calls")
+    parser.add_argument("--http", type=int, default=None)
+    parser.add_argument("--fail", default=None)
+    parser.add_argument("--die-after", type=int, default=None)
+    options = parser.parse_args()
     print("mcp test server starting", file=sys.stderr)
     if options.http is not None:
-        server.run("streamable-http", host="127.0.0.1", port=options.http)
+        build(options).run("streamable-http", host="127.0.0.1", port=options.http)
     else:
-        server.run()
+        build(options).run()
