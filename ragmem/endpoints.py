@@ -73,7 +73,7 @@ def configured(cfg: Any) -> list[Endpoint]:
     if cfg.agent.type == "http":
         found.append(Endpoint("agent.url", cfg.agent.url, "http"))
     for i, method in enumerate(cfg.bench.methods if bench else ()):
-        if getattr(method, "type", None) == "http" and method.url:
+        if getattr(method, "type", None) in ("http", "mcp") and method.url:
             found.append(Endpoint(f"bench.methods[{i}].url", method.url, "http"))
     if cfg.tracking.enabled and cfg.tracking_uri.startswith(("http://", "https://")):
         found.append(Endpoint("tracking.uri", cfg.tracking_uri, "mlflow"))

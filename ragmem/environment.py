@@ -12,13 +12,16 @@ or LLM call; a problem is one :class:`ragmem.errors.ConfigError` line naming the
 - ``$RAGMEM_HOME`` (journals, judge cache, the local Prefect server): can be created and written.
 - What building the components would find wrong, without building them (building the reference
   agent indexes its corpus; a Python agent's class may connect to services): a Python agent's target
-  imports, every named ``api_key_env`` variable is set, the reference agent's corpus file exists.
+  imports, every named ``api_key_env`` variable is set, the reference agent's corpus file exists; an
+  mcp memory layer has the ``mcp`` package and, for a stdio server, a program that exists.
 - The ``baseline`` run of ``max_regression`` gates is in the tracking store, with its per-example table.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import shutil
 import sqlite3
 import tempfile
 from pathlib import Path
@@ -102,6 +105,15 @@ def tracking_source(cfg) -> str:
     return "MLFLOW_TRACKING_URI" if os.environ.get("MLFLOW_TRACKING_URI") else "the default tracking store"
 
 
+def _check_mcp(method, i: int) -> None:
+    """An mcp layer: the SDK installed, and a stdio server's program found (a path, or on PATH)."""
+    if importlib.util.find_spec("mcp") is None:
+        raise ConfigError(f"bench.methods[{i}].type: mcp needs the mcp package: pip install 'ragmem[mcp]'")
+    program = (method.command or [None])[0]
+    if program and not (shutil.which(program) or (os.sep in program and Path(program).is_file())):
+        raise ConfigError(f"bench.methods[{i}].command: {program!r} is not a program on PATH nor a file")
+
+
 def check_components(cfg) -> None:
     """The agent target, the key variables and the corpus (module docstring), for ``cfg``."""
     if cfg.agent.type == "python":
@@ -113,6 +125,8 @@ def check_components(cfg) -> None:
                 resolve(target, cfg.import_paths)
             except RagmemError as exc:
                 raise ConfigError(f"bench.methods[{i}].{str(exc).removeprefix('agent.')}") from None
+        if getattr(method, "type", None) == "mcp":
+            _check_mcp(method, i)
     sections = {"judge.base_url": "judge", "embeddings.base_url": "embeddings", "generator.base_url": "generator",
                 "agent.url": "agent"}
     for endpoint in configured(cfg):
