@@ -19,7 +19,7 @@ from ragmem.tasks.steps import PrefectSteps
 @flow(name="ragmem-bench-memory", validate_parameters=False,
       flow_run_name=lambda: flow_run.parameters["config"]["run_name"] or f"bench-memory-{uuid.uuid4().hex[:6]}")
 def bench_memory_flow(config: dict[str, Any], preflight: bool = True, prepared: str | None = None) -> dict[str, Any]:
-    """Memory layers compared on LoCoMo-style conversations (see ragmem.memory_bench); ``prepared``:
+    """Memory layers compared on ``bench.dataset`` (LoCoMo or LongMemEval; see ragmem.memory_bench); ``prepared``:
     the token of the benchmark the command made ready (without one the flow prepares it)."""
     ready = prepare.take(prepared) if prepared else prepare.for_bench(RunConfig.from_dict(masking.restore(config)))
     result = engine.bench_memory(ready.config, PrefectSteps(), conversations=ready.conversations,
