@@ -75,6 +75,19 @@ def api_post(api_url, path, body):
                                         headers={"content-type": "application/json"}))
 
 
+@pytest.fixture(autouse=True)
+def _command_environment():
+    """What a ``ragmem`` command run in this process (``main([...])``) sets in the environment for
+    itself, put back after every test: ``RAGMEM_SOURCE_NAME`` left as ``ragmem serve ...`` by one test
+    made the next test's API runs (in the same worker) tagged JOB instead of LOCAL."""
+    saved = os.environ.get("RAGMEM_SOURCE_NAME")
+    yield
+    if saved is None:
+        os.environ.pop("RAGMEM_SOURCE_NAME", None)
+    else:
+        os.environ["RAGMEM_SOURCE_NAME"] = saved
+
+
 @pytest.fixture(scope="session")
 def shared_store(tmp_path_factory) -> dict[str, str]:
     """One MLflow store for the in-process tests (creating a sqlite store runs MLflow's migrations,
