@@ -155,4 +155,4 @@ def rerun_against(first: str, result: dict[str, Any]) -> list[dict[str, Any]]:
     client = store_client(None)
     categories = sorted(int(c) for c in result["categories"])
     return bench_compare.rerun_comparison(bench_rows(client, first), bench_rows(client, result["parent_run_id"]),
-                                          categories, data=DATASETS[result.get("dataset", "locomo")])
+                                          categories, data=DATASETS[result["dataset"]])

@@ -31,6 +31,7 @@ from ragmem.agents.python import resolve
 from ragmem.endpoints import configured
 from ragmem.errors import ConfigError, RagmemError
 from ragmem.home import ragmem_home
+from ragmem.mcp_memory import MISSING_SDK
 
 DATABASE_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")  # MLflow's SQL store
 SCHEMES = (*DATABASE_SCHEMES, "http", "https", "databricks", "databricks-uc", "file")
@@ -108,7 +109,7 @@ def tracking_source(cfg) -> str:
 def _check_mcp(method, i: int) -> None:
     """An mcp layer: the SDK installed, and a stdio server's program found (a path, or on PATH)."""
     if importlib.util.find_spec("mcp") is None:
-        raise ConfigError(f"bench.methods[{i}].type: mcp needs the mcp package: pip install 'ragmem[mcp]'")
+        raise ConfigError(f"bench.methods[{i}].{MISSING_SDK}")
     program = (method.command or [None])[0]
     if program and not (shutil.which(program) or (os.sep in program and Path(program).is_file())):
         raise ConfigError(f"bench.methods[{i}].command: {program!r} is not a program on PATH nor a file")

@@ -32,16 +32,14 @@ import asyncio
 import concurrent.futures
 import json
 import os
-import re
 import tempfile
 import threading
 from typing import Any
 
 from ragmem.errors import ConfigError, failure_message
-from ragmem.sweep_settings import McpTool, MethodSpec
+from ragmem.sweep_settings import PLACEHOLDER, McpTool, MethodSpec
 
-_WHOLE = re.compile(r"^\{(\w+)\}$")
-_PART = re.compile(r"\{(\w+)\}")
+MISSING_SDK = "type: mcp needs the mcp package: pip install 'ragmem[mcp]'"
 START_S = 60.0  # at most, for the server to start and list its tools (a first run may install or load a model)
 
 
@@ -57,10 +55,10 @@ def fill(template: Any, values: dict[str, Any]) -> Any:
     {'q': 'hi', 'k': 3, 'note': 'user u', 'fixed': 1}
     """
     if isinstance(template, str):
-        whole = _WHOLE.match(template)
+        whole = PLACEHOLDER.fullmatch(template)
         if whole:
             return values[whole.group(1)]
-        return _PART.sub(lambda m: str(values[m.group(1)]), template)
+        return PLACEHOLDER.sub(lambda m: str(values[m.group(1)]), template)
     if isinstance(template, dict):
         return {k: fill(v, values) for k, v in template.items()}
     if isinstance(template, list):
@@ -160,7 +158,7 @@ class McpMemory:
         try:
             from mcp import Client  # optional dependency: pip install 'ragmem[mcp]'
         except ImportError:
-            ready.set_exception(ConfigError("methods[].type: mcp needs the mcp package: pip install 'ragmem[mcp]'"))
+            ready.set_exception(ConfigError(f"methods[].{MISSING_SDK}"))
             return
         self._closing = asyncio.Event()
         try:

@@ -112,18 +112,30 @@ def judge_answers(judge, answered: Sequence["Answered"], data: BenchData = LOCOM
     correct when the answer says the information is not there: offline by :func:`abstains`."""
     todo = [i for i, a in enumerate(answered) if a.error is None]
     verdicts: list[int | None] = [None] * len(answered)
+
+    def keyword_or_own(chosen: list[int]):  # the judge's own verdict (offline: the keyword one)
+        items = [JudgeItem(answered[i].question.question, answered[i].answer or "", answered[i].question.answer)
+                 for i in chosen]
+        return zip(chosen, judge.judge(items) if items else [])
+
     client = getattr(judge, "client", None)  # an LLM judge asks its model; offline, keywords and phrases
-    own = [i for i in todo if (client is None and not answered[i].question.abstain)
-           or (client is not None and answered[i].question.category not in data.tasks)]
-    items = [JudgeItem(answered[i].question.question, answered[i].answer or "", answered[i].question.answer) for i in own]
-    for i, judgement in zip(own, judge.judge(items) if items else []):
-        qa = answered[i].question
-        verdicts[i] = judgement.verdict if client is not None else data.offline(qa, judgement.verdict, answered[i].answer or "")
     if client is None:
-        for i in todo:
-            if answered[i].question.abstain:
-                verdicts[i] = int(abstains(answered[i].answer))
+        for i, judgement in keyword_or_own([i for i in todo if not answered[i].question.abstain]):
+            verdicts[i] = data.offline(answered[i].question, judgement.verdict, answered[i].answer or "")
+        for i in (i for i in todo if answered[i].question.abstain):
+            verdicts[i] = int(abstains(answered[i].answer))
         return verdicts
+    for i, judgement in keyword_or_own([i for i in todo if answered[i].question.category not in data.tasks]):
+        verdicts[i] = judgement.verdict
+    asked = [i for i in todo if answered[i].question.category in data.tasks]
+    requests = []
+    for i in asked:
+        task, qa = data.tasks[answered[i].question.category], answered[i].question
+        values = {"question": qa.question, "reference": qa.answer, "answer": answered[i].answer or ""}
+        requests.append((task, {f: values[f] for f in TASKS[task]["fields"]}))
+    for i, reply in zip(asked, client.run(requests)):
+        verdicts[i] = None if reply.error else int(reply.value["verdict"].strip().lower() == "yes")
+    return verdicts
     asked = [i for i in todo if answered[i].question.category in data.tasks]
     values = [{"question": answered[i].question.question, "reference": answered[i].question.answer,
                "answer": answered[i].answer or ""} for i in asked]
@@ -219,7 +231,7 @@ def score(answered: Sequence[Answered], ingested: Ingested, scorer, judge_verdic
     for item, verdict in zip(answered, judge_verdicts):
         qa = item.question
         retrieved = {str(m.get("id")) for m in item.memories if m.get("id") is not None}
-        evidence = set(qa.evidence)
+        evidence, sessions = set(qa.evidence), qa.sessions()
         ok = item.error is None
         # an abstention has no answer to overlap with, nor has a rubric (a LongMemEval preference)
         scored = ok and not qa.abstain and qa.category not in data.rubrics
@@ -230,8 +242,8 @@ def score(answered: Sequence[Answered], ingested: Ingested, scorer, judge_verdic
             "bleu_1": scorer.bleu_1(item.answer or "", qa.answer) if scored else None,
             "judge_score": None if verdict is None else float(verdict),
             "evidence_recall": _recall(retrieved, evidence, ok),
-            "session_recall": _recall({session_of(r) for r in retrieved}, qa.sessions(), ok),
-            "evidence_undefined": bool(ok and (evidence or qa.sessions()) and not retrieved),
+            "session_recall": _recall({session_of(r) for r in retrieved}, sessions, ok),
+            "evidence_undefined": bool(ok and (evidence or sessions) and not retrieved),
             "search_latency_s": item.search_s, "answer_latency_s": item.answer_s,
             "context_tokens": sum(count_tokens(str(m.get("text", ""))) for m in item.memories) if ok else None,
             "n_memories": len(item.memories), "retrieved_ids": sorted(retrieved), "evidence": list(qa.evidence),

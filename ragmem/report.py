@@ -12,6 +12,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from ragmem.bench_data import DATASETS
 from ragmem.masking import scrub
 from ragmem.text import plural  # noqa: F401  (also ragmem.report.plural)
 
@@ -378,4 +379,4 @@ def print_bench(result: dict[str, Any]) -> None:
     for method in result["methods"]:
         if method.get("error"):
             say(f"{method['method']} FAILED: {method['error']}")
-    say(f"parent run {result['parent_run_id']} (table: {result.get('dataset', 'locomo')}_results.json; one child run per method)")
+    say(f"parent run {result['parent_run_id']} (table: {DATASETS[result.get('dataset', 'locomo')].results}.json; one child run per method)")

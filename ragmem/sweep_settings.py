@@ -81,12 +81,13 @@ class SweepSettings(Section):
 MCP_VALUES = {"add:turn": ("content", "id", "role", "speaker", "timestamp", "user_id"),
               "add:session": ("messages", "user_id", "timestamp"),
               "search": ("query", "user_id", "top_k"), "reset": ()}
-_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+#: ``"{name}"`` in an mcp tool's ``args`` (:func:`ragmem.mcp_memory.fill` replaces them)
+PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
 
 def _placeholders(value: Any) -> set[str]:
     if isinstance(value, str):
-        return set(_PLACEHOLDER.findall(value))
+        return set(PLACEHOLDER.findall(value))
     if isinstance(value, dict):
         return set().union(*(_placeholders(v) for v in value.values()))
     if isinstance(value, list):
