@@ -25,6 +25,7 @@ from ragmem.metrics.ranking import DEFAULT_KS
 from ragmem.endpoints import check_store
 from ragmem.processes import run_is_dead
 from ragmem.tracking import Tracker
+from ragmem.tracking.files import read_parquet
 from ragmem.tracking.lifecycle import metric_key, metric_name
 
 SIGNATURE_PARAMS = ("keywords.signature", "judge.signature", "data.sha256", "ranking.k", "zero_division")
@@ -163,17 +164,24 @@ def run_summary(client, run_id: str) -> dict[str, Any]:
 
 
 def load_run_table(client, run_id: str) -> pd.DataFrame:
-    """The per-example table a run logged (``examples.json``); ``run_id`` may be a unique prefix."""
+    """The per-example table a run logged: ``examples.parquet``, or ``examples.json`` for a run logged
+    before the Parquet file (both read back as the same frame); ``run_id`` may be a unique prefix."""
     run_id = resolve_run_id(client, run_id)
     try:
         run = client.get_run(run_id)
     except Exception:
         raise RagmemError(f"run {run_id!r} not found in the tracking store") from None
     try:
-        payload = artifact_json(client, run_id, "examples.json")
+        logged = {entry.path for entry in client.list_artifacts(run_id)}
+        with tempfile.TemporaryDirectory() as tmp:
+            if "examples.parquet" in logged:
+                table = read_parquet(client.download_artifacts(run_id, "examples.parquet", tmp))
+            else:
+                payload = artifact_json(client, run_id, "examples.json")
+                table = pd.DataFrame(payload["data"], columns=payload["columns"])
     except Exception:
-        raise RagmemError(f"run {run_id} has no examples.json artifact (was it logged by ragmem run?)") from None
-    table = pd.DataFrame(payload["data"], columns=payload["columns"])
+        raise RagmemError(f"run {run_id} has no examples.parquet or examples.json artifact "
+                          f"(was it logged by ragmem run?)") from None
     table.attrs["run"] = run
     return table
 
@@ -215,10 +223,12 @@ def scoring_of(params: dict[str, str]) -> tuple[float, Any]:
 
 
 def paired_rows(a: pd.DataFrame, b: pd.DataFrame, names: list[str], zero_division: float, scorer,
-                resamples: int = 1000, seed: int = 0, confidence: float = 0.95) -> tuple[list[dict[str, Any]], int]:
+                resamples: int = 1000, seed: int = 0, confidence: float = 0.95,
+                bootstrap: str = "poisson") -> tuple[list[dict[str, Any]], int]:
     """``B - A`` for every metric of ``names`` the per-example tables support, on the examples they
     share (matched by ``id``, in A's order): rows of :meth:`ragmem.stats.PairedResult.to_dict`, and
-    the number shared. Without a ``scorer`` corpus BLEU/chrF are left out."""
+    the number shared. Without a ``scorer`` corpus BLEU/chrF are left out. ``bootstrap``: how the
+    examples are resampled (``stats.bootstrap``; Poisson weights follow the example ids)."""
     ids_b = set(b["id"])
     shared = [i for i in a["id"] if i in ids_b]
     if not shared:
@@ -228,7 +238,8 @@ def paired_rows(a: pd.DataFrame, b: pd.DataFrame, names: list[str], zero_divisio
     if scorer is None:
         names = [n for n in names if n not in ("bleu", "chrf")]
     aggs_a, aggs_b = stats.aggregators(a, names, zero_division, scorer), stats.aggregators(b, names, zero_division, scorer)
-    rows = [stats.paired(n, aggs_a[n], aggs_b[n], resamples, seed, confidence).to_dict()
+    keys = stats.example_keys(shared) if bootstrap == "poisson" else None
+    rows = [stats.paired(n, aggs_a[n], aggs_b[n], resamples, seed, confidence, keys).to_dict()
             for n in names if n in aggs_a and n in aggs_b]
     return rows, len(shared)
 

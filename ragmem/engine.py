@@ -195,7 +195,7 @@ def _log_run(steps: Steps, run: TrackedRun, cfg: RunConfig, dataset: Dataset, ou
                       counts=pipeline.counts(table, result), table=table, summary=summary,
                       examples=dataset.examples, outputs=outputs, max_traces=cfg.tracking.max_traces,
                       extra_files=tuple(p for p in (journal.path, journal.folder / labels.SHEET) if p.is_file()),
-                      workers=cfg.orchestration.workers,
+                      workers=cfg.orchestration.workers, copies_max_rows=cfg.tracking.table_copies_max_rows,
                       report=report_html.run_page(summary, table))
     except Exception as exc:
         if not is_transient(exc):

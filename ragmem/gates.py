@@ -127,7 +127,7 @@ def regressions(cfg, table, params: dict[str, str], metrics: dict[str, Any], bas
     base = baseline if baseline is not None else read_baseline(cfg.tracking_uri, cfg.baseline)
     info = base.attrs["run"]
     rows, _ = paired_rows(base, table, list(gated), *scoring_of(info.data.params),
-                          cfg.stats.resamples or 1000, cfg.seed, cfg.stats.confidence)
+                          cfg.stats.resamples or 1000, cfg.seed, cfg.stats.confidence, cfg.stats.bootstrap)
     by_metric = {r["metric"]: r for r in rows}
     out = []
     for metric, delta in gated.items():

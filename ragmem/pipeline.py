@@ -234,8 +234,9 @@ def confidence_intervals(table: pd.DataFrame, result: MetricResult, cfg: RunConf
     scorer = scorer_for(cfg.generation.tokenizer, cfg.generation.bleu_tokenize)
     aggs = stats.aggregators(table, names, cfg.zero_division, scorer)
 
+    keys = stats.example_keys(table["id"]) if cfg.stats.bootstrap == "poisson" else None
     with progress.stage("bootstrap"):
-        return stats.bootstrap(aggs, len(table), cfg.stats.resamples, cfg.seed, cfg.stats.confidence)
+        return stats.bootstrap(aggs, len(table), cfg.stats.resamples, cfg.seed, cfg.stats.confidence, keys)
 
 
 def flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -295,7 +296,7 @@ def run_params(cfg: RunConfig, dataset: Dataset, components: Components) -> dict
                              f"|dup:first|no_rel:excluded",
         "generation.signature": generation_signature(cfg),
         "stats.signature": f"bootstrap:{cfg.stats.resamples}|conf:{cfg.stats.confidence}"
-                           f"|seed:{cfg.seed}",
+                           f"|seed:{cfg.seed}|method:{cfg.stats.bootstrap}",
         "keywords.stopwords": components.keywords.stopword_signature(),
         "keywords.signature": components.keywords.signature(),
         "metrics": ",".join(cfg.metrics),

@@ -35,7 +35,8 @@ def _settings(params: dict[str, str]) -> SimpleNamespace:
                               temperature=float(params.get("judge.temperature", 0.0))),
         min_kappa=float(params.get("judge.min_kappa", reliability.DEFAULT_MIN_KAPPA)),
         resamples=int(signature.get("bootstrap", 1000)), confidence=float(signature.get("conf", 0.95)),
-        seed=int(signature.get("seed", 0)), zero_division=parse_zero_division(params.get("zero_division", "0")))
+        seed=int(signature.get("seed", 0)), method=signature.get("method", "classic"),  # before 2026-12: classic
+        zero_division=parse_zero_division(params.get("zero_division", "0")))
 
 
 def recompute(table, s: SimpleNamespace, logged: set[str]) -> tuple[dict[str, float | None], dict, list[str]]:
@@ -57,8 +58,9 @@ def recompute(table, s: SimpleNamespace, logged: set[str]) -> tuple[dict[str, fl
             table[column] = cells
     names = [n for n, v in values.items() if v is not None and n not in own_ci]
     with progress.stage("bootstrap"):
+        keys = stats.example_keys(table["id"]) if s.method == "poisson" else None
         ci = stats.bootstrap(stats.aggregators(table, names, s.zero_division), len(table), s.resamples, s.seed,
-                             s.confidence)
+                             s.confidence, keys)
     return values, {**ci, **own_ci}, notes
 
 

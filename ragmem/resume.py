@@ -18,20 +18,26 @@ from ragmem.endpoints import EndpointDown
 from ragmem.errors import ConfigError, failure_message
 from ragmem.journal import Journal
 from ragmem.masking import mask
+from ragmem.settings import Settings
 from ragmem.processes import host, process_alive, run_is_dead  # noqa: F401  (also here)
 from ragmem.tracking.lifecycle import metric_name
 
 # settings a resume may change: none of them changes an answer, a verdict or a metric
 RESUME_FREE = frozenset({"agent.concurrency", "agent.batch_size", "judge.max_concurrency",
                          "embeddings.max_concurrency", "generator.max_concurrency", "tracking.max_traces",
+                         "tracking.table_copies_max_rows",
                          "agent.retry_backoff_s", "judge.retry_backoff_s", "embeddings.retry_backoff_s",
                          "judge.timeout_s", "embeddings.timeout_s", "generator.timeout_s"})
 
 
 def settings_that_differ(started: dict[str, Any], now: dict[str, Any]) -> list[str]:
-    """Dotted settings whose values differ between two flattened configs, except ``RESUME_FREE``."""
+    """Dotted settings whose values differ between two flattened configs, except ``RESUME_FREE``; a
+    setting added to ragmem after the run started (absent from ``started``) differs only when it is
+    set to something else than its default."""
     keys = (started.keys() | now.keys()) - RESUME_FREE
-    return sorted(k for k in keys if started.get(k) != now.get(k))
+    defaults = flat_config(Settings().model_dump(mode="json"))
+    return sorted(k for k in keys if started.get(k) != now.get(k)
+                  and not (k not in started and k in defaults and now.get(k) == defaults[k]))
 
 
 def check_resumable(meta: dict[str, Any] | None, flat_config: dict[str, Any], data_sha256: str, key: str,

@@ -237,6 +237,10 @@ class GenerationSettings(Section):
 class StatsSettings(Section):
     resamples: Count = setting(1000, "bootstrap resamples (0: no intervals)")
     confidence: Annotated[float, Gt(0), Lt(1)] = setting(0.95, "interval level")
+    bootstrap: Literal["poisson", "classic"] = setting(
+        "poisson", "how examples are resampled: poisson (a Poisson(1) weight per example and resample, "
+                   "drawn from its id: the same intervals whatever the chunks or workers) or classic "
+                   "(index vectors drawn with replacement, as before 2026-12)")
 
 
 class TrackingSettings(Section):
@@ -244,6 +248,9 @@ class TrackingSettings(Section):
     uri: Optional[str] = setting(None, "MLflow tracking URI (default MLFLOW_TRACKING_URI, else sqlite)")
     artifact_root: str = setting(DEFAULT_ARTIFACT_ROOT, "where new experiments keep artifacts")
     max_traces: Count = setting(200, "agent calls traced per run")
+    table_copies_max_rows: Count = setting(
+        50_000, "the per-example table is logged as examples.parquet, and up to this many rows also as "
+                "examples.csv and the MLflow table examples.json")
 
 
 class OrchestrationSettings(Section):

@@ -235,7 +235,7 @@ def mark_against_best(children: list[dict[str, Any]], tables: dict, best: int, s
                                 "significantly_worse": False, "is_best": True}
             continue
         rows, _ = paired_rows(tables[best], tables[i], [spec.metric], cfg.zero_division, scorer,
-                              cfg.stats.resamples, cfg.seed)
+                              cfg.stats.resamples, cfg.seed, bootstrap=cfg.stats.bootstrap)
         if not rows:
             continue
         result = rows[0]

@@ -40,7 +40,7 @@ def test_sweep_retriever_config(prefect_env, tmp_path, ragmem_main):
     assert parent.data.tags["best_run_id"] == result["best"]["run_id"]
     # a sweep child is a run like any other: the same artifacts, its journal included
     child_artifacts = {a.path for a in client.list_artifacts(children[0]["run_id"])}
-    assert child_artifacts == {"agent_outputs.jsonl", "config.json", "summary.json", "examples.csv",
+    assert child_artifacts == {"agent_outputs.jsonl", "config.json", "summary.json", "examples.csv", "examples.parquet",
                                "examples.json", "plots", "report.html"}
     # the choice: among the configurations tied with the top one, the smallest top_k, then window
     tied = [c for c in children if c["run_id"] in result["tied_for_best"]]

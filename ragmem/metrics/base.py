@@ -146,6 +146,9 @@ class Aggregator:
     # two-stage resampling (sum kind): resum(rng, counts (R, n)) -> the column sums (R, m) of R resamples
     # whose examples' own data is drawn again (judge samples: ragmem.metrics.reliability.majority_aggregator)
     resum: Callable[[np.random.Generator, np.ndarray], np.ndarray] | None = None
+    # apply kind, weighted resamples (the Poisson bootstrap): wreduce(sorted measured values (n',),
+    # weights (R, n')) -> the statistic of each resample's multiset (R,) (ragmem.stats.resample_all)
+    wreduce: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
 
     def value(self) -> float | None:
         value = self.reduce(self.data.sum(axis=0) if self.kind == "sum" else self.data)
@@ -155,11 +158,15 @@ class Aggregator:
         """The metric on each row of ``rows``: column sums (sum kind) or gathered values (apply kind)."""
         if self.vreduce is not None:
             return self.vreduce(rows)
+        return self.reduce_many_ragged(rows)
+
+    def reduce_many_ragged(self, rows) -> np.ndarray:
+        """The metric of each of ``rows``, which may differ in length (NaN = undefined)."""
         values = [self.reduce(row) for row in rows]
         return np.array([np.nan if v is None else v for v in values], dtype=float)
 
     def with_data(self, data: np.ndarray) -> "Aggregator":
-        return Aggregator(self.kind, data, self.reduce, self.vreduce)
+        return Aggregator(self.kind, data, self.reduce, self.vreduce, wreduce=self.wreduce)
 
 
 def _mean(s):
@@ -207,8 +214,9 @@ def ratio_aggregator(numerator, denominator, zero_division: float) -> Aggregator
 
 
 def apply_aggregator(values: np.ndarray, fn: Callable[[np.ndarray], float],
-                     vfn: Callable[[np.ndarray], np.ndarray]) -> Aggregator:
-    """``fn`` of the defined values (NaN = not measured); ``vfn`` the same along axis 1."""
+                     vfn: Callable[[np.ndarray], np.ndarray], wfn=None) -> Aggregator:
+    """``fn`` of the defined values (NaN = not measured); ``vfn`` the same along axis 1; ``wfn`` the
+    same on weighted resamples (see :attr:`Aggregator.wreduce`)."""
     def reduce(v):
         kept = v[~np.isnan(v)]
         return None if kept.size == 0 else float(fn(kept))
@@ -218,7 +226,48 @@ def apply_aggregator(values: np.ndarray, fn: Callable[[np.ndarray], float],
             return np.array([np.nan if np.isnan(r).all() else vfn(r[None, :])[0] for r in rows])
         return vfn(rows)
 
-    return Aggregator("apply", values, reduce, vreduce)
+    return Aggregator("apply", values, reduce, vreduce, wreduce=wfn)
+
+
+def _lerp(a: np.ndarray, b: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """numpy's linear interpolation of ``percentile`` (the same rounding: from the nearer end)."""
+    diff = b - a
+    return np.where(t >= 0.5, b - diff * (1 - t), a + diff * t)
+
+
+def weighted_percentile(q: float):
+    """``np.percentile(multiset, q)`` (linear) of each row's multiset: ``values`` (sorted) each
+    repeated ``weights[r, i]`` times, without building it. NaN for an empty multiset.
+
+    >>> weighted_percentile(50)(np.array([1.0, 2.0, 10.0]), np.array([[2, 0, 1], [0, 0, 0]]))
+    array([ 1., nan])
+    """
+    def wfn(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        cum = np.cumsum(weights, axis=1)
+        total = cum[:, -1] if values.size else np.zeros(len(weights))
+        position = q / 100 * np.maximum(total - 1, 0)
+        low = np.floor(position)
+        high = np.minimum(low + 1, np.maximum(total - 1, 0))
+        last = max(values.size - 1, 0)
+        at_low = np.minimum((cum <= low[:, None]).sum(axis=1), last)
+        at_high = np.minimum((cum <= high[:, None]).sum(axis=1), last)
+        out = _lerp(values[at_low], values[at_high], position - low) if values.size else np.full(len(weights), np.nan)
+        return np.where(total > 0, out, np.nan)
+    return wfn
+
+
+def weighted_mean(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """The mean of each row's multiset (see :func:`weighted_percentile`); NaN when empty."""
+    total = weights.sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(total > 0, (weights @ values) / total, np.nan)
+
+
+def weighted_max(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """The largest value of each row's multiset (see :func:`weighted_percentile`); NaN when empty."""
+    drawn = weights > 0
+    last = values.size - 1 - np.argmax(drawn[:, ::-1], axis=1) if values.size else np.zeros(len(weights), int)
+    return np.where(drawn.any(axis=1), values[last] if values.size else np.nan, np.nan)
 
 
 # ---- the family declaration -----------------------------------------------------------------------

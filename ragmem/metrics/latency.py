@@ -23,7 +23,8 @@ import numpy as np
 import pandas as pd
 
 from ragmem.metrics import names
-from ragmem.metrics.base import Family, MetricResult, apply_aggregator
+from ragmem.metrics.base import (Family, MetricResult, apply_aggregator, weighted_max, weighted_mean,
+                                 weighted_percentile)
 from ragmem.schema import STAGES
 
 NAMES = names.LATENCY.selectable
@@ -37,13 +38,14 @@ def _percentile(q):
     return vfn
 
 
-#: each statistic on one sample, and on many (rows of a matrix, NaN = not measured) at once
+#: each statistic on one sample, on many (rows of a matrix, NaN = not measured) at once, and on
+#: weighted resamples (the Poisson bootstrap)
 STATISTICS = {
-    "avg": (np.mean, lambda v: np.nanmean(v, axis=1)),
-    "p50": (lambda v: np.percentile(v, 50), _percentile(50)),
-    "p95": (lambda v: np.percentile(v, 95), _percentile(95)),
-    "p99": (lambda v: np.percentile(v, 99), _percentile(99)),
-    "max": (np.max, lambda v: np.nanmax(v, axis=1)),
+    "avg": (np.mean, lambda v: np.nanmean(v, axis=1), weighted_mean),
+    "p50": (lambda v: np.percentile(v, 50), _percentile(50), weighted_percentile(50)),
+    "p95": (lambda v: np.percentile(v, 95), _percentile(95), weighted_percentile(95)),
+    "p99": (lambda v: np.percentile(v, 99), _percentile(99), weighted_percentile(99)),
+    "max": (np.max, lambda v: np.nanmax(v, axis=1), weighted_max),
 }
 
 

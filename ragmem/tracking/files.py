@@ -1,5 +1,5 @@
-"""The artifact files of a run written before they are logged: the per-example table (CSV and
-MLflow's table JSON) and the plots. Plain functions of their inputs, with no MLflow call, so that
+"""The artifact files of a run written before they are logged: the per-example table (Parquet,
+and below ``tracking.table_copies_max_rows`` rows CSV and MLflow's table JSON too) and the plots. Plain functions of their inputs, with no MLflow call, so that
 :func:`ragmem.tracking.record_run` makes them on the idle worker processes of the run's pool while
 this process logs everything else (at 10k examples: 2.6 s of pandas writers, and matplotlib's
 import with the drawing, 1.5 to 1.8 s, off the logging step's critical path);
@@ -15,22 +15,36 @@ from typing import Any
 import pandas as pd
 
 
+#: ``tracking.table_copies_max_rows``'s default: above it the per-example table is logged as Parquet only
+COPIES_MAX_ROWS = 50_000
+
+
+def table_kinds(n_rows: int, copies_max_rows: int = COPIES_MAX_ROWS) -> tuple[str, ...]:
+    """The files a per-example table of ``n_rows`` is logged as: Parquet always (what ragmem reads
+    back), CSV and MLflow's table JSON while ``n_rows <= copies_max_rows`` (at 1M rows the two
+    copies would be gigabytes of text written and uploaded for nobody's spreadsheet)."""
+    return ("parquet", "csv", "json") if n_rows <= copies_max_rows else ("parquet",)
+
+
 def table_file(table: pd.DataFrame, folder: str | Path, name: str, kind: str) -> str:
-    """``<name>.csv`` (``kind="csv"``, for spreadsheets) or ``<name>.json`` (``"json"``: MLflow's
-    table format, ``{"columns", "data"}``, for the UI's Evaluation/Artifacts view and
-    :func:`ragmem.compare.load_run_table`) in ``folder``; list and dict cells as JSON text. Floats
-    with 15 significant digits in the JSON (pandas' most; ``MlflowClient.log_table`` keeps 10)."""
+    """``<name>.parquet`` (``kind="parquet"``: what :func:`ragmem.compare.load_run_table` reads),
+    ``<name>.csv`` (``"csv"``, for spreadsheets) or ``<name>.json`` (``"json"``: MLflow's table
+    format, ``{"columns", "data"}``, for the UI's Evaluation/Artifacts view) in ``folder``; list and
+    dict cells as JSON text. Floats with 15 significant digits in the JSON (pandas' most;
+    ``MlflowClient.log_table`` keeps 10); exact in the Parquet."""
     return _write(_flat(table), folder, name, kind)
 
 
-def table_files(table: pd.DataFrame, folder: str | Path, name: str) -> list[str]:
-    """Both files of :func:`table_file`, from one flattened copy."""
+def table_files(table: pd.DataFrame, folder: str | Path, name: str,
+                copies_max_rows: int = COPIES_MAX_ROWS) -> list[str]:
+    """The files of :func:`table_kinds`, from one flattened copy."""
     flat = _flat(table)
-    return [_write(flat, folder, name, kind) for kind in ("csv", "json")]
+    return [_write(flat, folder, name, kind) for kind in table_kinds(len(flat), copies_max_rows)]
 
 
 def _flat(table: pd.DataFrame) -> pd.DataFrame:
     flat = table.copy()
+    flat.attrs = {}  # a table read back carries its MLflow run: not a part of the file
     for column in flat.columns[flat.dtypes == object]:
         if any(isinstance(v, (list, dict)) for v in flat[column]):
             flat[column] = flat[column].map(lambda v: json.dumps(v, ensure_ascii=False))
@@ -39,11 +53,41 @@ def _flat(table: pd.DataFrame) -> pd.DataFrame:
 
 def _write(flat: pd.DataFrame, folder: str | Path, name: str, kind: str) -> str:
     path = Path(folder) / f"{name}.{kind}"
-    if kind == "csv":
+    if kind == "parquet":
+        write_parquet(flat, path)
+    elif kind == "csv":
         flat.to_csv(path, index=False)
     else:
         flat.to_json(path, orient="split", index=False, double_precision=15, force_ascii=False)
     return str(path)
+
+
+def write_parquet(flat: pd.DataFrame, path: str | Path) -> None:
+    """``flat`` (list and dict cells already JSON text) as Parquet. A text column that also holds
+    numbers or booleans (a free-form column of the data) is written as text, JSON for each such
+    cell: Parquet columns have one type."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        arrow = pa.Table.from_pandas(flat, preserve_index=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        flat = flat.copy()
+        for column in flat.columns[flat.dtypes == object]:
+            flat[column] = flat[column].map(lambda v: v if v is None or isinstance(v, str) else json.dumps(v, default=str))
+        arrow = pa.Table.from_pandas(flat, preserve_index=False)
+    pq.write_table(arrow, path)
+
+
+def read_parquet(path: str | Path) -> pd.DataFrame:
+    """A table :func:`write_parquet` wrote, as the same frame its MLflow table JSON gives
+    (``pd.DataFrame(rows, columns)``: Python values, ``None`` for a null), so that a run logged
+    before Parquet (JSON only) and one logged after read back alike."""
+    import pyarrow.parquet as pq
+
+    arrow = pq.read_table(path)
+    return pd.DataFrame({name: arrow.column(name).to_pylist() for name in arrow.column_names},
+                        columns=arrow.column_names)
 
 
 def plot_files(metrics: dict[str, Any], latency_s: pd.Series, folder: str | Path) -> list[str]:

@@ -86,11 +86,12 @@ def _missing(value: Any) -> bool:
 def record_run(run: TrackedRun, resolved_config: dict[str, Any], params: dict[str, str],
                metrics: dict[str, float | None], counts: dict[str, int], table: pd.DataFrame,
                summary: dict[str, Any], examples=(), outputs=(), max_traces: int = 0,
-               extra_files: tuple[Path, ...] = (), workers: int | str = 1, report: str | None = None) -> int:
+               extra_files: tuple[Path, ...] = (), workers: int | str = 1, report: str | None = None,
+               copies_max_rows: int = files.COPIES_MAX_ROWS) -> int:
     """Log one evaluation run: the dataset as its input, agent traces with assessments, params, metrics (+ counts and ``{metric}_ci_low/high``),
     the resolved config, ``summary.json``, ``report`` as ``report.html`` (the page is made by the caller:
-    :func:`ragmem.report_html.run_page`), the per-example table (``examples.csv`` and the MLflow
-    table ``examples.json``), the plots and ``extra_files`` (the journal). Idempotent (see
+    :func:`ragmem.report_html.run_page`), the per-example table (``examples.parquet``, and up to
+    ``copies_max_rows`` rows ``examples.csv`` and the MLflow table ``examples.json``), the plots and ``extra_files`` (the journal). Idempotent (see
     :func:`log_results`; traces are written once). Returns the number of traces.
 
     The plots and the table's two files are made meanwhile on the run's idle pool processes
@@ -103,7 +104,7 @@ def record_run(run: TrackedRun, resolved_config: dict[str, Any], params: dict[st
         # first the plots (matplotlib's import is the longest job), then the table's two files
         plots = pool.call(files.plot_files, metrics, table["latency_s"], Path(tmp) / "plots", size=len(table))
         table_files = [pool.call(files.table_file, table, tmp, "examples", kind, size=len(table))
-                       for kind in ("csv", "json")]
+                       for kind in files.table_kinds(len(table), copies_max_rows)]
         try:
             if run.logged("input") is None:
                 log_dataset(run, params, examples)

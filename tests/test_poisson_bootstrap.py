@@ -1,0 +1,135 @@
+"""The Poisson bootstrap (``stats.bootstrap: poisson``): weights that follow the example ids, the
+same intervals whatever the order, the chunks or the blocks, and oracles: the classic bootstrap on
+10k examples, and the coverage of a known mean."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ragmem import stats
+from ragmem.metrics.base import weighted_max, weighted_mean, weighted_percentile
+
+NAMES = ["accuracy", "precision", "f1", "avg_coverage", "avg_latency", "latency_p50", "latency_p95", "latency_max"]
+
+
+def _table(n: int, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    latency = rng.exponential(1.0, n)
+    latency[rng.random(n) < 0.05] = np.nan  # some calls not timed
+    coverage = rng.random(n)
+    coverage[rng.random(n) < 0.05] = np.nan  # some not computable
+    return pd.DataFrame({"id": [f"q{i}" for i in range(n)], "error": [None] * n, "coverage": coverage,
+                         "label": rng.integers(0, 2, n), "verdict": rng.integers(0, 2, n), "latency_s": latency})
+
+
+def test_the_weights_are_poisson_one_and_follow_the_ids_not_their_place():
+    keys = stats.example_keys([f"q{i}" for i in range(2000)])
+    weights = stats.poisson_weights(keys, 0, 500, seed=7)
+    freq = np.bincount(weights.astype(int).ravel(), minlength=6)[:6] / weights.size
+    pmf = np.array([math.exp(-1) / math.factorial(k) for k in range(6)])
+    np.testing.assert_allclose(freq, pmf, atol=0.002)  # 1M draws: the standard error is < 0.0005
+    assert weights.mean() == pytest.approx(1.0, abs=0.005) and weights.var() == pytest.approx(1.0, abs=0.01)
+    # an example's weights depend on its id, the seed and the resample's number only
+    order = np.random.default_rng(0).permutation(2000)
+    np.testing.assert_array_equal(stats.poisson_weights(keys[order], 0, 500, 7), weights[:, order])
+    np.testing.assert_array_equal(stats.poisson_weights(keys[300:310], 0, 500, 7), weights[:, 300:310])
+    np.testing.assert_array_equal(stats.poisson_weights(keys, 123, 77, 7), weights[123:200])
+    assert not np.array_equal(stats.poisson_weights(keys, 0, 500, 8), weights)
+    # neighbouring resamples and examples are uncorrelated
+    assert abs(np.corrcoef(weights[0], weights[1])[0, 1]) < 0.1
+    assert abs(np.corrcoef(weights[:, 0], weights[:, 1])[0, 1]) < 0.15
+
+
+def test_weighted_statistics_equal_numpy_on_the_repeated_values():
+    rng = np.random.default_rng(3)
+    values = np.sort(rng.exponential(1.0, 40))
+    weights = rng.poisson(1.0, (300, 40))
+    weights[0] = 0  # an empty resample
+    multisets = [np.repeat(values, w) for w in weights]
+    for q in (0, 50, 95, 99, 100):
+        expected = [np.percentile(m, q) if m.size else np.nan for m in multisets]
+        np.testing.assert_array_equal(weighted_percentile(q)(values, weights), expected)
+    np.testing.assert_array_equal(weighted_max(values, weights), [m.max() if m.size else np.nan for m in multisets])
+    np.testing.assert_allclose(weighted_mean(values, weights), [m.mean() if m.size else np.nan for m in multisets],
+                               rtol=1e-12)
+
+
+def test_each_resample_is_the_metric_of_its_weighted_examples_in_any_block_size(monkeypatch):
+    """Sum-kind metrics as ``weights @ data``, percentiles on the weighted values: the same numbers
+    as the metric of each resample's multiset of examples, built by repeating each row."""
+    n, resamples = 80, 120
+    table = _table(n)
+    keys = stats.example_keys(table["id"])
+    weights = stats.poisson_weights(keys, 0, resamples, 5).astype(int)
+    aggs = stats.aggregators(table, NAMES)
+    one_block = stats.resample_all(aggs, n, resamples, 5, keys)
+    monkeypatch.setattr(stats, "_BLOCK_ELEMENTS", 7 * n)  # 7 resamples a block, the last one short
+    many_blocks = stats.resample_all(aggs, n, resamples, 5, keys)
+    for name, agg in aggs.items():
+        repeated = [np.repeat(np.arange(n), w) for w in weights]
+        expected = [np.nan if (v := agg.with_data(agg.data[rows]).value()) is None else v for rows in repeated]
+        np.testing.assert_allclose(one_block[name], expected, rtol=1e-12, equal_nan=True, err_msg=name)
+        # BLAS sums a block of another shape in another order: equal to the last bits only
+        np.testing.assert_allclose(many_blocks[name], one_block[name], rtol=1e-12, equal_nan=True, err_msg=name)
+
+
+def test_intervals_do_not_depend_on_the_examples_order():
+    table = _table(3000, seed=1)
+    shuffled = table.sample(frac=1.0, random_state=4).reset_index(drop=True)
+    first = stats.bootstrap(stats.aggregators(table, NAMES), 3000, 400, 2, keys=stats.example_keys(table["id"]))
+    second = stats.bootstrap(stats.aggregators(shuffled, NAMES), 3000, 400, 2, keys=stats.example_keys(shuffled["id"]))
+    for name in NAMES:  # the sums are added in another order: equal to the last bits only
+        np.testing.assert_allclose(first[name], second[name], rtol=1e-12, atol=1e-15, err_msg=name)
+
+
+def test_on_10k_examples_the_intervals_are_within_0_01_of_the_classic_bootstrap():
+    """Oracle: the classic bootstrap (index vectors with replacement) on the same 10k examples."""
+    n = 10_000
+    table = _table(n, seed=2)
+    classic = stats.bootstrap(stats.aggregators(table, NAMES), n, 1000, 0)
+    poisson = stats.bootstrap(stats.aggregators(table, NAMES), n, 1000, 0, keys=stats.example_keys(table["id"]))
+    for name in NAMES:
+        if name == "latency_max":  # the largest value's interval: the top order statistics, in both
+            assert poisson[name][1] == classic[name][1] == np.nanmax(table["latency_s"])
+            continue
+        assert poisson[name] == pytest.approx(classic[name], abs=0.01), name
+
+
+def test_the_interval_of_a_mean_covers_the_true_mean_at_its_level():
+    """A known truth: 300 samples of 150 draws from Beta(2, 5) (mean 2/7); the 90% Poisson-bootstrap
+    interval of the mean covers 2/7 in 90% of them, within the binomial error of 300 trials."""
+    rng = np.random.default_rng(11)
+    covered = 0
+    for trial in range(300):
+        values = rng.beta(2, 5, 150)
+        table = pd.DataFrame({"id": [f"t{trial}-{i}" for i in range(150)], "error": None, "coverage": values})
+        aggs = stats.aggregators(table, ["avg_coverage"])
+        low, high = stats.bootstrap(aggs, 150, 400, trial, 0.90, keys=stats.example_keys(table["id"]))["avg_coverage"]
+        covered += low <= 2 / 7 <= high
+    assert 0.90 - 3 * math.sqrt(0.09 / 300) <= covered / 300 <= 0.90 + 3 * math.sqrt(0.09 / 300) + 0.01
+
+
+def test_paired_on_the_same_ids_draws_the_same_weights_in_both_runs():
+    rng = np.random.default_rng(0)
+    a_values = rng.random(200)
+    ids = [f"q{i}" for i in range(200)]
+    keys = stats.example_keys(ids)
+
+    def agg(values):
+        table = pd.DataFrame({"id": ids, "error": None, "coverage": values})
+        return stats.aggregators(table, ["avg_coverage"])["avg_coverage"]
+    same = stats.paired("avg_coverage", agg(a_values), agg(a_values), 500, 0, keys=keys)
+    assert same.diff == 0 and same.ci == (0.0, 0.0) and same.p_value == 1.0
+    better = stats.paired("avg_coverage", agg(a_values), agg(np.clip(a_values + 0.05, 0, 1)), 500, 0, keys=keys)
+    assert better.diff > 0.04 and better.ci[0] > 0 and better.p_value < 0.01
+    noise = stats.paired("avg_coverage", agg(a_values), agg(rng.permutation(a_values)), 500, 0, keys=keys)
+    assert noise.ci[0] < noise.diff < noise.ci[1] and noise.ci[0] < 0 < noise.ci[1]
+
+
+def test_relabel_keeps_the_classic_bootstrap_of_runs_logged_before_the_poisson_one():
+    from ragmem.relabel import _settings
+
+    assert _settings({"stats.signature": "bootstrap:1000|conf:0.95|seed:0"}).method == "classic"
+    assert _settings({"stats.signature": "bootstrap:1000|conf:0.95|seed:0|method:poisson"}).method == "poisson"
