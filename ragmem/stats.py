@@ -229,12 +229,38 @@ def paired(name: str, a: Aggregator, b: Aggregator, resamples: int = 1000, seed:
     boot = boot[~np.isnan(boot)]
     alpha = (1 - confidence) / 2
     ci = None if boot.size == 0 else (float(np.quantile(boot, alpha)), float(np.quantile(boot, 1 - alpha)))
+    p = randomization_p(a, b, diff, resamples, seed, keys)
+    return PairedResult(name, va, vb, diff, ci, p, n)
+
+
+def randomization_p(a: Aggregator, b: Aggregator, diff: float, permutations: int, seed: int,
+                    keys: np.ndarray | None = None) -> float | None:
+    """Two-sided p-value of ``diff`` (B - A) by approximate randomization: in each of
+    ``permutations``, each example's pair of results is swapped with probability 1/2;
+    ``p = (1 + #{|d*| >= |d|}) / (1 + #permutations where both are defined)``.
+
+    With ``keys`` (the Poisson bootstrap's runs) the swaps follow the example ids (:func:`swaps`)
+    and a sum-kind metric is permuted as sums, ``A* = ΣA + S (B - A)`` for a block of swap rows
+    ``S``: one product per block, in any chunking. Without them, the swaps come from one generator
+    seeded ``seed + 1``, permutation after permutation, as before the Poisson bootstrap.
+    """
+    n = len(a.data)
+    extreme = counted = 0
+    if keys is not None and a.kind == b.kind == "sum" and a.resum is None and b.resum is None:
+        first, second = a.data.reshape(n, -1), b.data.reshape(n, -1)
+        moved_by, sum_a, sum_b = second - first, first.sum(axis=0), second.sum(axis=0)
+        block = max(1, _BLOCK_ELEMENTS // max(1, n))
+        for start in range(0, permutations, block):
+            moved = swaps(keys, start, min(block, permutations - start), seed).astype(float) @ moved_by
+            a_star, b_star = a.reduce_many(sum_a + moved), b.reduce_many(sum_b - moved)
+            defined = ~np.isnan(a_star) & ~np.isnan(b_star)
+            counted += int(defined.sum())
+            extreme += int((np.abs(b_star - a_star)[defined] >= abs(diff) - 1e-12).sum())
+        return (1 + extreme) / (1 + counted) if counted else None
     rng = np.random.default_rng(seed + 1)
-    extreme = 0
-    counted = 0
-    for _ in range(resamples):
-        swap = rng.random(n) < 0.5
-        shape = (n, 1) if a.data.ndim == 2 else (n,)
+    shape = (n, 1) if a.data.ndim == 2 else (n,)
+    for i in range(permutations):
+        swap = swaps(keys, i, 1, seed)[0] if keys is not None else rng.random(n) < 0.5
         mask = swap.reshape(shape)
         a_star = a.with_data(np.where(mask, b.data, a.data)).value()
         b_star = b.with_data(np.where(mask, a.data, b.data)).value()
@@ -242,5 +268,21 @@ def paired(name: str, a: Aggregator, b: Aggregator, resamples: int = 1000, seed:
             continue
         counted += 1
         extreme += abs(b_star - a_star) >= abs(diff) - 1e-12
-    p = (1 + extreme) / (1 + counted) if counted else None
-    return PairedResult(name, va, vb, diff, ci, p, n)
+    return (1 + extreme) / (1 + counted) if counted else None
+
+
+_SWAP_DOMAIN = np.uint64(0x72616E646F6D697A)  # keeps the swaps' stream apart from the weights' of the same seed
+
+
+def swaps(keys: np.ndarray, first: int, count: int, seed: int) -> np.ndarray:
+    """Permutations ``first .. first + count - 1``'s swaps of the examples with ``keys``, (count, m)
+    booleans: swap ``[p, i]`` is bit ``p % 64`` of splitmix64(key' + (p // 64 + 1) * golden), with
+    key' = splitmix64(key ^ splitmix64(seed) ^ domain): a function of the id, the seed and ``p`` only."""
+    m = len(keys)
+    salt = _mix(np.array([seed % 2 ** 64], dtype=np.uint64)) ^ _SWAP_DOMAIN
+    salted = _mix(np.asarray(keys, dtype=np.uint64) ^ salt)
+    words = np.arange(first // 64, (first + count + 63) // 64, dtype=np.uint64)
+    bits = _mix(salted[None, :] + (words[:, None] + np.uint64(1)) * _GOLDEN)
+    unpacked = np.unpackbits(bits.view(np.uint8).reshape(len(words), m, 8), axis=2, bitorder="little")
+    flat = unpacked.transpose(0, 2, 1).reshape(len(words) * 64, m)
+    return flat[first % 64:first % 64 + count].astype(bool)

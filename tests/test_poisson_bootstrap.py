@@ -133,3 +133,35 @@ def test_relabel_keeps_the_classic_bootstrap_of_runs_logged_before_the_poisson_o
 
     assert _settings({"stats.signature": "bootstrap:1000|conf:0.95|seed:0"}).method == "classic"
     assert _settings({"stats.signature": "bootstrap:1000|conf:0.95|seed:0|method:poisson"}).method == "poisson"
+
+
+def test_the_swaps_of_the_randomization_test_follow_the_ids_too():
+    keys = stats.example_keys([f"q{i}" for i in range(500)])
+    drawn = stats.swaps(keys, 0, 1000, seed=3)
+    assert drawn.shape == (1000, 500) and drawn.mean() == pytest.approx(0.5, abs=0.005)
+    np.testing.assert_array_equal(stats.swaps(keys[::-1], 0, 1000, 3), drawn[:, ::-1])
+    np.testing.assert_array_equal(stats.swaps(keys, 70, 200, 3), drawn[70:270])  # any block, any start
+    assert abs(np.corrcoef(drawn[:, 0], stats.poisson_weights(keys, 0, 1000, 3)[:, 0])[0, 1]) < 0.1
+
+
+@pytest.mark.parametrize("metric", ["avg_coverage", "f1", "latency_p95"])
+def test_the_randomization_p_value_as_sums_equals_swapping_the_examples_one_permutation_at_a_time(metric):
+    """Oracle: each permutation's swapped tables rebuilt example by example, with the same swaps."""
+    n = 150
+    table_a, table_b = _table(n, seed=1), _table(n, seed=2)
+    table_b["coverage"] = table_a["coverage"] + 0.03  # a small real difference, and noise elsewhere
+    a, b = stats.aggregators(table_a, [metric])[metric], stats.aggregators(table_b, [metric])[metric]
+    keys = stats.example_keys(table_a["id"])
+    diff = b.value() - a.value()
+    p = stats.randomization_p(a, b, diff, 400, 9, keys)
+    extreme = counted = 0
+    shape = (n, 1) if a.data.ndim == 2 else (n,)
+    for swap in stats.swaps(keys, 0, 400, 9):
+        mask = swap.reshape(shape)
+        a_star = a.with_data(np.where(mask, b.data, a.data)).value()
+        b_star = b.with_data(np.where(mask, a.data, b.data)).value()
+        if a_star is None or b_star is None:
+            continue
+        counted += 1
+        extreme += abs(b_star - a_star) >= abs(diff) - 1e-12
+    assert p == (1 + extreme) / (1 + counted)
