@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from ragmem import stats
-from ragmem.metrics.base import weighted_max, weighted_mean, weighted_percentile
+from ragmem.metrics.base import WeightedSample, weighted_max, weighted_mean, weighted_percentile
 
 NAMES = ["accuracy", "precision", "f1", "avg_coverage", "avg_latency", "latency_p50", "latency_p95", "latency_max"]
 
@@ -48,12 +48,15 @@ def test_weighted_statistics_equal_numpy_on_the_repeated_values():
     weights = rng.poisson(1.0, (300, 40))
     weights[0] = 0  # an empty resample
     multisets = [np.repeat(values, w) for w in weights]
-    for q in (0, 50, 95, 99, 100):
+    sample = WeightedSample(values, weights.astype(float))
+    for q in (0, 1, 50, 95, 99, 100):
         expected = [np.percentile(m, q) if m.size else np.nan for m in multisets]
-        np.testing.assert_array_equal(weighted_percentile(q)(values, weights), expected)
-    np.testing.assert_array_equal(weighted_max(values, weights), [m.max() if m.size else np.nan for m in multisets])
-    np.testing.assert_allclose(weighted_mean(values, weights), [m.mean() if m.size else np.nan for m in multisets],
+        np.testing.assert_array_equal(weighted_percentile(q)(sample), expected)
+    np.testing.assert_array_equal(weighted_max(sample), [m.max() if m.size else np.nan for m in multisets])
+    np.testing.assert_allclose(weighted_mean(sample), [m.mean() if m.size else np.nan for m in multisets],
                                rtol=1e-12)
+    empty = WeightedSample(np.array([]), np.zeros((3, 0)))  # nothing measured
+    assert np.isnan(weighted_percentile(50)(empty)).all() and np.isnan(weighted_max(empty)).all()
 
 
 def test_each_resample_is_the_metric_of_its_weighted_examples_in_any_block_size(monkeypatch):

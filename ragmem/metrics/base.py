@@ -146,9 +146,9 @@ class Aggregator:
     # two-stage resampling (sum kind): resum(rng, counts (R, n)) -> the column sums (R, m) of R resamples
     # whose examples' own data is drawn again (judge samples: ragmem.metrics.reliability.majority_aggregator)
     resum: Callable[[np.random.Generator, np.ndarray], np.ndarray] | None = None
-    # apply kind, weighted resamples (the Poisson bootstrap): wreduce(sorted measured values (n',),
-    # weights (R, n')) -> the statistic of each resample's multiset (R,) (ragmem.stats.resample_all)
-    wreduce: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
+    # apply kind, weighted resamples (the Poisson bootstrap): wreduce(WeightedSample of the sorted
+    # measured values) -> the statistic of each resample's multiset (R,) (ragmem.stats.resample_all)
+    wreduce: Callable[["WeightedSample"], np.ndarray] | None = None
 
     def value(self) -> float | None:
         value = self.reduce(self.data.sum(axis=0) if self.kind == "sum" else self.data)
@@ -235,39 +235,58 @@ def _lerp(a: np.ndarray, b: np.ndarray, t: np.ndarray) -> np.ndarray:
     return np.where(t >= 0.5, b - diff * (1 - t), a + diff * t)
 
 
-def weighted_percentile(q: float):
-    """``np.percentile(multiset, q)`` (linear) of each row's multiset: ``values`` (sorted) each
-    repeated ``weights[r, i]`` times, without building it. NaN for an empty multiset.
+class WeightedSample:
+    """Weighted resamples of sorted ``values``: resample ``r`` is the multiset holding ``values[i]``
+    ``weights[r, i]`` times (the Poisson bootstrap's), never built. The running totals are computed
+    once and shared by every statistic of the same values (latency's five)."""
 
-    >>> weighted_percentile(50)(np.array([1.0, 2.0, 10.0]), np.array([[2, 0, 1], [0, 0, 0]]))
+    def __init__(self, values: np.ndarray, weights: np.ndarray):
+        self.values, self.weights = values, weights
+        self.cum = np.cumsum(weights, axis=1)
+        self.total = self.cum[:, -1] if values.size else np.zeros(len(weights))
+        self._flat = self._offsets = None
+
+    def at(self, positions: np.ndarray) -> np.ndarray:
+        """The index into ``values`` of each row's element at 0-based ``positions`` of its multiset:
+        one binary search over all rows at once (row ``r``'s totals shifted by ``r`` times more
+        than any total, so that the rows laid end to end stay sorted)."""
+        rows, n = self.cum.shape
+        if self._flat is None:
+            self._offsets = np.arange(rows) * (float(self.total.max(initial=0)) + 1)
+            self._flat = (self.cum + self._offsets[:, None]).ravel()
+        found = np.searchsorted(self._flat, positions + self._offsets, side="right") - np.arange(rows) * n
+        return np.clip(found, 0, max(n - 1, 0))
+
+
+def weighted_percentile(q: float):
+    """``np.percentile(multiset, q)`` (linear) of each resample of a :class:`WeightedSample`; NaN
+    for an empty one.
+
+    >>> weighted_percentile(50)(WeightedSample(np.array([1.0, 2.0, 10.0]), np.array([[2., 0, 1], [0, 0, 0]])))
     array([ 1., nan])
     """
-    def wfn(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
-        cum = np.cumsum(weights, axis=1)
-        total = cum[:, -1] if values.size else np.zeros(len(weights))
-        position = q / 100 * np.maximum(total - 1, 0)
+    def wfn(sample: WeightedSample) -> np.ndarray:
+        if not sample.values.size:
+            return np.full(len(sample.total), np.nan)
+        last = np.maximum(sample.total - 1, 0)
+        position = q / 100 * last
         low = np.floor(position)
-        high = np.minimum(low + 1, np.maximum(total - 1, 0))
-        last = max(values.size - 1, 0)
-        at_low = np.minimum((cum <= low[:, None]).sum(axis=1), last)
-        at_high = np.minimum((cum <= high[:, None]).sum(axis=1), last)
-        out = _lerp(values[at_low], values[at_high], position - low) if values.size else np.full(len(weights), np.nan)
-        return np.where(total > 0, out, np.nan)
+        out = _lerp(sample.values[sample.at(low)], sample.values[sample.at(np.minimum(low + 1, last))], position - low)
+        return np.where(sample.total > 0, out, np.nan)
     return wfn
 
 
-def weighted_mean(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """The mean of each row's multiset (see :func:`weighted_percentile`); NaN when empty."""
-    total = weights.sum(axis=1)
+def weighted_mean(sample: WeightedSample) -> np.ndarray:
+    """The mean of each resample of a :class:`WeightedSample`; NaN when empty."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(total > 0, (weights @ values) / total, np.nan)
+        return np.where(sample.total > 0, (sample.weights @ sample.values) / sample.total, np.nan)
 
 
-def weighted_max(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """The largest value of each row's multiset (see :func:`weighted_percentile`); NaN when empty."""
-    drawn = weights > 0
-    last = values.size - 1 - np.argmax(drawn[:, ::-1], axis=1) if values.size else np.zeros(len(weights), int)
-    return np.where(drawn.any(axis=1), values[last] if values.size else np.nan, np.nan)
+def weighted_max(sample: WeightedSample) -> np.ndarray:
+    """The largest value of each resample of a :class:`WeightedSample`; NaN when empty."""
+    if not sample.values.size:
+        return np.full(len(sample.total), np.nan)
+    return np.where(sample.total > 0, sample.values[sample.at(np.maximum(sample.total - 1, 0))], np.nan)
 
 
 # ---- the family declaration -----------------------------------------------------------------------
