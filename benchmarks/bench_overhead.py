@@ -1,7 +1,7 @@
 """What Prefect and MLflow add: ``ragmem run`` (Prefect flow, MLflow run) against
 ``ragmem.evaluate(track=False)`` on the same data.
 
-    python benchmarks/bench_overhead.py [--n 10000] [--tokenizer rjieba|jieba] [--task-runner threads|dask]
+    python benchmarks/bench_overhead.py [--n 10000] [--tokenizer rjieba|jieba] [--task-runner threads|dask] [--repeats 1]
 
 Writes N synthetic bilingual examples and a replay config, then times, in a temporary folder of its
 own (its own MLflow store; the Prefect server the CLI reuses or starts; both exist when timed: a
@@ -11,7 +11,8 @@ warm-up run creates them first, as a user's first run does once):
 - ``ragmem run CONFIG`` (wall time of the command: Prefect, MLflow params, metrics, the per-example
   table, traces and report).
 
-Prints one line, e.g. ``n=10000 evaluate=15.2 s run=16.4 s overhead=+7.9% (imports: prefect 1.7 s,
+With ``--repeats N`` the two are timed N times, interleaved (evaluate, run, evaluate, run, ...),
+each pair printed, then the median of each. Prints one line, e.g. ``n=10000 evaluate=15.2 s run=16.4 s overhead=+7.9% (imports: prefect 1.7 s,
 mlflow store 2.4 s)``: the imports are the part of the overhead no change to ragmem removes, each
 timed in a fresh process that has imported ragmem already (Prefect's package; MLflow's package and its
 sqlite store module, as the first ``MlflowClient`` call on the default store imports them).
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -64,14 +66,21 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=10000)
     parser.add_argument("--tokenizer", choices=["jieba", "rjieba"], default="rjieba")
     parser.add_argument("--task-runner", choices=["threads", "dask"], default="threads")
+    parser.add_argument("--repeats", type=int, default=1, help="interleaved pairs of evaluate and run")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         config = replay_config(folder, args.n, args.tokenizer, orchestration={"task_runner": args.task_runner})
         ragmem = [sys.executable, "-m", "ragmem.cli"]
         timed([*ragmem, "run", str(config)], folder)  # warm-up: the Prefect server, the MLflow store's creation
-        evaluate = timed([sys.executable, "-c", _EVALUATE, str(config)], folder)
-        run = timed([*ragmem, "run", str(config)], folder)
+        pairs = []
+        for i in range(args.repeats):  # interleaved: a slow stretch of the machine touches both sides
+            pairs.append((timed([sys.executable, "-c", _EVALUATE, str(config)], folder),
+                          timed([*ragmem, "run", str(config)], folder)))
+            if args.repeats > 1:
+                print(f"pair {i + 1}: evaluate={pairs[-1][0]:.1f} s run={pairs[-1][1]:.1f} s "
+                      f"({pairs[-1][1] / pairs[-1][0]:.3f}x)", flush=True)
+        evaluate, run = statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs)
     prefect, store = import_time("prefect"), import_time("mlflow, mlflow.store.tracking.sqlalchemy_store")
     print(f"n={args.n} tokenizer={args.tokenizer} task_runner={args.task_runner} evaluate={evaluate:.1f} s "
           f"run={run:.1f} s overhead={(run / evaluate - 1) * 100:+.1f}% (imports: prefect {prefect:.1f} s, "

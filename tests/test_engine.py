@@ -140,7 +140,7 @@ def test_the_logged_table_keeps_15_digits_nulls_and_nested_values(store, tmp_pat
     client = MlflowClient(store["uri"])
     table = json.loads(open(client.download_artifacts(run_id, "examples.json", str(tmp_path)), encoding="utf-8").read())
     assert table["columns"] == ["id", "score", "query", "contexts", "label"]
-    assert table["data"] == [["a", 0.123456789012346, "向量", '[{"text": "中文"}]', 1], ["b", None, None, "[]", None]]
+    assert table["data"] == [["a", 0.123456789012346, "向量", '[{"text":"中文"}]', 1], ["b", None, None, "[]", None]]
 
 
 @pytest.mark.parametrize("error, transient", [
