@@ -20,7 +20,9 @@ run, and reports the percentile interval. Two ways to resample (``stats.bootstra
   Carlo error of the resamples (the third decimal);
 - ``classic``: ``resamples`` index vectors drawn with replacement from one generator seeded with
   ``seed`` (what runs logged before the Poisson bootstrap used; small in-memory tables: memory
-  benchmark questions, the judge sweep). ``paired`` compares two runs on the examples
+  benchmark questions, the judge sweep).
+
+``paired`` compares two runs on the examples
 they share: the difference ``B - A`` with a paired-bootstrap interval, and a two-sided p-value from
 an approximate randomization test (each example's pair of results swapped with probability 1/2;
 ``p = (1 + #{|d*| >= |d|}) / (1 + R)``).
@@ -57,10 +59,18 @@ def _mix(x: np.ndarray) -> np.ndarray:
     return x ^ (x >> np.uint64(31))
 
 
+def _counter_bits(keys: np.ndarray, salt: np.ndarray, counters: np.ndarray) -> np.ndarray:
+    """64 random bits per (counter, example), (len(counters), m): splitmix64(key' + (counter + 1) *
+    golden) with key' = splitmix64(key ^ salt). What the Poisson weights and the randomization
+    test's swaps are both drawn from, each with its own salt."""
+    salted = _mix(np.asarray(keys, dtype=np.uint64) ^ salt)
+    return _mix(salted[None, :] + (counters[:, None] + np.uint64(1)) * _GOLDEN)
+
+
 def example_keys(ids: Iterable[Any]) -> np.ndarray:
     """Each example id's 64-bit key (BLAKE2b of its text): what its Poisson weights are drawn from.
 
-    >>> example_keys(["q1"])[0] == example_keys(["x", "q1"])[1]
+    >>> bool(example_keys(["q1"])[0] == example_keys(["x", "q1"])[1])
     True
     """
     return np.array([int.from_bytes(hashlib.blake2b(str(i).encode("utf-8"), digest_size=8).digest(), "little")
@@ -78,9 +88,8 @@ def poisson_weights(keys: np.ndarray, first: int, count: int, seed: int) -> np.n
     m = len(keys)
     if count <= 0 or m == 0:
         return np.zeros((max(count, 0), m))
-    salted = _mix(np.asarray(keys, dtype=np.uint64) ^ _mix(np.array([seed % 2 ** 64], dtype=np.uint64)))
     pairs = np.arange(first // 2, (first + count + 1) // 2, dtype=np.uint64)
-    bits = _mix(salted[None, :] + (pairs[:, None] + np.uint64(1)) * _GOLDEN)
+    bits = _counter_bits(keys, _mix(np.array([seed % 2 ** 64], dtype=np.uint64)), pairs)
     halves = bits.view(np.uint32).reshape(len(pairs), m, 2)  # little-endian: [..., 0] the low half
     weights = np.empty((len(pairs), 2, m))
     weights[:, 0] = np.searchsorted(_POISSON_CDF32, halves[..., 0], side="right")
@@ -290,10 +299,8 @@ def swaps(keys: np.ndarray, first: int, count: int, seed: int) -> np.ndarray:
     booleans: swap ``[p, i]`` is bit ``p % 64`` of splitmix64(key' + (p // 64 + 1) * golden), with
     key' = splitmix64(key ^ splitmix64(seed) ^ domain): a function of the id, the seed and ``p`` only."""
     m = len(keys)
-    salt = _mix(np.array([seed % 2 ** 64], dtype=np.uint64)) ^ _SWAP_DOMAIN
-    salted = _mix(np.asarray(keys, dtype=np.uint64) ^ salt)
     words = np.arange(first // 64, (first + count + 63) // 64, dtype=np.uint64)
-    bits = _mix(salted[None, :] + (words[:, None] + np.uint64(1)) * _GOLDEN)
+    bits = _counter_bits(keys, _mix(np.array([seed % 2 ** 64], dtype=np.uint64)) ^ _SWAP_DOMAIN, words)
     unpacked = np.unpackbits(bits.view(np.uint8).reshape(len(words), m, 8), axis=2, bitorder="little")
     flat = unpacked.transpose(0, 2, 1).reshape(len(words) * 64, m)
     return flat[first % 64:first % 64 + count].astype(bool)
