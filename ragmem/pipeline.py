@@ -210,9 +210,18 @@ def start_scoring(examples: Sequence[Example], outputs: Sequence[AgentOutput], c
 
 
 def score(table: pd.DataFrame, cfg: RunConfig, components: Components, mapper=None) -> tuple[pd.DataFrame, MetricResult]:
-    """Aggregate metrics, plus their per-example columns added to a copy of the table; the
-    text-heavy work runs on ``mapper`` (:mod:`ragmem.parallel`; default: this process), taking
-    what :func:`start_scoring` began."""
+    """Aggregate metrics, plus their per-example columns added to a copy of the table, their
+    intervals and the LLM usage; the text-heavy work runs on ``mapper`` (:mod:`ragmem.parallel`;
+    default: this process), taking what :func:`start_scoring` began."""
+    table, result = scored(table, cfg, components, mapper)
+    result.ci = {**confidence_intervals(table, result, cfg), **result.ci}  # a family's own intervals kept (pass_rate_ppi)
+    result.values.update(usage_metrics(components))
+    return table, result
+
+
+def scored(table: pd.DataFrame, cfg: RunConfig, components: Components, mapper=None) -> tuple[pd.DataFrame, MetricResult]:
+    """The families' values and per-example columns (added to a copy of the table) of one table,
+    the whole run's or one chunk's (:mod:`ragmem.streaming`): no intervals, no usage."""
     ctx = _metric_context(cfg, components, mapper, components.early)
     try:
         result = compute_metrics(table, [*cfg.metrics, *cfg.gates], ctx)  # a gated metric is always computed
@@ -223,17 +232,22 @@ def score(table: pd.DataFrame, cfg: RunConfig, components: Components, mapper=No
     for name, values in result.columns.items():
         numeric = all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in values)
         table[name] = pd.Series(values, index=table.index, dtype=float if numeric else object)
-    result.ci = {**confidence_intervals(table, result, cfg), **result.ci}  # a family's own intervals kept (pass_rate_ppi)
-    result.values.update(usage_metrics(components))
     return table, result
+
+
+def run_aggregators(table: pd.DataFrame, result: MetricResult, cfg: RunConfig, names=None) -> dict:
+    """The per-example statistics of the ``names`` (default: every value of ``result``): those the
+    table's columns give (:func:`ragmem.stats.aggregators`) and those the families returned."""
+    scorer = scorer_for(cfg.generation.tokenizer, cfg.generation.bleu_tokenize)
+    aggs = stats.aggregators(table, list(result.values) if names is None else names, cfg.zero_division, scorer)
+    extra = result.statistics if names is None else {n: result.statistics[n] for n in names if n in result.statistics}
+    return {**extra, **aggs}
 
 
 def confidence_intervals(table: pd.DataFrame, result: MetricResult, cfg: RunConfig) -> dict[str, tuple[float, float] | None]:
     """Seeded bootstrap intervals (``stats.resamples``, ``stats.confidence``) of every aggregate."""
     names = [n for n, v in result.values.items() if v is not None and n not in result.ci]
-    scorer = scorer_for(cfg.generation.tokenizer, cfg.generation.bleu_tokenize)
-    aggs = stats.aggregators(table, names, cfg.zero_division, scorer)
-
+    aggs = run_aggregators(table, result, cfg, names)
     keys = stats.example_keys(table["id"]) if cfg.stats.bootstrap == "poisson" else None
     with progress.stage("bootstrap"):
         return stats.bootstrap(aggs, len(table), cfg.stats.resamples, cfg.seed, cfg.stats.confidence, keys)

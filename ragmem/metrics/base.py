@@ -33,6 +33,10 @@ class MetricResult:
     undefined: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     ci: dict[str, tuple[float, float] | None] = field(default_factory=dict)  # bootstrap intervals
+    # per-example statistics (one row per table row) of values that no table column rebuilds: those
+    # that need the family's settings or figures it keeps to itself (a RAG metric's pass rate, the
+    # per-source shares, the PPI estimate); what a run's chunks add up (ragmem.streaming) and intervals
+    statistics: dict[str, "Aggregator"] = field(default_factory=dict)
 
 
 def nanmean(values: Iterable[float | None]) -> float | None:
@@ -149,6 +153,10 @@ class Aggregator:
     # apply kind, weighted resamples (the Poisson bootstrap): wreduce(WeightedSample of the sorted
     # measured values) -> the statistic of each resample's multiset (R,) (ragmem.stats.resample_all)
     wreduce: Callable[["WeightedSample"], np.ndarray] | None = None
+    # sum kind, a metric with an interval of its own (pass_rate_ppi's): interval(column sums) -> (low, high)
+    interval: Callable[[np.ndarray], tuple[float, float] | None] | None = None
+    # sum kind, an aggregate that is 0/0 as a whole (precision): its undefined count (0 or 1) from the sums
+    undefined: Callable[[np.ndarray], int] | None = None
 
     def value(self) -> float | None:
         value = self.reduce(self.data.sum(axis=0) if self.kind == "sum" else self.data)
@@ -166,7 +174,8 @@ class Aggregator:
         return np.array([np.nan if v is None else v for v in values], dtype=float)
 
     def with_data(self, data: np.ndarray) -> "Aggregator":
-        return Aggregator(self.kind, data, self.reduce, self.vreduce, wreduce=self.wreduce)
+        return Aggregator(self.kind, data, self.reduce, self.vreduce, wreduce=self.wreduce, interval=self.interval,
+                          undefined=self.undefined)
 
 
 def _mean(s):
@@ -210,7 +219,7 @@ def ratio_aggregator(numerator, denominator, zero_division: float) -> Aggregator
             return np.where(sums[:, 1] == 0, zero_division, sums[:, 0] / sums[:, 1])
 
     data = np.column_stack([np.asarray(numerator, dtype=float), np.asarray(denominator, dtype=float)])
-    return Aggregator("sum", data, reduce, vreduce)
+    return Aggregator("sum", data, reduce, vreduce, undefined=lambda s: int(s[1] == 0))
 
 
 def apply_aggregator(values: np.ndarray, fn: Callable[[np.ndarray], float],

@@ -16,7 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["PPIEstimate", "ppi_mean_ci", "fleiss_kappa", "binary_kappa", "vbinary_kappa", "majority", "majority_odds"]
+__all__ = ["PPIEstimate", "ppi_mean_ci", "ppi_statistics", "ppi_from_sums", "fleiss_kappa", "binary_kappa", "vbinary_kappa", "majority", "majority_odds"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,41 @@ def ppi_mean_ci(labels: Sequence[float], judged: Sequence[float], judged_unlabel
     se = math.sqrt((weight * float(yhat_u.std())) ** 2 / len(yhat_u) + float(np.std(y - weight * yhat)) ** 2 / len(y))
     z = NormalDist().inv_cdf((1 + confidence) / 2)
     return PPIEstimate(estimate, estimate - z * se, estimate + z * se, weight, len(y), len(yhat_u))
+
+
+def ppi_statistics(labels: np.ndarray, judged: np.ndarray, labelled: np.ndarray, unlabelled: np.ndarray) -> np.ndarray:
+    """Per example, what :func:`ppi_from_sums` adds up (n, 9): ``[1, y, ŷ, y², ŷ², yŷ, 0, 0, 0]`` for
+    a ``labelled`` example, ``[0, .., 0, 1, ŷ, ŷ²]`` for an ``unlabelled`` judged one, zeros else."""
+    y = np.where(labelled, labels, 0.0)
+    f = np.where(labelled, judged, 0.0)
+    u = np.where(unlabelled, judged, 0.0)
+    return np.column_stack([labelled.astype(float), y, f, y * y, f * f, y * f, unlabelled.astype(float), u, u * u])
+
+
+def ppi_from_sums(s: Sequence[float], confidence: float = 0.95) -> PPIEstimate | None:
+    """:func:`ppi_mean_ci` (power-tuned λ) from the column sums of :func:`ppi_statistics`: the
+    same estimate and interval from counts, sums, sums of squares and of products, so that chunks
+    of examples add up; ``None`` without 2 labelled and 1 unlabelled example.
+
+    >>> y, f, u = np.array([1., 0, 1, 1]), np.array([1., 0, 1, 0]), np.array([1., 1, 0, 1, 0, 1])
+    >>> rows = ppi_statistics(np.r_[y, u * 0], np.r_[f, u], np.r_[[True] * 4, [False] * 6], np.r_[[False] * 4, [True] * 6])
+    >>> a, b = ppi_from_sums(rows.sum(axis=0)), ppi_mean_ci(y, f, u)
+    >>> bool(abs(a.estimate - b.estimate) < 1e-12 and abs(a.low - b.low) < 1e-12)
+    True
+    """
+    n, sy, sf, syy, sff, syf, big_n, su, suu = (float(v) for v in s)
+    if n < 2 or big_n < 1:
+        return None
+    total = n + big_n
+    variance = (sff + suu - (sf + su) ** 2 / total) / (total - 1)
+    covariance = syf / n - (sy / n) * (sf / n)
+    lam = 0.0 if variance <= 0 else min(1.0, max(0.0, covariance / ((1 + n / big_n) * variance)))
+    estimate = lam * su / big_n + (sy - lam * sf) / n
+    var_u = max(0.0, suu / big_n - (su / big_n) ** 2)
+    var_r = max(0.0, (syy - 2 * lam * syf + lam * lam * sff) / n - ((sy - lam * sf) / n) ** 2)
+    se = math.sqrt(lam * lam * var_u / big_n + var_r / n)
+    z = NormalDist().inv_cdf((1 + confidence) / 2)
+    return PPIEstimate(estimate, estimate - z * se, estimate + z * se, lam, int(n), int(big_n))
 
 
 def fleiss_kappa(counts: Sequence[Sequence[int]]) -> float | None:

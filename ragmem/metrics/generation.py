@@ -63,7 +63,8 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
         values[f"{name}_sentence_mean"] = nanmean(columns[name])
     # sentence BLEU/chrF and the statistics stay as columns (the bootstrap resamples the statistics)
     keep = set(wanted) | {"bleu", "chrf", "bleu_stats", "chrf_stats"}
-    return MetricResult(values=values, columns={k: v for k, v in columns.items() if k in keep})
+    means = {f"{n}_sentence_mean": mean_aggregator(pd.Series(columns[n], dtype=float)) for n in CORPUS}
+    return MetricResult(values=values, columns={k: v for k, v in columns.items() if k in keep}, statistics=means)
 
 
 def _pairs(rows) -> list[tuple[str, str]]:

@@ -1,14 +1,16 @@
 """Per-source metrics: what each context source (``rag``, ``memory_short``, ``memory_long``)
-brought, for runs whose contexts carry a ``source``. Aggregates only (no per-example columns, so no
-intervals). Selected one by one (``coverage_memory_long``) or all with ``per_source``.
+brought, for runs whose contexts carry a ``source``. Aggregates only: no per-example columns; their
+per-example statistics give their intervals. Selected one by one (``coverage_memory_long``) or all
+with ``per_source``.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from ragmem.metrics import names
-from ragmem.metrics.base import Family, MetricResult, failed, nanmean
+from ragmem.metrics.base import Aggregator, Family, MetricResult, failed
 from ragmem.metrics.ranking import is_gold
 from ragmem.schema import CONTEXT_SOURCES
 
@@ -24,45 +26,49 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
       held by the contexts from s (0 for an example without contexts from s);
     - ``hit_rate_{s}``: share of examples with gold ids where a context from s is relevant;
     - ``answer_source_share_{s}``: mean share of the answer's keywords found only in s's contexts.
+
+    Each is a ratio of sums of per-example statistics ``[numerator, denominator, has a source]``
+    (:attr:`MetricResult.statistics`: intervals, and chunks that add up); null, with a note, when
+    no context of the run carries a source.
     """
     K = ctx.keywords
-    totals = {s: 0 for s in CONTEXT_SOURCES}
-    n_contexts = 0
-    cov = {s: [] for s in CONTEXT_SOURCES}
-    ref_cov = {s: [] for s in CONTEXT_SOURCES}
-    only = {s: [] for s in CONTEXT_SOURCES}
-    hits = {s: [] for s in CONTEXT_SOURCES}
-    any_source = False
+    stats = {f"{kind}_{s}": [] for s in CONTEXT_SOURCES for kind in KINDS}
     for row in ctx.rows(table):
         if failed(row):
+            for column in stats.values():
+                column.append((0.0, 0.0, 0.0))
             continue
         by_source = {s: [c for c in row.contexts if c.get("source") == s] for s in CONTEXT_SOURCES}
-        any_source |= any(by_source.values())
-        n_contexts += len(row.contexts)
+        has = float(any(by_source.values()))
         answer, reference = K(row.generated_answer or ""), K(row.reference_answer or "")
         kws = {s: K.union(c["text"] for c in cs) for s, cs in by_source.items()}
         gold = row.gold_relevance if isinstance(row.gold_relevance, dict) else None
         for s in CONTEXT_SOURCES:
-            totals[s] += len(by_source[s])
-            if answer:
-                cov[s].append(len(kws[s] & answer) / len(answer))
-                others = set().union(*(kws[t] for t in CONTEXT_SOURCES if t != s))
-                only[s].append(len((kws[s] - others) & answer) / len(answer))
-            if reference:
-                ref_cov[s].append(len(kws[s] & reference) / len(reference))
-            if gold:
-                hits[s].append(float(any(is_gold(c, gold) for c in by_source[s])))
-    if not any_source:
-        return MetricResult(values={n: None for n in NAMES if n in wanted},
-                            notes=["per-source metrics: no context carries a source"])
-    values: dict[str, float | None] = {}
-    for s in CONTEXT_SOURCES:
-        values[f"context_share_{s}"] = totals[s] / n_contexts if n_contexts else None
-        values[f"coverage_{s}"] = nanmean(cov[s])
-        values[f"reference_coverage_{s}"] = nanmean(ref_cov[s])
-        values[f"hit_rate_{s}"] = nanmean(hits[s])
-        values[f"answer_source_share_{s}"] = nanmean(only[s])
-    return MetricResult(values={n: v for n, v in values.items() if n in wanted})
+            others = set().union(*(kws[t] for t in CONTEXT_SOURCES if t != s)) if answer else set()
+            stats[f"context_share_{s}"].append((len(by_source[s]), len(row.contexts), has))
+            stats[f"coverage_{s}"].append((len(kws[s] & answer) / len(answer), 1.0, has) if answer else (0.0, 0.0, has))
+            stats[f"answer_source_share_{s}"].append(
+                (len((kws[s] - others) & answer) / len(answer), 1.0, has) if answer else (0.0, 0.0, has))
+            stats[f"reference_coverage_{s}"].append(
+                (len(kws[s] & reference) / len(reference), 1.0, has) if reference else (0.0, 0.0, has))
+            stats[f"hit_rate_{s}"].append(
+                (float(any(is_gold(c, gold) for c in by_source[s])), 1.0, has) if gold else (0.0, 0.0, has))
+    aggs = {name: Aggregator("sum", np.array(rows, dtype=float).reshape(-1, 3), _share, _vshare)
+            for name, rows in stats.items() if name in wanted}
+    values = {name: agg.value() for name, agg in aggs.items()}
+    anywhere = any(row[2] for row in stats[f"context_share_{CONTEXT_SOURCES[0]}"])
+    notes = [] if anywhere else ["per-source metrics: no context carries a source"]
+    return MetricResult(values=values, notes=notes, statistics=aggs)
+
+
+def _share(s) -> float | None:
+    """``Σ numerator / Σ denominator``; null when no context of the run carries a source, or 0/0."""
+    return None if s[2] == 0 or s[1] == 0 else s[0] / s[1]
+
+
+def _vshare(sums: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where((sums[:, 2] == 0) | (sums[:, 1] == 0), np.nan, sums[:, 0] / sums[:, 1])
 
 
 FAMILY = Family(names.PER_SOURCE, compute)

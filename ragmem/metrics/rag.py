@@ -109,7 +109,9 @@ class RagMetrics:
         columns = {name: values, f"{name}_error": errors}
         if votes is not None and any(v for v in votes):  # judge.samples > 1: [yes, samples] per item
             columns[f"{name}_votes"] = votes
-        return MetricResult(values=out, columns=columns, undefined={name: undefined})
+        passed = [None if v is None or math.isnan(v) else float(v >= self.threshold) for v in values]
+        return MetricResult(values=out, columns=columns, undefined={name: undefined},
+                            statistics={f"{name}_pass_rate": mean_aggregator(pd.Series(passed, dtype=float))})
 
     def _rows(self, table: pd.DataFrame):
         if self._rows_of is None or self._rows_of[0] is not table:  # once per table, not per metric
@@ -123,10 +125,11 @@ class RagMetrics:
         errors = [r.judge_error if isinstance(r.judge_error, str) else None for r in every]
         result = self._finish("answer_correctness", values, errors)
         if "keyword_verdict" in table:
-            pairs = [(r.keyword_verdict, r.verdict) for r in every
-                     if not pd.isna(r.keyword_verdict) and not pd.isna(r.verdict)]
-            if pairs:
-                result.values["keyword_llm_agreement"] = sum(int(a) == int(b) for a, b in pairs) / len(pairs)
+            agree = pd.Series([None if pd.isna(r.keyword_verdict) or pd.isna(r.verdict)
+                               else float(int(r.keyword_verdict) == int(r.verdict)) for r in every], dtype=float)
+            if agree.notna().any():
+                result.values["keyword_llm_agreement"] = float(agree.sum() / agree.notna().sum())
+                result.statistics["keyword_llm_agreement"] = mean_aggregator(agree)
         return result
 
     def contextual_precision(self, table: pd.DataFrame) -> MetricResult:
@@ -371,6 +374,7 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
             merged.values.update(result.values)
             merged.columns.update(result.columns)
             merged.undefined.update(result.undefined)
+            merged.statistics.update(result.statistics)
     merged.notes.extend(computer.notes)
     return merged
 

@@ -83,6 +83,7 @@ def compute_metrics(table: pd.DataFrame, selected: Sequence[str], ctx: MetricCon
         merged.undefined.update({k: v for k, v in result.undefined.items() if k in wanted})
         merged.notes.extend(result.notes)
         merged.ci.update(result.ci)  # a family's own intervals (pass_rate_ppi's), not the bootstrap's
+        merged.statistics.update(result.statistics)
     return merged
 
 

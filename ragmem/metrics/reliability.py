@@ -12,8 +12,9 @@ Per run (the family ``reliability``; logged to MLflow under ``judge/``, see
   ``judge_specificity`` (``tn / (tn + fp)``), each with its bootstrap interval; undefined (null,
   never 0) when its denominator is 0;
 - with labels on some judged examples and none on others: ``pass_rate_ppi``, the share a human would
-  pass, by :func:`ppi_mean_ci` (its own interval, not the bootstrap's); ``answer_correctness_ppi``
-  is the same estimate for answer_correctness, whose per-example value is the verdict;
+  pass, by :func:`ragmem.metrics.estimators.ppi_mean_ci`, computed from sums (:func:`ppi_from_sums`;
+  its own interval, not the bootstrap's); ``answer_correctness_ppi`` is the same estimate for
+  answer_correctness, whose per-example value is the verdict;
 - with ``judge.samples`` N > 1: per example the share of its samples that agree with the majority
   (``judge_agreement``); ``judge_self_agreement`` (its mean), ``judge_flip_rate`` (the share of
   examples whose samples disagree) and ``judge_fleiss_kappa`` (:func:`fleiss_kappa` over the
@@ -39,7 +40,7 @@ import pandas as pd
 from ragmem.metrics import names
 from ragmem.metrics.base import Aggregator, Family, MetricResult, mean_aggregator, ratio_aggregator, scored_mask
 from ragmem.metrics.classification import confusion_indicators
-from ragmem.metrics.estimators import binary_kappa, majority_odds, ppi_mean_ci, vbinary_kappa
+from ragmem.metrics.estimators import binary_kappa, majority_odds, ppi_from_sums, ppi_statistics, vbinary_kappa
 
 __all__ = ["majority_aggregator", "items_aggregator", "unreliable", "FAMILY", "NAMES"]
 
@@ -231,17 +232,32 @@ def _moved_verdicts(table: pd.DataFrame, threshold: float) -> dict[str, list[flo
     return out
 
 
-def _ppi(table: pd.DataFrame, confidence: float) -> tuple[Any, str | None]:
-    """The prediction-powered pass rate, or ``None`` with the reason it is not defined."""
+def _ppi(table: pd.DataFrame, confidence: float) -> tuple[Aggregator | None, str | None]:
+    """The prediction-powered pass rate's per-example statistics (:func:`ppi_statistics`, its value
+    and interval from their sums: :func:`ppi_from_sums`), or ``None`` with the reason it is not
+    defined. Its interval is its own, not the bootstrap's."""
     verdict, judged = _judged(table)
     label = _numeric(table, "label")
     labelled, unlabelled = judged & label.notna(), judged & label.isna()
-    if not labelled.any() or not unlabelled.any():  # (all labelled: the labels' mean is the human pass rate)
-        return None, None
+    data = ppi_statistics(label.fillna(0).to_numpy(), verdict.fillna(0).to_numpy(), labelled.to_numpy(),
+                          unlabelled.to_numpy())
+
+    def reduce(s):
+        if s[0] == 0 or s[6] == 0:  # all labelled: the labels' mean is the human pass rate
+            return None
+        estimate = ppi_from_sums(s, confidence)
+        return None if estimate is None else estimate.estimate
+
+    def interval(s):
+        estimate = ppi_from_sums(s, confidence) if s[6] else None
+        return None if estimate is None else (estimate.low, estimate.high)
+
+    agg = Aggregator("sum", data, reduce, interval=interval)
+    if not labelled.any() or not unlabelled.any():
+        return agg, None
     if labelled.sum() < 2:
-        return None, "pass_rate_ppi not computed: fewer than 2 labelled examples"
-    return ppi_mean_ci(label[labelled].to_numpy(), verdict[labelled].to_numpy(), verdict[unlabelled].to_numpy(),
-                       confidence), None
+        return agg, "pass_rate_ppi not computed: fewer than 2 labelled examples"
+    return agg, None
 
 
 def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
@@ -257,13 +273,15 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
         for name, (num, den) in (("judge_label_agreement", (tp + tn, n_labelled)),
                                  ("judge_sensitivity", (tp, tp + fn)), ("judge_specificity", (tn, tn + fp))):
             values[name] = num / den if den else None
-    estimate, why = _ppi(table, getattr(ctx, "confidence", 0.95))
+    ppi, why = _ppi(table, getattr(ctx, "confidence", 0.95))
     if why:
         notes.append(why)
-    if estimate is not None:
-        for name in ("pass_rate_ppi", *(["answer_correctness_ppi"] if "answer_correctness_ppi" in wanted else [])):
-            values[name] = estimate.estimate
-            ci[name] = (estimate.low, estimate.high)
+    statistics: dict[str, Aggregator] = {}
+    for name in ("pass_rate_ppi", *(["answer_correctness_ppi"] if "answer_correctness_ppi" in wanted else [])):
+        statistics[name] = ppi
+        if ppi.value() is not None:
+            values[name] = ppi.value()
+            ci[name] = ppi.interval(ppi.data.sum(axis=0))
     judge = getattr(ctx, "judge", None)
     if judge is not None and judge.samples > 1 and judge.temperature == 0:
         notes.append(f"judge.samples {judge.samples} with judge.temperature 0: the samples may be identical "
@@ -281,7 +299,7 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
         columns = _moved_verdicts(table, judge.threshold)
         for name, (column, _) in _MOVED.items():
             values[name] = mean_aggregator(pd.Series(columns[column], dtype=float)).value()
-    return MetricResult(values=values, columns=columns, notes=notes, ci=ci)
+    return MetricResult(values=values, columns=columns, notes=notes, ci=ci, statistics=statistics)
 
 
 def _undecided(table: pd.DataFrame) -> pd.Series:

@@ -1,0 +1,179 @@
+"""A run's metrics from its examples chunk by chunk, in one pass, holding nothing per example but
+the measured latencies.
+
+Each scored chunk (its per-example table, its families' :class:`~ragmem.metrics.base.MetricResult`
+and its aggregators: :func:`ragmem.pipeline.run_aggregators`) leaves behind:
+
+- the column sums of every sum-kind aggregator (means, ratios, confusion indicators, sacrebleu's
+  statistics, the PPI sums, the per-source shares) and, for each resample of the Poisson bootstrap,
+  their weighted sums ``weights @ data`` (R x m per metric). An example's weights are a function of
+  its id, the seed and the resample's number (:func:`ragmem.stats.poisson_weights`), so how the
+  examples are split into chunks changes nothing but the order in which sums are added;
+- the counts (``n_*``, ``confusion_*``, ``*_failures`` and the undefined cases), added;
+- for apply-kind aggregators (latency percentiles: not a function of sums), the values and the
+  examples' keys: 16 bytes an example, the one thing kept per example.
+
+:meth:`RunStatistics.values` and :meth:`RunStatistics.intervals` then equal what
+:func:`ragmem.pipeline.score` computes on the whole table: the values to 1e-9 and the intervals
+of the Poisson bootstrap to ~12 digits (sums added in another order), whatever the chunk sizes.
+A two-stage aggregator (``judge.samples`` > 1: its second stage draws by position) and the classic
+bootstrap (one generator over the whole table) cannot be summed by chunk: :meth:`RunStatistics.add`
+refuses the first, and the classic bootstrap is not offered here.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+
+import numpy as np
+import pandas as pd
+
+from ragmem import stats
+from ragmem.metrics.base import Aggregator, MetricResult
+
+__all__ = ["RunStatistics", "additive"]
+
+
+def additive(name: str) -> bool:
+    """Whether a value is a count that chunks add up (``n_*``, ``confusion_*``, ``*_failures``)."""
+    return name.startswith(("n_", "confusion_")) or name.endswith("_failures")
+
+
+class RunStatistics:
+    """What a run's metrics and intervals are rebuilt from, chunk after chunk (:meth:`add`)."""
+
+    def __init__(self, resamples: int = 1000, seed: int = 0, confidence: float = 0.95):
+        self.resamples, self.seed, self.confidence = resamples, seed, confidence
+        self.n = 0
+        self.names: dict[str, None] = {}       # every value's name, in the order first reported
+        self.counts: dict[str, float] = {}
+        self._undefined: collections.Counter = collections.Counter()  # undefined examples, added
+        self._whole_undefined: set[str] = set()  # aggregates undefined as a whole (0/0 of the sums)
+        self.notes: list[str] = []
+        self.unmerged: set[str] = set()        # values with neither statistics nor a count form
+        self._reducers: dict[str, Aggregator] = {}    # each aggregator without its data
+        self._sums: dict[str, np.ndarray] = {}
+        self._boot: dict[str, np.ndarray] = {}
+        self._keys: list[np.ndarray] = []             # the examples' keys, when apply-kind values are kept
+        self._applied: dict[str, list[np.ndarray]] = {}
+
+    def add(self, table: pd.DataFrame, result: MetricResult, aggs: dict[str, Aggregator]) -> None:
+        """One scored chunk: its table (the ids), its families' result, and its aggregators."""
+        n = len(table)
+        for name, value in result.values.items():
+            self.names.setdefault(name)
+            if name in aggs:
+                continue
+            if additive(name):
+                if value is not None:
+                    self.counts[name] = self.counts.get(name, 0.0) + value
+            else:
+                self.unmerged.add(name)
+        self._undefined.update({k: v for k, v in result.undefined.items() if getattr(aggs.get(k), "undefined", None) is None})
+        self._whole_undefined.update(k for k in result.undefined if getattr(aggs.get(k), "undefined", None) is not None)
+        self.notes += [note for note in result.notes if note not in self.notes]
+        staged = [name for name, agg in aggs.items() if agg.resum is not None]
+        if staged:
+            raise ValueError(f"{', '.join(staged)}: two-stage intervals (judge.samples > 1) are not summed by chunk")
+        keys = stats.example_keys(table["id"])
+        summed = {name: agg for name, agg in aggs.items() if agg.kind == "sum"}
+        applied = {name: agg for name, agg in aggs.items() if agg.kind != "sum"}
+        for name, agg in aggs.items():
+            if name not in self._reducers:
+                width = agg.data.reshape(n, -1).shape[1] if agg.kind == "sum" else 1
+                self._reducers[name] = agg.with_data(np.zeros((0, width)) if agg.kind == "sum" else np.zeros(0))
+        self._add_sums(summed, keys, n)
+        if applied or self._keys:
+            self._add_applied(applied, keys, n)
+        self.n += n
+
+    def _add_sums(self, summed: dict[str, Aggregator], keys: np.ndarray, n: int) -> None:
+        """The column sums, and each resample's weighted sums (one product per block of resamples
+        over the chunk's side-by-side data, as :func:`ragmem.stats.resample_all`)."""
+        if not summed:
+            return
+        columns = np.hstack([agg.data.reshape(n, -1) for agg in summed.values()])
+        edges = np.cumsum([0] + [agg.data.reshape(n, -1).shape[1] for agg in summed.values()])
+        boot = np.zeros((self.resamples, columns.shape[1]))
+        block = max(1, stats._BLOCK_ELEMENTS // max(1, n))
+        for start in range(0, self.resamples, block):
+            weights = stats.poisson_weights(keys, start, min(block, self.resamples - start), self.seed)
+            boot[start:start + len(weights)] = weights @ columns
+        totals = columns.sum(axis=0)
+        for name, low, high in zip(summed, edges[:-1], edges[1:]):
+            if name in self._sums:
+                self._sums[name] += totals[low:high]
+                self._boot[name] += boot[:, low:high]
+            else:
+                self._sums[name], self._boot[name] = totals[low:high].copy(), boot[:, low:high].copy()
+
+    def _add_applied(self, applied: dict[str, Aggregator], keys: np.ndarray, n: int) -> None:
+        """The values of apply-kind aggregators (NaN where not measured), one array per distinct
+        column shared by the metrics that read it (latency's five), and the examples' keys."""
+        if not self._keys and self.n:  # the first chunk with such values: the earlier rows had none
+            self._keys.append(np.zeros(self.n, dtype=np.uint64))  # (their NaN values weigh nothing)
+        self._keys.append(keys)
+        shared: dict[bytes, np.ndarray] = {}
+        for name in {*applied, *self._applied}:
+            if name in applied:
+                data = np.asarray(applied[name].data, dtype=float)
+                digest = hashlib.blake2b(np.ascontiguousarray(data).tobytes(), digest_size=16).digest()
+                data = shared.setdefault(digest, data)
+            else:
+                data = np.full(n, np.nan)
+            self._applied.setdefault(name, [np.full(self.n, np.nan)] if self.n else []).append(data)
+
+    @property
+    def undefined(self) -> dict[str, int]:
+        """Undefined cases per metric: undefined examples added up, and an aggregate's own 0/0
+        (precision's: 1 when its summed denominator is 0)."""
+        out = dict(self._undefined)
+        for name in self._whole_undefined:
+            out[name] = self._reducers[name].undefined(self._sums[name])
+        return out
+
+    def values(self) -> dict[str, float | None]:
+        """Every value the chunks reported (in that order, then those only their sums define)."""
+        out: dict[str, float | None] = {}
+        for name in [*self.names, *(n for n in self._reducers if n not in self.names)]:
+            if name in self._reducers:
+                value = self._value(name)
+                if value is not None or name in self.names:
+                    out[name] = value
+            else:
+                out[name] = self.counts.get(name)
+        return out
+
+    def _value(self, name: str) -> float | None:
+        agg = self._reducers[name]
+        if agg.kind == "sum":
+            value = agg.reduce(self._sums[name])
+        else:
+            value = agg.reduce(np.concatenate(self._applied[name]))
+        return None if value is None else float(value)
+
+    def intervals(self, names=None) -> dict[str, tuple[float, float] | None]:
+        """The interval of every value with statistics (``names``: of these only): its own
+        (pass_rate_ppi's), else the percentile interval of the Poisson bootstrap."""
+        names = [n for n in (names if names is not None else self._reducers) if n in self._reducers]
+        out: dict[str, tuple[float, float] | None] = {}
+        alpha = (1 - self.confidence) / 2
+        applied = {}
+        for name in names:
+            agg = self._reducers[name]
+            if agg.kind != "sum":
+                applied[name] = agg.with_data(np.concatenate(self._applied[name]))
+            elif agg.interval is not None:
+                out[name] = agg.interval(self._sums[name]) if self._value(name) is not None else None
+            elif self.resamples > 0 and self.n:
+                boot = agg.reduce_many(self._boot[name])
+                boot = boot[~np.isnan(boot)]
+                out[name] = None if boot.size == 0 else (float(np.quantile(boot, alpha)),
+                                                         float(np.quantile(boot, 1 - alpha)))
+            else:
+                out[name] = None
+        if applied:
+            keys = np.concatenate(self._keys)
+            out.update(stats.bootstrap(applied, len(keys), self.resamples, self.seed, self.confidence, keys))
+        return {name: out[name] for name in names}
