@@ -19,14 +19,16 @@ import contextlib
 import json
 import logging
 import shutil
-import time
+import tempfile
 import uuid
+import weakref
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from ragmem import bench_data, endpoints, gates, interrupts, labels, memory_bench, memory_layers, pipeline, prepare, progress, report_html
+from ragmem import bench_data, chunks, endpoints, gates, interrupts, labels, memory_bench, memory_layers, pipeline, prepare, progress, report_html
 from ragmem import resume as resumes
 from ragmem import bench_compare, judge_sweep, sweep as sweeps
 from ragmem.config import RunConfig
@@ -36,12 +38,11 @@ from ragmem.loaders import Dataset
 from ragmem.locomo import data_sha256
 from ragmem.prompts import PROMPT_VERSION, prompt_hash
 from ragmem.masking import mask, scrub
-from ragmem.parallel import EarlyMaps, ProcessPool, mapper_for
 from ragmem.prepare import SweepPlan
 from ragmem.schema import AgentOutput
 from ragmem.steps import PLAIN, Steps  # noqa: F401  (also ragmem.engine.Steps, PLAIN)
 from ragmem.text import plural
-from ragmem.tracking import TrackedRun, Tracker, end_unfinished, is_transient, process_tracking_uri, tracked_run
+from ragmem.tracking import TrackedRun, Tracker, end_unfinished, files, is_transient, process_tracking_uri, tracked_run
 
 log = logging.getLogger("ragmem")
 
@@ -51,17 +52,25 @@ class EvaluationResult:
     """Aggregates in ``metrics``, one row per example in ``table``, and the summary dict."""
 
     metrics: dict[str, float | None]
-    table: pd.DataFrame
+    _table: pd.DataFrame | None  # None: read from table_path when first asked for (a streamed run's)
     summary: dict[str, Any]
     run_id: str | None = None
     params: dict[str, str] = field(default_factory=dict)
     index_builds: int = 0  # reference-agent indexes this run built (0 when it reused one)
     journal_key: str | None = None  # the run's journal (its run id, or untracked-...): its agent answers
+    table_path: Path | None = None  # a streamed run's examples.parquet
+
+    @property
+    def table(self) -> pd.DataFrame:
+        """One row per example (a streamed run's read from its Parquet file the first time)."""
+        if self._table is None:
+            self._table = files.read_table(self.table_path)
+        return self._table
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{k}={v:.4g}" for k, v in self.metrics.items()
                           if v is not None and not k.startswith("confusion_"))
-        return f"EvaluationResult(n={len(self.table)}, run_id={self.run_id!r}, {shown})"
+        return f"EvaluationResult(n={self.summary['n_examples']}, run_id={self.run_id!r}, {shown})"
 
 
 def _tracker(cfg: RunConfig) -> Tracker | None:
@@ -102,29 +111,55 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
         if answers_from:  # the sibling's answers, journaled as this run's own (a resume needs no sibling)
             kept = journal.adopt(answers_from)
         try:
-            outputs, judgements = _answer_and_judge(cfg, steps, components, dataset, journal, kept)
-            with progress.stage("metrics"):
-                table, result = steps.score(dataset.examples, outputs, judgements, components, cfg)
+            table, result, outputs, streamed = _scored(cfg, steps, components, dataset, journal, kept)
             for client in (components.llm, components.embedder):  # every call failed alike: say it once
                 line = client.failure_summary() if client is not None else None
                 if line:
                     result.notes.append(line)
-            result.notes.extend(labels.label_sheet(table, cfg.judge.label_sample, cfg.seed, journal.folder, run.id))
+            sheet_rows = table if streamed is None else streamed.label_rows
+            result.notes.extend(labels.label_sheet(sheet_rows, cfg.judge.label_sample, cfg.seed, journal.folder, run.id))
             params = pipeline.run_params(cfg, dataset, components)
-            summary = pipeline.summary(run.id, cfg, result, table, params)
+            summary = pipeline.summary(run.id, cfg, result, table, params, streamed and streamed.counts)
             if cfg.gates:  # judged here, acted on by the caller (ragmem run exits 3) after the run is logged
+                whole = table if streamed is None or baseline is None else files.read_table(streamed.table_path)
                 summary["gates"] = gates.as_dicts(gates.evaluate(result.values, cfg.gates)
-                                                  + gates.regressions(cfg, table, params, result.values, baseline))
+                                                  + gates.regressions(cfg, whole, params, result.values, baseline))
             if run.id is not None:
-                _log_run(steps, run, cfg, dataset, outputs, table, result, params, summary, journal)
+                _log_run(steps, run, cfg, dataset, outputs, table, result, params, summary, journal, streamed)
         except BaseException as exc:  # what is done, and how to go on, for the one-line message
             journal.close()
             exc.ragmem_progress = (journal.key, len(kept) + journal.written, len(dataset))
             raise
         journal.close()
+    return _handed_over(EvaluationResult(result.values, None if streamed else table, summary, run.id, params,
+                                         components.index_builds(), journal.key), journal, streamed, keep_journal)
+
+
+def _handed_over(out: EvaluationResult, journal: Journal, streamed, keep_journal: bool) -> EvaluationResult:
+    """The result, the run's journal folder removed unless kept; a streamed run's table stays a
+    file: the folder's, or (folder removed) a temporary one that goes with the result."""
+    if streamed is not None:
+        out.table_path = streamed.table_path
+        if not keep_journal:
+            out.table_path = Path(tempfile.mkdtemp(prefix="ragmem-table-")) / chunks.TABLE
+            shutil.move(streamed.table_path, out.table_path)
+            weakref.finalize(out, shutil.rmtree, out.table_path.parent, True)
     if not keep_journal:
         shutil.rmtree(journal.folder, ignore_errors=True)
-    return EvaluationResult(result.values, table, summary, run.id, params, components.index_builds(), journal.key)
+    return out
+
+
+def _scored(cfg: RunConfig, steps: Steps, components: pipeline.Components, dataset: Dataset, journal: Journal,
+            kept: dict[str, AgentOutput]) -> tuple[pd.DataFrame, Any, list, chunks.Streamed | None]:
+    """Every example answered, judged and scored: the table (a streamed run's: the rows its report
+    may show), the result, the outputs (a streamed run's: the first ``tracking.max_traces``)."""
+    if dataset.streamed:  # chunk by chunk: answered, judged, scored, written (ragmem.chunks)
+        streamed = chunks.score_in_chunks(cfg, steps, components, dataset, journal, kept)
+        return streamed.shown, streamed.result, streamed.outputs, streamed
+    outputs, judgements = chunks.answer_and_judge_all(cfg, steps, components, dataset, journal, kept)
+    with progress.stage("metrics"):
+        table, result = steps.score(dataset.examples, outputs, judgements, components, cfg)
+    return table, result, outputs, None
 
 
 def _resumed(cfg: RunConfig, dataset: Dataset, tracker: Tracker | None, resume: str) -> tuple[Journal, dict]:
@@ -146,57 +181,22 @@ def _new_journal(run_id: str | None, cfg: RunConfig, dataset: Dataset, tracker: 
     return journal
 
 
-def _answer_and_judge(cfg: RunConfig, steps: Steps, components: pipeline.Components, dataset: Dataset,
-                      journal: Journal, kept: dict[str, AgentOutput]) -> tuple[list[AgentOutput], list]:
-    """Per batch: time the agent (each output journaled the moment it is known; the ``kept`` ones
-    of a resumed run are not asked again), judge, and begin the batch's scoring on idle workers."""
-    outputs: list[AgentOutput] = []
-    judgements: list = []
-    with progress.stage("agent", len(dataset) - len(kept)) as called, progress.stage("judge", len(dataset)) as judged:
-        def record(output: AgentOutput) -> None:
-            journal.append(output)
-            called.advance(1, failed=int(output.error is not None))
-
-        sized = pipeline.Batches(dataset.examples, cfg.agent.batch_size)
-        local = mapper_for(cfg.orchestration.workers)  # the judge's keyword sets: on local processes
-        # a live agent leaves the workers idle while it answers: they score each judged batch
-        # meanwhile; replayed answers leave no wait to fill (the metrics map them all at once)
-        live = cfg.agent.type != "replay"
-        components.early = EarlyMaps(local) if live and isinstance(local, ProcessPool) else None
-        for i, batch in enumerate(sized):
-            interrupts.check()
-            started = time.perf_counter()
-            todo = [e for e in batch if e.id not in kept]
-            answered = {o.example_id: o for o in steps.time_agent(components.agent, todo, cfg, i, record)} if todo else {}
-            journal.sync()
-            answered = [kept.get(e.id) or answered[e.id] for e in batch]
-            pipeline.prime_keywords(batch, answered, components.keywords, local, contexts=False)
-            verdicts = steps.judge(components.judge, batch, answered, i)
-            judged.advance(len(batch), failed=sum(v is not None and v.error is not None for v in verdicts))
-            pipeline.start_scoring(batch, answered, cfg, components)  # on the idle workers
-            sized.took(time.perf_counter() - started)
-            judgements += verdicts
-            outputs += answered
-            log.debug("agent + judge: %d/%d examples (%d agent errors)", len(outputs), len(dataset),
-                      sum(o.error is not None for o in outputs))
-    (log.debug if progress.folded() else log.info)(  # a sweep's children: the sweep's own line says it
-        "agent + judge: %d/%d examples (%d agent errors, %d judge errors)", len(outputs), len(dataset),
-        sum(o.error is not None for o in outputs), sum(j is not None and j.error is not None for j in judgements))
-    return outputs, judgements
-
-
 def _log_run(steps: Steps, run: TrackedRun, cfg: RunConfig, dataset: Dataset, outputs, table, result, params,
-             summary, journal: Journal) -> None:
+             summary, journal: Journal, streamed: chunks.Streamed | None = None) -> None:
     """The run's params, metrics, artifacts, report and traces to MLflow; a store that went away
-    keeps the results local (summary written, the resume hint raised)."""
+    keeps the results local (summary written, the resume hint raised). A streamed run logs its
+    Parquet file as it is, and its report from the rows it kept."""
+    held = streamed is None
     try:
         with progress.stage("logging to MLflow"):
             steps.log(run, resolved_config=mask(cfg.raw), params=params, metrics=result.values,
-                      counts=pipeline.counts(table, result), table=table, summary=summary,
-                      examples=dataset.examples, outputs=outputs, max_traces=cfg.tracking.max_traces,
+                      counts=summary["counts"], table=table if held else streamed.table_path, summary=summary,
+                      examples=dataset.examples if held else streamed.examples, outputs=outputs,
+                      max_traces=cfg.tracking.max_traces,
                       extra_files=tuple(p for p in (journal.path, journal.folder / labels.SHEET) if p.is_file()),
                       workers=cfg.orchestration.workers, copies_max_rows=cfg.tracking.table_copies_max_rows,
-                      report=report_html.run_page(summary, table))
+                      report=report_html.run_page(summary, table) if held else
+                      report_html.run_page(summary, table, streamed.latency_s, streamed.by_file))
     except Exception as exc:
         if not is_transient(exc):
             raise

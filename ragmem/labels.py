@@ -56,6 +56,15 @@ def allocate(sizes: Sequence[int], k: int) -> list[int]:
 def pick(table: pd.DataFrame, k: int, seed: int = 0) -> pd.DataFrame:
     """``k`` judged examples without a label, drawn (seeded) stratified by the judge's verdict, as
     the rows of the sheet (in the table's order)."""
+    rows = pick_rows(table, k, seed)
+    return pd.DataFrame({"example_id": rows["id"].astype(str), "label": "", "query": rows.get("query"),
+                         "generated_answer": rows.get("generated_answer"), "reference_answer": rows.get("reference_answer"),
+                         "judge_verdict": pd.to_numeric(rows["verdict"]).astype(int), "judge_reason": rows.get("judge_reason")},
+                        columns=list(COLUMNS))
+
+
+def pick_rows(table: pd.DataFrame, k: int, seed: int = 0) -> pd.DataFrame:
+    """The table's rows :func:`pick` draws (a streamed run draws again from each chunk's)."""
     verdict = pd.to_numeric(table["verdict"], errors="coerce")
     label = pd.to_numeric(table["label"], errors="coerce") if "label" in table else verdict * np.nan
     ok = table["error"].isna() if "error" in table else pd.Series(True, index=table.index)
@@ -64,11 +73,7 @@ def pick(table: pd.DataFrame, k: int, seed: int = 0) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     chosen = [idx for stratum, n in zip(strata, allocate([len(s) for s in strata], k))
               for idx in rng.choice(stratum, size=n, replace=False)]
-    rows = table.loc[sorted(chosen, key=table.index.get_loc)]
-    return pd.DataFrame({"example_id": rows["id"].astype(str), "label": "", "query": rows.get("query"),
-                         "generated_answer": rows.get("generated_answer"), "reference_answer": rows.get("reference_answer"),
-                         "judge_verdict": pd.to_numeric(rows["verdict"]).astype(int), "judge_reason": rows.get("judge_reason")},
-                        columns=list(COLUMNS))
+    return table.loc[sorted(chosen, key=table.index.get_loc)]
 
 
 def write_sheet(rows: pd.DataFrame, path: str | Path) -> Path:

@@ -13,11 +13,13 @@ import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
+
+import numpy as np
 
 from ragmem.errors import DataError
-from ragmem.readers import detect_format, parse_embedded, read_records
-from ragmem.schema import CONTEXT_SOURCES, Context, Example
+from ragmem.readers import check_path, detect_format, iter_records, parse_embedded, read_records
+from ragmem.schema import CONTEXT_SOURCES, Context, Example, example_keys
 from ragmem.text import plural
 
 #: Canonical field -> accepted names, first match wins. ragmem/original, RAGAS, DeepEval/eval-lib.
@@ -44,17 +46,54 @@ class DataFile:
 
 @dataclass
 class Dataset:
-    """Loaded examples plus what identifies the data they came from."""
+    """Loaded examples plus what identifies the data they came from.
+
+    A dataset of more than ``chunk_size`` examples (``data.chunk_size``) is *streamed*: validated
+    in one pass when loaded, but not held: ``examples`` is empty and :meth:`chunks` reads the files
+    again, ``chunk_size`` examples at a time."""
 
     examples: list[Example]
     files: list[DataFile]
     sha256: str
+    n: int | None = None               # the number of examples (len(examples) when they are held)
+    chunk_size: int | None = None      # None: one chunk
+    require_answer: bool = True
 
     def __len__(self) -> int:
-        return len(self.examples)
+        return len(self.examples) if self.n is None else self.n
+
+    @property
+    def streamed(self) -> bool:
+        return len(self.examples) < len(self)
 
     def ids(self) -> set[str]:
-        return {e.id for e in self.examples}
+        return {e.id for chunk in self.chunks() for e in chunk}
+
+    def chunks(self) -> Iterator[list[Example]]:
+        """The examples in order, ``chunk_size`` at a time (held ones sliced; streamed ones read again)."""
+        size = self.chunk_size or max(1, len(self))
+        if not self.streamed:
+            for start in range(0, len(self.examples), size):
+                yield self.examples[start:start + size]
+            return
+        chunk: list[Example] = []
+        for data_file in self.files:
+            tabular = detect_format(data_file.path, data_file.format) in ("csv", "parquet")
+            record = 0
+            for batch in iter_records(data_file.path, data_file.format, data_file.encoding, min(size, 10_000)):
+                for raw in batch:
+                    record += 1
+                    example, problems = parse_record(raw, str(data_file.path), record, data_file.label,
+                                                     self.require_answer, data_file.coerce_numbers, tabular)
+                    if problems:  # validated when loaded: the file changed since
+                        raise DataError(str(data_file.path), "changed since it was loaded: " + problems[0].detail,
+                                        record, problems[0].field)
+                    chunk.append(example)
+                    if len(chunk) == size:
+                        yield chunk
+                        chunk = []
+        if chunk:
+            yield chunk
 
 
 def parse_label(value: Any) -> int:
@@ -293,33 +332,78 @@ def check_file(data_file: DataFile, require_answer: bool = True) -> FileReport:
     return FileReport(file, len(records), problems, examples)
 
 
-def load_dataset(files: Iterable[DataFile], require_answer: bool = True) -> Dataset:
+def load_dataset(files: Iterable[DataFile], require_answer: bool = True, chunk_size: int | None = None) -> Dataset:
     """Load and validate every file; raise the first problem (with a count of the rest).
 
     ``require_answer`` is False when a live agent produces the answers. A run loads its data once,
-    before any work (:mod:`ragmem.prepare`), and hands the :class:`Dataset` down.
+    before any work (:mod:`ragmem.prepare`), and hands the :class:`Dataset` down. The files are
+    read in batches and checked record by record; with more than ``chunk_size`` examples
+    (``data.chunk_size``) they are not kept (a streamed :class:`Dataset`).
     """
-    return _load(list(files), require_answer)
-
-
-def _load(files: list[DataFile], require_answer: bool) -> Dataset:
-    examples: list[Example] = []
+    files = list(files)
+    kept: list[Example] = []
+    keys: list = []
     digest = hashlib.sha256()
+    n = 0
     for data_file in files:
-        report = check_file(data_file, require_answer)
-        if report.problems:
-            first = report.problems[0]
-            more = len(report.problems) - 1
-            suffix = f" (and {plural(more, 'more problem')}; run `ragmem validate {report.file}`)" if more else ""
-            raise DataError(first.file, first.detail + suffix, first.record, first.field)
-        digest.update(data_file.path.read_bytes())
+        n += _scan(data_file, require_answer, kept, keys, chunk_size)
+        with open(data_file.path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
         digest.update(f"|label={data_file.label}|".encode())
-        examples.extend(report.examples)
+    dataset = Dataset(kept if chunk_size is None or n <= chunk_size else [], files, digest.hexdigest(), n,
+                      chunk_size, require_answer)
+    _refuse_duplicates(dataset, keys)
+    return dataset
+
+
+def _scan(data_file: DataFile, require_answer: bool, kept: list[Example], keys: list, chunk_size: int | None) -> int:
+    """Validate one file record by record; keep its examples while the dataset stays within
+    ``chunk_size``, and each id's 64-bit key (duplicates: :func:`_refuse_duplicates`)."""
+    file = str(data_file.path)
+    check_path(data_file.path)
+    tabular = detect_format(data_file.path, data_file.format) in ("csv", "parquet")
+    first, more, record = None, 0, 0
+    for batch in iter_records(data_file.path, data_file.format, data_file.encoding):
+        ids = []
+        for raw in batch:
+            record += 1
+            example, problems = parse_record(raw, file, record, data_file.label, require_answer,
+                                             data_file.coerce_numbers, tabular)
+            if problems:
+                more += len(problems) - (first is None)
+                first = first or problems[0]
+                continue
+            ids.append(example.id)
+            if chunk_size is None or len(kept) < chunk_size + 1:
+                kept.append(example)
+        keys.append(example_keys(ids))
+    if first is None and record == 0:
+        first = DataError(file, "holds no records")
+    if first is not None:
+        suffix = f" (and {plural(more, 'more problem')}; run `ragmem validate {file}`)" if more else ""
+        raise DataError(first.file, first.detail + suffix, first.record, first.field)
+    return record
+
+
+def _refuse_duplicates(dataset: Dataset, keys: list) -> None:
+    """An id that two examples share, named with both places (found by their 64-bit keys, then
+    the ids of the colliding keys read again)."""
+    every = np.concatenate(keys) if keys else np.zeros(0, dtype=np.uint64)
+    ordered = np.sort(every)
+    twice = set(ordered[1:][ordered[1:] == ordered[:-1]].tolist())
+    if not twice:
+        return
     seen: dict[str, Example] = {}
-    for example in examples:
-        if example.id in seen:
-            other = seen[example.id]
-            raise DataError(example.source_file, f"duplicate id {example.id!r} (also {other.source_file} "
-                                                 f"record {other.record})", example.record, "id")
-        seen[example.id] = example
-    return Dataset(examples=examples, files=files, sha256=digest.hexdigest())
+    for chunk in dataset.chunks():
+        for example, key in zip(chunk, example_keys([e.id for e in chunk]).tolist()):
+            if key not in twice:
+                continue
+            if example.id in seen:
+                other = seen[example.id]
+                if other.source_file == example.source_file:
+                    detail = f"duplicate id {example.id!r} (also record {other.record})"
+                else:
+                    detail = f"duplicate id {example.id!r} (also {other.source_file} record {other.record})"
+                raise DataError(example.source_file, detail, example.record, "id")
+            seen[example.id] = example

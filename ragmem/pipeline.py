@@ -59,7 +59,7 @@ def build_components(cfg: RunConfig) -> Components:
 def load(cfg: RunConfig) -> Dataset:
     """Load and validate the configured files (a live agent supplies the answers itself)."""
     cfg.require_data()
-    return load_dataset(cfg.files, require_answer=cfg.agent.type == "replay")
+    return load_dataset(cfg.files, require_answer=cfg.agent.type == "replay", chunk_size=cfg.data.chunk_size)
 
 
 class Batches:
@@ -354,15 +354,18 @@ def usage_metrics(components: Components) -> dict[str, float]:
 
 def counts(table: pd.DataFrame, result: MetricResult) -> dict[str, int]:
     """How many examples each kind of trouble touched (logged as metrics, shown in the summary)."""
-    out = {
+    return {**table_counts(table), **{f"undefined_{k}": int(v) for k, v in result.undefined.items()}}
+
+
+def table_counts(table: pd.DataFrame) -> dict[str, int]:
+    """:func:`counts` of the table's rows (a streamed run adds its chunks')."""
+    return {
         "n_examples": int(len(table)),
         "n_agent_errors": int(table["error"].notna().sum()),
         "n_judge_errors": int(table["judge_error"].notna().sum()),
         "n_unlabelled": int(table["label"].isna().sum()),
+        "n_errors": int((table["error"].notna() | table["judge_error"].notna()).sum()),
     }
-    out["n_errors"] = int((table["error"].notna() | table["judge_error"].notna()).sum())
-    out.update({f"undefined_{k}": int(v) for k, v in result.undefined.items()})
-    return out
 
 
 def clean_number(value: float | None) -> float | None:
@@ -373,10 +376,10 @@ def clean_number(value: float | None) -> float | None:
 
 
 def summary(run_id: str | None, cfg: RunConfig, result: MetricResult, table: pd.DataFrame,
-            params: dict[str, str]) -> dict[str, Any]:
+            params: dict[str, str], run_counts: dict[str, int] | None = None) -> dict[str, Any]:
     """The summary JSON contract: run_id, experiment, n_examples, n_errors, metrics, ci, params, counts,
-    notes, judge_unreliable, tracking_uri."""
-    c = counts(table, result)
+    notes, judge_unreliable, tracking_uri. ``run_counts``: :func:`counts` of a streamed run."""
+    c = counts(table, result) if run_counts is None else run_counts
     return {
         "run_id": run_id,
         "experiment": cfg.experiment,
@@ -386,7 +389,7 @@ def summary(run_id: str | None, cfg: RunConfig, result: MetricResult, table: pd.
         "ci": {k: list(v) for k, v in result.ci.items() if v is not None},
         "params": params,
         "counts": c,
-        "notes": result.notes,
+        "notes": [str(note) for note in result.notes],
         # one line when the judge agrees with the labels no better than chance (judge.min_kappa), else null
         "judge_unreliable": unreliable(result.values, result.ci, cfg.judge.min_kappa),
         # where the run is stored (a database file by its absolute path; a URL's secrets masked); null untracked

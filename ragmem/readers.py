@@ -11,7 +11,7 @@ import codecs
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from ragmem.errors import DataError, failure_message
 from ragmem.home import data_cache
@@ -132,6 +132,60 @@ def read_records(path: Path, format: str = "auto", encoding: str = "utf-8") -> l
         raise DataError(file, not_utf8_message(path, exc, encoding)) from None
     except Exception as exc:  # pandas/pyarrow parse errors have many types
         raise DataError(file, f"cannot read as {fmt}: {failure_message(exc)}") from None
+
+
+def iter_records(path: Path, format: str = "auto", encoding: str = "utf-8",
+                 batch: int = 10_000) -> Iterator[list[dict[str, Any]]]:
+    """The raw records of a file in lists of at most ``batch``, read as they are needed: JSONL line
+    by line, CSV by pandas' chunks, Parquet by pyarrow's record batches; a JSON document is parsed
+    whole (it has no rows to stop between: a large dataset is JSONL, CSV or Parquet). The same
+    records, and the same errors, as :func:`read_records`."""
+    fmt = detect_format(path, format)
+    if fmt == "json":
+        records = read_records(path, format, encoding)
+        for start in range(0, len(records), batch):
+            yield records[start:start + batch]
+        return
+    file = str(path)
+    check_path(path)
+    try:
+        if fmt == "jsonl":
+            yield from _jsonl_batches(path, _text_encoding(encoding), batch)
+            return
+        import pandas as pd  # pandas and pyarrow only for the tabular formats
+
+        if fmt == "csv":
+            with pd.read_csv(path, dtype=str, keep_default_na=False, encoding=_text_encoding(encoding),
+                             chunksize=batch) as chunks:
+                for frame in chunks:
+                    yield [_from_frame_row(row) for row in frame.to_dict(orient="records")]
+            return
+        import pyarrow.parquet as pq
+
+        for part in pq.ParquetFile(path).iter_batches(batch_size=batch):
+            yield [_from_frame_row(row) for row in part.to_pandas().to_dict(orient="records")]
+    except DataError:
+        raise
+    except UnicodeDecodeError as exc:
+        raise DataError(file, not_utf8_message(path, exc, encoding)) from None
+    except Exception as exc:  # pandas/pyarrow parse errors have many types
+        raise DataError(file, f"cannot read as {fmt}: {failure_message(exc)}") from None
+
+
+def _jsonl_batches(path: Path, encoding: str, batch: int) -> Iterator[list[dict[str, Any]]]:
+    records: list = []
+    with open(path, encoding=encoding) as handle:
+        for n, line in enumerate(handle, 1):
+            if line.strip():
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise DataError(str(path), f"line {n} is not valid JSON ({exc.msg})") from None
+                if len(records) == batch:
+                    yield records
+                    records = []
+    if records:
+        yield records
 
 
 def _from_frame_row(row: dict[str, Any]) -> dict[str, Any]:

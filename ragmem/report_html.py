@@ -144,6 +144,15 @@ def _ks(params: dict[str, Any]) -> list[int]:
     return [int(k) for k in str(params.get("ranking.k", "")).split(",") if k.strip().isdigit()]
 
 
+def shown_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``table`` a run's page may show: the first 100 failures, the :func:`worst` and
+    the :func:`disputed` examples; of a streamed run's chunks, the rows of each added to those kept
+    before (the page of the union is the page of the whole table)."""
+    failed = table["error"].notna() | (table["judge_error"].notna() if "judge_error" in table else False)
+    keep = set(table.index[failed][:100]) | set(worst(table).index) | set(disputed(table).index)
+    return table[table.index.isin(keep)].reset_index(drop=True)
+
+
 def worst(table: pd.DataFrame, limit: int = WORST) -> pd.DataFrame:
     """Failed calls first, then failed judgements, then failed verdicts, then the lowest reference coverage."""
     order = pd.DataFrame({
@@ -234,8 +243,11 @@ def headline(summary: dict[str, Any]) -> list[str]:
     return [n for n in wanted if metrics.get(n) is not None]
 
 
-def run_page(summary: dict[str, Any], table: pd.DataFrame) -> str:
-    """The run's ``report.html``."""
+def run_page(summary: dict[str, Any], table: pd.DataFrame, latency_s: pd.Series | None = None,
+             by_file: dict | None = None) -> str:
+    """The run's ``report.html``. ``table`` is the run's, or (a streamed run) the rows it may show
+    (:func:`shown_rows`), with ``latency_s`` (every example's) and ``by_file``
+    (:func:`file_pass_counts` of every chunk, added)."""
     params = summary.get("params", {})
     columns = score_columns(table, _ks(params))
     run = f"run {summary['run_id'][:8]}" if summary.get("run_id") else "untracked run"
@@ -254,7 +266,7 @@ def run_page(summary: dict[str, Any], table: pd.DataFrame) -> str:
              '<span class="pass">passed</span>' if g["passed"] else '<span class="fail">failed</span>']
             for g in summary["gates"]], {1})]
     failed = table[table["error"].notna() | table["judge_error"].notna()] if "judge_error" in table else table[table["error"].notna()]
-    body.append(f"<h2>Failures ({len(failed)})</h2>")
+    body.append(f"<h2>Failures ({summary['n_errors']})</h2>")
     if len(failed):
         body.append(_table(["id", "query", "agent error", "judge error"],
                            [[_e(r["id"]), _e(r.get("query")), f'<span class="err">{_e(r.get("error"))}</span>',
@@ -263,7 +275,7 @@ def run_page(summary: dict[str, Any], table: pd.DataFrame) -> str:
         body.append('<p class="note">none: every agent call and every judgement succeeded</p>')
     shown = worst(table)
     passed = int((pd.to_numeric(shown["verdict"], errors="coerce") == 1).sum()) if "verdict" in shown else 0
-    body += [f"<h2>Worst examples ({len(shown)} of {len(table)}"
+    body += [f"<h2>Worst examples ({len(shown)} of {summary['n_examples']}"
              + (f"; {passed} of them passed, shown for their low reference coverage" if passed else "") + ")</h2>",
              '<p class="note">failed calls first, then failed verdicts, then the passed ones with the lowest '
              'reference coverage (labelled <span class="pass">pass</span>); '
@@ -271,8 +283,9 @@ def run_page(summary: dict[str, Any], table: pd.DataFrame) -> str:
              '<mark class="miss">missed</mark> ones in the reference</p>',
              _table(["id", "query", "answer", "reference", "contexts", "verdict", "scores"],
                     _example_rows(shown, columns), css="ex")]
-    body += ["<h2>Per source</h2>", _per_source(summary, table)]
-    body += ["<h2>Latency</h2>", _latency_svg(table["latency_s"]) if "latency_s" in table else ""]
+    body += ["<h2>Per source</h2>", _per_source(summary, file_pass_counts(table) if by_file is None else by_file)]
+    latency_s = table["latency_s"] if latency_s is None and "latency_s" in table else latency_s
+    body += ["<h2>Latency</h2>", _latency_svg(latency_s) if latency_s is not None else ""]
     notes = summary.get("notes") or []
     if notes:
         body += ["<h2>Notes</h2>", "<ul>" + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul>"]
@@ -318,16 +331,29 @@ def _reliability(summary: dict[str, Any], table: pd.DataFrame) -> list[str]:
     return body
 
 
-def _per_source(summary: dict[str, Any], table: pd.DataFrame) -> str:
+def file_pass_counts(table: pd.DataFrame) -> dict[tuple[str, str], float]:
+    """Per data file: its examples (``(file, "n")``), its judged ones (``"judged"``) and their
+    passes (``"passed"``): counts that chunks add up (the report's pass rate per file)."""
+    out: dict[tuple[str, str], float] = {}
+    if "source_file" not in table:
+        return out
+    verdict = pd.to_numeric(table["verdict"], errors="coerce") if "verdict" in table else pd.Series(float("nan"), index=table.index)
+    for name, group in verdict.groupby(table["source_file"], sort=True):
+        out[(name, "n")], out[(name, "judged")], out[(name, "passed")] = len(group), float(group.notna().sum()), float(group.sum())
+    return out
+
+
+def _per_source(summary: dict[str, Any], by_file: dict[tuple[str, str], float]) -> str:
     metrics = summary["metrics"]
     kinds = ("context_share", "coverage", "reference_coverage", "hit_rate")
     rows = [[_e(s), *[_num(metrics.get(f"{k}_{s}")) for k in kinds]] for s in CONTEXT_SOURCES
             if any(metrics.get(f"{k}_{s}") is not None for k in kinds)]
     parts = [_table(["context source", *kinds], rows, {1, 2, 3, 4}) if rows else
              '<p class="note">the contexts carry no source (rag, memory_short, memory_long)</p>']
-    if "source_file" in table and table["source_file"].nunique() > 1:
-        by_file = table.groupby("source_file", sort=True)
+    names = sorted({name for name, _ in by_file})
+    if len(names) > 1:
         parts.append(_table(["data file", "examples", "pass rate"],
-                            [[_e(name), str(len(g)), _num(g["verdict"].mean() if g["verdict"].notna().any() else None)]
-                             for name, g in by_file], {1, 2}))
+                            [[_e(name), str(int(by_file[(name, "n")])),
+                              _num(by_file[(name, "passed")] / by_file[(name, "judged")] if by_file[(name, "judged")] else None)]
+                             for name in names], {1, 2}))
     return "".join(parts)

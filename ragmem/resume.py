@@ -25,7 +25,7 @@ from ragmem.tracking.lifecycle import metric_name
 # settings a resume may change: none of them changes an answer, a verdict or a metric
 RESUME_FREE = frozenset({"agent.concurrency", "agent.batch_size", "judge.max_concurrency",
                          "embeddings.max_concurrency", "generator.max_concurrency", "tracking.max_traces",
-                         "tracking.table_copies_max_rows",
+                         "tracking.table_copies_max_rows", "data.chunk_size",
                          "agent.retry_backoff_s", "judge.retry_backoff_s", "embeddings.retry_backoff_s",
                          "judge.timeout_s", "embeddings.timeout_s", "generator.timeout_s"})
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
+
+import numpy as np
 
 #: Where a context item came from. ``None`` when the dataset does not say.
 CONTEXT_SOURCES = ("rag", "memory_short", "memory_long")
@@ -76,3 +79,13 @@ class AgentOutput:
     error: str | None = None
     started_at_ns: int | None = None   # wall clock (time.time_ns) when the last attempt started
     attempts: int = 1
+
+
+def example_keys(ids: Iterable[Any]) -> np.ndarray:
+    """Each example id's 64-bit key (BLAKE2b of its text): what its Poisson weights are drawn from.
+
+    >>> bool(example_keys(["q1"])[0] == example_keys(["x", "q1"])[1])
+    True
+    """
+    return np.array([int.from_bytes(hashlib.blake2b(str(i).encode("utf-8"), digest_size=8).digest(), "little")
+                     for i in ids], dtype=np.uint64)

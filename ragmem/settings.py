@@ -56,6 +56,8 @@ class DataSettings(Section):
                                           "as its JSON text (42 -> '42', 42.0 -> '42.0') instead of refusing it")
     encoding: str = setting("utf-8", "text encoding of JSON, JSONL and CSV files (e.g. gb18030 for a Chinese "
                                      "file saved by Excel); a byte-order mark is allowed")
+    chunk_size: Positive = setting(50_000, "examples held at once: a larger dataset is read, answered, judged, "
+                                           "scored and logged this many at a time, with the same metrics")
     _encoding = field_validator("encoding")(lambda cls, value: check_encoding(value))
 
     @field_validator("files", mode="before")

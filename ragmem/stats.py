@@ -40,6 +40,7 @@ import pandas as pd
 
 from ragmem.metrics import registry
 from ragmem.metrics.base import Aggregator, WeightedSample
+from ragmem.schema import example_keys  # noqa: F401  (also ragmem.stats.example_keys)
 
 _BLOCK_ELEMENTS = 1_000_000  # resamples are processed in blocks of at most this many (resample, example) cells
 # (a block costs ~5 arrays of 8 bytes a cell at once: 5M cells took 216 MB at 30k examples, 1M 40 MB)
@@ -65,16 +66,6 @@ def _counter_bits(keys: np.ndarray, salt: np.ndarray, counters: np.ndarray) -> n
     test's swaps are both drawn from, each with its own salt."""
     salted = _mix(np.asarray(keys, dtype=np.uint64) ^ salt)
     return _mix(salted[None, :] + (counters[:, None] + np.uint64(1)) * _GOLDEN)
-
-
-def example_keys(ids: Iterable[Any]) -> np.ndarray:
-    """Each example id's 64-bit key (BLAKE2b of its text): what its Poisson weights are drawn from.
-
-    >>> bool(example_keys(["q1"])[0] == example_keys(["x", "q1"])[1])
-    True
-    """
-    return np.array([int.from_bytes(hashlib.blake2b(str(i).encode("utf-8"), digest_size=8).digest(), "little")
-                     for i in ids], dtype=np.uint64)
 
 
 def poisson_weights(keys: np.ndarray, first: int, count: int, seed: int) -> np.ndarray:

@@ -36,6 +36,15 @@ class Steps:
         table = pipeline.build_table(examples, outputs, judgements, components.keywords)
         return pipeline.score(table, cfg, components, mapper)
 
+    def score_chunk(self, examples, outputs, judgements, components: pipeline.Components, cfg: RunConfig,
+                    index: int, mapper=None):
+        """One chunk of a streamed run: its table and the families' values, without intervals
+        (:mod:`ragmem.chunks`)."""
+        mapper = mapper or self.mapper(cfg)
+        pipeline.prime_keywords(examples, outputs, components.keywords, mapper)
+        table = pipeline.build_table(examples, outputs, judgements, components.keywords)
+        return pipeline.scored(table, cfg, components, mapper)
+
     def mapper(self, cfg: RunConfig):
         """Where the text-heavy scoring work runs (:mod:`ragmem.parallel`): local processes."""
         return mapper_for(cfg.orchestration.workers)

@@ -50,7 +50,8 @@ class RunStatistics:
         self.counts: dict[str, float] = {}
         self._undefined: collections.Counter = collections.Counter()  # undefined examples, added
         self._whole_undefined: set[str] = set()  # aggregates undefined as a whole (0/0 of the sums)
-        self.notes: list[str] = []
+        self._notes: dict[str, str] = {}     # by text, or a counted note's key (ragmem.metrics.base.Note)
+        self._counted: dict[str, tuple] = {}
         self.unmerged: set[str] = set()        # values with neither statistics nor a count form
         self._reducers: dict[str, Aggregator] = {}    # each aggregator without its data
         self._sums: dict[str, np.ndarray] = {}
@@ -72,7 +73,10 @@ class RunStatistics:
                 self.unmerged.add(name)
         self._undefined.update({k: v for k, v in result.undefined.items() if getattr(aggs.get(k), "undefined", None) is None})
         self._whole_undefined.update(k for k in result.undefined if getattr(aggs.get(k), "undefined", None) is not None)
-        self.notes += [note for note in result.notes if note not in self.notes]
+        for note in result.notes:
+            kept = self._notes.setdefault(getattr(note, "key", "") or str(note), note)
+            if kept is not note and getattr(note, "render", None) is not None:  # counts added
+                self._counted[note.key] = tuple(a + b for a, b in zip(self._counted.get(note.key, kept.counts), note.counts))
         staged = [name for name, agg in aggs.items() if agg.resum is not None]
         if staged:
             raise ValueError(f"{', '.join(staged)}: two-stage intervals (judge.samples > 1) are not summed by chunk")
@@ -123,6 +127,19 @@ class RunStatistics:
             else:
                 data = np.full(n, np.nan)
             self._applied.setdefault(name, [np.full(self.n, np.nan)] if self.n else []).append(data)
+
+    @property
+    def notes(self) -> list[str]:
+        """The chunks' notes, each once, in the order first given: a counted one with its counts
+        added, one that holds only while some values stay undefined left out once one is defined."""
+        values = self.values()
+        out = []
+        for key, note in sorted(self._notes.items(), key=lambda item: getattr(item[1], "order", ())):
+            if getattr(note, "render", None) is not None:
+                out.append(note.render(*self._counted.get(key, note.counts)))
+            elif not any(values.get(name) is not None for name in getattr(note, "unless", ())):
+                out.append(str(note))
+        return out
 
     @property
     def undefined(self) -> dict[str, int]:

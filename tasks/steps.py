@@ -59,6 +59,12 @@ def score(examples, outputs, judgements, components, cfg: RunConfig):
     return PLAIN.score(examples, outputs, judgements, components, cfg)
 
 
+@task(name="score-chunk", cache_policy=NO_CACHE, task_run_name="score-chunk-{index}")
+def score_chunk(examples, outputs, judgements, components, cfg: RunConfig, index: int):
+    """One chunk of a streamed run (data.chunk_size): its table and its metric values."""
+    return PLAIN.score_chunk(examples, outputs, judgements, components, cfg, index)
+
+
 class Payload:
     """A task argument Prefect neither walks through nor resolves. ``quote()`` does that on the
     thread pool, but reaches a Dask worker still wrapped (as a 1-tuple), so what goes to Dask is
@@ -164,6 +170,11 @@ class PrefectSteps(engine.Steps):
             # submitted from inside a task would carry that task's context, clients included)
             return PLAIN.score(examples, outputs, judgements, components, cfg, PrefectMapper.for_config(cfg))
         return score(quote(examples), quote(outputs), quote(judgements), quote(components), cfg)
+
+    def score_chunk(self, examples, outputs, judgements, components, cfg, index):
+        if cfg.orchestration.task_runner == "dask":  # (see score)
+            return PLAIN.score_chunk(examples, outputs, judgements, components, cfg, index, PrefectMapper.for_config(cfg))
+        return score_chunk(quote(examples), quote(outputs), quote(judgements), quote(components), cfg, index)
 
     def log(self, run, **record):
         return log_run(run, quote(record))

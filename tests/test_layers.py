@@ -39,7 +39,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "tracking": ("tracking.store", "tracking.ui", "tracking.lifecycle", "tracking.files", "tracking.record", "tracking", "compare"),
     # the engine: the steps of a run, sweeps, memory benchmarks, gates, resume, reports, dry runs, and
     # the one preparation of a run's config, data and environment
-    "engine": ("report_html", "report_pages", "pipeline", "pairwise", "memory_layers", "memory_bench", "gates", "resume", "sweep", "judge_sweep", "bench_compare", "dryrun", "prepare", "steps",
+    "engine": ("report_html", "report_pages", "pipeline", "chunks", "pairwise", "memory_layers", "memory_bench", "gates", "resume", "sweep", "judge_sweep", "bench_compare", "dryrun", "prepare", "steps",
                "engine", "relabel"),
     # the Python API
     "api": ("api", "testing", "report"),

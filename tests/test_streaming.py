@@ -5,12 +5,20 @@ configs and a generated set with partial labels, latencies and context sources."
 import json
 import math
 import random
+import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from mlflow import MlflowClient
 
+import ragmem
 from ragmem import pipeline, prepare
+from ragmem.compare import paired_comparison
+from ragmem.errors import DataError
+from ragmem.loaders import DataFile, load_dataset
+from ragmem.tracking import files
 from ragmem.metrics.estimators import ppi_from_sums, ppi_mean_ci, ppi_statistics
 from ragmem.streaming import RunStatistics, additive
 from tests.conftest import ROOT, SEED
@@ -144,3 +152,103 @@ def test_the_ppi_estimate_from_sums_is_ppi_mean_ci():
         assert math.isclose(ours.estimate, oracle.estimate, abs_tol=1e-9)
         assert math.isclose(ours.low, oracle.low, abs_tol=1e-9) and math.isclose(ours.high, oracle.high, abs_tol=1e-9)
         assert math.isclose(ours.lam, oracle.lam, abs_tol=1e-9)
+
+
+# ---- the streamed run (data.chunk_size smaller than the data) against the held one ----------------
+
+DEMO = str(ROOT / "ragmem" / "datasets" / "demo_bilingual.json")
+
+
+def _demo(chunk_size=None, **extra):
+    data = {"files": [{"path": DEMO}], **({"chunk_size": chunk_size} if chunk_size else {})}
+    return {"experiment": extra.pop("experiment", "streamed"), "data": data, **extra}
+
+
+def test_a_streamed_run_gives_the_held_runs_summary_table_and_notes(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAGMEM_HOME", str(tmp_path))
+    held = ragmem.evaluate(None, _demo(), track=False)
+    streamed = ragmem.evaluate(None, _demo(7), track=False)
+    assert held.table_path is None and streamed.table_path is not None and streamed.table_path.is_file()
+    for name, value in held.metrics.items():
+        assert streamed.metrics[name] == pytest.approx(value, abs=1e-9, nan_ok=True) if value is not None \
+            else streamed.metrics[name] is None, name
+    assert streamed.summary["ci"].keys() == held.summary["ci"].keys()
+    for name, ci in held.summary["ci"].items():
+        assert streamed.summary["ci"][name] == pytest.approx(ci, abs=1e-9), name
+    for key in ("counts", "notes", "n_examples", "n_errors", "judge_unreliable"):
+        assert streamed.summary[key] == held.summary[key], key
+    pd.testing.assert_frame_equal(streamed.table, held.table, check_exact=False, atol=1e-12)
+    folder = streamed.table_path.parent
+    del streamed
+    import gc
+    gc.collect()
+    assert not folder.exists()  # an untracked run's table goes with its result
+    assert not any((tmp_path / "runs").glob("*"))  # and its journal folder is removed
+
+
+def test_a_tracked_streamed_run_logs_the_held_runs_files_and_compares(tmp_path, monkeypatch, shared_store):
+    monkeypatch.setenv("RAGMEM_HOME", str(tmp_path))
+    tracking = {"uri": shared_store["uri"], "artifact_root": shared_store["artifact_root"]}
+    held = ragmem.evaluate(None, _demo(tracking=tracking, experiment="streamed-tracked"))
+    streamed = ragmem.evaluate(None, _demo(5, tracking=tracking, experiment="streamed-tracked"))
+    client = MlflowClient(shared_store["uri"])
+    folders = [Path(client.get_run(r).info.artifact_uri.removeprefix("file://")) for r in (held.run_id, streamed.run_id)]
+    for name in ("examples.csv", "examples.json"):  # the copies, byte for byte
+        assert (folders[0] / name).read_bytes() == (folders[1] / name).read_bytes(), name
+    pd.testing.assert_frame_equal(files.read_parquet(folders[1] / "examples.parquet"),
+                                  files.read_parquet(folders[0] / "examples.parquet"))
+    ids = re.compile(r"[0-9a-f]{32}|[0-9a-f]{8}")
+    pages = [ids.sub("", (f / "report.html").read_text(encoding="utf-8")) for f in folders]
+    assert pages[0] == pages[1]
+    result = paired_comparison(client, held.run_id, streamed.run_id, ["pass_rate", "avg_coverage"], resamples=200)
+    assert result["n_shared"] == 36 and all(r["diff"] == pytest.approx(0, abs=1e-12) for r in result["metrics"])
+    assert streamed.summary["metrics"] == pytest.approx(held.summary["metrics"], abs=1e-9)
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
+def test_a_streamed_dataset_reads_its_chunks_as_the_held_one(tmp_path, fmt):
+    records = _generated(230)
+    path = tmp_path / f"data.{fmt}"
+    if fmt == "jsonl":
+        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    else:
+        frame = pd.DataFrame([{**r, "context": json.dumps(r["context"], ensure_ascii=False),
+                               "relevant_context_ids": json.dumps(r.get("relevant_context_ids", []))} for r in records])
+        frame["label"] = frame["label"].astype("Int64")
+        frame.to_csv(path, index=False) if fmt == "csv" else frame.to_parquet(path)
+    held = load_dataset([DataFile(path)])
+    streamed = load_dataset([DataFile(path)], chunk_size=50)
+    assert not held.streamed and streamed.streamed and len(streamed) == len(held) == 230
+    assert streamed.sha256 == held.sha256 and streamed.examples == []
+    chunks = list(streamed.chunks())
+    assert [len(c) for c in chunks] == [50, 50, 50, 50, 30]
+    assert [e for c in chunks for e in c] == held.examples
+
+
+def test_a_streamed_dataset_refuses_a_duplicate_id_and_a_bad_record_like_the_held_one(tmp_path):
+    records = _generated(120)
+    records[97]["id"] = records[3]["id"]
+    path = tmp_path / "dup.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    for size in (None, 10):
+        with pytest.raises(DataError, match=r"record 98: field 'id': duplicate id 'g3' \(also record 4\)"):
+            load_dataset([DataFile(path)], chunk_size=size)
+    records[97]["id"], records[50]["query"] = "fine", ""
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    with pytest.raises(DataError, match=r"record 51: field 'query'"):
+        load_dataset([DataFile(path)], chunk_size=10)
+
+
+def test_a_streamed_run_draws_its_label_sheet_from_every_chunk(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAGMEM_HOME", str(tmp_path))
+    path = tmp_path / "data.jsonl"
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in _generated(400)), encoding="utf-8")
+    result = ragmem.evaluate(None, {"data": {"files": [{"path": str(path)}], "chunk_size": 60},
+                                    "judge": {"label_sample": 30}}, track=False, journal=True)
+    sheet = pd.read_csv(tmp_path / "runs" / result.journal_key / "labels_to_fill.csv")
+    assert len(sheet) == 30 and sheet["example_id"].is_unique
+    table = result.table.set_index("id")
+    assert table.loc[sheet["example_id"], "label"].isna().all() and table.loc[sheet["example_id"], "verdict"].notna().all()
+    positions = sorted(int(i[1:]) for i in sheet["example_id"])
+    assert positions[-1] > 200  # drawn from the later chunks too, not the first rows only
+    assert (sheet["judge_verdict"] == 1).any() and (sheet["judge_verdict"] == 0).any()  # stratified by verdict

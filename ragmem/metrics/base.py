@@ -47,6 +47,42 @@ def nanmean(values: Iterable[float | None]) -> float | None:
 
 
 
+class Note(str):
+    """A note whose truth depends on the whole run, for a run scored in chunks
+    (:class:`ragmem.streaming.RunStatistics`): ``counts`` added across chunks and the text made
+    again by ``render(*counts)`` (:func:`counted_note`), or true only while every one of
+    ``unless`` stays undefined (:func:`unless_note`: "no labels in the dataset"). Other notes are
+    kept once. A ``Note`` is a ``str``; ``str(note)`` is its plain text."""
+
+    key: str = ""
+    order: tuple = ()          # (family, position): where the note stands among a run's notes
+    counts: tuple = ()
+    render: Callable[..., str] | None = None
+    unless: tuple[str, ...] = ()
+
+
+def placed_note(note: str, order: tuple) -> Note:
+    """``note`` (a :class:`Note` or plain text) with its place among the run's notes."""
+    placed = Note(note)
+    placed.__dict__.update(getattr(note, "__dict__", {}))
+    placed.order = order
+    return placed
+
+
+def counted_note(key: str, render: Callable[..., str], *counts) -> Note:
+    """``render(*counts)``, whose counts chunks add up (``key`` tells the same note of two chunks)."""
+    note = Note(render(*counts))
+    note.key, note.counts, note.render = key, counts, render
+    return note
+
+
+def unless_note(text: str, *names: str) -> Note:
+    """``text``, dropped from a chunked run's notes once any of ``names`` has a value."""
+    note = Note(text)
+    note.unless = names
+    return note
+
+
 @dataclass(frozen=True)
 class MetricContext:
     """Settings metrics need besides the table."""
@@ -201,24 +237,32 @@ def mean_aggregator(values: pd.Series, ok: pd.Series | None = None) -> Aggregato
     return Aggregator("sum", np.column_stack([np.where(defined, v, 0.0), defined.astype(float)]), _mean, _vmean)
 
 
-def ratio_aggregator(numerator, denominator, zero_division: float) -> Aggregator:
+def ratio_aggregator(numerator, denominator, zero_division: float, support=None) -> Aggregator:
     """``Σ numerator / Σ denominator``; a zero denominator takes ``zero_division`` (NaN: undefined).
+    With ``support`` (per example, 1 where it counts: a classified example), null when no example
+    counts at all (nothing to divide is not ``zero_division``).
 
     >>> ratio_aggregator([1, 0, 1], [1, 1, 1], zero_division=0.0).value()
     0.6666666666666666
     >>> ratio_aggregator([0, 0], [0, 0], zero_division=1.0).value()
     1.0
+    >>> ratio_aggregator([0, 0], [0, 0], zero_division=1.0, support=[0, 0]).value() is None
+    True
     """
     def reduce(s):
+        if len(s) > 2 and s[2] == 0:
+            return None
         if s[1] == 0:
             return None if math.isnan(zero_division) else zero_division
         return s[0] / s[1]
 
     def vreduce(sums):
         with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(sums[:, 1] == 0, zero_division, sums[:, 0] / sums[:, 1])
+            out = np.where(sums[:, 1] == 0, zero_division, sums[:, 0] / sums[:, 1])
+        return np.where(sums[:, 2] == 0, np.nan, out) if sums.shape[1] > 2 else out
 
-    data = np.column_stack([np.asarray(numerator, dtype=float), np.asarray(denominator, dtype=float)])
+    columns = [numerator, denominator] + ([] if support is None else [support])
+    data = np.column_stack([np.asarray(c, dtype=float) for c in columns])
     return Aggregator("sum", data, reduce, vreduce, undefined=lambda s: int(s[1] == 0))
 
 

@@ -30,7 +30,7 @@ import pandas as pd
 
 from ragmem.metrics._division import divide
 from ragmem.metrics import names
-from ragmem.metrics.base import Family, MetricResult, ratio_aggregator, scored_mask
+from ragmem.metrics.base import Family, MetricResult, ratio_aggregator, scored_mask, unless_note
 
 NAMES = names.CLASSIFICATION.selectable
 COMPANIONS = ("confusion_tp", "confusion_fn", "confusion_fp", "confusion_tn", "n_classified")
@@ -82,12 +82,13 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
     """The selected metrics of the judge against the labels, with the confusion counts."""
     if table["label"].isna().all():
         return MetricResult(values={n: None for n in wanted},
-                            notes=["no labels in the dataset: accuracy/precision/recall/f1 not computed"])
+                            notes=[unless_note("no labels in the dataset: accuracy/precision/recall/f1 not computed",
+                                               *wanted)])
     rows = table[_classified(table)]
     if rows.empty:  # every call or judgement failed: nothing was classified, so nothing is defined
         return MetricResult(values={**{n: None for n in wanted}, "n_classified": 0.0},
-                            notes=["no example was classified (every agent or judge call failed): "
-                                   "accuracy/precision/recall/f1 not computed"])
+                            notes=[unless_note("no example was classified (every agent or judge call failed): "
+                                               "accuracy/precision/recall/f1 not computed", *wanted)])
     result = classification_metrics(rows["label"].astype(int).tolist(), rows["verdict"].astype(int).tolist(),
                                     ctx.zero_division)
     result.values["n_classified"] = float(len(rows))
@@ -112,7 +113,8 @@ def aggregators(table: pd.DataFrame, names, zero_division: float, scorer=None) -
     if not {"label", "verdict"} <= set(table):
         return {}
     tp, fn, fp, tn = confusion_indicators(table)
-    return {name: ratio_aggregator(*FRACTIONS[name](tp, fn, fp, tn), zero_division) for name in names}
+    classified = tp + fn + fp + tn
+    return {name: ratio_aggregator(*FRACTIONS[name](tp, fn, fp, tn), zero_division, classified) for name in names}
 
 
 FAMILY = Family(names.CLASSIFICATION, compute, aggregators)

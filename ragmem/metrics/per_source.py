@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ragmem.metrics import names
-from ragmem.metrics.base import Aggregator, Family, MetricResult, failed
+from ragmem.metrics.base import Aggregator, Family, MetricResult, failed, unless_note
 from ragmem.metrics.ranking import is_gold
 from ragmem.schema import CONTEXT_SOURCES
 
@@ -57,7 +57,7 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
             for name, rows in stats.items() if name in wanted}
     values = {name: agg.value() for name, agg in aggs.items()}
     anywhere = any(row[2] for row in stats[f"context_share_{CONTEXT_SOURCES[0]}"])
-    notes = [] if anywhere else ["per-source metrics: no context carries a source"]
+    notes = [] if anywhere else [unless_note("per-source metrics: no context carries a source", *aggs)]
     return MetricResult(values=values, notes=notes, statistics=aggs)
 
 

@@ -31,7 +31,7 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 from ragmem.metrics import names
-from ragmem.metrics.base import Family, MetricResult, failed, mean_aggregator, nanmean, scored_mask
+from ragmem.metrics.base import Family, MetricResult, counted_note, failed, mean_aggregator, nanmean, scored_mask
 from ragmem.metrics.names import DEFAULT_KS
 from ragmem.text import plural
 
@@ -148,10 +148,12 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
     aggregates["n_ranking_no_relevant"] = float(no_relevant)
     notes = []
     if used_keyword:
-        notes.append(f"ranking: {plural(used_keyword, 'example')} without gold ids judged relevant by keyword overlap "
-                     f"> {ctx.keyword_threshold} with the reference (approximation)")
+        threshold = ctx.keyword_threshold
+        notes.append(counted_note("ranking.keyword", lambda n: f"ranking: {plural(n, 'example')} without gold ids judged "
+                                  f"relevant by keyword overlap > {threshold} with the reference (approximation)", used_keyword))
     if no_relevant:
-        notes.append(f"ranking: {plural(no_relevant, 'example')} with no relevant context left out of the means")
+        notes.append(counted_note("ranking.no_relevant", lambda n: f"ranking: {plural(n, 'example')} with no relevant "
+                                  f"context left out of the means", no_relevant))
     return MetricResult(values=aggregates, columns={n: columns[n] for n in names if n in wanted}, notes=notes)
 
 

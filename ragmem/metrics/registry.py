@@ -20,7 +20,7 @@ import pandas as pd
 
 from ragmem.metrics import (classification, coverage, generation, latency, per_source, rag, ranking, reliability, rubric,
                             verdicts)
-from ragmem.metrics.base import Aggregator, Family, MetricContext, MetricResult
+from ragmem.metrics.base import Aggregator, Family, MetricContext, MetricResult, placed_note
 from ragmem.metrics.names import DEFAULT_METRICS, RELEVANCE_MODES, expand_selection  # noqa: F401  (also here)
 
 __all__ = ["FAMILIES", "DEFAULT_METRICS", "RELEVANCE_MODES", "MetricContext", "MetricResult", "aggregators",
@@ -81,7 +81,7 @@ def compute_metrics(table: pd.DataFrame, selected: Sequence[str], ctx: MetricCon
         merged.values.update(result.values)
         merged.columns.update(result.columns)
         merged.undefined.update({k: v for k, v in result.undefined.items() if k in wanted})
-        merged.notes.extend(result.notes)
+        merged.notes.extend(placed_note(note, (i, j)) for j, note in enumerate(result.notes))
         merged.ci.update(result.ci)  # a family's own intervals (pass_rate_ppi's), not the bootstrap's
         merged.statistics.update(result.statistics)
     return merged

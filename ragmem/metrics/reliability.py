@@ -38,7 +38,8 @@ import numpy as np
 import pandas as pd
 
 from ragmem.metrics import names
-from ragmem.metrics.base import Aggregator, Family, MetricResult, mean_aggregator, ratio_aggregator, scored_mask
+from ragmem.metrics.base import (Aggregator, Family, MetricResult, mean_aggregator, ratio_aggregator, scored_mask,
+                                 unless_note)
 from ragmem.metrics.classification import confusion_indicators
 from ragmem.metrics.estimators import binary_kappa, majority_odds, ppi_from_sums, ppi_statistics, vbinary_kappa
 
@@ -256,7 +257,7 @@ def _ppi(table: pd.DataFrame, confidence: float) -> tuple[Aggregator | None, str
     if not labelled.any() or not unlabelled.any():
         return agg, None
     if labelled.sum() < 2:
-        return agg, "pass_rate_ppi not computed: fewer than 2 labelled examples"
+        return agg, unless_note("pass_rate_ppi not computed: fewer than 2 labelled examples", "pass_rate_ppi")
     return agg, None
 
 

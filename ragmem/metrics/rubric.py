@@ -36,7 +36,7 @@ import pandas as pd
 
 from ragmem import rubrics as rubric_prompts
 from ragmem.metrics import names
-from ragmem.metrics.base import Family, MetricResult, failed, mean_aggregator, nanmean, scored_mask
+from ragmem.metrics.base import Family, MetricResult, counted_note, failed, mean_aggregator, nanmean, scored_mask
 
 
 def groups(rubrics: Sequence[rubric_prompts.Rubric], batch: bool) -> list[list[rubric_prompts.Rubric]]:
@@ -78,8 +78,10 @@ def score_rubrics(rows: Any, rubrics: Sequence[rubric_prompts.Rubric], llm: Any,
                                f"{metric}_error": errors[rubric.name]})
         if failures:
             reason, count = collections.Counter(failures).most_common(1)[0]
-            result.notes.append(f"{metric}: {len(failures)} of {len(todo)} answered examples could not be scored "
-                                f"(most often, {count}: {reason})")
+            result.notes.append(counted_note(  # (a chunked run: its first chunk's most frequent reason)
+                f"rubric.{metric}", lambda n, of, c, metric=metric, reason=reason:
+                f"{metric}: {n} of {of} answered examples could not be scored (most often, {c}: {reason})",
+                len(failures), len(todo), count))
     return result
 
 

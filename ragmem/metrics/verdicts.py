@@ -21,7 +21,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ragmem.metrics import names
-from ragmem.metrics.base import Family, MetricResult, scored_mask
+from ragmem.metrics.base import Family, MetricResult, scored_mask, unless_note
 from ragmem.metrics.reliability import majority_aggregator
 
 NAMES = names.VERDICTS.selectable
@@ -37,7 +37,8 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
     n = int(judged.sum())
     if not n:
         return MetricResult(values={"pass_rate": None, "n_judged": 0.0},
-                            notes=["no example was judged (every agent or judge call failed): pass_rate not computed"])
+                            notes=[unless_note("no example was judged (every agent or judge call failed): "
+                                               "pass_rate not computed", "pass_rate")])
     return MetricResult(values={"pass_rate": float(verdict[judged].mean()), "n_judged": float(n)})
 
 

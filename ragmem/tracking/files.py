@@ -46,11 +46,17 @@ def table_files(table: pd.DataFrame, folder: str | Path, name: str,
 def _flat(table: pd.DataFrame) -> pd.DataFrame:
     flat = table.copy()
     flat.attrs = {}  # a table read back carries its MLflow run: not a part of the file
+    encoded = []
     for column in flat.columns[flat.dtypes == object]:
         cells = flat[column].tolist()
         if any(isinstance(v, (list, dict)) for v in cells):
             flat[column] = [dumps(v) if isinstance(v, (list, dict)) else v for v in cells]
+            encoded.append(column)
+    flat.attrs[JSON_COLUMNS] = encoded  # (the Parquet file says which: read_table decodes them)
     return flat
+
+
+JSON_COLUMNS = "ragmem.json_columns"
 
 
 def dumps(value: Any) -> str:
@@ -88,6 +94,8 @@ def write_parquet(flat: pd.DataFrame, path: str | Path) -> None:
         for column in flat.columns[flat.dtypes == object]:
             flat[column] = flat[column].map(lambda v: v if v is None or isinstance(v, str) else json.dumps(v, default=str))
         arrow = pa.Table.from_pandas(flat, preserve_index=False)
+    encoded = flat.attrs.get(JSON_COLUMNS) or []
+    arrow = arrow.replace_schema_metadata({**(arrow.schema.metadata or {}), JSON_COLUMNS.encode(): json.dumps(encoded).encode()})
     pq.write_table(arrow, path)
 
 
@@ -100,6 +108,27 @@ def read_parquet(path: str | Path) -> pd.DataFrame:
     arrow = pq.read_table(path)
     return pd.DataFrame({name: arrow.column(name).to_pylist() for name in arrow.column_names},
                         columns=arrow.column_names)
+
+
+def read_table(path: str | Path) -> pd.DataFrame:
+    """A per-example table :func:`write_parquet` wrote, as :func:`ragmem.pipeline.build_table` made
+    it: the JSON text cells decoded again (lists and dicts), the verdict and label columns
+    nullable integers, a missing number NaN (a streamed run's ``EvaluationResult.table``)."""
+    import pyarrow.parquet as pq
+
+    arrow = pq.read_table(path)
+    encoded = json.loads((arrow.schema.metadata or {}).get(JSON_COLUMNS.encode(), b"[]"))
+    table = arrow.replace_schema_metadata(None).to_pandas()
+    for column in encoded:
+        table[column] = [orjson.loads(v) if isinstance(v, str) else v for v in table[column].tolist()]
+    for column in ("label", "verdict", "keyword_verdict", "judge_yes", "judge_votes"):
+        if column in table:
+            table[column] = table[column].astype("Int64")
+    for column in table.columns:  # free text that may be missing, and what was never set: objects
+        if table[column].dtype == object or column in ("error", "judge_error", "judge_reason") or \
+                (isinstance(table[column].dtype, pd.StringDtype) and table[column].isna().all()):
+            table[column] = table[column].astype(object).where(table[column].notna(), None)
+    return table
 
 
 def plot_files(metrics: dict[str, Any], latency_s: pd.Series, folder: str | Path) -> list[str]:

@@ -59,7 +59,8 @@ def log_dataset(run: TrackedRun, params: dict[str, str], examples) -> None:
     paths = params["data.path"].split(";")
     name = Path(paths[0]).stem + (f" +{len(paths) - 1} files" if len(paths) > 1 else "")
     run.tracker.log_dataset(run.id, name, params["data.sha256"], params["data.path"], dataset_schema(examples),
-                            {"num_rows": len(examples), "files": len(paths), "sha256": params["data.sha256"]})
+                            {"num_rows": int(params.get("data.n_examples", len(examples))), "files": len(paths),
+                             "sha256": params["data.sha256"]})
 
 
 def assessments(table: pd.DataFrame, params: dict[str, str], ids: list[str]) -> dict[str, list[Feedback]]:
@@ -102,22 +103,19 @@ def record_run(run: TrackedRun, resolved_config: dict[str, Any], params: dict[st
     pool = mapper_for(workers)
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "plots").mkdir()
-        # first the plots (matplotlib's import is the longest job), then the table's copies; the
-        # Parquet file on a thread of this process: sending a 100k-row table to a worker took 5 s
-        plots = pool.call(files.plot_files, metrics, table["latency_s"], Path(tmp) / "plots", size=len(table))
-        table_files = [pool.call(files.table_file, table, tmp, "examples", kind, size=len(table))
-                       for kind in files.table_kinds(len(table), copies_max_rows) if kind != "parquet"]
-        writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ragmem-parquet")
-        table_files.insert(0, writer.submit(files.table_file, table, tmp, "examples", "parquet"))
-        writer.shutdown(wait=False)
+        if isinstance(table, (str, Path)):  # a streamed run's examples.parquet: logged as it is
+            plots, table_files, table = _from_parquet(Path(table), metrics, tmp, pool, copies_max_rows)
+        else:
+            plots, table_files = _table_files(table, metrics, tmp, pool, copies_max_rows)
         try:
             if run.logged("input") is None:
                 log_dataset(run, params, examples)
                 run.mark("input", "1")
             traced = run.logged("traces")
             if traced is None:
-                n_traces = run.tracker.log_agent_traces(run.id, summary["experiment"], examples, outputs, max_traces,
-                                                        lambda ids: assessments(table, params, ids))
+                n_traces = run.tracker.log_agent_traces(
+                    run.id, summary["experiment"], examples, outputs, max_traces,
+                    lambda ids: assessments(table.rows(ids) if isinstance(table, _TracedRows) else table, params, ids))
                 run.mark("traces", str(n_traces))
             else:
                 n_traces = int(traced)
@@ -138,6 +136,53 @@ def record_run(run: TrackedRun, resolved_config: dict[str, Any], params: dict[st
             raise
         run.tracker.log_table_files(run.id, [pending.result() for pending in table_files])
     return n_traces
+
+
+def _table_files(table: pd.DataFrame, metrics, tmp: str, pool, copies_max_rows: int) -> tuple:
+    """The plots and the table's files, begun: first the plots (matplotlib's import is the longest
+    job), then the table's copies on the pool; the Parquet file on a thread of this process
+    (sending a 100k-row table to a worker took 5 s)."""
+    plots = pool.call(files.plot_files, metrics, table["latency_s"], Path(tmp) / "plots", size=len(table))
+    table_files = [pool.call(files.table_file, table, tmp, "examples", kind, size=len(table))
+                   for kind in files.table_kinds(len(table), copies_max_rows) if kind != "parquet"]
+    writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ragmem-parquet")
+    table_files.insert(0, writer.submit(files.table_file, table, tmp, "examples", "parquet"))
+    writer.shutdown(wait=False)
+    return plots, table_files
+
+
+class _Done:
+    def __init__(self, value):
+        self.value = value
+
+    def result(self):
+        return self.value
+
+
+def _from_parquet(path: Path, metrics, tmp: str, pool, copies_max_rows: int) -> tuple:
+    """The same from a streamed run's Parquet file: its latency column for the plot, the copies
+    (read back: at most ``copies_max_rows`` rows), and the rows the traces' assessments read."""
+    import pyarrow.parquet as pq
+
+    n_rows = pq.ParquetFile(path).metadata.num_rows
+    latency = pq.read_table(path, columns=["latency_s"]).column(0).to_pandas()
+    plots = pool.call(files.plot_files, metrics, latency, Path(tmp) / "plots", size=n_rows)
+    kinds = [kind for kind in files.table_kinds(n_rows, copies_max_rows) if kind != "parquet"]
+    copies = [_Done(files.table_file(files.read_parquet(path), tmp, "examples", kind)) for kind in kinds]
+    return plots, [_Done(str(path)), *copies], _TracedRows(path)
+
+
+class _TracedRows:
+    """A streamed run's table as :func:`assessments` reads it: the rows of the traced ids only."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def rows(self, ids: list[str]) -> pd.DataFrame:
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        return pq.read_table(self.path, filters=pc.field("id").isin(list(ids))).to_pandas()
 
 
 def record_labels(tracker, run_id: str, *, metrics: dict[str, float | None], summary: dict[str, Any],

@@ -1,0 +1,169 @@
+"""The agent and the judge batch by batch, and a dataset larger than ``data.chunk_size`` scored
+chunk by chunk: what :mod:`ragmem.engine` runs between opening the run and logging it.
+
+A held dataset is answered and judged batch by batch (:func:`answer_and_judge`) and scored whole.
+A streamed one (:attr:`ragmem.loaders.Dataset.streamed`) is read again ``data.chunk_size``
+examples at a time (:func:`score_in_chunks`); per chunk: answered and judged as above, its table
+built and scored (:meth:`ragmem.steps.Steps.score_chunk`), its statistics added
+(:class:`ragmem.streaming.RunStatistics`: the same values and Poisson intervals as the whole
+table's), its rows written to a Parquet part in the run folder, and the rows the report and the
+label sheet may show kept (a bounded number). Nothing else of a chunk outlives it; the parts
+become one ``examples.parquet`` at the end (:func:`join_parts`).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from ragmem import interrupts, labels, pipeline, progress, report_html
+from ragmem.config import RunConfig
+from ragmem.journal import Journal
+from ragmem.loaders import Dataset
+from ragmem.metrics import MetricResult
+from ragmem.parallel import EarlyMaps, ProcessPool, mapper_for
+from ragmem.schema import AgentOutput, Example
+from ragmem.steps import Steps
+from ragmem.streaming import RunStatistics
+from ragmem.tracking import files
+
+log = logging.getLogger("ragmem")
+
+TABLE = "examples.parquet"
+
+
+def answer_and_judge(cfg: RunConfig, steps: Steps, components: pipeline.Components, examples: list[Example],
+                     journal: Journal, kept: dict[str, AgentOutput], called, judged) -> tuple[list[AgentOutput], list]:
+    """Per batch: time the agent (each output journaled the moment it is known; the ``kept`` ones
+    of a resumed run are not asked again), judge, and begin the batch's scoring on idle workers;
+    ``called`` and ``judged`` are the run's progress stages."""
+    outputs: list[AgentOutput] = []
+    judgements: list = []
+
+    def record(output: AgentOutput) -> None:
+        journal.append(output)
+        called.advance(1, failed=int(output.error is not None))
+
+    sized = pipeline.Batches(examples, cfg.agent.batch_size)
+    local = mapper_for(cfg.orchestration.workers)  # the judge's keyword sets: on local processes
+    # a live agent leaves the workers idle while it answers: they score each judged batch
+    # meanwhile; replayed answers leave no wait to fill (the metrics map them all at once)
+    live = cfg.agent.type != "replay"
+    components.early = EarlyMaps(local) if live and isinstance(local, ProcessPool) else None
+    for i, batch in enumerate(sized):
+        interrupts.check()
+        started = time.perf_counter()
+        todo = [e for e in batch if e.id not in kept]
+        answered = {o.example_id: o for o in steps.time_agent(components.agent, todo, cfg, i, record)} if todo else {}
+        journal.sync()
+        answered = [kept.get(e.id) or answered[e.id] for e in batch]
+        pipeline.prime_keywords(batch, answered, components.keywords, local, contexts=False)
+        verdicts = steps.judge(components.judge, batch, answered, i)
+        judged.advance(len(batch), failed=sum(v is not None and v.error is not None for v in verdicts))
+        pipeline.start_scoring(batch, answered, cfg, components)  # on the idle workers
+        sized.took(time.perf_counter() - started)
+        judgements += verdicts
+        outputs += answered
+        log.debug("agent + judge: %d/%d examples (%d agent errors)", len(outputs), len(examples),
+                  sum(o.error is not None for o in outputs))
+    return outputs, judgements
+
+
+def answer_and_judge_all(cfg: RunConfig, steps: Steps, components: pipeline.Components, dataset: Dataset,
+                         journal: Journal, kept: dict[str, AgentOutput]) -> tuple[list[AgentOutput], list]:
+    """Every example of a held dataset answered and judged, batch by batch, under the run's progress."""
+    with progress.stage("agent", len(dataset) - len(kept)) as called, progress.stage("judge", len(dataset)) as judged:
+        outputs, judgements = answer_and_judge(cfg, steps, components, dataset.examples, journal, kept, called, judged)
+    (log.debug if progress.folded() else log.info)(  # a sweep's children: the sweep's own line says it
+        "agent + judge: %d/%d examples (%d agent errors, %d judge errors)", len(outputs), len(dataset),
+        sum(o.error is not None for o in outputs), sum(j is not None and j.error is not None for j in judgements))
+    return outputs, judgements
+
+
+@dataclass
+class Streamed:
+    """What a streamed run leaves for its summary, report and log (sizes bounded, but ``latency_s``)."""
+
+    result: MetricResult
+    counts: dict[str, int]
+    shown: pd.DataFrame                    # the rows the report may show (failures, worst, disputed)
+    latency_s: pd.Series                   # every example's latency (the report's histogram)
+    by_file: dict                          # (data file, what) -> count: the report's pass rate per file
+    table_path: Path                       # examples.parquet in the run folder
+    label_rows: pd.DataFrame | None = None  # candidates for the label sheet (judge.label_sample)
+    examples: list = field(default_factory=list)   # the first tracking.max_traces examples and outputs
+    outputs: list = field(default_factory=list)
+
+
+def score_in_chunks(cfg: RunConfig, steps: Steps, components: pipeline.Components, dataset: Dataset,
+                    journal: Journal, kept: dict[str, AgentOutput]) -> Streamed:
+    """The whole run over a streamed dataset, chunk by chunk (see the module docstring)."""
+    run = RunStatistics(cfg.stats.resamples, cfg.seed, cfg.stats.confidence)
+    parts = Path(journal.folder) / "examples.parts"
+    shutil.rmtree(parts, ignore_errors=True)
+    parts.mkdir(parents=True)
+    counts: collections.Counter = collections.Counter()
+    shown, label_rows, latency, traced = None, None, [], ([], [])
+    by_file: collections.Counter = collections.Counter()
+    with progress.stage("agent", len(dataset) - len(kept)) as called, progress.stage("judge", len(dataset)) as judged:
+        for index, chunk in enumerate(dataset.chunks()):
+            outputs, judgements = answer_and_judge(cfg, steps, components, chunk, journal, kept, called, judged)
+            table, result = steps.score_chunk(chunk, outputs, judgements, components, cfg, index)
+            run.add(table, result, pipeline.run_aggregators(table, result, cfg))
+            counts.update(pipeline.table_counts(table))
+            files.table_file(table, parts, f"part-{index:05d}", "parquet")
+            by_file.update(report_html.file_pass_counts(table))
+            shown = report_html.shown_rows(table if shown is None else pd.concat([shown, table], ignore_index=True))
+            if cfg.judge.label_sample:
+                picked = labels.pick_rows(table, cfg.judge.label_sample, cfg.seed)
+                label_rows = picked if label_rows is None else pd.concat([label_rows, picked], ignore_index=True)
+            latency.append(table["latency_s"].to_numpy())
+            room = cfg.tracking.max_traces - len(traced[0])
+            if room > 0:
+                traced[0].extend(chunk[:room])
+                traced[1].extend(outputs[:room])
+            log.debug("chunk %d: %d examples scored (%d so far)", index, len(table), run.n)
+    (log.debug if progress.folded() else log.info)(
+        "agent + judge + metrics: %d/%d examples in %d chunks of %d (%d agent errors, %d judge errors)", run.n,
+        len(dataset), index + 1, cfg.data.chunk_size, counts["n_agent_errors"], counts["n_judge_errors"])
+    values = run.values()
+    result = MetricResult(values=values, undefined=run.undefined, notes=run.notes)
+    names = [n for n, v in values.items() if v is not None]
+    with progress.stage("bootstrap"):
+        result.ci = run.intervals(names)
+    result.values.update(pipeline.usage_metrics(components))
+    counts.update({f"undefined_{k}": int(v) for k, v in run.undefined.items()})
+    table_path = join_parts(parts, Path(journal.folder) / TABLE)
+    import numpy as np  # (only here: the latencies joined once)
+
+    return Streamed(result, dict(counts), shown, pd.Series(np.concatenate(latency), name="latency_s"), dict(by_file),
+                    table_path, label_rows, *traced)
+
+
+def join_parts(parts: Path, target: Path) -> Path:
+    """The chunks' Parquet parts as one file, part after part (one in memory at a time); columns
+    a part lacks are null, and a column's type is the one every part's values fit."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    paths = sorted(parts.glob("part-*.parquet"))
+    schemas = [pq.read_schema(p) for p in paths]
+    encoded = sorted({c for s in schemas for c in json.loads((s.metadata or {}).get(files.JSON_COLUMNS.encode(), b"[]"))})
+    schema = pa.unify_schemas([s.remove_metadata() for s in schemas], promote_options="permissive")
+    schema = pa.schema([f.with_type(pa.string()) if pa.types.is_null(f.type) else f for f in schema],
+                       metadata={files.JSON_COLUMNS: json.dumps(encoded)})
+    with pq.ParquetWriter(target, schema) as writer:
+        for path in paths:
+            part = pq.read_table(path)
+            columns = [part.column(f.name).cast(f.type) if f.name in part.column_names
+                       else pa.nulls(len(part), f.type) for f in schema]
+            writer.write_table(pa.Table.from_arrays(columns, schema=schema))
+    shutil.rmtree(parts, ignore_errors=True)
+    return target
