@@ -61,21 +61,31 @@ def _text(rng: random.Random, chinese: bool, low: int, high: int) -> str:
 
 def synthetic(n: int, seed: int = 0) -> list[dict]:
     """N examples, half Chinese, 6 contexts each from a pool of ~3.2 distinct texts per example."""
+    return list(synthetic_records(n, seed))
+
+
+def write_jsonl(path: Path, n: int, seed: int = 0) -> None:
+    """:func:`synthetic`'s examples as JSONL, one at a time (a million would take gigabytes as a list)."""
+    with open(path, "w", encoding="utf-8") as handle:
+        for record in synthetic_records(n, seed):
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def synthetic_records(n: int, seed: int = 0):
+    """The examples of :func:`synthetic`, one by one."""
     rng = random.Random(seed)
     pool_size = max(60, int(n * 3.2))
     # about 106 characters a context, as in the data of issue 13 (32,000 texts, 3.4 M characters at 10k)
     pool = [_text(rng, True, 80, 130) if i % 2 == 0 else _text(rng, False, 10, 20) for i in range(pool_size)]
-    out = []
     for i in range(n):
         chinese = i % 2 == 0
         reference = _text(rng, chinese, 20, 40)
         answer = reference if rng.random() < 0.3 else _text(rng, chinese, 20, 40)
         picks = rng.sample(range(pool_size), 6)
-        out.append({"id": f"e{i}", "query": _text(rng, chinese, 6, 12), "reference_answer": reference,
-                    "generated_answer": answer, "label": rng.randint(0, 1),
-                    "context": [{"id": f"c{j}", "text": pool[j]} for j in picks],
-                    "relevant_context_ids": [f"c{picks[rng.randrange(6)]}"]})
-    return out
+        yield {"id": f"e{i}", "query": _text(rng, chinese, 6, 12), "reference_answer": reference,
+               "generated_answer": answer, "label": rng.randint(0, 1),
+               "context": [{"id": f"c{j}", "text": pool[j]} for j in picks],
+               "relevant_context_ids": [f"c{picks[rng.randrange(6)]}"]}
 
 
 _RAGMEM = """
@@ -84,12 +94,13 @@ t0 = time.perf_counter()
 import ragmem
 t1 = time.perf_counter()
 tok, workers = sys.argv[3], sys.argv[4]
-result = ragmem.evaluate(sys.argv[1], track=False, stats={"resamples": int(sys.argv[2])},
+chunk = {"data": {"chunk_size": int(sys.argv[5])}} if len(sys.argv) > 5 else None  # data.chunk_size
+result = ragmem.evaluate(sys.argv[1], chunk, track=False, stats={"resamples": int(sys.argv[2])},
                          keywords={"tokenizer": tok}, generation={"tokenizer": tok},
                          orchestration={"workers": workers if workers == "auto" else int(workers)})
 t2 = time.perf_counter()
 print(json.dumps({"compute": t2 - t1, "total": t2 - t0, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                  "n": len(result.table), "metrics": len(result.metrics)}))
+                  "n": result.summary["n_examples"], "metrics": len(result.metrics)}))
 """
 
 _RAGAS = """
@@ -122,11 +133,19 @@ def ragas_python() -> Path:
     return python
 
 
-def run(python: Path | str, code: str, *args: str) -> dict:
+def run(python: Path | str, code: str, *args: str, every: float = 0.05) -> dict:
     """Run ``code`` in a fresh process; its JSON line, with ``rss_mb`` replaced by the peak of the
-    summed RSS of the process and all its children (ragmem's worker processes count), sampled
-    every 50 ms from here."""
+    memory of the process and all its children (ragmem's worker processes count) summed as
+    proportional set size (a page two processes share counts half in each: shared pages once),
+    sampled every ``every`` seconds from here; ``main_rss_mb`` the process's own peak."""
     import psutil
+
+    def pss(member) -> int:
+        try:  # Linux's one-line total (psutil's memory_full_info reads every mapping: a core's worth at 50 ms)
+            with open(f"/proc/{member.pid}/smaps_rollup") as rollup:
+                return next(int(line.split()[1]) * 1024 for line in rollup if line.startswith("Pss:"))
+        except (OSError, StopIteration):  # no PSS on this system: RSS
+            return member.memory_info().rss
 
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen([str(python), "-c", code, *args], stdout=out, stderr=err, text=True, cwd=ROOT)
@@ -135,16 +154,16 @@ def run(python: Path | str, code: str, *args: str) -> dict:
         while proc.poll() is None:
             try:
                 members = [tree, *tree.children(recursive=True)]
-                peak = max(peak, sum(m.memory_info().rss for m in members if m.is_running()))
-                main_peak = max(main_peak, tree.memory_info().rss)
+                sizes = [pss(m) for m in members if m.is_running()]
+                peak, main_peak = max(peak, sum(sizes)), max(main_peak, sizes[0] if sizes else 0)
             except psutil.Error:  # a child ended between listing and reading
                 pass
-            time.sleep(0.05)
+            time.sleep(every)
         out.seek(0), err.seek(0)
         if proc.returncode != 0:
             raise SystemExit(f"failed: {err.read().strip()[-2000:]}")
         result = json.loads(out.read().strip().splitlines()[-1])
-    result["rss_mb"] = max(result["rss_mb"], peak / 2**20)
+    result["rss_mb"] = peak / 2**20
     result["main_rss_mb"] = main_peak / 2**20
     return result
 

@@ -343,8 +343,11 @@ def generation_signature(cfg: RunConfig) -> str:
 
 def usage_metrics(components: Components) -> dict[str, float]:
     """judge_calls, judge_failures, judge_cache_hits, judge_tokens_in/out, judge_cost_usd (and the
-    same for embeddings) when an LLM was used."""
+    same for embeddings) when an LLM was used; keywords_cache_hit_rate, the share of keyword-set
+    lookups the keyword cache answered (keywords.cache_size)."""
     out: dict[str, float] = {}
+    if components.keywords.hit_rate() is not None:
+        out["keywords_cache_hit_rate"] = components.keywords.hit_rate()
     if components.llm is not None:
         out.update(components.llm.usage.as_metrics("judge"))
     if components.embedder is not None:

@@ -56,7 +56,7 @@ class DataSettings(Section):
                                           "as its JSON text (42 -> '42', 42.0 -> '42.0') instead of refusing it")
     encoding: str = setting("utf-8", "text encoding of JSON, JSONL and CSV files (e.g. gb18030 for a Chinese "
                                      "file saved by Excel); a byte-order mark is allowed")
-    chunk_size: Positive = setting(50_000, "examples held at once: a larger dataset is read, answered, judged, "
+    chunk_size: Positive = setting(10_000, "examples held at once: a larger dataset is read, answered, judged, "
                                            "scored and logged this many at a time, with the same metrics")
     _encoding = field_validator("encoding")(lambda cls, value: check_encoding(value))
 
@@ -222,6 +222,8 @@ Tokenizer = Literal["jieba", "rjieba", "char"]
 class KeywordSettings(Section):
     tokenizer: Tokenizer = setting("jieba", "jieba, rjieba (faster, the fast extra) or char")
     stopwords: list[str] = setting(["stopwords-iso:zh", "stopwords:en"], "lists as SOURCE:LANG; [] for none")
+    cache_size: Positive = setting(262_144, "keyword sets of distinct texts kept in memory, the least recently "
+                                            "used dropped first (its hit rate: the metric keywords_cache_hit_rate)")
 
 
 class RankingSettings(Section):

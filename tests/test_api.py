@@ -34,8 +34,10 @@ def test_overrides_and_tracking_round_trip(store):
                              tracking=store, metrics=["f1", "avg_coverage"])
     # the selection, plus pass_rate (always computed: the system's quality as judged, labels or not)
     # and the judge's reliability (measured on every run: with labels, its kappa; the keyword judge's
-    # threshold moved by 0.1)
-    assert {k for k in result.metrics if not k.startswith(("confusion_", "n_", "judge_"))} == {"pass_rate", "f1", "avg_coverage"}
+    # threshold moved by 0.1), and the keyword cache's hit rate (usage, as the judge's calls are)
+    assert {k for k in result.metrics if not k.startswith(("confusion_", "n_", "judge_", "keywords_"))} == \
+        {"pass_rate", "f1", "avg_coverage"}
+    assert 0 < result.metrics["keywords_cache_hit_rate"] < 1
     assert {"judge_label_kappa", "judge_threshold_low_pass_rate", "judge_threshold_high_pass_rate"} <= set(result.metrics)
     assert list(result.metrics)[0] == "pass_rate" and result.summary["ci"]["pass_rate"] is not None
     # where the run is stored, by the database file's absolute path (the run's last line says it too)

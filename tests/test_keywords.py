@@ -97,3 +97,18 @@ def test_jieba_prints_nothing(capfd):
     code = "from ragmem.text.keywords import KeywordExtractor; print(sorted(KeywordExtractor()('向量检索')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stderr == ""
+
+
+def test_the_keyword_cache_is_bounded_least_recently_used_first_and_counts_its_hits():
+    from ragmem.text.keywords import KeywordExtractor
+
+    K, fresh = KeywordExtractor("char", [], cache_size=3), KeywordExtractor("char", [])
+    assert K.hit_rate() is None
+    K.prime(["ab", "cd", "ef"])                      # 3 segmented
+    assert K("ab") == fresh("ab")                    # a hit; "ab" is the most recent now
+    K.prime(["gh"])                                  # "cd", the least recently used, goes
+    assert list(K._known) == ["ef", "ab", "gh"]
+    assert K("cd") == fresh("cd")                    # segmented again (a miss), "ef" goes
+    assert list(K._known) == ["ab", "gh", "cd"] and len(K._known) == K.cache_size
+    assert (K.hits, K.misses) == (1, 5) and K.hit_rate() == 1 / 6
+    assert K.union(["ab", "zz"]) == fresh("ab") | fresh("zz")  # the sets are the same, cached or not

@@ -170,6 +170,8 @@ def test_a_streamed_run_gives_the_held_runs_summary_table_and_notes(tmp_path, mo
     streamed = ragmem.evaluate(None, _demo(7), track=False)
     assert held.table_path is None and streamed.table_path is not None and streamed.table_path.is_file()
     for name, value in held.metrics.items():
+        if name == "keywords_cache_hit_rate":  # usage: how the texts came in batches, not a result
+            continue
         assert streamed.metrics[name] == pytest.approx(value, abs=1e-9, nan_ok=True) if value is not None \
             else streamed.metrics[name] is None, name
     assert streamed.summary["ci"].keys() == held.summary["ci"].keys()

@@ -36,7 +36,7 @@ def build_judge(settings, keywords: KeywordExtractor, zero_division: float, clie
 def judging(cfg) -> tuple[KeywordExtractor, Judge, Any]:
     """The keyword extractor, the judge and its LLM client (``None`` offline) that a
     :class:`ragmem.config.RunConfig` asks for: what runs and memory benchmarks judge with."""
-    keywords = KeywordExtractor(cfg.keywords.tokenizer, cfg.keywords.stopwords)
+    keywords = KeywordExtractor(cfg.keywords.tokenizer, cfg.keywords.stopwords, cfg.keywords.cache_size)
     client = None
     if cfg.judge.type == "llm":
         client = JudgeClient(cfg.judge, rubrics=cfg.rubric_definitions())

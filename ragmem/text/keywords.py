@@ -17,6 +17,7 @@ distinct text (the biggest saving measured for jieba; see STACK-NOTES).
 
 from __future__ import annotations
 
+import collections
 import math
 import sys
 import unicodedata
@@ -91,17 +92,37 @@ class KeywordExtractor:
             parts.append(signature)
         self.stopwords = frozenset(words)
         self._stopword_signature = "+".join(parts) or "none"
-        # filled by prime(): each primed text's keywords as a tuple (a sixth of a frozenset's memory:
-        # at 30k examples, 150k texts held 280 MB as sets), made a set again when asked for
-        self._known: dict[str, tuple[str, ...]] = {}
-        self._segmented = lru_cache(maxsize=cache_size)(self._keywords)
+        # the keyword sets of the texts seen last, least recently used dropped first beyond
+        # cache_size (keywords.cache_size: a run of a million examples has millions of distinct
+        # texts), each as a tuple (a sixth of a frozenset's memory: at 30k examples, 150k texts held
+        # 280 MB as sets), made a set again when asked for
+        self.cache_size = cache_size
+        self._known: collections.OrderedDict[str, tuple[str, ...]] = collections.OrderedDict()
+        self.hits = self.misses = 0
 
     def prime(self, texts, mapper=None) -> None:
         """Compute the keyword sets of ``texts`` at once (on ``mapper``'s workers: see
         :mod:`ragmem.parallel`), so the metrics that ask for them later find them."""
-        todo = [t for t in dict.fromkeys(texts) if t not in self._known]
+        distinct = list(dict.fromkeys(texts))
+        todo = [t for t in distinct if t not in self._known]
+        self.hits += len(distinct) - len(todo)
+        self.misses += len(todo)
+        for text in distinct[-self.cache_size:]:  # the ones found are the most recent again
+            if text in self._known:
+                self._known.move_to_end(text)
         sets = (mapper or SERIAL).map(keyword_sets, todo, self.tokenizer_name, self.stopword_specs)
-        self._known.update(zip(todo, sets))
+        for text, found in zip(todo[-self.cache_size:], sets[-self.cache_size:]):
+            self._keep(text, found)
+
+    def _keep(self, text: str, found: tuple[str, ...]) -> None:
+        self._known[text] = found
+        if len(self._known) > self.cache_size:
+            self._known.popitem(last=False)
+
+    def hit_rate(self) -> float | None:
+        """The share of keyword-set lookups answered from the cache (None before any)."""
+        asked = self.hits + self.misses
+        return self.hits / asked if asked else None
 
     def tokens(self, text: str) -> list[str]:
         """All tokens of the normalised text, stopwords removed, in order (duplicates kept)."""
@@ -113,7 +134,14 @@ class KeywordExtractor:
 
     def _stored(self, text: str) -> tuple[str, ...] | frozenset[str]:
         known = self._known.get(text)
-        return known if known is not None else self._segmented(text)
+        if known is not None:
+            self.hits += 1
+            self._known.move_to_end(text)
+            return known
+        self.misses += 1
+        found = tuple(self._keywords(text))
+        self._keep(text, found)
+        return found
 
     def _keywords(self, text: str) -> frozenset[str]:
         # interned: a run's keyword sets share one string per distinct word (at 30k examples the

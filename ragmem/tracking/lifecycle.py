@@ -111,7 +111,7 @@ def end_unfinished(tracker: Tracker | None, run_ids, status: str, reason: str) -
             _end(tracker, run_id, status, reason)
 
 
-_USAGE = re.compile(r"^(judge|embeddings|generator|layer)_(calls|failures|cache_hits|cache_hit_rate|tokens_in|"
+_USAGE = re.compile(r"^(judge|embeddings|generator|layer|keywords)_(calls|failures|cache_hits|cache_hit_rate|tokens_in|"
                     r"tokens_out|tokens|cost_usd)$")
 
 
