@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_vs_ragas import synthetic  # noqa: E402
+from bench_vs_ragas import write_jsonl  # noqa: E402
 
 _EVALUATE = "import ragmem, sys; ragmem.evaluate(config=sys.argv[1], track=False)"
 _IMPORT = "import ragmem.api, time; t = time.perf_counter(); import {}; print(time.perf_counter() - t)"
@@ -53,10 +53,10 @@ def timed(command: list[str], cwd: Path) -> float:
 
 def replay_config(folder: Path, n: int, tokenizer: str, **sections) -> Path:
     """N synthetic examples and a replay config naming them (plus ``sections``), in ``folder``."""
-    (folder / "data.json").write_text(json.dumps(synthetic(n), ensure_ascii=False), encoding="utf-8")
+    write_jsonl(folder / "data.jsonl", n)
     config = folder / "bench.yaml"
     config.write_text(json.dumps({
-        "experiment": "bench", "data": {"files": [{"path": "data.json"}]}, "agent": {"type": "replay"},
+        "experiment": "bench", "data": {"files": [{"path": "data.jsonl"}]}, "agent": {"type": "replay"},
         "keywords": {"tokenizer": tokenizer}, "generation": {"tokenizer": tokenizer}, **sections}), encoding="utf-8")
     return config
 
@@ -72,14 +72,17 @@ def main() -> None:
         folder = Path(tmp)
         config = replay_config(folder, args.n, args.tokenizer, orchestration={"task_runner": args.task_runner})
         ragmem = [sys.executable, "-m", "ragmem.cli"]
-        timed([*ragmem, "run", str(config)], folder)  # warm-up: the Prefect server, the MLflow store's creation
-        pairs = []
-        for i in range(args.repeats):  # interleaved: a slow stretch of the machine touches both sides
-            pairs.append((timed([sys.executable, "-c", _EVALUATE, str(config)], folder),
-                          timed([*ragmem, "run", str(config)], folder)))
-            if args.repeats > 1:
-                print(f"pair {i + 1}: evaluate={pairs[-1][0]:.1f} s run={pairs[-1][1]:.1f} s "
-                      f"({pairs[-1][1] / pairs[-1][0]:.3f}x)", flush=True)
+        try:
+            timed([*ragmem, "run", str(config)], folder)  # warm-up: the Prefect server, the MLflow store's creation
+            pairs = []
+            for i in range(args.repeats):  # interleaved: a slow stretch of the machine touches both sides
+                pairs.append((timed([sys.executable, "-c", _EVALUATE, str(config)], folder),
+                              timed([*ragmem, "run", str(config)], folder)))
+                if args.repeats > 1:
+                    print(f"pair {i + 1}: evaluate={pairs[-1][0]:.1f} s run={pairs[-1][1]:.1f} s "
+                          f"({pairs[-1][1] / pairs[-1][0]:.3f}x)", flush=True)
+        finally:  # the home's Prefect server goes with its folder
+            subprocess.run([*ragmem, "server", "stop"], cwd=folder, capture_output=True)
         evaluate, run = statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs)
     prefect, store = import_time("prefect"), import_time("mlflow, mlflow.store.tracking.sqlalchemy_store")
     print(f"n={args.n} tokenizer={args.tokenizer} task_runner={args.task_runner} evaluate={evaluate:.1f} s "

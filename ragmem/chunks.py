@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from ragmem import interrupts, labels, pipeline, progress, report_html
@@ -33,10 +34,12 @@ from ragmem.schema import AgentOutput, Example
 from ragmem.steps import Steps
 from ragmem.streaming import RunStatistics
 from ragmem.tracking import files
+from ragmem.tracking.store import traced_calls
 
 log = logging.getLogger("ragmem")
 
 TABLE = "examples.parquet"
+SAMPLE = 1000  # examples of the first chunk a streamed run logs for the dataset's schema
 
 
 def answer_and_judge(cfg: RunConfig, steps: Steps, components: pipeline.Components, examples: list[Example],
@@ -98,7 +101,7 @@ class Streamed:
     by_file: dict                          # (data file, what) -> count: the report's pass rate per file
     table_path: Path                       # examples.parquet in the run folder
     label_rows: pd.DataFrame | None = None  # candidates for the label sheet (judge.label_sample)
-    examples: list = field(default_factory=list)   # the first tracking.max_traces examples and outputs
+    examples: list = field(default_factory=list)   # the calls traced (failed, slowest) and a sample
     outputs: list = field(default_factory=list)
 
 
@@ -110,7 +113,7 @@ def score_in_chunks(cfg: RunConfig, steps: Steps, components: pipeline.Component
     shutil.rmtree(parts, ignore_errors=True)
     parts.mkdir(parents=True)
     counts: collections.Counter = collections.Counter()
-    shown, label_rows, latency, traced = None, None, [], ([], [])
+    shown, label_rows, latency, traced, sample = None, None, [], [], []
     by_file: collections.Counter = collections.Counter()
     with progress.stage("agent", len(dataset) - len(kept)) as called, progress.stage("judge", len(dataset)) as judged:
         for index, chunk in enumerate(dataset.chunks()):
@@ -125,10 +128,9 @@ def score_in_chunks(cfg: RunConfig, steps: Steps, components: pipeline.Component
                 picked = labels.pick_rows(table, cfg.judge.label_sample, cfg.seed)
                 label_rows = picked if label_rows is None else pd.concat([label_rows, picked], ignore_index=True)
             latency.append(table["latency_s"].to_numpy())
-            room = cfg.tracking.max_traces - len(traced[0])
-            if room > 0:
-                traced[0].extend(chunk[:room])
-                traced[1].extend(outputs[:room])
+            traced = traced_calls([*(e for e, _ in traced), *chunk], [*(o for _, o in traced), *outputs],
+                                  cfg.tracking.max_traces)
+            sample = sample or list(zip(chunk[:SAMPLE], outputs[:SAMPLE]))  # the dataset's schema in MLflow
             log.debug("chunk %d: %d examples scored (%d so far)", index, len(table), run.n)
     (log.debug if progress.folded() else log.info)(
         "agent + judge + metrics: %d/%d examples in %d chunks of %d (%d agent errors, %d judge errors)", run.n,
@@ -141,22 +143,33 @@ def score_in_chunks(cfg: RunConfig, steps: Steps, components: pipeline.Component
     result.values.update(pipeline.usage_metrics(components))
     counts.update({f"undefined_{k}": int(v) for k, v in run.undefined.items()})
     table_path = join_parts(parts, Path(journal.folder) / TABLE)
-    import numpy as np  # (only here: the latencies joined once)
-
     return Streamed(result, dict(counts), shown, pd.Series(np.concatenate(latency), name="latency_s"), dict(by_file),
-                    table_path, label_rows, *traced)
+                    table_path, label_rows, *_logged_examples(traced, sample))
+
+
+def _logged_examples(traced: list, sample: list) -> tuple[list, list]:
+    """The examples and outputs a streamed run hands to its log: the calls it traces (failed, then
+    the slowest, of every chunk) and the first chunk's first :data:`SAMPLE` (the dataset's schema)."""
+    seen = {id(e) for e, _ in traced}
+    pairs = traced + [(e, o) for e, o in sample if id(e) not in seen]
+    return [e for e, _ in pairs], [o for _, o in pairs]
 
 
 def join_parts(parts: Path, target: Path) -> Path:
     """The chunks' Parquet parts as one file, part after part (one in memory at a time); columns
     a part lacks are null, and a column's type is the one every part's values fit."""
-    import pyarrow as pa
+    import pyarrow as pa  # (as ragmem.tracking.files: pyarrow where Parquet is written)
     import pyarrow.parquet as pq
 
     paths = sorted(parts.glob("part-*.parquet"))
     schemas = [pq.read_schema(p) for p in paths]
     encoded = sorted({c for s in schemas for c in json.loads((s.metadata or {}).get(files.JSON_COLUMNS.encode(), b"[]"))})
-    schema = pa.unify_schemas([s.remove_metadata() for s in schemas], promote_options="permissive")
+    try:
+        schema = pa.unify_schemas([s.remove_metadata() for s in schemas], promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError):  # a free-form column of numbers in one chunk, text in another
+        names = list(dict.fromkeys(f.name for s in schemas for f in s))
+        kinds = {name: {s.field(name).type for s in schemas if name in s.names} - {pa.null()} for name in names}
+        schema = pa.schema([(name, kinds[name].pop() if len(kinds[name]) == 1 else pa.string()) for name in names])
     schema = pa.schema([f.with_type(pa.string()) if pa.types.is_null(f.type) else f for f in schema],
                        metadata={files.JSON_COLUMNS: json.dumps(encoded)})
     with pq.ParquetWriter(target, schema) as writer:

@@ -206,6 +206,8 @@ def dry_run(cfg: RunConfig, config_name: str = "", *, dataset: Dataset | None = 
         embedder = EmbeddingClient(cfg.embeddings)
     environment.check_components(cfg)
     dataset = dataset if dataset is not None else pipeline.load(cfg)
+    if dataset.streamed:  # counted over every example: a large dataset's chunks read into one list here
+        dataset = Dataset([e for chunk in dataset.chunks() for e in chunk], dataset.files, dataset.sha256)
     probed = endpoints.configured(cfg)
     if preflight:
         endpoints.preflight(probed)

@@ -254,3 +254,53 @@ def test_a_streamed_run_draws_its_label_sheet_from_every_chunk(tmp_path, monkeyp
     positions = sorted(int(i[1:]) for i in sheet["example_id"])
     assert positions[-1] > 200  # drawn from the later chunks too, not the first rows only
     assert (sheet["judge_verdict"] == 1).any() and (sheet["judge_verdict"] == 0).any()  # stratified by verdict
+
+
+def test_a_dry_run_of_a_streamed_dataset_counts_every_example(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAGMEM_HOME", str(tmp_path))
+    judge = {"type": "llm", "model": "m", "base_url": "http://127.0.0.1:9/v1"}
+    judge = dict(judge=judge, embeddings={"model": "e", "base_url": "http://127.0.0.1:9/v1"})
+    held = ragmem.dry_run(None, _demo(**judge), preflight=False)
+    streamed = ragmem.dry_run(None, _demo(5, **judge), preflight=False)
+    assert streamed.examples == held.examples == 36
+    assert [(line.metric, line.endpoint, line.requests, line.tokens_in) for line in streamed.lines] == \
+        [(line.metric, line.endpoint, line.requests, line.tokens_in) for line in held.lines] and held.lines
+
+
+def test_the_parts_join_into_one_table_whatever_each_chunk_held(tmp_path):
+    from ragmem.chunks import join_parts
+
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    chunks = [pd.DataFrame({"id": ["a", "b"], "label": pd.array([None, None], dtype="Int64"), "free": [1, 2],
+                            "contexts": [[{"text": "x"}], []], "judge_error": [None, None]}),
+              pd.DataFrame({"id": ["c"], "label": pd.array([1], dtype="Int64"), "free": ["text"],
+                            "contexts": [[{"text": "y", "id": "c1"}]], "judge_error": ["timeout"],
+                            "keyword_verdict": pd.array([0], dtype="Int64")})]
+    for i, chunk in enumerate(chunks):
+        files.table_file(chunk, parts, f"part-{i:05d}", "parquet")
+    table = files.read_table(join_parts(parts, tmp_path / "examples.parquet"))
+    assert not parts.exists()
+    assert table["id"].tolist() == ["a", "b", "c"]
+    assert table["label"].tolist()[2] == 1 and table["label"].isna().tolist() == [True, True, False]
+    assert table["free"].tolist() == ["1", "2", "text"]  # numbers in one chunk, text in the other: text
+    assert table["contexts"].tolist() == [[{"text": "x"}], [], [{"text": "y", "id": "c1"}]]
+    assert table["judge_error"].tolist() == [None, None, "timeout"]
+    assert table["keyword_verdict"].isna().tolist() == [True, True, False]  # a column one chunk lacks: null
+
+
+def test_a_streamed_run_traces_the_failed_and_slowest_calls_of_every_chunk(tmp_path, monkeypatch, shared_store):
+    monkeypatch.setenv("RAGMEM_HOME", str(tmp_path))
+    data = tmp_path / "d.jsonl"
+    queries = ["a", "b", "c", "d", "fail-1", "e", "f", "g", "fail-2", "h"]
+    data.write_text("\n".join(json.dumps({"id": q, "query": q, "reference_answer": q}) for q in queries))
+    tracking = {"uri": shared_store["uri"], "artifact_root": shared_store["artifact_root"], "max_traces": 2}
+    result = ragmem.evaluate(None, {"data": {"files": [{"path": str(data)}], "chunk_size": 3},
+                                    "agent": {"type": "python", "target": "tests.sample_agents:sometimes_fails"},
+                                    "tracking": tracking, "experiment": "streamed-traces", "metrics": ["avg_latency"]})
+    client = MlflowClient(shared_store["uri"])
+    run = client.get_run(result.run_id)
+    assert run.data.metrics["count/n_traces"] == 2 and result.summary["n_errors"] == 2
+    traces = client.search_traces(locations=[run.info.experiment_id], run_id=result.run_id)
+    assert sorted(t.info.tags["ragmem.example_id"] for t in traces) == ["fail-1", "fail-2"]  # failed first, from 2 chunks
+    assert run.data.metrics["count/n_examples"] == 10

@@ -150,6 +150,14 @@ def _git_tags(cwd: str) -> dict[str, str]:
     return tags
 
 
+def traced_calls(examples, outputs, limit: int) -> list[tuple[Any, Any]]:
+    """The ``(example, output)`` pairs a run traces: timed agent calls, failed ones first, then the
+    slowest, at most ``limit`` (a streamed run keeps those of its chunks so far and the next's)."""
+    timed = [(ex, out) for ex, out in zip(examples, outputs) if out.started_at_ns is not None]
+    timed.sort(key=lambda pair: (pair[1].error is None, -(pair[1].latency_s or 0.0)))
+    return timed[:limit]
+
+
 class Tracker:
     """A thin, explicit-run-id wrapper over ``MlflowClient``."""
 
@@ -311,9 +319,8 @@ class Tracker:
         import mlflow
         from mlflow.tracing.client import TracingClient
 
-        timed = [(ex, out) for ex, out in zip(examples, outputs) if out.started_at_ns is not None]
-        timed.sort(key=lambda pair: (pair[1].error is None, -(pair[1].latency_s or 0.0)))
-        if not timed[:limit]:
+        timed = traced_calls(examples, outputs, limit)
+        if not timed:
             return 0
         experiment_id = self.experiment_id(experiment)
         # MLflow exports traces to the *process-wide* tracking URI, whatever client started them
@@ -331,7 +338,7 @@ class Tracker:
                         client.log_assessment(trace_id, MlflowFeedback(
                             name=f.name, value=f.value, rationale=f.rationale,
                             source=AssessmentSource(source_type=f.source_type, source_id=f.source_id)))
-        return min(limit, len(timed))
+        return len(timed)
 
     def log_human_labels(self, run_id: str, experiment_id: str, rows: list[tuple[str, int, str, str]],
                          source_id: str) -> int:
