@@ -19,6 +19,7 @@ from ragmem import progress, prompts, stats
 from ragmem.agents import build_agent
 from ragmem.agents.runner import run_live
 from ragmem.config import RunConfig
+from ragmem.errors import ConfigError
 from ragmem.judges import Judge, JudgeItem, Judgement, judging
 from ragmem.llm import EmbeddingClient
 from ragmem.loaders import Dataset, load_dataset
@@ -57,9 +58,15 @@ def build_components(cfg: RunConfig) -> Components:
 
 
 def load(cfg: RunConfig) -> Dataset:
-    """Load and validate the configured files (a live agent supplies the answers itself)."""
+    """Load and validate the configured files (a live agent supplies the answers itself); refuse
+    repeated judge samples in chunks (their intervals draw by position), before any call."""
     cfg.require_data()
-    return load_dataset(cfg.files, require_answer=cfg.agent.type == "replay", chunk_size=cfg.data.chunk_size)
+    data = load_dataset(cfg.files, require_answer=cfg.agent.type == "replay", chunk_size=cfg.data.chunk_size)
+    if data.streamed and cfg.judge.type == "llm" and cfg.judge.samples > 1:
+        raise ConfigError(f"judge.samples {cfg.judge.samples}: the {len(data)} examples are more than data.chunk_size "
+                          f"{cfg.data.chunk_size}, and the intervals of repeated judge samples are not computed in "
+                          f"chunks; set data.chunk_size to {len(data)} or more, or judge.samples to 1")
+    return data
 
 
 class Batches:
@@ -210,8 +217,7 @@ def start_scoring(examples: Sequence[Example], outputs: Sequence[AgentOutput], c
 
 
 def score(table: pd.DataFrame, cfg: RunConfig, components: Components, mapper=None) -> tuple[pd.DataFrame, MetricResult]:
-    """Aggregate metrics, plus their per-example columns added to a copy of the table, their
-    intervals and the LLM usage; the text-heavy work runs on ``mapper`` (:mod:`ragmem.parallel`;
+    """:func:`scored`, with intervals and LLM usage; text-heavy work on ``mapper`` (:mod:`ragmem.parallel`;
     default: this process), taking what :func:`start_scoring` began."""
     table, result = scored(table, cfg, components, mapper)
     result.ci = {**confidence_intervals(table, result, cfg), **result.ci}  # a family's own intervals kept (pass_rate_ppi)
@@ -220,8 +226,7 @@ def score(table: pd.DataFrame, cfg: RunConfig, components: Components, mapper=No
 
 
 def scored(table: pd.DataFrame, cfg: RunConfig, components: Components, mapper=None) -> tuple[pd.DataFrame, MetricResult]:
-    """The families' values and per-example columns (added to a copy of the table) of one table,
-    the whole run's or one chunk's (:mod:`ragmem.streaming`): no intervals, no usage."""
+    """The families' values and per-example columns (on a copy) of a run's or a chunk's table."""
     ctx = _metric_context(cfg, components, mapper, components.early)
     try:
         result = compute_metrics(table, [*cfg.metrics, *cfg.gates], ctx)  # a gated metric is always computed
@@ -236,8 +241,7 @@ def scored(table: pd.DataFrame, cfg: RunConfig, components: Components, mapper=N
 
 
 def run_aggregators(table: pd.DataFrame, result: MetricResult, cfg: RunConfig, names=None) -> dict:
-    """The per-example statistics of the ``names`` (default: every value of ``result``): those the
-    table's columns give (:func:`ragmem.stats.aggregators`) and those the families returned."""
+    """Per-example statistics of ``names`` (default: all of ``result``'s): the table's and the families'."""
     scorer = scorer_for(cfg.generation.tokenizer, cfg.generation.bleu_tokenize)
     aggs = stats.aggregators(table, list(result.values) if names is None else names, cfg.zero_division, scorer)
     extra = result.statistics if names is None else {n: result.statistics[n] for n in names if n in result.statistics}

@@ -304,3 +304,16 @@ def test_a_streamed_run_traces_the_failed_and_slowest_calls_of_every_chunk(tmp_p
     traces = client.search_traces(locations=[run.info.experiment_id], run_id=result.run_id)
     assert sorted(t.info.tags["ragmem.example_id"] for t in traces) == ["fail-1", "fail-2"]  # failed first, from 2 chunks
     assert run.data.metrics["count/n_examples"] == 10
+
+
+def test_repeated_judge_samples_on_a_streamed_dataset_are_refused_before_any_call(tmp_path, monkeypatch):
+    from ragmem.errors import ConfigError
+
+    monkeypatch.setenv("RAGMEM_HOME", str(tmp_path))
+    judge = {"judge": {"type": "llm", "model": "m", "base_url": "http://127.0.0.1:9/v1", "samples": 3},
+             "embeddings": {"model": "e", "base_url": "http://127.0.0.1:9/v1"}}
+    cfg = prepare.resolve(extra={"tracking": {"enabled": False}, **_demo(7, **judge)})
+    with pytest.raises(ConfigError, match=r"judge.samples 3: the 36 examples are more than data.chunk_size 7.*"
+                                          r"set data.chunk_size to 36 or more, or judge.samples to 1"):
+        pipeline.load(cfg)
+    assert len(pipeline.load(prepare.resolve(extra={"tracking": {"enabled": False}, **_demo(36, **judge)}))) == 36
