@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ragmem import interrupts, labels, pipeline, progress, report_html
+from ragmem import interrupts, labels, pipeline, progress, report_html, segments
 from ragmem.config import RunConfig
 from ragmem.journal import Journal
 from ragmem.loaders import Dataset
@@ -39,6 +39,7 @@ from ragmem.tracking.store import traced_calls
 log = logging.getLogger("ragmem")
 
 TABLE = "examples.parquet"
+PARTS = "examples.parts"  # the chunks' Parquet parts, joined into TABLE at the end
 SAMPLE = 1000  # examples of the first chunk a streamed run logs for the dataset's schema
 
 
@@ -105,36 +106,93 @@ class Streamed:
     outputs: list = field(default_factory=list)
 
 
+@dataclass
+class ChunkOutcome:
+    """What one scored chunk leaves for the run; its rows are in its Parquet part. The selections
+    (shown rows, traced calls) are closed under union: of the chunks' selections, the run's."""
+
+    index: int
+    statistics: RunStatistics
+    counts: dict[str, int]
+    by_file: dict
+    shown: pd.DataFrame
+    label_rows: pd.DataFrame | None
+    latency_s: np.ndarray
+    traced: list   # (example, output): failed, then the slowest (tracking.max_traces)
+    sample: list   # the first chunk's first SAMPLE (example, output) pairs: the dataset's schema
+    usage: dict = field(default_factory=dict)  # what the chunk cost where it ran (:func:`usage`)
+
+
+def chunk_outcome(cfg: RunConfig, index: int, chunk: list[Example], outputs: list[AgentOutput],
+                  table: pd.DataFrame, result: MetricResult, parts: Path) -> ChunkOutcome:
+    """A scored chunk's statistics and kept rows; its table written to its Parquet part."""
+    statistics = RunStatistics.of_chunk(table, result, pipeline.run_aggregators(table, result, cfg),
+                                        cfg.stats.resamples, cfg.seed, cfg.stats.confidence)
+    files.table_file(table, parts, f"part-{index:05d}", "parquet")
+    label_rows = labels.pick_rows(table, cfg.judge.label_sample, cfg.seed) if cfg.judge.label_sample else None
+    return ChunkOutcome(index, statistics, pipeline.table_counts(table), report_html.file_pass_counts(table),
+                        report_html.shown_rows(table), label_rows, table["latency_s"].to_numpy(dtype=float),
+                        traced_calls(chunk, outputs, cfg.tracking.max_traces),
+                        list(zip(chunk[:SAMPLE], outputs[:SAMPLE])) if index == 0 else [])
+
+
+class _Gathered:
+    """The chunks' outcomes, merged in their order (:meth:`take`)."""
+
+    def __init__(self, cfg: RunConfig, components: pipeline.Components):
+        self.cfg, self.components = cfg, components
+        self.run = RunStatistics(cfg.stats.resamples, cfg.seed, cfg.stats.confidence)
+        self.counts: collections.Counter = collections.Counter()
+        self.by_file: collections.Counter = collections.Counter()
+        self.shown, self.label_rows, self.latency, self.traced, self.sample = None, None, [], [], []
+        self.chunks = 0
+
+    def take(self, outcome: ChunkOutcome) -> None:
+        self.run.merge(outcome.statistics)
+        self.counts.update(outcome.counts)
+        self.by_file.update(outcome.by_file)
+        self.shown = report_html.shown_rows(outcome.shown if self.shown is None
+                                            else pd.concat([self.shown, outcome.shown], ignore_index=True))
+        if outcome.label_rows is not None:
+            self.label_rows = outcome.label_rows if self.label_rows is None else pd.concat(
+                [self.label_rows, outcome.label_rows], ignore_index=True)
+        self.latency.append(outcome.latency_s)
+        self.traced = traced_calls([*(e for e, _ in self.traced), *(e for e, _ in outcome.traced)],
+                                   [*(o for _, o in self.traced), *(o for _, o in outcome.traced)],
+                                   self.cfg.tracking.max_traces)
+        self.sample = self.sample or outcome.sample
+        self.chunks += 1
+        if outcome.usage:  # scored elsewhere: its calls and cache lookups counted with the run's
+            add_usage(self.components, outcome.usage)
+        log.debug("chunk %d: %d examples scored (%d so far)", outcome.index, outcome.counts["n_examples"], self.run.n)
+
+
 def score_in_chunks(cfg: RunConfig, steps: Steps, components: pipeline.Components, dataset: Dataset,
                     journal: Journal, kept: dict[str, AgentOutput]) -> Streamed:
-    """The whole run over a streamed dataset, chunk by chunk (see the module docstring)."""
-    run = RunStatistics(cfg.stats.resamples, cfg.seed, cfg.stats.confidence)
-    parts = Path(journal.folder) / "examples.parts"
+    """The whole run over a streamed dataset, chunk by chunk (see the module docstring); on Dask
+    workers that read their chunks themselves (:func:`score_bounds`) when the steps run there,
+    unless the run is resumed (its answers kept so far are in this process)."""
+    parts = Path(journal.folder) / PARTS
     shutil.rmtree(parts, ignore_errors=True)
     parts.mkdir(parents=True)
-    counts: collections.Counter = collections.Counter()
-    shown, label_rows, latency, traced, sample = None, None, [], [], []
-    by_file: collections.Counter = collections.Counter()
+    gathered = _Gathered(cfg, components)
     with progress.stage("agent", len(dataset) - len(kept)) as called, progress.stage("judge", len(dataset)) as judged:
-        for index, chunk in enumerate(dataset.chunks()):
-            outputs, judgements = answer_and_judge(cfg, steps, components, chunk, journal, kept, called, judged)
-            table, result = steps.score_chunk(chunk, outputs, judgements, components, cfg, index)
-            run.add(table, result, pipeline.run_aggregators(table, result, cfg))
-            counts.update(pipeline.table_counts(table))
-            files.table_file(table, parts, f"part-{index:05d}", "parquet")
-            by_file.update(report_html.file_pass_counts(table))
-            shown = report_html.shown_rows(table if shown is None else pd.concat([shown, table], ignore_index=True))
-            if cfg.judge.label_sample:
-                picked = labels.pick_rows(table, cfg.judge.label_sample, cfg.seed)
-                label_rows = picked if label_rows is None else pd.concat([label_rows, picked], ignore_index=True)
-            latency.append(table["latency_s"].to_numpy())
-            traced = traced_calls([*(e for e, _ in traced), *chunk], [*(o for _, o in traced), *outputs],
-                                  cfg.tracking.max_traces)
-            sample = sample or list(zip(chunk[:SAMPLE], outputs[:SAMPLE]))  # the dataset's schema in MLflow
-            log.debug("chunk %d: %d examples scored (%d so far)", index, len(table), run.n)
+        if not kept and steps.reads_chunks(cfg):
+            for outcome in steps.score_bounds(segments.bounds(dataset), cfg, str(journal.folder), journal.key,
+                                              dataset.require_answer):
+                gathered.take(outcome)
+                called.advance(outcome.counts["n_examples"], failed=outcome.counts["n_agent_errors"])
+                judged.advance(outcome.counts["n_examples"], failed=outcome.counts["n_judge_errors"])
+            journal.absorb_parts()
+        else:
+            for index, chunk in enumerate(dataset.chunks()):
+                outputs, judgements = answer_and_judge(cfg, steps, components, chunk, journal, kept, called, judged)
+                table, result = steps.score_chunk(chunk, outputs, judgements, components, cfg, index)
+                gathered.take(chunk_outcome(cfg, index, chunk, outputs, table, result, parts))
+    run, counts = gathered.run, gathered.counts
     (log.debug if progress.folded() else log.info)(
         "agent + judge + metrics: %d/%d examples in %d chunks of %d (%d agent errors, %d judge errors)", run.n,
-        len(dataset), index + 1, cfg.data.chunk_size, counts["n_agent_errors"], counts["n_judge_errors"])
+        len(dataset), gathered.chunks, cfg.data.chunk_size, counts["n_agent_errors"], counts["n_judge_errors"])
     values = run.values()
     result = MetricResult(values=values, undefined=run.undefined, notes=run.notes)
     names = [n for n, v in values.items() if v is not None]
@@ -143,8 +201,61 @@ def score_in_chunks(cfg: RunConfig, steps: Steps, components: pipeline.Component
     result.values.update(pipeline.usage_metrics(components))
     counts.update({f"undefined_{k}": int(v) for k, v in run.undefined.items()})
     table_path = join_parts(parts, Path(journal.folder) / TABLE)
-    return Streamed(result, dict(counts), shown, pd.Series(np.concatenate(latency), name="latency_s"), dict(by_file),
-                    table_path, label_rows, *_logged_examples(traced, sample))
+    return Streamed(result, dict(counts), gathered.shown, pd.Series(np.concatenate(gathered.latency), name="latency_s"),
+                    dict(gathered.by_file), table_path, gathered.label_rows, *_logged_examples(gathered.traced, gathered.sample))
+
+
+_WORKER: dict[str, pipeline.Components] = {}  # a Dask worker's components, built once for the run
+
+
+def score_bounds(chunk_segments: list[segments.Segment], cfg: RunConfig, folder: str, index: int, key: str,
+                 require_answer: bool = True) -> ChunkOutcome:
+    """One chunk where it runs (a Dask worker): read from its files by its bounds, answered, judged
+    and scored as in the flow, its outputs journaled to its own file and its rows written to its
+    part, both in the run's ``folder`` (a folder the workers share with the flow); what returns is
+    bounded. The components (agent, judge, keyword cache) are built once per run and process."""
+    if key not in _WORKER:
+        _WORKER.clear()
+        _WORKER[key] = pipeline.build_components(cfg)
+    components = _WORKER[key]
+    before = usage(components)
+    chunk = segments.read(chunk_segments, require_answer)
+    journal = Journal.part(Path(folder), index)
+    steps = Steps()
+    try:
+        outputs, judgements = answer_and_judge(cfg, steps, components, chunk, journal, {},
+                                               progress.Stage("agent", len(chunk)), progress.Stage("judge", len(chunk)))
+    finally:
+        journal.close()
+    table, result = steps.score_chunk(chunk, outputs, judgements, components, cfg, index)
+    outcome = chunk_outcome(cfg, index, chunk, outputs, table, result, Path(folder) / PARTS)
+    outcome.usage = {what: {k: v - before[what].get(k, 0) for k, v in counts.items()}
+                     for what, counts in usage(components).items()}
+    return outcome
+
+
+_USAGE = ("calls", "failures", "cache_hits", "tokens_in", "tokens_out", "cost_usd", "items")
+
+
+def usage(components: pipeline.Components) -> dict[str, dict[str, float]]:
+    """The counts behind :func:`ragmem.pipeline.usage_metrics`: keyword cache lookups, the judge's
+    and the embeddings' calls, tokens and cost so far."""
+    out = {"keywords": {"hits": components.keywords.hits, "misses": components.keywords.misses}}
+    for what in ("llm", "embedder"):
+        client = getattr(components, what)
+        if client is not None:
+            out[what] = {k: getattr(client.usage, k) for k in _USAGE}
+    return out
+
+
+def add_usage(components: pipeline.Components, counts: dict[str, dict[str, float]]) -> None:
+    """Counts of :func:`usage` (a chunk's, where it ran) added to these components'."""
+    components.keywords.hits += counts["keywords"]["hits"]
+    components.keywords.misses += counts["keywords"]["misses"]
+    for what in ("llm", "embedder"):
+        client = getattr(components, what)
+        if client is not None and what in counts:
+            client.usage.add(**counts[what])
 
 
 def _logged_examples(traced: list, sample: list) -> tuple[list, list]:

@@ -23,6 +23,7 @@ from ragmem.schema import AgentOutput, Context
 
 JOURNAL_NAME = "agent_outputs.jsonl"
 META_NAME = "run.json"
+PARTS_NAME = "agent_outputs.parts"  # chunks answered on Dask workers, one journal each
 
 
 def run_folder(key: str) -> Path:
@@ -109,19 +110,49 @@ class Journal:
             self.sync()
             self._file.close()
 
+    @classmethod
+    def part(cls, folder: Path, index: int) -> "Journal":
+        """The journal of one chunk answered elsewhere (a Dask worker: :func:`ragmem.chunks.score_bounds`),
+        a file of its own in the run's folder, started anew; :meth:`absorb_parts` adds it to the run's."""
+        journal = cls.__new__(cls)
+        journal.key, journal.folder = folder.name, folder
+        journal.path = folder / PARTS_NAME / f"chunk-{index:05d}.jsonl"
+        journal.path.parent.mkdir(parents=True, exist_ok=True)
+        journal._file = open(journal.path, "w", encoding="utf-8")
+        journal.written = 0
+        return journal
+
+    def _parts(self) -> list[Path]:
+        return sorted((self.folder / PARTS_NAME).glob("chunk-*.jsonl"))
+
+    def absorb_parts(self) -> None:
+        """The chunks' journals (:meth:`part`) appended to this one, in their order, and removed."""
+        for path in self._parts():
+            with open(path, encoding="utf-8") as part:
+                for line in part:
+                    self._file.write(line)
+                    self.written += 1
+            path.unlink()
+        self.sync()
+
     def outputs(self) -> dict[str, AgentOutput]:
-        """The journaled outputs by example id (a line cut short by a crash is skipped)."""
+        """The journaled outputs by example id, the chunks' journals not yet absorbed included (a
+        line cut short by a crash is skipped)."""
         found: dict[str, AgentOutput] = {}
-        if not self.path.is_file():
-            return found
-        with open(self.path, encoding="utf-8") as lines:
+        for path in [self.path, *self._parts()]:
+            if path.is_file():
+                self._read(path, found)
+        return found
+
+    @staticmethod
+    def _read(path: Path, found: dict[str, AgentOutput]) -> None:
+        with open(path, encoding="utf-8") as lines:
             for line in lines:
                 try:
                     output = _output(json.loads(line))
                 except (ValueError, TypeError):
                     continue  # the last line of a journal cut off mid-write
                 found[output.example_id] = output
-        return found
 
 
 _OUTPUT_FIELDS = tuple(f.name for f in fields(AgentOutput))

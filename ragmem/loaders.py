@@ -58,6 +58,7 @@ class Dataset:
     n: int | None = None               # the number of examples (len(examples) when they are held)
     chunk_size: int | None = None      # None: one chunk
     require_answer: bool = True
+    records: list[int] | None = None   # each file's number of examples
 
     def __len__(self) -> int:
         return len(self.examples) if self.n is None else self.n
@@ -78,22 +79,31 @@ class Dataset:
             return
         chunk: list[Example] = []
         for data_file in self.files:
-            tabular = detect_format(data_file.path, data_file.format) in ("csv", "parquet")
-            record = 0
-            for batch in iter_records(data_file.path, data_file.format, data_file.encoding, min(size, 10_000)):
-                for raw in batch:
-                    record += 1
-                    example, problems = parse_record(raw, str(data_file.path), record, data_file.label,
-                                                     self.require_answer, data_file.coerce_numbers, tabular)
-                    if problems:  # validated when loaded: the file changed since
-                        raise DataError(str(data_file.path), "changed since it was loaded: " + problems[0].detail,
-                                        record, problems[0].field)
-                    chunk.append(example)
-                    if len(chunk) == size:
-                        yield chunk
-                        chunk = []
+            for example in read_examples(data_file, self.require_answer, batch=min(size, 10_000)):
+                chunk.append(example)
+                if len(chunk) == size:
+                    yield chunk
+                    chunk = []
         if chunk:
             yield chunk
+
+
+def read_examples(data_file: DataFile, require_answer: bool, skip: int = 0, count: int | None = None,
+                  offset: int | None = None, batch: int = 10_000) -> Iterator[Example]:
+    """The examples of a file validated before (:func:`load_dataset`), read again: ``count`` of them
+    (all: None) after the first ``skip`` (a JSONL file from the byte ``offset`` of the first's line)."""
+    tabular, record = detect_format(data_file.path, data_file.format) in ("csv", "parquet"), skip
+    for raw_batch in iter_records(data_file.path, data_file.format, data_file.encoding, batch, skip, offset):
+        for raw in raw_batch:
+            if count is not None and record == skip + count:
+                return
+            record += 1
+            example, problems = parse_record(raw, str(data_file.path), record, data_file.label,
+                                             require_answer, data_file.coerce_numbers, tabular)
+            if problems:  # validated when loaded: the file changed since
+                raise DataError(str(data_file.path), "changed since it was loaded: " + problems[0].detail,
+                                record, problems[0].field)
+            yield example
 
 
 def parse_label(value: Any) -> int:
@@ -110,7 +120,7 @@ def parse_label(value: Any) -> int:
     raise ValueError(f"expected 1/0 or true/false, got {value!r}")
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> bool:  # a finite int or float, not a bool
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -344,15 +354,16 @@ def load_dataset(files: Iterable[DataFile], require_answer: bool = True, chunk_s
     kept: list[Example] = []
     keys: list = []
     digest = hashlib.sha256()
-    n = 0
+    records = []
     for data_file in files:
-        n += _scan(data_file, require_answer, kept, keys, chunk_size)
+        records.append(_scan(data_file, require_answer, kept, keys, chunk_size))
         with open(data_file.path, "rb") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
         digest.update(f"|label={data_file.label}|".encode())
+    n = sum(records)
     dataset = Dataset(kept if chunk_size is None or n <= chunk_size else [], files, digest.hexdigest(), n,
-                      chunk_size, require_answer)
+                      chunk_size, require_answer, records)
     _refuse_duplicates(dataset, keys)
     return dataset
 

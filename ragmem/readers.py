@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import ast
 import codecs
+import io
 import json
 import math
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from ragmem.errors import DataError, failure_message
 from ragmem.home import data_cache
@@ -134,36 +135,52 @@ def read_records(path: Path, format: str = "auto", encoding: str = "utf-8") -> l
         raise DataError(file, f"cannot read as {fmt}: {failure_message(exc)}") from None
 
 
-def iter_records(path: Path, format: str = "auto", encoding: str = "utf-8",
-                 batch: int = 10_000) -> Iterator[list[dict[str, Any]]]:
+def iter_records(path: Path, format: str = "auto", encoding: str = "utf-8", batch: int = 10_000,
+                 skip: int = 0, offset: int | None = None) -> Iterator[list[dict[str, Any]]]:
     """The raw records of a file in lists of at most ``batch``, read as they are needed: JSONL line
     by line, CSV by pandas' chunks, Parquet by pyarrow's record batches; a JSON document is parsed
     whole (it has no rows to stop between: a large dataset is JSONL, CSV or Parquet). The same
-    records, and the same errors, as :func:`read_records`."""
+    records, and the same errors, as :func:`read_records`.
+
+    From the ``skip + 1``-th record on: a JSONL file from the byte ``offset`` of that record's line
+    when given (:func:`jsonl_offsets`), a Parquet file from the row group that holds it; otherwise
+    the records before it are read and passed over (a CSV file's, parsed)."""
     fmt = detect_format(path, format)
     if fmt == "json":
         records = read_records(path, format, encoding)
-        for start in range(0, len(records), batch):
+        for start in range(skip, len(records), batch):
             yield records[start:start + batch]
         return
     file = str(path)
     check_path(path)
     try:
         if fmt == "jsonl":
-            yield from _jsonl_batches(path, _text_encoding(encoding), batch)
+            yield from _skipped(_jsonl_batches(path, _text_encoding(encoding), batch, offset or 0),
+                                0 if offset is not None else skip)
             return
         import pandas as pd  # pandas and pyarrow only for the tabular formats
 
         if fmt == "csv":
             with pd.read_csv(path, dtype=str, keep_default_na=False, encoding=_text_encoding(encoding),
                              chunksize=batch) as chunks:
-                for frame in chunks:
-                    yield [_from_frame_row(row) for row in frame.to_dict(orient="records")]
+                frames = (frame.to_dict(orient="records") for frame in chunks)
+                for rows in _skipped(frames, skip):
+                    yield [_from_frame_row(row) for row in rows]
             return
         import pyarrow.parquet as pq
 
-        for part in pq.ParquetFile(path).iter_batches(batch_size=batch):
-            yield [_from_frame_row(row) for row in part.to_pandas().to_dict(orient="records")]
+        parquet = pq.ParquetFile(path)
+        groups, before = [], 0
+        for group in range(parquet.num_row_groups):
+            rows = parquet.metadata.row_group(group).num_rows
+            if before + rows > skip or groups:
+                groups.append(group)
+            else:
+                before += rows
+        batches = (part.to_pandas().to_dict(orient="records")
+                   for part in parquet.iter_batches(batch_size=batch, row_groups=groups))
+        for rows in _skipped(batches, skip - before):
+            yield [_from_frame_row(row) for row in rows]
     except DataError:
         raise
     except UnicodeDecodeError as exc:
@@ -172,15 +189,28 @@ def iter_records(path: Path, format: str = "auto", encoding: str = "utf-8",
         raise DataError(file, f"cannot read as {fmt}: {failure_message(exc)}") from None
 
 
-def _jsonl_batches(path: Path, encoding: str, batch: int) -> Iterator[list[dict[str, Any]]]:
+def _skipped(batches: Iterable[list], skip: int) -> Iterator[list]:
+    """The batches without their first ``skip`` items."""
+    for rows in batches:
+        if skip >= len(rows):
+            skip -= len(rows)
+            continue
+        yield rows[skip:] if skip else rows
+        skip = 0
+
+
+def _jsonl_batches(path: Path, encoding: str, batch: int, offset: int = 0) -> Iterator[list[dict[str, Any]]]:
     records: list = []
-    with open(path, encoding=encoding) as handle:
+    with open(path, "rb") as raw:
+        raw.seek(offset)
+        handle = io.TextIOWrapper(raw, encoding=encoding)
         for n, line in enumerate(handle, 1):
             if line.strip():
                 try:
                     records.append(json.loads(line))
                 except json.JSONDecodeError as exc:
-                    raise DataError(str(path), f"line {n} is not valid JSON ({exc.msg})") from None
+                    where = f"line {n}" if not offset else f"line {n} after byte {offset}"
+                    raise DataError(str(path), f"{where} is not valid JSON ({exc.msg})") from None
                 if len(records) == batch:
                     yield records
                     records = []
@@ -214,3 +244,29 @@ def parse_embedded(value: Any) -> Any:
             return ast.literal_eval(text)
         except (ValueError, SyntaxError):
             return value
+
+
+def jsonl_offsets(path: Path, encoding: str, records: Iterable[int], total: int) -> dict[int, int] | None:
+    """The byte offset of the line of each record number in ``records`` (1-based, blank lines not
+    counted) of a JSONL file of ``total`` records, from one pass over its bytes; None when its
+    lines cannot be found by byte: UTF-16 or UTF-32 text, a carriage return that is not a line's
+    last (text reading ends a line there), or a count of records other than ``total`` (a line of
+    non-ASCII blanks only). A chunk is then found by reading from the start (``skip``)."""
+    text_encoding = _text_encoding(encoding)
+    if codecs.lookup(text_encoding).name.startswith(("utf-16", "utf-32")):
+        return None
+    wanted = sorted(set(records))
+    found: dict[int, int] = {}
+    position = record = 0
+    with open(path, "rb") as handle:
+        for line in handle:
+            content = line.rstrip(b"\r\n")
+            if b"\r" in content:
+                return None
+            if content.strip() and (len(content) > 64 or content.isascii()
+                                    or content.decode(text_encoding, "replace").strip()):
+                record += 1
+                if len(found) < len(wanted) and record == wanted[len(found)]:
+                    found[record] = position
+            position += len(line)
+    return found if record == total and len(found) == len(wanted) else None

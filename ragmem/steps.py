@@ -45,6 +45,11 @@ class Steps:
         table = pipeline.build_table(examples, outputs, judgements, components.keywords)
         return pipeline.scored(table, cfg, components, mapper)
 
+    def reads_chunks(self, cfg: RunConfig) -> bool:
+        """Whether a streamed run's chunks are read where they are scored (Dask workers:
+        ``score_bounds``) rather than in this process; here, never."""
+        return False
+
     def mapper(self, cfg: RunConfig):
         """Where the text-heavy scoring work runs (:mod:`ragmem.parallel`): local processes."""
         return mapper_for(cfg.orchestration.workers)

@@ -28,6 +28,7 @@ import hashlib
 
 import numpy as np
 import pandas as pd
+from threadpoolctl import threadpool_limits
 
 from ragmem import stats
 from ragmem.metrics.base import Aggregator, MetricResult
@@ -61,36 +62,73 @@ class RunStatistics:
 
     def add(self, table: pd.DataFrame, result: MetricResult, aggs: dict[str, Aggregator]) -> None:
         """One scored chunk: its table (the ids), its families' result, and its aggregators."""
-        n = len(table)
+        self.merge(self.of_chunk(table, result, aggs, self.resamples, self.seed, self.confidence))
+
+    @classmethod
+    def of_chunk(cls, table: pd.DataFrame, result: MetricResult, aggs: dict[str, Aggregator],
+                 resamples: int = 1000, seed: int = 0, confidence: float = 0.95) -> "RunStatistics":
+        """One scored chunk's statistics alone (a Dask worker's, merged in the flow: :meth:`merge`)."""
+        one = cls(resamples, seed, confidence)
+        one.n = n = len(table)
         for name, value in result.values.items():
-            self.names.setdefault(name)
+            one.names.setdefault(name)
             if name in aggs:
                 continue
             if additive(name):
                 if value is not None:
-                    self.counts[name] = self.counts.get(name, 0.0) + value
+                    one.counts[name] = value
             else:
-                self.unmerged.add(name)
-        self._undefined.update({k: v for k, v in result.undefined.items() if getattr(aggs.get(k), "undefined", None) is None})
-        self._whole_undefined.update(k for k in result.undefined if getattr(aggs.get(k), "undefined", None) is not None)
+                one.unmerged.add(name)
+        whole = {k for k in result.undefined if getattr(aggs.get(k), "undefined", None) is not None}
+        one._undefined.update({k: v for k, v in result.undefined.items() if k not in whole})
+        one._whole_undefined = whole
         for note in result.notes:
-            kept = self._notes.setdefault(getattr(note, "key", "") or str(note), note)
-            if kept is not note and getattr(note, "render", None) is not None:  # counts added
-                self._counted[note.key] = tuple(a + b for a, b in zip(self._counted.get(note.key, kept.counts), note.counts))
+            one._notes.setdefault(getattr(note, "key", "") or str(note), note)
         staged = [name for name, agg in aggs.items() if agg.resum is not None]
         if staged:
             raise ValueError(f"{', '.join(staged)}: two-stage intervals (judge.samples > 1) are not summed by chunk")
         keys = stats.example_keys(table["id"])
-        summed = {name: agg for name, agg in aggs.items() if agg.kind == "sum"}
-        applied = {name: agg for name, agg in aggs.items() if agg.kind != "sum"}
         for name, agg in aggs.items():
-            if name not in self._reducers:
-                width = agg.data.reshape(n, -1).shape[1] if agg.kind == "sum" else 1
-                self._reducers[name] = agg.with_data(np.zeros((0, width)) if agg.kind == "sum" else np.zeros(0))
-        self._add_sums(summed, keys, n)
-        if applied or self._keys:
-            self._add_applied(applied, keys, n)
-        self.n += n
+            width = agg.data.reshape(n, -1).shape[1] if agg.kind == "sum" else 1
+            one._reducers[name] = agg.with_data(np.zeros((0, width)) if agg.kind == "sum" else np.zeros(0))
+        one._add_sums({name: agg for name, agg in aggs.items() if agg.kind == "sum"}, keys, n)
+        applied = {name: np.asarray(agg.data, dtype=float) for name, agg in aggs.items() if agg.kind != "sum"}
+        if applied:
+            one._keys = [keys]
+            shared: dict[bytes, np.ndarray] = {}  # one array per distinct column (latency's five metrics)
+            for name, data in applied.items():
+                digest = hashlib.blake2b(np.ascontiguousarray(data).tobytes(), digest_size=16).digest()
+                one._applied[name] = [shared.setdefault(digest, data)]
+        return one
+
+    def merge(self, other: "RunStatistics") -> None:
+        """The statistics of the chunks after this one's (``other``, of the same settings) added."""
+        for name in other.names:
+            self.names.setdefault(name)
+        for name, value in other.counts.items():
+            self.counts[name] = self.counts.get(name, 0.0) + value
+        self._undefined.update(other._undefined)
+        self._whole_undefined |= other._whole_undefined
+        self.unmerged |= other.unmerged
+        for key, note in other._notes.items():
+            kept = self._notes.setdefault(key, note)
+            if kept is not note and getattr(note, "render", None) is not None:  # counts added
+                mine, theirs = self._counted.get(key, kept.counts), other._counted.get(key, note.counts)
+                self._counted[key] = tuple(a + b for a, b in zip(mine, theirs))
+        for name, agg in other._reducers.items():
+            self._reducers.setdefault(name, agg)
+        for name, totals in other._sums.items():
+            if name in self._sums:
+                self._sums[name] = self._sums[name] + totals
+                self._boot[name] = self._boot[name] + other._boot[name]
+            else:
+                self._sums[name], self._boot[name] = totals.copy(), other._boot[name].copy()
+        if other._keys or self._keys:  # apply-kind values: NaN (weighing nothing) where a side had none
+            self._keys = (self._keys or [np.zeros(self.n, dtype=np.uint64)]) + (other._keys or [np.zeros(other.n, dtype=np.uint64)])
+            for name in {*self._applied, *other._applied}:
+                mine = self._applied.get(name) or [np.full(self.n, np.nan)]
+                self._applied[name] = mine + (other._applied.get(name) or [np.full(other.n, np.nan)])
+        self.n += other.n
 
     def _add_sums(self, summed: dict[str, Aggregator], keys: np.ndarray, n: int) -> None:
         """The column sums, and each resample's weighted sums (one product per block of resamples
@@ -101,32 +139,15 @@ class RunStatistics:
         edges = np.cumsum([0] + [agg.data.reshape(n, -1).shape[1] for agg in summed.values()])
         boot = np.zeros((self.resamples, columns.shape[1]))
         block = max(1, stats._BLOCK_ELEMENTS // max(1, n))
-        for start in range(0, self.resamples, block):
-            weights = stats.poisson_weights(keys, start, min(block, self.resamples - start), self.seed)
-            boot[start:start + len(weights)] = weights @ columns
+        # one BLAS thread: a product split between threads adds in another order, and a Dask worker
+        # has one (Dask's default); so a chunk's sums are the same bits wherever it is scored
+        with threadpool_limits(1, user_api="blas"):
+            for start in range(0, self.resamples, block):
+                weights = stats.poisson_weights(keys, start, min(block, self.resamples - start), self.seed)
+                boot[start:start + len(weights)] = weights @ columns
         totals = columns.sum(axis=0)
         for name, low, high in zip(summed, edges[:-1], edges[1:]):
-            if name in self._sums:
-                self._sums[name] += totals[low:high]
-                self._boot[name] += boot[:, low:high]
-            else:
-                self._sums[name], self._boot[name] = totals[low:high].copy(), boot[:, low:high].copy()
-
-    def _add_applied(self, applied: dict[str, Aggregator], keys: np.ndarray, n: int) -> None:
-        """The values of apply-kind aggregators (NaN where not measured), one array per distinct
-        column shared by the metrics that read it (latency's five), and the examples' keys."""
-        if not self._keys and self.n:  # the first chunk with such values: the earlier rows had none
-            self._keys.append(np.zeros(self.n, dtype=np.uint64))  # (their NaN values weigh nothing)
-        self._keys.append(keys)
-        shared: dict[bytes, np.ndarray] = {}
-        for name in {*applied, *self._applied}:
-            if name in applied:
-                data = np.asarray(applied[name].data, dtype=float)
-                digest = hashlib.blake2b(np.ascontiguousarray(data).tobytes(), digest_size=16).digest()
-                data = shared.setdefault(digest, data)
-            else:
-                data = np.full(n, np.nan)
-            self._applied.setdefault(name, [np.full(self.n, np.nan)] if self.n else []).append(data)
+            self._sums[name], self._boot[name] = totals[low:high].copy(), boot[:, low:high].copy()
 
     @property
     def notes(self) -> list[str]:

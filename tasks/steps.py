@@ -12,6 +12,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote
 
 from ragmem import engine, interrupts, tracking
+from ragmem.chunks import score_bounds
 from ragmem.config import RunConfig
 from ragmem.loaders import Dataset
 from ragmem.parallel import chunks, local_workers
@@ -63,6 +64,13 @@ def score(examples, outputs, judgements, components, cfg: RunConfig):
 def score_chunk(examples, outputs, judgements, components, cfg: RunConfig, index: int):
     """One chunk of a streamed run (data.chunk_size): its table and its metric values."""
     return PLAIN.score_chunk(examples, outputs, judgements, components, cfg, index)
+
+
+@task(name="chunk", cache_policy=NO_CACHE, task_run_name="chunk-{index}")
+def chunk(payload: "Payload", index: int):
+    """One chunk of a streamed run on a Dask worker: read from its files by its bounds, answered,
+    judged, scored, its rows and outputs written to the run folder; its statistics returned."""
+    return score_bounds(*payload.value)
 
 
 class Payload:
@@ -175,6 +183,20 @@ class PrefectSteps(engine.Steps):
         if cfg.orchestration.task_runner == "dask":  # (see score)
             return PLAIN.score_chunk(examples, outputs, judgements, components, cfg, index, PrefectMapper.for_config(cfg))
         return score_chunk(quote(examples), quote(outputs), quote(judgements), quote(components), cfg, index)
+
+    def reads_chunks(self, cfg):
+        return cfg.orchestration.task_runner == "dask"
+
+    def score_bounds(self, bounds, cfg, folder, key, require_answer):
+        """Each chunk's bounds to a Dask worker (:func:`chunk`), never its rows; the outcomes in the
+        chunks' order, two chunks a worker in flight (what has come back waits for its turn)."""
+        window = 2 * PrefectMapper.for_config(cfg).workers
+        futures: dict[int, Any] = {}
+        for index in range(len(bounds)):
+            while len(futures) < window and index + len(futures) < len(bounds):
+                at = index + len(futures)
+                futures[at] = chunk.submit(Payload((bounds[at], cfg, folder, at, key, require_answer)), at)
+            yield futures.pop(index).result()
 
     def log(self, run, **record):
         return log_run(run, quote(record))

@@ -38,6 +38,35 @@ def test_the_scoring_batches_run_on_dask_and_equal_the_threaded_run(prefect_env,
     assert a["metrics"] == b["metrics"] and a["ci"] == b["ci"] and len(a["metrics"]) > 60
 
 
+def test_a_streamed_runs_chunks_are_read_and_scored_on_the_dask_workers(prefect_env, tmp_path):
+    """data.chunk_size under the dataset's size: each chunk's bounds go to a worker (task chunk-N),
+    which reads, answers, judges and scores it; the run equals the threaded one bit for bit."""
+    from mlflow import MlflowClient
+
+    from ragmem import engine, prepare
+    from tests.conftest import api_post
+
+    config = str(ROOT / "configs" / "demo.yaml")
+    dask = run_cli(["run", config, *DASK_2, "--set", "data.chunk_size=7", "--output", "dask.json"],
+                   env=prefect_env, cwd=tmp_path)
+    assert dask.returncode == 0, dask.stderr
+    assert "distributed." not in dask.stdout + dask.stderr
+    b = json.loads((tmp_path / "dask.json").read_text())
+    tags = MlflowClient(f"sqlite:///{tmp_path}/mlruns/mlflow.db").get_run(b["run_id"]).data.tags
+    api_url = f"http://127.0.0.1:{prefect_env['RAGMEM_PREFECT_PORT']}/api"
+    tasks = api_post(api_url, "/task_runs/filter",
+                     {"flow_runs": {"id": {"any_": [tags["prefect.flow_run_id"]]}}, "limit": 200})
+    states = {t["name"]: t["state_type"] for t in tasks}
+    assert {name: states.get(name) for name in (f"chunk-{i}" for i in range(6))} == \
+        {f"chunk-{i}": "COMPLETED" for i in range(6)}, states  # 36 examples, chunks of 7
+    assert not any(name.startswith(("time-agent", "score-chunk")) for name in states)  # none in the flow
+    ready = prepare.for_run(prepare.resolve(config, overrides=["data.chunk_size=7", "tracking.enabled=false"]))
+    a = engine.evaluate(ready.config, dataset=ready.dataset, keep_journal=False).summary
+    for summary in (a, b):
+        summary["metrics"].pop("keywords_cache_hit_rate")  # usage: each worker's own cache
+    assert a["metrics"] == b["metrics"] and a["ci"] == b["ci"] and a["counts"] == b["counts"]
+
+
 def test_a_sweeps_children_run_on_dask(prefect_env, tmp_path):
     import ragmem
 

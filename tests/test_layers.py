@@ -21,7 +21,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
              "readers", "rubrics", "text", "text.tokenizers", "text.keywords", "text.entities", "metrics.options",
              "metrics._division"),
     # data files: examples, LoCoMo conversations, a run's journal
-    "data": ("starter", "published", "loaders", "locomo", "longmemeval", "bench_data", "journal", "labels"),
+    "data": ("starter", "published", "loaders", "segments", "locomo", "longmemeval", "bench_data", "journal", "labels"),
     # metric math: the names (a pandas-free leaf the schema reads), the families, the statistics
     "metrics": ("metrics.names", "metrics.kernels", "metrics.scorer", "metrics.base", "metrics.verdicts",
                 "metrics.classification", "metrics.coverage", "metrics.latency", "metrics.ranking",

@@ -45,6 +45,13 @@ class GenerationScorer:
         # references recur across examples and runs: tokenize each text once (thread-safe cache).
         self._cached_tokens = lru_cache(maxsize=16384)(self._tokenize)
 
+    def __getstate__(self) -> dict:  # to another process (a Dask worker's results): without the cache
+        return {k: v for k, v in self.__dict__.items() if k != "_cached_tokens"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._cached_tokens = lru_cache(maxsize=16384)(self._tokenize)
+
     def _tokenize(self, text: str) -> tuple[str, ...]:
         return tuple(self.tokenizer(normalize(text or "")))
 
