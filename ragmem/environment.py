@@ -15,6 +15,9 @@ or LLM call; a problem is one :class:`ragmem.errors.ConfigError` line naming the
   imports, every named ``api_key_env`` variable is set, the reference agent's corpus file exists; an
   mcp memory layer has the ``mcp`` package and, for a stdio server, a program that exists.
 - The ``baseline`` run of ``max_regression`` gates is in the tracking store, with its per-example table.
+- A streamed dataset on a Dask cluster (``orchestration.dask_address``): every worker reads the data
+  files and writes ``$RAGMEM_HOME/runs`` at this process's paths (:func:`check_dask_workers`, once the
+  data is loaded).
 """
 
 from __future__ import annotations
@@ -148,3 +151,32 @@ def check(cfg) -> None:
         check_tracking(cfg.tracking_uri, tracking_source(cfg))
         if cfg.tracking_uri.startswith("sqlite:"):
             _writable_folder(Path(cfg.artifact_root), "tracking.artifact_root")
+
+
+def check_dask_workers(address: str, paths: list[Path], examples: int) -> None:
+    """The workers of the cluster at ``address`` (``orchestration.dask_address``) read a streamed
+    dataset's chunks and write the run's folder themselves (:mod:`ragmem.segments`): each must read
+    every data file and write ``$RAGMEM_HOME/runs`` at this process's paths (a shared file system)."""
+    from distributed import Client  # only for a streamed run on a cluster
+
+    runs = ragmem_home() / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    with Client(address, timeout=30) as client:
+        found = client.run(reach, [str(p.resolve()) for p in paths], str(runs))
+    for worker, problem in sorted(found.items()):
+        if problem:
+            raise ConfigError(f"orchestration.dask_address {address}: the worker at {worker} {problem}; the workers "
+                              f"read the chunks of a dataset over data.chunk_size and write {runs} themselves: give "
+                              f"them these paths (a shared file system), or set data.chunk_size to {examples} or more")
+
+
+def reach(paths: list[str], runs: str) -> str | None:
+    """What this process (a Dask worker) cannot do of what a chunk needs, or None."""
+    for path in paths:
+        if not os.access(path, os.R_OK):
+            return f"cannot read {path}"
+    try:
+        with tempfile.NamedTemporaryFile(dir=runs):
+            return None
+    except OSError:
+        return f"cannot write {runs}"

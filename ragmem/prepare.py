@@ -111,6 +111,9 @@ def for_run(cfg: RunConfig, *, resume: str | None = None, load: bool = True) -> 
     baseline = read_baseline(cfg)
     resume = resumes.resolve_key(resume) if resume else None  # a unique prefix, as compare takes it
     dataset = pipeline.load(cfg) if load else None
+    orchestration = cfg.orchestration
+    if dataset is not None and dataset.streamed and orchestration.task_runner == "dask" and orchestration.dask_address:
+        environment.check_dask_workers(orchestration.dask_address, [f.path for f in dataset.files], len(dataset))
     if resume and dataset is not None:
         resumes.check_resume(cfg, dataset, resume).close()
     return Prepared(cfg, dataset, baseline, resume=resume)

@@ -67,6 +67,24 @@ def test_a_streamed_runs_chunks_are_read_and_scored_on_the_dask_workers(prefect_
     assert a["metrics"] == b["metrics"] and a["ci"] == b["ci"] and a["counts"] == b["counts"]
 
 
+def test_a_clusters_workers_that_cannot_reach_a_streamed_datasets_files_are_refused(tmp_path, monkeypatch):
+    from distributed import LocalCluster
+
+    from ragmem.environment import check_dask_workers
+    from ragmem.errors import ConfigError
+
+    monkeypatch.setenv("RAGMEM_HOME", str(tmp_path / "home"))
+    data = tmp_path / "data.jsonl"
+    data.write_text("{}\n")
+    with LocalCluster(n_workers=1, processes=False, protocol="tcp", host="127.0.0.1",
+                      dashboard_address=None) as cluster:
+        check_dask_workers(cluster.scheduler_address, [data], 10)  # reachable: nothing said
+        with pytest.raises(ConfigError, match=r"orchestration.dask_address tcp://127.0.0.1:\d+: the worker at "
+                                              r"tcp://127.0.0.1:\d+ cannot read .*missing.jsonl; .*shared file system"
+                                              r"\), or set data.chunk_size to 10 or more"):
+            check_dask_workers(cluster.scheduler_address, [data, tmp_path / "missing.jsonl"], 10)
+
+
 def test_a_sweeps_children_run_on_dask(prefect_env, tmp_path):
     import ragmem
 
