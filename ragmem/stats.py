@@ -111,15 +111,22 @@ def resample_blocks(n: int, resamples: int, seed: int) -> Iterator[tuple[int, np
         yield start, rng.integers(0, n, size=(min(block, resamples - start), n))
 
 
+def poisson_blocks(keys: np.ndarray, resamples: int, seed: int) -> Iterator[tuple[int, np.ndarray]]:
+    """``(first resample, weights (b, n))`` blocks of at most ``_BLOCK_ELEMENTS`` cells of the
+    examples' Poisson weights (:func:`poisson_weights`), resample after resample."""
+    block = max(1, _BLOCK_ELEMENTS // max(1, len(keys)))
+    for start in range(0, resamples, block):
+        yield start, poisson_weights(keys, start, min(block, resamples - start), seed)
+
+
 def _draws(n: int, resamples: int, seed: int, keys: np.ndarray | None,
            counted: bool) -> Iterator[tuple[int, np.ndarray | None, np.ndarray | None]]:
     """``(first resample, weights (b, n), indices (b, n) or None)`` blocks of at most
     ``_BLOCK_ELEMENTS`` cells: Poisson weights of the ``keys``, or (classic, ``keys`` None) the
     drawn indices and, when ``counted``, how many times each example was drawn."""
-    block = max(1, _BLOCK_ELEMENTS // max(1, n))
     if keys is not None:
-        for start in range(0, resamples, block):
-            yield start, poisson_weights(keys, start, min(block, resamples - start), seed), None
+        for start, weights in poisson_blocks(keys, resamples, seed):
+            yield start, weights, None
         return
     for start, part in resample_blocks(n, resamples, seed):
         counts = None

@@ -138,12 +138,10 @@ class RunStatistics:
         columns = np.hstack([agg.data.reshape(n, -1) for agg in summed.values()])
         edges = np.cumsum([0] + [agg.data.reshape(n, -1).shape[1] for agg in summed.values()])
         boot = np.zeros((self.resamples, columns.shape[1]))
-        block = max(1, stats._BLOCK_ELEMENTS // max(1, n))
         # one BLAS thread: a product split between threads adds in another order, and a Dask worker
         # has one (Dask's default); so a chunk's sums are the same bits wherever it is scored
         with threadpool_limits(1, user_api="blas"):
-            for start in range(0, self.resamples, block):
-                weights = stats.poisson_weights(keys, start, min(block, self.resamples - start), self.seed)
+            for start, weights in stats.poisson_blocks(keys, self.resamples, self.seed):
                 boot[start:start + len(weights)] = weights @ columns
         totals = columns.sum(axis=0)
         for name, low, high in zip(summed, edges[:-1], edges[1:]):
