@@ -192,11 +192,15 @@ class PrefectSteps(engine.Steps):
         chunks' order, two chunks a worker in flight (what has come back waits for its turn)."""
         window = 2 * PrefectMapper.for_config(cfg).workers
         futures: dict[int, Any] = {}
-        for index in range(len(bounds)):
-            while len(futures) < window and index + len(futures) < len(bounds):
-                at = index + len(futures)
-                futures[at] = chunk.submit(Payload((bounds[at], cfg, folder, at, key, require_answer)), at)
-            yield futures.pop(index).result()
+        try:
+            for index in range(len(bounds)):
+                while len(futures) < window and index + len(futures) < len(bounds):
+                    at = index + len(futures)
+                    futures[at] = chunk.submit(Payload((bounds[at], cfg, folder, at, key, require_answer)), at)
+                yield futures.pop(index).result()
+        finally:  # stopped (Ctrl+C, a failed chunk): the chunks not started are not (a cluster's
+            for future in futures.values():  # running one finishes; its answers are journaled)
+                future.wrapped_future.cancel()
 
     def log(self, run, **record):
         return log_run(run, quote(record))

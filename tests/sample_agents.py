@@ -121,3 +121,21 @@ class Quality:
     def __call__(self, query):
         QUALITY_CALLS.append(query)
         return f"{self.mark} answer to {query}"
+
+
+class StopsAfter:
+    """An agent that asks the run to stop, as Ctrl+C does, at its ``after``-th call (counted over
+    every instance: a resumed run builds a new one, and is not stopped again)."""
+
+    calls = 0
+
+    def __init__(self, after=25):
+        self.after = after
+
+    def __call__(self, query):
+        from ragmem import interrupts
+
+        type(self).calls += 1
+        if type(self).calls == self.after:
+            interrupts.STOP.set()
+        return f"answer to {query}"

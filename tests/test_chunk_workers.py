@@ -142,3 +142,35 @@ def test_the_journals_of_chunks_answered_elsewhere_are_read_on_resume(tmp_path, 
     journal.close()
     assert [json.loads(line)["example_id"] for line in journal.path.read_text().splitlines()] == ["a", "b", "c", "d"]
     assert list(Journal("run-1", resume=True).outputs()) == ["a", "b", "c", "d"]
+
+
+def test_an_interrupted_streamed_run_resumes_from_its_journal_and_ends_as_an_uninterrupted_one(tmp_path, monkeypatch):
+    import ragmem
+    from ragmem import interrupts
+    from tests import sample_agents
+
+    monkeypatch.setenv("RAGMEM_HOME", str(tmp_path))
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"id": f"q{i}", "query": f"问题 {i}", "reference_answer": f"answer to 问题 {i % 7}"},
+                                       ensure_ascii=False) + "\n" for i in range(60)), encoding="utf-8")
+    config = {"data": {"files": [{"path": str(data)}], "chunk_size": 20},
+              "agent": {"type": "python", "target": "tests.sample_agents:StopsAfter", "batch_size": 5},
+              "orchestration": {"workers": 1}}  # no process pool to start three times
+    sample_agents.StopsAfter.calls = 0
+    try:
+        with pytest.raises(KeyboardInterrupt) as caught:
+            ragmem.evaluate(None, config, track=False)
+    finally:
+        interrupts.STOP.clear()
+    key, done, total = caught.value.ragmem_progress
+    assert total == 60 and 20 < done < 60 and sample_agents.StopsAfter.calls == done  # into the second chunk
+    resumed = ragmem.evaluate(None, config, track=False, resume=key, journal=True)
+    assert sample_agents.StopsAfter.calls == 60  # the answered ones were not asked again
+    sample_agents.StopsAfter.calls = -10**6       # an uninterrupted run: never stopped
+    whole = ragmem.evaluate(None, config, track=False)
+    timing = ("latency", "avg_latency", "keywords_cache_hit_rate")
+    assert {k: v for k, v in resumed.metrics.items() if not k.startswith(timing)} == \
+        {k: v for k, v in whole.metrics.items() if not k.startswith(timing)}
+    assert resumed.summary["counts"] == whole.summary["counts"] and resumed.summary["n_examples"] == 60
+    pd.testing.assert_frame_equal(resumed.table.drop(columns=["latency_s"]), whole.table.drop(columns=["latency_s"]),
+                                  check_like=True)
