@@ -139,7 +139,10 @@ def resolve_key(ref: str, flag: str = "--resume") -> str:
 def check_resume(cfg, dataset, resume: str):
     """The journal of ``resume`` (a full key: :func:`resolve_key`) exists and was written for these
     settings and this data (before any work: the command line calls it before starting the flow,
-    the engine again); the Journal. A refused resume creates nothing."""
+    the engine again); the Journal, with the journals of chunks its Dask workers answered added
+    (:meth:`Journal.absorb_parts`: the run is not live). A refused resume creates nothing."""
     check_resumable(Journal.read_meta_for(resume), flat_config(cfg.raw), dataset.sha256, resume,
                     str(Journal.folder_for(resume).parent))
-    return Journal(resume, resume=True)
+    journal = Journal(resume, resume=True)
+    journal.absorb_parts()
+    return journal

@@ -174,3 +174,27 @@ def test_an_interrupted_streamed_run_resumes_from_its_journal_and_ends_as_an_uni
     assert resumed.summary["counts"] == whole.summary["counts"] and resumed.summary["n_examples"] == 60
     pd.testing.assert_frame_equal(resumed.table.drop(columns=["latency_s"]), whole.table.drop(columns=["latency_s"]),
                                   check_like=True)
+
+
+def test_a_resume_adds_the_journals_of_chunks_answered_on_workers_to_the_runs_own(tmp_path, monkeypatch):
+    """A run stopped while its Dask workers journaled chunks: its resume (which reads its chunks in
+    the flow) starts from one journal, the one it logs at the end."""
+    from ragmem import resume as resumes
+
+    monkeypatch.setenv("RAGMEM_HOME", str(tmp_path))
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps(_record(i), ensure_ascii=False) + "\n" for i in range(30)), encoding="utf-8")
+    cfg = prepare.resolve(None, extra={"data": {"files": [{"path": str(data)}], "chunk_size": 10},
+                                       "tracking": {"enabled": False}})
+    dataset = prepare.for_run(cfg).dataset
+    journal = Journal("untracked-stopped")
+    journal.write_meta({"config": resumes.flat_config(cfg.raw), "data.sha256": dataset.sha256})  # as the engine does
+    journal.append(AgentOutput("q0", "answer", [], 0.1))
+    part = Journal.part(journal.folder, 1)
+    part.append(AgentOutput("q12", "answer", [], 0.1))
+    part.close()
+    journal.close()
+    resumed = resumes.check_resume(cfg, dataset, "untracked-stopped")
+    resumed.close()
+    assert [json.loads(line)["example_id"] for line in resumed.path.read_text().splitlines()] == ["q0", "q12"]
+    assert not list((resumed.folder / "agent_outputs.parts").glob("*.jsonl"))
