@@ -14,23 +14,30 @@ DASK = ["--set", "orchestration.task_runner=dask", "--set", "orchestration.dask_
 DASK_2 = ["--set", "orchestration.task_runner=dask", "--set", "orchestration.dask_workers=2"]
 
 
-def test_the_scoring_batches_run_on_dask_and_equal_the_threaded_run(prefect_env, tmp_path):
-    import ragmem
+def _dask_run(args, prefect_env, tmp_path):
+    """``ragmem run`` with ``args`` on Dask, checked to end well without Dask chatter: its summary,
+    and the state of each Prefect task run of its flow, by name."""
     from mlflow import MlflowClient
 
     from tests.conftest import api_post
 
-    config = str(ROOT / "configs" / "demo.yaml")
-    dask = run_cli(["run", config, *DASK, "--output", "dask.json"], env=prefect_env, cwd=tmp_path)
+    dask = run_cli(["run", *args, "--output", "dask.json"], env=prefect_env, cwd=tmp_path)
     assert dask.returncode == 0, dask.stderr
     assert "distributed." not in dask.stdout + dask.stderr  # no Dask chatter
-    b = json.loads((tmp_path / "dask.json").read_text())
-    # the batches ran as Prefect tasks of the run's flow (on Dask), each completed
-    tags = MlflowClient(f"sqlite:///{tmp_path}/mlruns/mlflow.db").get_run(b["run_id"]).data.tags
+    summary = json.loads((tmp_path / "dask.json").read_text())
+    tags = MlflowClient(f"sqlite:///{tmp_path}/mlruns/mlflow.db").get_run(summary["run_id"]).data.tags
     api_url = f"http://127.0.0.1:{prefect_env['RAGMEM_PREFECT_PORT']}/api"
     tasks = api_post(api_url, "/task_runs/filter",
                      {"flow_runs": {"id": {"any_": [tags["prefect.flow_run_id"]]}}, "limit": 200})
-    states = {t["name"]: t["state_type"] for t in tasks}
+    return summary, {t["name"]: t["state_type"] for t in tasks}
+
+
+def test_the_scoring_batches_run_on_dask_and_equal_the_threaded_run(prefect_env, tmp_path):
+    import ragmem
+
+    config = str(ROOT / "configs" / "demo.yaml")
+    b, states = _dask_run([config, *DASK], prefect_env, tmp_path)
+    # the batches ran as Prefect tasks of the run's flow (on Dask), each completed
     for batch in ("keyword-sets-batch-0", "score-pairs-batch-0", "offline-entities-batch-0"):
         assert states.get(batch) == "COMPLETED", states
     # the threaded run: the same engine in this process (the command's own threaded run is tested in test_cli)
@@ -41,22 +48,10 @@ def test_the_scoring_batches_run_on_dask_and_equal_the_threaded_run(prefect_env,
 def test_a_streamed_runs_chunks_are_read_and_scored_on_the_dask_workers(prefect_env, tmp_path):
     """data.chunk_size under the dataset's size: each chunk's bounds go to a worker (task chunk-N),
     which reads, answers, judges and scores it; the run equals the threaded one bit for bit."""
-    from mlflow import MlflowClient
-
     from ragmem import engine, prepare
-    from tests.conftest import api_post
 
     config = str(ROOT / "configs" / "demo.yaml")
-    dask = run_cli(["run", config, *DASK_2, "--set", "data.chunk_size=7", "--output", "dask.json"],
-                   env=prefect_env, cwd=tmp_path)
-    assert dask.returncode == 0, dask.stderr
-    assert "distributed." not in dask.stdout + dask.stderr
-    b = json.loads((tmp_path / "dask.json").read_text())
-    tags = MlflowClient(f"sqlite:///{tmp_path}/mlruns/mlflow.db").get_run(b["run_id"]).data.tags
-    api_url = f"http://127.0.0.1:{prefect_env['RAGMEM_PREFECT_PORT']}/api"
-    tasks = api_post(api_url, "/task_runs/filter",
-                     {"flow_runs": {"id": {"any_": [tags["prefect.flow_run_id"]]}}, "limit": 200})
-    states = {t["name"]: t["state_type"] for t in tasks}
+    b, states = _dask_run([config, *DASK_2, "--set", "data.chunk_size=7"], prefect_env, tmp_path)
     assert {name: states.get(name) for name in (f"chunk-{i}" for i in range(6))} == \
         {f"chunk-{i}": "COMPLETED" for i in range(6)}, states  # 36 examples, chunks of 7
     assert not any(name.startswith(("time-agent", "score-chunk")) for name in states)  # none in the flow
