@@ -86,6 +86,54 @@ def test_bleu_and_chrf_statistics_equal_sacrebleus(bleu_tokenize):
         assert scorer.chrf_stats(hyp, ref) == [int(x) for x in chrf._extract_corpus_statistics([hyp], [[ref]])[0]], (hyp, ref)
 
 
+def _repetitive_pairs(n: int = 2000, seed: int = 3) -> list[tuple[str, str]]:
+    """Texts of three symbols (one an ideograph, one a space) and one astral ideograph: long n-grams
+    shared many times, the case the batch kernel's pruning of positions must get right."""
+    rng = random.Random(seed)
+    texts = ["".join(rng.choice("ab 的𠀀") for _ in range(rng.randint(0, 16))) for _ in range(2 * n)]
+    return list(zip(texts[::2], texts[1::2])) + [("𠀀𠀁x", "𠀀𠀁y"), ("aaaaaaa", "aaa"), ("ab", "ab ")]
+
+
+@pytest.mark.parametrize("bleu_tokenize", ["zh", "13a"])
+def test_the_batch_statistics_equal_sacrebleus_pair_by_pair(bleu_tokenize):
+    """Many pairs counted at once (:mod:`ragmem.metrics.batch_kernels`) give each pair's integers:
+    sacrebleu's own on the bilingual corpus, the per-pair kernels' (pinned to sacrebleu above) on
+    repetitive texts; and every score of ``score_many`` equals ``score``'s, whatever the batch."""
+    from sacrebleu.metrics import BLEU, CHRF
+
+    from ragmem.metrics import batch_kernels, scorer as scorer_module
+
+    bleu, chrf = BLEU(tokenize=bleu_tokenize), CHRF()
+    scorer = GenerationScorer("char", bleu_tokenize)
+    hyps, refs = [h for h, _ in PAIRS], [r for _, r in PAIRS]
+    assert batch_kernels.chrf_statistics_many(hyps, refs).tolist() == [
+        [int(x) for x in chrf._extract_corpus_statistics([h], [[r]])[0]] for h, r in PAIRS]
+    segment = scorer._bleu_segment
+    assert batch_kernels.bleu_statistics_many([segment(h).split() for h in hyps], [segment(r).split() for r in refs]
+                                              ).tolist() == [[int(x) for x in bleu._extract_corpus_statistics([h], [[r]])[0]]
+                                                             for h, r in PAIRS]
+    pairs = _repetitive_pairs()
+    hyps, refs = [h for h, _ in pairs], [r for _, r in pairs]
+    assert batch_kernels.chrf_statistics_many(hyps, refs).tolist() == [kernels.chrf_statistics(h, r) for h, r in pairs]
+    symbols = [[list("".join(h.split())) for h in hyps], [list("".join(r.split())) for r in refs]]  # a token a character
+    assert batch_kernels.bleu_statistics_many(*symbols).tolist() == [
+        kernels.bleu_statistics(kernels.bleu_ngrams(" ".join(h)), kernels.bleu_ngrams(" ".join(r))) for h, r in zip(*symbols)]
+    mixed = PAIRS[:700] + pairs[:400]
+    assert len(mixed) > scorer_module.BATCH  # more than one batch
+    assert scorer.score_many(mixed) == [scorer.score(h, r) for h, r in mixed]
+    assert scorer.score_many(mixed[:1]) == [scorer.score(*mixed[0])] and scorer.score_many([]) == []
+
+
+def test_the_batch_kernel_finds_no_match_across_pairs_or_without_a_text():
+    from ragmem.metrics import batch_kernels
+
+    assert batch_kernels.chrf_statistics_many(["abc", "", "x"], ["xyz", "abc", ""]).tolist() == [
+        kernels.chrf_statistics("abc", "xyz"), kernels.chrf_statistics("", "abc"), kernels.chrf_statistics("x", "")]
+    assert batch_kernels.chrf_statistics_many([], []).shape == (0, 18)
+    assert batch_kernels.bleu_statistics_many([["a", "b"], []], [[], ["a", "b"]]).tolist() == [
+        [2, 0, 0, 0, 0, 0, 2, 1, 0, 0], [0, 2, 0, 0, 0, 0, 0, 0, 0, 0]]
+
+
 @pytest.mark.parametrize("tokenizer", ["jieba", "char"])
 def test_rouge_equals_rouge_score_with_the_same_tokens(tokenizer):
     from rouge_score import rouge_scorer

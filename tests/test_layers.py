@@ -23,7 +23,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     # data files: examples, LoCoMo conversations, a run's journal
     "data": ("starter", "published", "loaders", "segments", "locomo", "longmemeval", "bench_data", "journal", "labels"),
     # metric math: the names (a pandas-free leaf the schema reads), the families, the statistics
-    "metrics": ("metrics.names", "metrics.kernels", "metrics.scorer", "metrics.base", "metrics.verdicts",
+    "metrics": ("metrics.names", "metrics.kernels", "metrics.batch_kernels", "metrics.scorer", "metrics.base", "metrics.verdicts",
                 "metrics.classification", "metrics.coverage", "metrics.latency", "metrics.ranking",
                 "metrics.generation", "metrics.rag", "metrics.rubric", "metrics.per_source", "metrics.registry", "metrics", "metrics.reliability", "metrics.estimators",
                 "stats", "streaming"),
