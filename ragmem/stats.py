@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from ragmem.metrics import registry
+from ragmem.forking import release_freed_memory
 from ragmem.metrics.base import Aggregator, WeightedSample
 from ragmem.schema import example_keys  # noqa: F401  (also ragmem.stats.example_keys)
 
@@ -210,6 +211,7 @@ def bootstrap(aggs: dict[str, Aggregator], n: int, resamples: int = 1000, seed: 
         values = values[~np.isnan(values)]
         out[name] = None if values.size == 0 else (float(np.quantile(values, alpha)),
                                                    float(np.quantile(values, 1 - alpha)))
+    release_freed_memory()  # the blocks' arrays: what glibc keeps of them (about 40 MB at 10k examples)
     return out
 
 

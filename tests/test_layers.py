@@ -17,7 +17,7 @@ SHELL = {"cli.py", "cli_common.py", "cli_services.py", "scheduling.py", "orchest
 #: Every module's layer, from the bottom. A module imports only modules of its own layer or below.
 LAYERS: dict[str, tuple[str, ...]] = {
     # what knows nothing of evaluation: errors, text, file readers, the row schema, process plumbing
-    "base": ("version", "home", "processes", "errors", "imports", "interrupts", "masking", "schema", "progress", "prompts", "parallel", "plots",
+    "base": ("version", "home", "processes", "errors", "imports", "interrupts", "masking", "schema", "progress", "prompts", "forking", "parallel", "plots",
              "readers", "rubrics", "text", "text.tokenizers", "text.keywords", "text.entities", "metrics.options",
              "metrics._division"),
     # data files: examples, LoCoMo conversations, a run's journal

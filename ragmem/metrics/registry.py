@@ -20,6 +20,7 @@ import pandas as pd
 
 from ragmem.metrics import (classification, coverage, generation, latency, per_source, rag, ranking, reliability, rubric,
                             verdicts)
+from ragmem.forking import release_freed_memory
 from ragmem.metrics.base import Aggregator, Family, MetricContext, MetricResult, placed_note
 from ragmem.metrics.names import DEFAULT_METRICS, RELEVANCE_MODES, expand_selection  # noqa: F401  (also here)
 
@@ -75,6 +76,7 @@ def compute_metrics(table: pd.DataFrame, selected: Sequence[str], ctx: MetricCon
     # ...while this process computes the families that need none; results merge in FAMILIES order
     order = sorted(range(len(runs)), key=lambda i: runs[i][0].start is not None)
     results = {i: runs[i][0].compute(table, ctx, runs[i][1]) for i in order}
+    release_freed_memory()  # what the maps' batches allocated and freed
     merged = MetricResult(values={})
     for i, (family, wanted) in enumerate(runs):
         result = results[i]

@@ -115,6 +115,9 @@ class RjiebaTokenizer(_RunTokenizer):
             raise ConfigError("tokenizer rjieba: the package is not installed; "
                               "pip install 'ragmem[fast]' (or choose jieba)") from None
         self._rjieba = rjieba
+        # its dictionary (33 MB, loaded on first use) now: the processes a map forks from this one
+        # share it instead of each loading its own (ragmem.parallel.ForkPool)
+        rjieba.cut("词典")
 
     def segment_cjk(self, run: str) -> list[str]:
         return self._rjieba.cut(run)

@@ -1,0 +1,127 @@
+"""The fork pool (ragmem.parallel.ForkPool, ragmem.forking): parts of a map on processes forked
+from this one.
+
+Its results are the serial map's, in order; at most ``workers - 1`` children run at a time; a
+child's exception is raised here, a child that dies is named, and where a thread other than
+ragmem's own runs, the map goes to loky's pool instead of forking.
+"""
+
+import os
+import signal
+import sys
+import threading
+
+import pytest
+
+from ragmem import forking, parallel
+from ragmem.parallel import SERIAL, ForkPool
+
+pytestmark = pytest.mark.skipif(not (hasattr(os, "fork") and sys.platform.startswith("linux")), reason="forking: Linux only")
+
+
+def _where(items, offset):
+    """Each item with the process that mapped it and the children running when that process forked."""
+    return [(item + offset, os.getpid(), len(forking._RUNNING)) for item in items]
+
+
+def _fails_on(items, bad):
+    if bad in items:
+        raise ValueError(f"item {bad} is bad")
+    return list(items)
+
+
+def _dies_on(items, bad):
+    if os.getpid() != _PARENT:  # every child dies (the OOM killer's SIGKILL, say)
+        os.kill(os.getpid(), signal.SIGKILL)
+    return list(items)
+
+
+FORK_IS_SAFE = forking.fork_is_safe
+
+
+@pytest.fixture
+def small_parts(monkeypatch, tmp_path):
+    """Parts of 7 items from 10 on; forking whatever threads other tests of this process left (the
+    check itself is tested on its own, below: these children run only the functions above)."""
+    monkeypatch.setattr(forking, "fork_is_safe", lambda: True)
+    monkeypatch.setattr(parallel, "MIN_PARALLEL_ITEMS", 10)
+    monkeypatch.setattr(ForkPool, "PART", 7)
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))  # the children's result files
+    yield tmp_path
+    parallel.stop_pool()
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_a_forked_map_equals_the_serial_map_in_order_and_leaves_no_file(small_parts, workers):
+    items = list(range(100))
+    mapped = ForkPool(workers).map(_where, items, 1000)
+    assert [m[0] for m in mapped] == [x for x, _, _ in SERIAL.map(_where, items, 1000)]
+    pids = {pid for _, pid, _ in mapped}
+    assert os.getpid() in pids and len(pids) > 1  # this process and children took parts
+    children_running_at_fork = [running for _, pid, running in mapped if pid != os.getpid()]
+    assert max(children_running_at_fork) <= workers - 2  # never more than workers - 1 children at once
+    assert list(small_parts.iterdir()) == [] and forking._RESULTS == {} and forking._RUNNING == set()
+
+
+def test_maps_begun_together_are_each_collected_whole(small_parts):
+    pool = ForkPool(2)
+    first, second = pool.submit(_where, list(range(50)), 0), pool.submit(_where, list(range(40)), 500)
+    assert [m[0] for m in second.result()] == list(range(500, 540))
+    assert [m[0] for m in first.result()] == list(range(50))
+
+
+def test_a_childs_exception_is_raised_here(small_parts):
+    with pytest.raises(ValueError, match="item 90 is bad"):
+        ForkPool(2).map(_fails_on, list(range(100)), 90)
+    assert list(small_parts.iterdir()) == []
+
+
+def test_a_child_that_dies_is_named_not_taken_for_an_empty_result(small_parts):
+    with pytest.raises(RuntimeError, match=r"scoring worker \(process \d+\) ended without its results"):
+        ForkPool(2).map(_dies_on, list(range(100)), None)
+    assert list(small_parts.iterdir()) == [] and forking._RUNNING == set()
+
+
+def test_with_another_libraries_thread_running_the_map_goes_to_lokys_pool(small_parts, monkeypatch):
+    monkeypatch.setattr(forking, "fork_is_safe", FORK_IS_SAFE)
+    monkeypatch.setattr(threading, "enumerate", lambda: [threading.current_thread(), *started])
+    sent, started = [], []
+    monkeypatch.setattr(parallel.ProcessPool, "submit",
+                        lambda self, fn, items, *args: sent.append(len(items)) or parallel.Pending(lambda: fn(items, *args)))
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait, name="a-library-thread", daemon=True)
+    other.start()
+    started.append(other)
+    try:
+        assert not forking.fork_is_safe()
+        assert [m[1] for m in ForkPool(2).map(_where, list(range(30)), 0)] == [os.getpid()] * 30
+        assert sent == [30]
+    finally:
+        stop.set()
+        other.join()
+    ours = threading.Thread(target=stop.wait, name="ragmem-progress-test", daemon=True)  # ragmem's own: forked
+    stop.clear()
+    ours.start()
+    started[:] = [ours]
+    try:
+        assert forking.fork_is_safe()
+    finally:
+        stop.set()
+        ours.join()
+
+
+def test_stop_pool_kills_the_children_and_removes_their_files(small_parts):
+    pending = ForkPool(2).submit(_blocks, list(range(30)))
+    assert forking._RUNNING and list(small_parts.iterdir())
+    parallel.stop_pool()
+    assert forking._RUNNING == set() and forking._RESULTS == {} and list(small_parts.iterdir()) == []
+    del pending
+
+
+def _blocks(items):
+    if os.getpid() != _PARENT:
+        signal.pause()  # until killed
+    return list(items)
+
+
+_PARENT = os.getpid()
