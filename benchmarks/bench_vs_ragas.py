@@ -1,16 +1,16 @@
 """ragmem's full offline suite against RAGAS's five non-LLM metrics, side by side on the same data.
 
     python benchmarks/bench_vs_ragas.py [--n 10000] [--resamples 1000] [--only ragmem|ragas]
-                                        [--tokenizer jieba|rjieba] [--workers auto|N]
+                                        [--tokenizer default|jieba|rjieba] [--workers default|auto|N]
 
 Writes N synthetic bilingual examples (half Chinese; 6 contexts each drawn from a shared pool of
 distinct texts; answers of 20-40 words or characters; seeded), then times, each in a fresh process
 of its own (so imports count and peak RSS is that process's alone):
 
 - ragmem: ``ragmem.evaluate(path, track=False)``: every default metric with ``--resamples``
-  bootstrap resamples (no MLflow, no Prefect), with ``keywords.tokenizer`` and
-  ``generation.tokenizer`` set to ``--tokenizer`` (default ``rjieba``, the fast extra; ``jieba`` is
-  the reference) and ``orchestration.workers`` to ``--workers``;
+  bootstrap resamples (no MLflow, no Prefect), in the configuration a user gets without asking
+  (issue 30), or with ``keywords.tokenizer`` and ``generation.tokenizer`` set to ``--tokenizer``
+  (``jieba``: the pure-Python reference) and ``orchestration.workers`` to ``--workers``;
 - RAGAS 0.4.3: ``ragas.evaluate`` with BleuScore, RougeScore, NonLLMStringSimilarity, ExactMatch and
   NonLLMContextPrecisionWithReference, in a virtual environment of its own
   (``benchmarks/.venv-ragas``, made on first use: ragas==0.4.3 with the langchain 0.3 line pinned,
@@ -95,9 +95,9 @@ import ragmem
 t1 = time.perf_counter()
 tok, workers = sys.argv[3], sys.argv[4]
 chunk = {"data": {"chunk_size": int(sys.argv[5])}} if len(sys.argv) > 5 else None  # data.chunk_size
-result = ragmem.evaluate(sys.argv[1], chunk, track=False, stats={"resamples": int(sys.argv[2])},
-                         keywords={"tokenizer": tok}, generation={"tokenizer": tok},
-                         orchestration={"workers": workers if workers == "auto" else int(workers)})
+tokenizer = {} if tok == "default" else {"keywords": {"tokenizer": tok}, "generation": {"tokenizer": tok}}
+orchestration = {} if workers == "default" else {"orchestration": {"workers": workers if workers == "auto" else int(workers)}}
+result = ragmem.evaluate(sys.argv[1], chunk, track=False, stats={"resamples": int(sys.argv[2])}, **tokenizer, **orchestration)
 t2 = time.perf_counter()
 print(json.dumps({"compute": t2 - t1, "total": t2 - t0, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "n": result.summary["n_examples"], "metrics": len(result.metrics)}))
@@ -173,8 +173,9 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=10000)
     parser.add_argument("--resamples", type=int, default=1000)
     parser.add_argument("--only", choices=["ragmem", "ragas"])
-    parser.add_argument("--tokenizer", choices=["jieba", "rjieba"], default="rjieba")
-    parser.add_argument("--workers", default="auto", help="orchestration.workers of the ragmem side")
+    parser.add_argument("--tokenizer", choices=["default", "jieba", "rjieba"], default="default",
+                        help="keywords.tokenizer and generation.tokenizer of the ragmem side (default: the settings')")
+    parser.add_argument("--workers", default="default", help="orchestration.workers of the ragmem side (default: the settings')")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "data.json"

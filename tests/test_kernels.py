@@ -274,7 +274,7 @@ def test_a_missing_rjieba_is_a_one_line_config_error(monkeypatch):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_rjieba)
-    with pytest.raises(ConfigError, match=r"rjieba: the package is not installed; pip install 'ragmem\[fast\]'"):
+    with pytest.raises(ConfigError, match=r"rjieba: the package is not installed \(a dependency of ragmem: pip install rjieba\), or choose keywords.tokenizer: jieba"):
         get_tokenizer("rjieba")
 
 

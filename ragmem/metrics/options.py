@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class GenerationOptions:
-    tokenizer: str = "jieba"      # tokens of bleu_1, ROUGE, token_f1, exact_match
+    tokenizer: str = "rjieba"     # tokens of bleu_1, ROUGE, token_f1, exact_match
     bleu_tokenize: str = "zh"     # sacrebleu tokenizer of bleu
 
 

@@ -29,7 +29,7 @@ class GenerationScorer:
     :mod:`ragmem.metrics.kernels` (equal to sacrebleu's and rouge-score's, pinned by the tests);
     sacrebleu turns summed statistics into corpus scores."""
 
-    def __init__(self, tokenizer: str = "jieba", bleu_tokenize: str = "zh"):
+    def __init__(self, tokenizer: str = "rjieba", bleu_tokenize: str = "zh"):
         metrics = lean_import("sacrebleu.metrics")
         BLEU, CHRF = metrics.BLEU, metrics.CHRF
 

@@ -12,8 +12,8 @@ import sys
 import unicodedata
 from typing import Sequence
 
-from ragmem.text.keywords import keywords_for
-from ragmem.text.tokenizers import JiebaTokenizer
+from ragmem.text.keywords import DEFAULT_TOKENIZER, keywords_for
+from ragmem.text.tokenizers import get_tokenizer
 
 _CAPITALISED = re.compile(r"\b[A-Z][\w'’-]*(?:\s+(?:of|the|de|van|von)?\s*[A-Z][\w'’-]*)*")
 _NUMBER = re.compile(r"\b\d+(?:[.,]\d+)*\b")
@@ -26,12 +26,12 @@ def normalize_entity(text: str) -> str:
 
 
 class OfflineEntities:
-    """Part-of-speech tags for Chinese (the keyword tokenizer's tagger: jieba.posseg, or rjieba's
-    ``tag`` with ``keywords.tokenizer: rjieba``); capitalised spans and numbers for English."""
+    """Part-of-speech tags for Chinese (the keyword tokenizer's tagger: rjieba's ``tag``, or
+    jieba.posseg with ``keywords.tokenizer: jieba``); capitalised spans and numbers for English."""
 
     def __init__(self, stopwords: frozenset[str], tokenizer=None):
         self.stopwords = stopwords
-        self.tokenizer = tokenizer if tokenizer is not None else JiebaTokenizer()
+        self.tokenizer = tokenizer if tokenizer is not None else get_tokenizer(DEFAULT_TOKENIZER)
 
     def signature(self) -> str:
         return f"offline:pos:{self.tokenizer.tagger_signature()}:{','.join(_POS_KEEP)}|en:capitalised+numbers"

@@ -30,7 +30,7 @@ from ragmem.parallel import SERIAL
 from ragmem.text.tokenizers import get_tokenizer
 
 DEFAULT_STOPWORDS = ("stopwords-iso:zh", "stopwords:en")
-DEFAULT_TOKENIZER = "jieba"
+DEFAULT_TOKENIZER = "rjieba"
 
 
 def _package_version(name: str) -> str:

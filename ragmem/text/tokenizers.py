@@ -98,11 +98,12 @@ class JiebaTokenizer(_RunTokenizer):
 
 
 class RjiebaTokenizer(_RunTokenizer):
-    """jieba's dictionary and HMM in Rust (``rjieba``, jieba-rs): 20-40x faster than jieba.
+    """jieba's dictionary and HMM in Rust (``rjieba``, jieba-rs): 20-40x faster than jieba, and
+    the default (``keywords.tokenizer``, ``generation.tokenizer``).
 
-    An optional accelerator (``pip install 'ragmem[fast]'``); jieba stays the reference. The CJK
-    runs ragmem hands it segment as jieba's do on the parity corpora measured in
-    ``benchmarks/bench_segmenters.py`` except for a few texts (benchmarks/README.md); the
+    jieba stays the reference. The CJK runs ragmem hands it segment as jieba's do on the parity
+    corpora measured in ``benchmarks/bench_segmenters.py`` (every token of 9,297 texts; its part of
+    speech tags, which ``context_entity_recall`` reads, differ on some: benchmarks/README.md); the
     signature names it, so scores made with either are never compared as one.
     """
 
@@ -112,8 +113,8 @@ class RjiebaTokenizer(_RunTokenizer):
         try:
             import rjieba
         except ImportError:
-            raise ConfigError("tokenizer rjieba: the package is not installed; "
-                              "pip install 'ragmem[fast]' (or choose jieba)") from None
+            raise ConfigError("tokenizer rjieba: the package is not installed (a dependency of ragmem: "
+                              "pip install rjieba), or choose keywords.tokenizer: jieba") from None
         self._rjieba = rjieba
         # its dictionary (33 MB, loaded on first use) now: the processes a map forks from this one
         # share it instead of each loading its own (ragmem.parallel.ForkPool)
