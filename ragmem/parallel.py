@@ -114,42 +114,57 @@ class ForkPool(ProcessPool):
     #: items a forked child takes at most: what it allocates (its private memory) is bounded by this
     PART = 1000
 
+    def __init__(self, workers: int):
+        super().__init__(workers)
+        self._begun: list[_Begun] = []  # maps submitted and not collected, oldest first
+
     def submit(self, fn: Callable[..., list], items: Sequence[Any], *args: Any) -> "Pending":
         """``items`` in parts of at most :data:`PART`; a child is forked for each part but the first
-        while fewer than ``workers - 1`` run. On ``result()`` this process works through the parts
-        left, in order, handing the next ones to children as slots free up (it never waits idle for
-        a slot), then collects the children's results."""
+        while fewer than ``workers - 1`` run, and for the next parts on each :meth:`tick`. On
+        ``result()`` this process works through the parts left, in order, handing the next ones to
+        children as slots free up (it never waits idle for a slot), then collects the children's."""
         if len(items) < MIN_PARALLEL_ITEMS:
             return Pending(lambda: SERIAL.map(fn, items, *args))
         if not forking.fork_is_safe():
             return super().submit(fn, items, *args)
         size = min(self.PART, math.ceil(len(items) / self.workers))
-        parts = [items[i:i + size] for i in range(0, len(items), size)]
-        children: dict[int, int] = {}
-        self._hand_out(fn, parts, args, children, list(range(1, len(parts))))
+        begun = _Begun(fn, args, [items[i:i + size] for i in range(0, len(items), size)])
+        begun.todo = list(range(1, len(begun.parts)))
+        self._begun.append(begun)
+        self._hand_out(begun)
+        return Pending(lambda: self._collect(begun))
 
-        def collect() -> list:
-            own: dict[int, list] = {}
-            todo = [i for i in range(len(parts)) if i not in children]
-            try:
-                while todo:
-                    i = todo.pop(0)
-                    own[i] = list(fn(parts[i], *args))
-                    todo = self._hand_out(fn, parts, args, children, todo)
-                return [x for i in range(len(parts)) for x in (own[i] if i in own else forking.reap(children[i]))]
-            finally:  # a part failed (here or in a child): the other children are stopped, their files removed
-                forking.discard(children.values())
-        return Pending(collect)
-
-    def _hand_out(self, fn: Callable[..., list], parts: list, args: tuple, children: dict[int, int],
-                  todo: list[int]) -> list[int]:
-        """Fork for the parts of ``todo`` in order while a slot is free; the parts left."""
-        while todo:
-            pid = self._fork(fn, parts[todo[0]], args)
-            if pid is None:
+    def tick(self) -> None:
+        """Hand the next parts of the maps begun to the children whose slots freed up: called
+        between two pieces of this process's own work (:func:`ragmem.metrics.compute_metrics`
+        between families), so the children do not sit idle until the maps are collected."""
+        for begun in self._begun:
+            if not self._hand_out(begun):
                 break
-            children[todo.pop(0)] = pid
-        return todo
+
+    def _collect(self, begun: "_Begun") -> list:
+        own: dict[int, list] = {}
+        begun.todo.insert(0, 0)
+        try:
+            while begun.todo:
+                i = begun.todo.pop(0)
+                own[i] = list(begun.fn(begun.parts[i], *begun.args))
+                self._hand_out(begun)
+            return [x for i in range(len(begun.parts))
+                    for x in (own[i] if i in own else forking.reap(begun.children[i]))]
+        finally:  # a part failed (here or in a child): the other children are stopped, their files removed
+            self._begun.remove(begun)
+            forking.discard(begun.children.values())
+
+    def _hand_out(self, begun: "_Begun") -> bool:
+        """Fork for the parts of ``begun`` not handed out yet, in order, while a slot is free;
+        whether slots are left."""
+        while begun.todo:
+            pid = self._fork(begun.fn, begun.parts[begun.todo[0]], begun.args)
+            if pid is None:
+                return False
+            begun.children[begun.todo.pop(0)] = pid
+        return True
 
     def _fork(self, fn: Callable[..., list], part: Sequence[Any], args: tuple) -> int | None:
         """A child working on ``part`` (its pid), or None when ``workers - 1`` children run."""
@@ -170,6 +185,15 @@ def stop_pool() -> None:
             executor.shutdown(wait=False, kill_workers=True)
         except Exception:  # noqa: BLE001 (a pool already broken or shut down: nothing left to stop)
             pass
+
+
+class _Begun:
+    """A map :class:`ForkPool` began: its parts, those not handed out yet, the children of the others."""
+
+    def __init__(self, fn: Callable[..., list], args: tuple, parts: list):
+        self.fn, self.args, self.parts = fn, args, parts
+        self.todo: list[int] = []
+        self.children: dict[int, int] = {}
 
 
 class Pending:

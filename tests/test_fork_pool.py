@@ -125,3 +125,21 @@ def _blocks(items):
 
 
 _PARENT = os.getpid()
+
+
+def test_a_tick_hands_the_next_parts_to_the_children_whose_slots_freed_up(small_parts):
+    import time
+
+    pool = ForkPool(2)
+    pending = pool.submit(_where, list(range(35)), 0)  # five parts of 7: part 1 forked at once
+    begun = pool._begun[0]
+    assert list(begun.children) == [1] and begun.todo == [2, 3, 4]
+    for handed in ([1, 2], [1, 2, 3]):
+        deadline = time.monotonic() + 60
+        while forking.running() and time.monotonic() < deadline:  # the child ends (a busy machine: slowly)
+            time.sleep(0.01)
+        pool.tick()
+        assert list(begun.children) == handed
+    mapped = pending.result()
+    assert [m[0] for m in mapped] == list(range(35)) and pool._begun == []
+    assert {pid for _, pid, _ in mapped[7:21]} != {os.getpid()}  # parts 1-2 were the children's

@@ -113,6 +113,10 @@ class MetricContext:
             return begun[1].result()
         return self._begin(fn, items, args).result()
 
+    def tick(self) -> None:
+        """Let the mapper hand out more of the maps begun (:meth:`ragmem.parallel.ForkPool.tick`)."""
+        getattr(self.mapper, "tick", lambda: None)()
+
     def start(self, fn, items, *args) -> None:
         """Begin ``map(fn, items, *args)`` on the workers now, for a later :meth:`map` to collect: the
         families' text-heavy maps run while this process computes the others (no-op without a

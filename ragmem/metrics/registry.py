@@ -75,7 +75,10 @@ def compute_metrics(table: pd.DataFrame, selected: Sequence[str], ctx: MetricCon
             family.start(table, ctx, wanted)
     # ...while this process computes the families that need none; results merge in FAMILIES order
     order = sorted(range(len(runs)), key=lambda i: runs[i][0].start is not None)
-    results = {i: runs[i][0].compute(table, ctx, runs[i][1]) for i in order}
+    results = {}
+    for i in order:
+        results[i] = runs[i][0].compute(table, ctx, runs[i][1])
+        ctx.tick()  # free workers take the next parts of the maps begun
     release_freed_memory()  # what the maps' batches allocated and freed
     merged = MetricResult(values={})
     for i, (family, wanted) in enumerate(runs):
