@@ -29,7 +29,10 @@ _RESULTS: dict[int, str] = {}  # forked child -> its result file, until read
 def running() -> int:
     """How many forked children run now (those that ended are waited for here)."""
     for pid in list(_RUNNING):
-        ended, status = os.waitpid(pid, os.WNOHANG)
+        try:
+            ended, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:  # waited for elsewhere (SIGCHLD ignored): its result file tells
+            ended, status = pid, 0
         if ended:
             _RUNNING.discard(pid)
             _STATUS[pid] = status

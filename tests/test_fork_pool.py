@@ -143,3 +143,14 @@ def test_a_tick_hands_the_next_parts_to_the_children_whose_slots_freed_up(small_
     mapped = pending.result()
     assert [m[0] for m in mapped] == list(range(35)) and pool._begun == []
     assert {pid for _, pid, _ in mapped[7:21]} != {os.getpid()}  # parts 1-2 were the children's
+
+
+def test_children_reaped_elsewhere_still_give_their_results(small_parts):
+    """With SIGCHLD ignored the kernel reaps the children itself: waiting for one fails, its result
+    file is what counts."""
+    previous = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    try:
+        assert [m[0] for m in ForkPool(2).map(_where, list(range(40)), 0)] == list(range(40))
+    finally:
+        signal.signal(signal.SIGCHLD, previous)
+    assert forking._RUNNING == set() and list(small_parts.iterdir()) == []
