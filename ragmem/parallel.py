@@ -167,8 +167,12 @@ class ForkPool(ProcessPool):
         return True
 
     def _fork(self, fn: Callable[..., list], part: Sequence[Any], args: tuple) -> int | None:
-        """A child working on ``part`` (its pid), or None when ``workers - 1`` children run."""
-        return None if forking.running() >= self.workers - 1 else forking.fork(fn, part, args)
+        """A child working on ``part`` (its pid), or None when ``workers - 1`` children run, or when
+        forking is no longer safe (a thread another library started since the map began, an LLM
+        client's say: this process then takes the part itself)."""
+        if forking.running() >= self.workers - 1 or not forking.fork_is_safe():
+            return None
+        return forking.fork(fn, part, args)
 
 
 def stop_pool() -> None:

@@ -154,3 +154,16 @@ def test_children_reaped_elsewhere_still_give_their_results(small_parts):
     finally:
         signal.signal(signal.SIGCHLD, previous)
     assert forking._RUNNING == set() and list(small_parts.iterdir()) == []
+
+
+def test_once_another_thread_runs_no_part_is_forked_any_more_and_this_process_takes_them(small_parts, monkeypatch):
+    safe = [True]
+    monkeypatch.setattr(forking, "fork_is_safe", lambda: safe[0])
+    pool = ForkPool(2)
+    pending = pool.submit(_where, list(range(35)), 0)  # part 1 forked while it was safe
+    assert list(pool._begun[0].children) == [1]
+    safe[0] = False  # an LLM client's thread pool, say, started since
+    pool.tick()
+    mapped = pending.result()
+    assert [m[0] for m in mapped] == list(range(35))
+    assert {pid for _, pid, _ in mapped[14:]} == {os.getpid()}  # parts 2-4: this process's
