@@ -57,9 +57,15 @@ def fork(fn: Callable[..., list], part: Sequence[Any], args: tuple) -> int:
     return pid
 
 
+def available() -> bool:
+    """Whether this system forks the way the pool needs (Linux: macOS's system libraries do not
+    survive a fork, Windows has none)."""
+    return sys.platform.startswith("linux") and hasattr(os, "fork")
+
+
 def fork_is_safe() -> bool:
-    """Linux, and no thread running but the calling one and ragmem's own (``ragmem-*``)."""
-    if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
+    """:func:`available`, and no thread running but the calling one and ragmem's own (``ragmem-*``)."""
+    if not available():
         return False
     current = threading.current_thread()
     return all(t is current or t.name.startswith("ragmem-") for t in threading.enumerate())

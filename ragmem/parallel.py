@@ -295,4 +295,4 @@ def mapper_for(workers: int | str) -> Serial | ProcessPool:
     count = local_workers(workers)
     if count <= 1 or on_dask_worker():
         return SERIAL
-    return ForkPool(count) if sys.platform.startswith("linux") and hasattr(os, "fork") else ProcessPool(count)
+    return ForkPool(count) if forking.available() else ProcessPool(count)
