@@ -53,7 +53,7 @@ def test_run_on_the_two_seed_files(prefect_env, seed_dir, tmp_path):
     assert client.get_experiment(run.info.experiment_id).name == "seed-samples"
     assert EXPECTED_PARAMS <= set(run.data.params)
     assert run.data.params["data.n_examples"] == "16" and run.data.params["data.labels"] == "1;0"
-    assert run.data.params["keywords.tokenizer"] == "jieba"
+    assert run.data.params["keywords.tokenizer"] == "rjieba"  # the default tokenizer
     for name in ("accuracy", "precision", "recall", "f1", "avg_coverage", "reference_coverage"):
         assert run.data.metrics[name] == pytest.approx(summary["metrics"][name])
     assert run.data.metrics["count/n_latency_measured"] == 0  # replayed without latency_ms: not measured
