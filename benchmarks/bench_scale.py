@@ -1,12 +1,13 @@
 """Time and peak memory of the full offline suite at growing sizes: does the time per example
 stay flat, and does a million examples fit in 2 GB?
 
-    python benchmarks/bench_scale.py [--sizes 10000 100000 1000000] [--tokenizer jieba|rjieba]
-                                     [--chunk-size N] [--workers auto|N]
+    python benchmarks/bench_scale.py [--sizes 10000 100000 1000000] [--tokenizer default|jieba|rjieba]
+                                     [--chunk-size N] [--workers default|auto|N]
 
 For each size, writes that many synthetic bilingual examples as JSONL (the generator of
 ``bench_vs_ragas.py``, one record at a time) and runs ``ragmem.evaluate(path, track=False)`` (1000
-bootstrap resamples; ``--chunk-size``: ``data.chunk_size``, default the setting's) in a fresh
+bootstrap resamples; ``--chunk-size``: ``data.chunk_size``; the tokenizer and the workers: the
+settings' unless given) in a fresh
 process, sampling the memory of that process and its scoring workers summed as proportional set
 size (shared pages once). Prints one line per size, e.g.
 ``n=100000 ... compute=120.3 s per_1k=1.20 s pss=1650 MB (main process 1480 MB)``, and at the end
@@ -22,18 +23,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_vs_ragas import _RAGMEM, run, write_jsonl  # noqa: E402
+from bench_vs_ragas import _RAGMEM, compile_ragmem, run, write_jsonl  # noqa: E402
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10000, 100000, 1000000])
-    parser.add_argument("--tokenizer", choices=["jieba", "rjieba"], default="jieba")
-    parser.add_argument("--workers", default="auto")
+    parser.add_argument("--tokenizer", choices=["default", "jieba", "rjieba"], default="default",
+                        help="keywords.tokenizer and generation.tokenizer (default: the settings')")
+    parser.add_argument("--workers", default="default", help="orchestration.workers (default: the settings')")
     parser.add_argument("--resamples", type=int, default=1000)
     parser.add_argument("--chunk-size", type=int, default=None, help="data.chunk_size (default: the setting's)")
     args = parser.parse_args()
     per_1k = {}
+    compile_ragmem()  # as a wheel install has it (see bench_vs_ragas)
     for n in args.sizes:
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "data.jsonl"

@@ -15,7 +15,6 @@ from typing import Any
 
 import pandas as pd
 
-from ragmem import stats
 from ragmem.errors import ConfigError, RagmemError
 from ragmem.metrics import expand_selection
 from ragmem.metrics.names import DEFAULT_METRICS, FAMILY_NAMES
@@ -25,7 +24,8 @@ from ragmem.metrics.ranking import DEFAULT_KS
 from ragmem.endpoints import check_store
 from ragmem.processes import run_is_dead
 from ragmem.tracking import Tracker
-from ragmem.tracking.files import read_parquet
+from ragmem.paired import frame_of, paired_rows  # noqa: F401  (also ragmem.compare.paired_rows)
+from ragmem.tracking.files import ParquetTable
 from ragmem.tracking.lifecycle import metric_key, metric_name
 
 SIGNATURE_PARAMS = ("keywords.signature", "judge.signature", "data.sha256", "ranking.k", "zero_division")
@@ -164,8 +164,17 @@ def run_summary(client, run_id: str) -> dict[str, Any]:
 
 
 def load_run_table(client, run_id: str) -> pd.DataFrame:
-    """The per-example table a run logged: ``examples.parquet``, or ``examples.json`` for a run logged
-    before the Parquet file (both read back as the same frame); ``run_id`` may be a unique prefix."""
+    """The per-example table a run logged, whole: ``examples.parquet``, or ``examples.json`` for a
+    run logged before the Parquet file (both read back as the same frame); ``run_id`` may be a
+    unique prefix; ``attrs["run"]``: the MLflow run."""
+    return frame_of(run_table(client, run_id))
+
+
+def run_table(client, run_id: str) -> pd.DataFrame | ParquetTable:
+    """The per-example table a run logged, to be read chunk by chunk (:mod:`ragmem.paired`): its
+    ``examples.parquet`` downloaded to a temporary folder that lives as long as the table, or (a
+    run logged before the Parquet file) its ``examples.json`` as a frame; ``attrs["run"]``: the
+    MLflow run. ``run_id`` may be a unique prefix."""
     run_id = resolve_run_id(client, run_id)
     try:
         run = client.get_run(run_id)
@@ -173,12 +182,12 @@ def load_run_table(client, run_id: str) -> pd.DataFrame:
         raise RagmemError(f"run {run_id!r} not found in the tracking store") from None
     try:
         logged = {entry.path for entry in client.list_artifacts(run_id)}
-        with tempfile.TemporaryDirectory() as tmp:
-            if "examples.parquet" in logged:
-                table = read_parquet(client.download_artifacts(run_id, "examples.parquet", tmp))
-            else:
-                payload = artifact_json(client, run_id, "examples.json")
-                table = pd.DataFrame(payload["data"], columns=payload["columns"])
+        if "examples.parquet" in logged:
+            folder = tempfile.TemporaryDirectory(prefix="ragmem-compare-")
+            path = client.download_artifacts(run_id, "examples.parquet", folder.name)
+            return ParquetTable(path, built=False, keep=folder, attrs={"run": run})
+        payload = artifact_json(client, run_id, "examples.json")
+        table = pd.DataFrame(payload["data"], columns=payload["columns"])
     except Exception:
         raise RagmemError(f"run {run_id} has no examples.parquet or examples.json artifact "
                           f"(was it logged by ragmem run?)") from None
@@ -222,28 +231,6 @@ def scoring_of(params: dict[str, str]) -> tuple[float, Any]:
     return parse_zero_division(params.get("zero_division", "0")), scorer
 
 
-def paired_rows(a: pd.DataFrame, b: pd.DataFrame, names: list[str], zero_division: float, scorer,
-                resamples: int = 1000, seed: int = 0, confidence: float = 0.95,
-                bootstrap: str = "poisson") -> tuple[list[dict[str, Any]], int]:
-    """``B - A`` for every metric of ``names`` the per-example tables support, on the examples they
-    share (matched by ``id``, in A's order): rows of :meth:`ragmem.stats.PairedResult.to_dict`, and
-    the number shared. Without a ``scorer`` corpus BLEU/chrF are left out. ``bootstrap``: how the
-    examples are resampled (``stats.bootstrap``; Poisson weights follow the example ids)."""
-    ids_b = set(b["id"])
-    shared = [i for i in a["id"] if i in ids_b]
-    if not shared:
-        return [], 0
-    a = a.set_index("id").loc[shared].reset_index()
-    b = b.set_index("id").loc[shared].reset_index()
-    if scorer is None:
-        names = [n for n in names if n not in ("bleu", "chrf")]
-    aggs_a, aggs_b = stats.aggregators(a, names, zero_division, scorer), stats.aggregators(b, names, zero_division, scorer)
-    keys = stats.example_keys(shared) if bootstrap == "poisson" else None
-    rows = [stats.paired(n, aggs_a[n], aggs_b[n], resamples, seed, confidence, keys).to_dict()
-            for n in names if n in aggs_a and n in aggs_b]
-    return rows, len(shared)
-
-
 def paired_comparison(client, run_a: str, run_b: str, metrics: list[str] | None = None,
                       resamples: int = 1000, seed: int = 0, confidence: float = 0.95) -> dict[str, Any]:
     """Every metric both runs logged and the per-example tables support, compared on the examples
@@ -254,13 +241,14 @@ def paired_comparison(client, run_a: str, run_b: str, metrics: list[str] | None 
     unknown = [m for m in metrics or [] if m not in known]
     if unknown:
         raise RagmemError(f"--metrics {unknown[0]!r}: not logged by both runs; known: {', '.join(known)}")
-    return compare_tables(load_run_table(client, run_a), load_run_table(client, run_b), summary_order(metrics or known),
+    return compare_tables(run_table(client, run_a), run_table(client, run_b), summary_order(metrics or known),
                           resamples, seed, confidence)
 
 
-def compare_tables(a: pd.DataFrame, b: pd.DataFrame, names: list[str], resamples: int = 1000, seed: int = 0,
+def compare_tables(a: Any, b: Any, names: list[str], resamples: int = 1000, seed: int = 0,
                    confidence: float = 0.95) -> dict[str, Any]:
-    """:func:`paired_comparison` of two per-example tables already loaded (:func:`load_run_table`)."""
+    """:func:`paired_comparison` of two per-example tables already found (:func:`run_table`, read
+    chunk by chunk, or frames)."""
     run_a_info, run_b_info = a.attrs["run"], b.attrs["run"]
     run_a, run_b = run_a_info.info.run_id, run_b_info.info.run_id
     settings_a, settings_b = run_a_info.data.params, run_b_info.data.params
@@ -307,13 +295,14 @@ def bench_rows(client, parent_id: str) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def read_baseline(tracking_uri: str, run_ref: str) -> pd.DataFrame:
-    """The per-example table of a gate's baseline run (``attrs["run"]``: the MLflow run), by id or
-    unique prefix: read by :func:`ragmem.prepare.read_baseline` before any work, handed to
+def read_baseline(tracking_uri: str, run_ref: str) -> pd.DataFrame | ParquetTable:
+    """The per-example table of a gate's baseline run (:func:`run_table`: ``attrs["run"]``, the
+    MLflow run), by id or unique prefix: found (and downloaded) by
+    :func:`ragmem.prepare.read_baseline` before any work, handed to
     :func:`ragmem.gates.regressions` after the run. A tracking server that does not answer is one
     line (exit 2); a run that is not there, or has no table, a ConfigError."""
     check_store(tracking_uri)
     try:
-        return load_run_table(Tracker(tracking_uri).client, run_ref)
+        return run_table(Tracker(tracking_uri).client, run_ref)
     except RagmemError as exc:
         raise ConfigError(f"baseline: {exc}") from None

@@ -29,8 +29,7 @@ from typing import Any
 import pandas as pd
 
 from ragmem import bench_data, chunks, endpoints, gates, interrupts, labels, memory_bench, memory_layers, pipeline, prepare, progress, report_html
-from ragmem import resume as resumes
-from ragmem import bench_compare, judge_sweep, sweep as sweeps
+from ragmem import bench_compare, judge_sweep, resume as resumes, sweep as sweeps
 from ragmem.config import RunConfig
 from ragmem.errors import failure_message  # noqa: F401  (also ragmem.engine.failure_message)
 from ragmem.journal import Journal
@@ -66,6 +65,10 @@ class EvaluationResult:
         if self._table is None:
             self._table = files.read_table(self.table_path)
         return self._table
+
+    def table_source(self) -> pd.DataFrame | files.ParquetTable:
+        """The table in memory, or a streamed run's file (read in chunks: :mod:`ragmem.paired`)."""
+        return self._table if self._table is not None else files.ParquetTable(self.table_path, keep=self)
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{k}={v:.4g}" for k, v in self.metrics.items()
@@ -121,7 +124,7 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
             params = pipeline.run_params(cfg, dataset, components)
             summary = pipeline.summary(run.id, cfg, result, table, params, streamed and streamed.counts)
             if cfg.gates:  # judged here, acted on by the caller (ragmem run exits 3) after the run is logged
-                whole = table if streamed is None or baseline is None else files.read_table(streamed.table_path)
+                whole = table if streamed is None or baseline is None else files.ParquetTable(streamed.table_path)
                 summary["gates"] = gates.as_dicts(gates.evaluate(result.values, cfg.gates)
                                                   + gates.regressions(cfg, whole, params, result.values, baseline))
             if run.id is not None:
@@ -191,8 +194,7 @@ def _log_run(steps: Steps, run: TrackedRun, cfg: RunConfig, dataset: Dataset, ou
         with progress.stage("logging to MLflow"):
             steps.log(run, resolved_config=mask(cfg.raw), params=params, metrics=result.values,
                       counts=summary["counts"], table=table if held else streamed.table_path, summary=summary,
-                      examples=dataset.examples if held else streamed.examples, outputs=outputs,
-                      max_traces=cfg.tracking.max_traces,
+                      examples=dataset.examples if held else streamed.examples, outputs=outputs, max_traces=cfg.tracking.max_traces,
                       extra_files=tuple(p for p in (journal.path, journal.folder / labels.SHEET) if p.is_file()),
                       workers=cfg.orchestration.workers, copies_max_rows=cfg.tracking.table_copies_max_rows,
                       report=report_html.run_page(summary, table) if held else
@@ -212,7 +214,7 @@ def _evaluate_child(cfg: RunConfig, run_id: str | None, dataset: Dataset, resume
         _tracker(cfg).reopen(run_id)
     result = evaluate(cfg, PLAIN, dataset=dataset, run_id=None if again else run_id, preflight=False,  # checked by the sweep
                       resume=run_id if again else None, answers_from=None if again else answers_from)
-    return {"metrics": {k: v for k, v in result.metrics.items() if v is not None}, "table": result.table,
+    return {"metrics": {k: v for k, v in result.metrics.items() if v is not None}, "table": result.table_source(),
             "index_builds": result.index_builds, "ci": result.summary.get("ci", {}), "journal": result.journal_key}
 
 
@@ -271,11 +273,10 @@ def _run_children(steps: Steps, plan: SweepPlan, datasets: dict, child_ids: list
     """The unfinished children, ``sweep.max_parallel`` at a time: index -> ``("ok", result)`` or
     ``("failed", reason)``. Those that differ from a sibling only in judge settings run after it, on
     its agent's answers (:func:`ragmem.judge_sweep.answer_sources`). Interrupted, the children still
-    running end with the parent."""
+    running end with the parent. Their traces share one setting of MLflow's process-wide URI."""
     sources = judge_sweep.answer_sources(plan.points) if judge_sweep.varies_judge(plan.points) else {}
     waves = [[i for i in todo if i not in sources], [i for i in todo if i in sources]]
     names = {sweeps.Announced.key(plan.configs[i], child_ids[i]): sweeps.child_name(plan.points[i]) for i in todo}
-    # the children's traces share one setting of MLflow's process-wide URI (see process_tracking_uri)
     try:
         with process_tracking_uri(cfg.tracking_uri) if tracker else contextlib.nullcontext(), \
                 progress.stage("sweep", len(todo), unit="configurations") as overall, progress.fold(overall):
@@ -297,11 +298,10 @@ def _run_children(steps: Steps, plan: SweepPlan, datasets: dict, child_ids: list
 
 def _answers_of(source: int | None, ran: dict, child_ids: list) -> str | None:
     """The journal a judge-only sibling takes its answers from; ``None`` (the agent is called) when its source failed."""
-    if source is None:
+    if source is None or source in ran and ran[source][0] != "ok":
         return None
     if source in ran:
-        status, value = ran[source]
-        return value.get("journal") if status == "ok" else None
+        return ran[source][1].get("journal")
     return child_ids[source] if child_ids[source] and Journal.has_meta(child_ids[source]) else None
 
 

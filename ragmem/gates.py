@@ -26,7 +26,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ragmem.compare import lower_is_better, paired_rows, read_baseline, scoring_of
+from ragmem.compare import lower_is_better, read_baseline, scoring_of
+from ragmem.paired import paired_rows
 from ragmem.errors import ConfigError, RagmemError
 from ragmem.metrics.names import expand_selection
 

@@ -28,6 +28,7 @@ import numpy as np
 from ragmem import stats
 from ragmem import sweep as sweeps
 from ragmem.metrics.generation import scorer_for
+from ragmem.paired import frame_of
 
 JUDGE_PREFIXES = ("judge.", "rubrics.")
 
@@ -150,7 +151,7 @@ def _tau_interval(grid_tables: list[list[Any]], metric: str, cfg, scorer, rng) -
     """Percentile interval of tau over ``stats.resamples`` bootstrap draws of the examples (one draw
     for every configuration and both judges: the rankings move together); ``None`` when the
     configurations were not scored on the same examples or a table is missing."""
-    flat = [t for row in grid_tables for t in row]
+    flat = [None if t is None else frame_of(t) for row in grid_tables for t in row]  # (whole: drawn by position)
     if any(t is None for t in flat) or len({tuple(t["id"]) for t in flat}) != 1 or cfg.stats.resamples < 1:
         return None
     aggs = [stats.aggregators(t, [metric], cfg.zero_division, scorer).get(metric) for t in flat]

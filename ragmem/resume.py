@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from ragmem import pipeline
-from ragmem.compare import load_run_table
+from ragmem.compare import load_run_table, run_table
 from ragmem.endpoints import EndpointDown
 from ragmem.errors import ConfigError, failure_message
 from ragmem.journal import Journal
@@ -111,7 +111,7 @@ def finished_child(tracker, run_id: str) -> dict[str, Any]:
     metrics = {metric_name(k): v for k, v in tracker.client.get_run(run_id).data.metrics.items()}
     kept = {k: v for k, v in metrics.items()
             if k not in _COUNTS and not k.startswith("undefined_") and not k.endswith(("_ci_low", "_ci_high"))}
-    return {"metrics": kept, "table": load_run_table(tracker.client, run_id), "index_builds": 0}
+    return {"metrics": kept, "table": run_table(tracker.client, run_id), "index_builds": 0}
 
 
 def resolve_key(ref: str, flag: str = "--resume") -> str:

@@ -269,9 +269,8 @@ def randomization_p(a: Aggregator, b: Aggregator, diff: float, permutations: int
     if keys is not None and a.kind == b.kind == "sum" and a.resum is None and b.resum is None:
         first, second = a.data.reshape(n, -1), b.data.reshape(n, -1)
         moved_by, sum_a, sum_b = second - first, first.sum(axis=0), second.sum(axis=0)
-        block = max(1, _BLOCK_ELEMENTS // max(1, n))
-        for start in range(0, permutations, block):
-            moved = swaps(keys, start, min(block, permutations - start), seed).astype(float) @ moved_by
+        for _, swapped in swap_blocks(keys, permutations, seed):
+            moved = swapped.astype(float) @ moved_by
             a_star, b_star = a.reduce_many(sum_a + moved), b.reduce_many(sum_b - moved)
             defined = ~np.isnan(a_star) & ~np.isnan(b_star)
             counted += int(defined.sum())
@@ -292,6 +291,14 @@ def randomization_p(a: Aggregator, b: Aggregator, diff: float, permutations: int
 
 
 _SWAP_DOMAIN = np.uint64(0x72616E646F6D697A)  # keeps the swaps' stream apart from the weights' of the same seed
+
+
+def swap_blocks(keys: np.ndarray, permutations: int, seed: int) -> Iterator[tuple[int, np.ndarray]]:
+    """``(first permutation, swaps (b, n))`` blocks of at most ``_BLOCK_ELEMENTS`` cells of the
+    examples' swaps (:func:`swaps`), permutation after permutation."""
+    block = max(1, _BLOCK_ELEMENTS // max(1, len(keys)))
+    for start in range(0, permutations, block):
+        yield start, swaps(keys, start, min(block, permutations - start), seed)
 
 
 def swaps(keys: np.ndarray, first: int, count: int, seed: int) -> np.ndarray:

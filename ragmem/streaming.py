@@ -44,8 +44,9 @@ def additive(name: str) -> bool:
 class RunStatistics:
     """What a run's metrics and intervals are rebuilt from, chunk after chunk (:meth:`add`)."""
 
-    def __init__(self, resamples: int = 1000, seed: int = 0, confidence: float = 0.95):
+    def __init__(self, resamples: int = 1000, seed: int = 0, confidence: float = 0.95, permutations: int = 0):
         self.resamples, self.seed, self.confidence = resamples, seed, confidence
+        self.permutations = permutations  # > 0: the randomization test's swap sums kept too (ragmem.paired)
         self.n = 0
         self.names: dict[str, None] = {}       # every value's name, in the order first reported
         self.counts: dict[str, float] = {}
@@ -57,6 +58,7 @@ class RunStatistics:
         self._reducers: dict[str, Aggregator] = {}    # each aggregator without its data
         self._sums: dict[str, np.ndarray] = {}
         self._boot: dict[str, np.ndarray] = {}
+        self._swapped: dict[str, np.ndarray] = {}     # permutation p's sums of the examples it swaps
         self._keys: list[np.ndarray] = []             # the examples' keys, when apply-kind values are kept
         self._applied: dict[str, list[np.ndarray]] = {}
 
@@ -66,9 +68,10 @@ class RunStatistics:
 
     @classmethod
     def of_chunk(cls, table: pd.DataFrame, result: MetricResult, aggs: dict[str, Aggregator],
-                 resamples: int = 1000, seed: int = 0, confidence: float = 0.95) -> "RunStatistics":
+                 resamples: int = 1000, seed: int = 0, confidence: float = 0.95,
+                 permutations: int = 0) -> "RunStatistics":
         """One scored chunk's statistics alone (a Dask worker's, merged in the flow: :meth:`merge`)."""
-        one = cls(resamples, seed, confidence)
+        one = cls(resamples, seed, confidence, permutations)
         one.n = n = len(table)
         for name, value in result.values.items():
             one.names.setdefault(name)
@@ -93,7 +96,7 @@ class RunStatistics:
             one._reducers[name] = agg.with_data(np.zeros((0, width)) if agg.kind == "sum" else np.zeros(0))
         one._add_sums({name: agg for name, agg in aggs.items() if agg.kind == "sum"}, keys, n)
         applied = {name: np.asarray(agg.data, dtype=float) for name, agg in aggs.items() if agg.kind != "sum"}
-        if applied:
+        if applied or permutations:  # (a paired comparison aligns the two runs' values by key)
             one._keys = [keys]
             shared: dict[bytes, np.ndarray] = {}  # one array per distinct column (latency's five metrics)
             for name, data in applied.items():
@@ -121,8 +124,12 @@ class RunStatistics:
             if name in self._sums:
                 self._sums[name] = self._sums[name] + totals
                 self._boot[name] = self._boot[name] + other._boot[name]
+                if name in other._swapped:
+                    self._swapped[name] = self._swapped[name] + other._swapped[name]
             else:
                 self._sums[name], self._boot[name] = totals.copy(), other._boot[name].copy()
+                if name in other._swapped:
+                    self._swapped[name] = other._swapped[name].copy()
         if other._keys or self._keys:  # apply-kind values: NaN (weighing nothing) where a side had none
             self._keys = (self._keys or [np.zeros(self.n, dtype=np.uint64)]) + (other._keys or [np.zeros(other.n, dtype=np.uint64)])
             for name in {*self._applied, *other._applied}:
@@ -138,14 +145,19 @@ class RunStatistics:
         columns = np.hstack([agg.data.reshape(n, -1) for agg in summed.values()])
         edges = np.cumsum([0] + [agg.data.reshape(n, -1).shape[1] for agg in summed.values()])
         boot = np.zeros((self.resamples, columns.shape[1]))
+        swapped = np.zeros((self.permutations, columns.shape[1]))
         # one BLAS thread: a product split between threads adds in another order, and a Dask worker
         # has one (Dask's default); so a chunk's sums are the same bits wherever it is scored
         with threadpool_limits(1, user_api="blas"):
             for start, weights in stats.poisson_blocks(keys, self.resamples, self.seed):
                 boot[start:start + len(weights)] = weights @ columns
+            for start, swaps in stats.swap_blocks(keys, self.permutations, self.seed):
+                swapped[start:start + len(swaps)] = swaps.astype(float) @ columns
         totals = columns.sum(axis=0)
         for name, low, high in zip(summed, edges[:-1], edges[1:]):
             self._sums[name], self._boot[name] = totals[low:high].copy(), boot[:, low:high].copy()
+            if self.permutations:
+                self._swapped[name] = swapped[:, low:high].copy()
 
     @property
     def notes(self) -> list[str]:
@@ -213,3 +225,40 @@ class RunStatistics:
             keys = np.concatenate(self._keys)
             out.update(stats.bootstrap(applied, len(keys), self.resamples, self.seed, self.confidence, keys))
         return {name: out[name] for name in names}
+
+    def __contains__(self, name: str) -> bool:
+        """Whether some chunk had an aggregator of ``name``."""
+        return name in self._reducers
+
+    def paired(self, other: "RunStatistics", name: str) -> stats.PairedResult:
+        """``other - self`` for ``name``, both the statistics of the same examples kept with
+        ``permutations`` (two runs' shared examples, :mod:`ragmem.paired`): what
+        :func:`ragmem.stats.paired` gives on the two tables aligned, from sums. The Poisson weights
+        and the swaps are functions of an example's key, so resample r's difference is
+        ``reduce(B_r) - reduce(A_r)`` of each run's own weighted sums, and permutation p moves
+        ``S_p B - S_p A`` from one run to the other. Apply-kind values are aligned by key first."""
+        mine, theirs = self._reducers[name], other._reducers[name]
+        if mine.kind != "sum" or theirs.kind != "sum":
+            a, b = self._aligned(name), other._aligned(name)
+            keys = np.sort(np.concatenate(self._keys)) if self._keys else np.zeros(0, dtype=np.uint64)
+            return stats.paired(name, a, b, self.resamples, self.seed, self.confidence, keys)
+        va, vb = self._value(name), other._value(name)
+        if va is None or vb is None or self.n == 0:
+            return stats.PairedResult(name, va, vb, None, None, None, self.n)
+        alpha, diff = (1 - self.confidence) / 2, vb - va
+        boot = theirs.reduce_many(other._boot[name]) - mine.reduce_many(self._boot[name])
+        boot = boot[~np.isnan(boot)]
+        ci = None if boot.size == 0 else (float(np.quantile(boot, alpha)), float(np.quantile(boot, 1 - alpha)))
+        moved = other._swapped[name] - self._swapped[name]
+        a_star = mine.reduce_many(self._sums[name] + moved)
+        b_star = theirs.reduce_many(other._sums[name] - moved)
+        defined = ~np.isnan(a_star) & ~np.isnan(b_star)
+        extreme = int((np.abs(b_star - a_star)[defined] >= abs(diff) - 1e-12).sum())
+        p = (1 + extreme) / (1 + int(defined.sum())) if defined.any() else None
+        return stats.PairedResult(name, va, vb, diff, ci, p, self.n)
+
+    def _aligned(self, name: str) -> Aggregator:
+        """An apply-kind aggregator with its values in the order of the examples' keys."""
+        keys = np.concatenate(self._keys) if self._keys else np.zeros(0, dtype=np.uint64)
+        values = np.concatenate(self._applied[name]) if self._applied.get(name) else np.zeros(0)
+        return self._reducers[name].with_data(values[np.argsort(keys, kind="stable")])

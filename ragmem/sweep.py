@@ -25,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-from ragmem.compare import paired_rows
+from ragmem.paired import paired_rows
 from ragmem.config import RunConfig, as_section, assign
 from ragmem.errors import ConfigError
 from ragmem.metrics.generation import scorer_for

@@ -26,7 +26,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "metrics": ("metrics.names", "metrics.kernels", "metrics.batch_kernels", "metrics.scorer", "metrics.base", "metrics.verdicts",
                 "metrics.classification", "metrics.coverage", "metrics.latency", "metrics.ranking",
                 "metrics.generation", "metrics.rag", "metrics.rubric", "metrics.per_source", "metrics.registry", "metrics", "metrics.reliability", "metrics.estimators",
-                "stats", "streaming"),
+                "stats", "streaming", "paired"),
     # one config: the schema, reading, merging, validating (no domain module but the metric names)
     "config": ("sections", "sweep_settings", "settings", "config"),
     # what calls out: endpoints and their call policy, the LLM clients, agents, judges, the reference

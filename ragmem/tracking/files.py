@@ -105,9 +105,7 @@ def read_parquet(path: str | Path) -> pd.DataFrame:
     before Parquet (JSON only) and one logged after read back alike."""
     import pyarrow.parquet as pq
 
-    arrow = pq.read_table(path)
-    return pd.DataFrame({name: arrow.column(name).to_pylist() for name in arrow.column_names},
-                        columns=arrow.column_names)
+    return _as_logged(pq.read_table(path))
 
 
 def read_table(path: str | Path) -> pd.DataFrame:
@@ -117,8 +115,65 @@ def read_table(path: str | Path) -> pd.DataFrame:
     import pyarrow.parquet as pq
 
     arrow = pq.read_table(path)
-    encoded = json.loads((arrow.schema.metadata or {}).get(JSON_COLUMNS.encode(), b"[]"))
-    table = arrow.replace_schema_metadata(None).to_pandas()
+    return _as_built(arrow.replace_schema_metadata(None), _encoded(arrow.schema))
+
+
+#: rows of a per-example table read at a time by :class:`ParquetTable`
+CHUNK_ROWS = 10_000
+
+
+class ParquetTable:
+    """A per-example table on disk, read ``rows`` at a time (:meth:`chunks`): what a paired
+    comparison (:mod:`ragmem.paired`) sums chunk by chunk without holding either run's table.
+    ``built``: chunks as :func:`read_table` gives them, else as :func:`read_parquet`; ``keep``:
+    what must live as long as the file (the temporary folder it was downloaded to);
+    ``attrs``: as a frame's (``attrs["run"]``, the MLflow run it was logged by)."""
+
+    def __init__(self, path: str | Path, built: bool = True, keep: Any = None, attrs: dict | None = None):
+        self.path, self.built, self.keep, self.attrs = Path(path), built, keep, dict(attrs or {})
+
+    def __len__(self) -> int:
+        import pyarrow.parquet as pq
+
+        return pq.ParquetFile(self.path).metadata.num_rows
+
+    def ids(self) -> list:
+        """The ``id`` column alone."""
+        import pyarrow.parquet as pq
+
+        return pq.read_table(self.path, columns=["id"]).column(0).to_pylist()
+
+    def chunks(self, rows: int = CHUNK_ROWS):
+        """The table ``rows`` at a time, in file order."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        source = pq.ParquetFile(self.path)
+        encoded = _encoded(source.schema_arrow)
+        for batch in source.iter_batches(batch_size=rows):
+            arrow = pa.Table.from_batches([batch]).replace_schema_metadata(None)
+            chunk = _as_built(arrow, encoded) if self.built else _as_logged(arrow)
+            chunk.attrs.update(self.attrs)
+            yield chunk
+
+    def frame(self) -> pd.DataFrame:
+        """The whole table at once (what needs every row together: a report's pages, a judge sweep's tau)."""
+        table = read_table(self.path) if self.built else read_parquet(self.path)
+        table.attrs.update(self.attrs)
+        return table
+
+
+def _encoded(schema) -> list[str]:
+    return json.loads((schema.metadata or {}).get(JSON_COLUMNS.encode(), b"[]"))
+
+
+def _as_logged(arrow) -> pd.DataFrame:
+    return pd.DataFrame({name: arrow.column(name).to_pylist() for name in arrow.column_names},
+                        columns=arrow.column_names)
+
+
+def _as_built(arrow, encoded: list[str]) -> pd.DataFrame:
+    table = arrow.to_pandas()
     for column in encoded:
         table[column] = [orjson.loads(v) if isinstance(v, str) else v for v in table[column].tolist()]
     for column in ("label", "verdict", "keyword_verdict", "judge_yes", "judge_votes"):
