@@ -68,29 +68,31 @@ def paired_rows(a: Any, b: Any, names: list[str], zero_division: float, scorer,
         names = [n for n in names if n not in ("bleu", "chrf")]
     if bootstrap == "poisson":
         shared = np.unique(keys_a[in_b])
-        del keys_a, keys_b, in_b
-        sides = [_summed(t, shared, names, zero_division, scorer, resamples, seed, confidence, rows) for t in (a, b)]
+        sides = [_summed(t, keys, shared, names, zero_division, scorer, resamples, seed, confidence, rows)
+                 for t, keys in ((a, keys_a), (b, keys_b))]
         if None not in sides:
             first, second = sides
             return [first.paired(second, n).to_dict() for n in names if n in first and n in second], n_shared
     return _whole(frame_of(a), frame_of(b), names, zero_division, scorer, resamples, seed, confidence, bootstrap)
 
 
-def _summed(table: Any, shared: np.ndarray, names: list[str], zero_division: float, scorer, resamples: int,
-            seed: int, confidence: float, rows: int) -> RunStatistics | None:
-    """One run's statistics over the ``shared`` examples, chunk by chunk; ``None`` when an
-    aggregator is two-stage (it cannot be summed by chunk)."""
-    summed = RunStatistics(resamples, seed, confidence, permutations=resamples)
+def _summed(table: Any, keys: np.ndarray, shared: np.ndarray, names: list[str], zero_division: float, scorer,
+            resamples: int, seed: int, confidence: float, rows: int) -> RunStatistics | None:
+    """One run's statistics over the ``shared`` examples, chunk by chunk (``keys``: of its rows, in
+    the order the chunks come); ``None`` when an aggregator is two-stage (it cannot be summed by chunk)."""
+    summed, start = RunStatistics(resamples, seed, confidence, permutations=resamples), 0
     for chunk in chunks_of(table, rows):
-        keep = np.isin(example_keys(chunk["id"]), shared)
+        mine = keys[start:start + len(chunk)]
+        start += len(chunk)
+        keep = np.isin(mine, shared)
         if not keep.all():
-            chunk = chunk[keep].reset_index(drop=True)
+            chunk, mine = chunk[keep].reset_index(drop=True), mine[keep]
         if chunk.empty:
             continue
         aggs = stats.aggregators(chunk, names, zero_division, scorer)
         if any(agg.resum is not None for agg in aggs.values()):
             return None
-        summed.merge(RunStatistics.of_chunk(chunk, MetricResult({}), aggs, resamples, seed, confidence, resamples))
+        summed.merge(RunStatistics.of_chunk(chunk, MetricResult({}), aggs, resamples, seed, confidence, resamples, mine))
     return summed
 
 

@@ -69,8 +69,9 @@ class RunStatistics:
     @classmethod
     def of_chunk(cls, table: pd.DataFrame, result: MetricResult, aggs: dict[str, Aggregator],
                  resamples: int = 1000, seed: int = 0, confidence: float = 0.95,
-                 permutations: int = 0) -> "RunStatistics":
-        """One scored chunk's statistics alone (a Dask worker's, merged in the flow: :meth:`merge`)."""
+                 permutations: int = 0, keys: np.ndarray | None = None) -> "RunStatistics":
+        """One scored chunk's statistics alone (a Dask worker's, merged in the flow: :meth:`merge`);
+        ``keys``: its examples' keys, when already known."""
         one = cls(resamples, seed, confidence, permutations)
         one.n = n = len(table)
         for name, value in result.values.items():
@@ -90,7 +91,7 @@ class RunStatistics:
         staged = [name for name, agg in aggs.items() if agg.resum is not None]
         if staged:
             raise ValueError(f"{', '.join(staged)}: two-stage intervals (judge.samples > 1) are not summed by chunk")
-        keys = stats.example_keys(table["id"])
+        keys = stats.example_keys(table["id"]) if keys is None else keys
         for name, agg in aggs.items():
             width = agg.data.reshape(n, -1).shape[1] if agg.kind == "sum" else 1
             one._reducers[name] = agg.with_data(np.zeros((0, width)) if agg.kind == "sum" else np.zeros(0))

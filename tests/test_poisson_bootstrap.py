@@ -138,6 +138,14 @@ def test_relabel_keeps_the_classic_bootstrap_of_runs_logged_before_the_poisson_o
     assert _settings({"stats.signature": "bootstrap:1000|conf:0.95|seed:0|method:poisson"}).method == "poisson"
 
 
+def test_the_table_of_weights_gives_the_binary_search_s_weights():
+    """Oracle: Poisson(1)'s thresholds searched for every draw, at and beside each threshold too."""
+    thresholds = stats._POISSON_CDF32.astype(np.int64)
+    beside = np.clip(np.concatenate([thresholds + d for d in (-2, -1, 0, 1, 2)]), 0, 2 ** 32 - 1)
+    draws = np.concatenate([beside, np.random.default_rng(0).integers(0, 2 ** 32, 2_000_000)]).astype(np.uint32)
+    np.testing.assert_array_equal(stats._poisson_of(draws), np.searchsorted(stats._POISSON_CDF32, draws, side="right"))
+
+
 def test_the_swaps_of_the_randomization_test_follow_the_ids_too():
     keys = stats.example_keys([f"q{i}" for i in range(500)])
     drawn = stats.swaps(keys, 0, 1000, seed=3)
