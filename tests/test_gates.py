@@ -8,7 +8,8 @@ import json
 import pytest
 
 import ragmem
-from ragmem import gates, prepare
+from ragmem import engine, gates, prepare
+from ragmem.tracking import files
 from ragmem.errors import ConfigError
 from tests.conftest import ROOT
 
@@ -131,3 +132,40 @@ def test_a_baseline_is_checked_before_any_work(tmp_path, shared_store):
         ragmem.evaluate(data, tracking=tracking, baseline="ffffffff", gates={"f1": {"max_regression": 0.1}})
     with pytest.raises(ConfigError, match="expected METRIC=NUMBER"):
         gates.from_options([], [], ["f1"])
+
+
+def test_a_streamed_run_is_gated_against_its_baseline_chunk_by_chunk(tmp_path, shared_store, monkeypatch):
+    """data.chunk_size under the data's size: the run's table stays a file, paired with the
+    baseline's a chunk at a time (never read whole), with the same figures as a run held whole."""
+    tracking = {"uri": shared_store["uri"], "artifact_root": shared_store["artifact_root"]}
+    base = ragmem.evaluate(_answers(tmp_path, "base.json", set(range(0, 120, 20))), tracking=tracking,
+                           experiment="gates-streamed")
+    worse, gate = _answers(tmp_path, "worse.json", set(range(0, 120, 3))), {"pass_rate": {"max_regression": 0.05}}
+    held = ragmem.evaluate(worse, tracking=tracking, experiment="gates-streamed", baseline=base.run_id, gates=gate)
+    monkeypatch.setattr(files, "read_table", lambda path: pytest.fail("a table was read whole"))
+    monkeypatch.setattr(files.ParquetTable, "frame", lambda self: pytest.fail("a table was read whole"))
+    streamed = ragmem.evaluate(worse, {"data": {"chunk_size": 50}}, tracking=tracking, experiment="gates-streamed",
+                               baseline=base.run_id, gates=gate)
+    [a], [b] = held.summary["gates"], streamed.summary["gates"]
+    assert not b["passed"] and b["diff"] == pytest.approx(-0.2833, abs=1e-4)
+    assert {k: b[k] for k in ("diff", "ci_low", "ci_high", "p_value")} == pytest.approx(
+        {k: a[k] for k in ("diff", "ci_low", "ci_high", "p_value")}, abs=1e-12)
+
+
+def test_a_sweep_of_streamed_children_marks_its_ties_as_a_held_one_does(tmp_path):
+    path = tmp_path / "sweep.json"  # answers close to their reference (i % 5) or far from it (i % 7)
+    path.write_text(json.dumps([{"id": f"e{i}", "query": f"Which city hosts site {i}?",
+                                 "reference_answer": f"Site {i} is in Lisbon harbour.",
+                                 "generated_answer": f"Site {i} is in Oslo fjord." if i % 7 == 0 else
+                                 f"Site {i} is in Lisbon." if i % 5 == 0 else f"Site {i} is in Lisbon harbour."}
+                                for i in range(120)]))
+    config = {"data": {"files": [{"path": str(path)}]}, "tracking": {"enabled": False},
+              "sweep": {"grid": {"judge.threshold": [0.3, 0.7, 0.95]}, "objective": {"metric": "pass_rate"}}}
+    held = engine.sweep(config)
+    streamed = engine.sweep({**config, "data": {**config["data"], "chunk_size": 40}})
+    marks = [[c["vs_best"] for c in s["children"]] for s in (held, streamed)]
+    assert len({m["diff"] for m in marks[0]}) == 3  # three different pass rates
+    for a, b in zip(*marks):
+        assert {k: b[k] for k in ("diff", "ci_low", "ci_high", "p_value")} == pytest.approx(
+            {k: a[k] for k in ("diff", "ci_low", "ci_high", "p_value")}, abs=1e-12)
+        assert (a["is_best"], a["significantly_worse"]) == (b["is_best"], b["significantly_worse"])
