@@ -24,7 +24,7 @@ from ragmem.metrics.ranking import DEFAULT_KS
 from ragmem.endpoints import check_store
 from ragmem.processes import run_is_dead
 from ragmem.tracking import Tracker
-from ragmem.paired import frame_of, paired_rows  # noqa: F401  (also ragmem.compare.paired_rows)
+from ragmem.paired import frame_of, paired_rows
 from ragmem.tracking.files import ParquetTable
 from ragmem.tracking.lifecycle import metric_key, metric_name
 

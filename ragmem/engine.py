@@ -66,10 +66,6 @@ class EvaluationResult:
             self._table = files.read_table(self.table_path)
         return self._table
 
-    def table_source(self) -> pd.DataFrame | files.ParquetTable:
-        """The table in memory, or a streamed run's file (read in chunks: :mod:`ragmem.paired`)."""
-        return self._table if self._table is not None else files.ParquetTable(self.table_path, keep=self)
-
     def __repr__(self) -> str:
         shown = ", ".join(f"{k}={v:.4g}" for k, v in self.metrics.items()
                           if v is not None and not k.startswith("confusion_"))
@@ -194,7 +190,8 @@ def _log_run(steps: Steps, run: TrackedRun, cfg: RunConfig, dataset: Dataset, ou
         with progress.stage("logging to MLflow"):
             steps.log(run, resolved_config=mask(cfg.raw), params=params, metrics=result.values,
                       counts=summary["counts"], table=table if held else streamed.table_path, summary=summary,
-                      examples=dataset.examples if held else streamed.examples, outputs=outputs, max_traces=cfg.tracking.max_traces,
+                      examples=dataset.examples if held else streamed.examples, outputs=outputs,
+                      max_traces=cfg.tracking.max_traces,
                       extra_files=tuple(p for p in (journal.path, journal.folder / labels.SHEET) if p.is_file()),
                       workers=cfg.orchestration.workers, copies_max_rows=cfg.tracking.table_copies_max_rows,
                       report=report_html.run_page(summary, table) if held else
@@ -214,7 +211,8 @@ def _evaluate_child(cfg: RunConfig, run_id: str | None, dataset: Dataset, resume
         _tracker(cfg).reopen(run_id)
     result = evaluate(cfg, PLAIN, dataset=dataset, run_id=None if again else run_id, preflight=False,  # checked by the sweep
                       resume=run_id if again else None, answers_from=None if again else answers_from)
-    return {"metrics": {k: v for k, v in result.metrics.items() if v is not None}, "table": result.table_source(),
+    table = result._table if result._table is not None else files.ParquetTable(result.table_path, keep=result)  # read in chunks
+    return {"metrics": {k: v for k, v in result.metrics.items() if v is not None}, "table": table,
             "index_builds": result.index_builds, "ci": result.summary.get("ci", {}), "journal": result.journal_key}
 
 
@@ -298,10 +296,11 @@ def _run_children(steps: Steps, plan: SweepPlan, datasets: dict, child_ids: list
 
 def _answers_of(source: int | None, ran: dict, child_ids: list) -> str | None:
     """The journal a judge-only sibling takes its answers from; ``None`` (the agent is called) when its source failed."""
-    if source is None or source in ran and ran[source][0] != "ok":
+    if source is None:
         return None
     if source in ran:
-        return ran[source][1].get("journal")
+        status, value = ran[source]
+        return value.get("journal") if status == "ok" else None
     return child_ids[source] if child_ids[source] and Journal.has_meta(child_ids[source]) else None
 
 

@@ -68,10 +68,10 @@ def paired_rows(a: Any, b: Any, names: list[str], zero_division: float, scorer,
         names = [n for n in names if n not in ("bleu", "chrf")]
     if bootstrap == "poisson":
         shared = np.unique(keys_a[in_b])
-        sides = [_summed(t, keys, shared, names, zero_division, scorer, resamples, seed, confidence, rows)
-                 for t, keys in ((a, keys_a), (b, keys_b))]
-        if None not in sides:
-            first, second = sides
+        first = _summed(a, keys_a, shared, names, zero_division, scorer, resamples, seed, confidence, rows)
+        second = None if first is None else _summed(b, keys_b, shared, names, zero_division, scorer, resamples, seed,
+                                                    confidence, rows)  # (not summed once A is found two-stage)
+        if second is not None:
             return [first.paired(second, n).to_dict() for n in names if n in first and n in second], n_shared
     return _whole(frame_of(a), frame_of(b), names, zero_division, scorer, resamples, seed, confidence, bootstrap)
 

@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from ragmem import pipeline
-from ragmem.compare import load_run_table, run_table
+from ragmem.compare import run_table
 from ragmem.endpoints import EndpointDown
 from ragmem.errors import ConfigError, failure_message
 from ragmem.journal import Journal

@@ -240,8 +240,7 @@ class RunStatistics:
         ``S_p B - S_p A`` from one run to the other. Apply-kind values are aligned by key first."""
         mine, theirs = self._reducers[name], other._reducers[name]
         if mine.kind != "sum" or theirs.kind != "sum":
-            a, b = self._aligned(name), other._aligned(name)
-            keys = np.sort(np.concatenate(self._keys)) if self._keys else np.zeros(0, dtype=np.uint64)
+            (keys, a), (_, b) = self._aligned(name), other._aligned(name)
             return stats.paired(name, a, b, self.resamples, self.seed, self.confidence, keys)
         va, vb = self._value(name), other._value(name)
         if va is None or vb is None or self.n == 0:
@@ -258,8 +257,9 @@ class RunStatistics:
         p = (1 + extreme) / (1 + int(defined.sum())) if defined.any() else None
         return stats.PairedResult(name, va, vb, diff, ci, p, self.n)
 
-    def _aligned(self, name: str) -> Aggregator:
-        """An apply-kind aggregator with its values in the order of the examples' keys."""
+    def _aligned(self, name: str) -> tuple[np.ndarray, Aggregator]:
+        """The examples' keys in order, and an apply-kind aggregator with its values in that order."""
         keys = np.concatenate(self._keys) if self._keys else np.zeros(0, dtype=np.uint64)
         values = np.concatenate(self._applied[name]) if self._applied.get(name) else np.zeros(0)
-        return self._reducers[name].with_data(values[np.argsort(keys, kind="stable")])
+        order = np.argsort(keys, kind="stable")
+        return keys[order], self._reducers[name].with_data(values[order])

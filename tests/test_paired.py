@@ -70,7 +70,7 @@ def test_parquet_files_are_read_a_chunk_at_a_time_never_whole(tmp_path, monkeypa
     read = []
     original = files.ParquetTable.chunks
 
-    def counted(self, rows=files.CHUNK_ROWS):
+    def counted(self, rows):
         for chunk in original(self, rows):
             read.append(len(chunk))
             yield chunk

@@ -118,10 +118,6 @@ def read_table(path: str | Path) -> pd.DataFrame:
     return _as_built(arrow.replace_schema_metadata(None), _encoded(arrow.schema))
 
 
-#: rows of a per-example table read at a time by :class:`ParquetTable`
-CHUNK_ROWS = 10_000
-
-
 class ParquetTable:
     """A per-example table on disk, read ``rows`` at a time (:meth:`chunks`): what a paired
     comparison (:mod:`ragmem.paired`) sums chunk by chunk without holding either run's table.
@@ -143,7 +139,7 @@ class ParquetTable:
 
         return pq.read_table(self.path, columns=["id"]).column(0).to_pylist()
 
-    def chunks(self, rows: int = CHUNK_ROWS):
+    def chunks(self, rows: int):
         """The table ``rows`` at a time, in file order."""
         import pyarrow as pa
         import pyarrow.parquet as pq
