@@ -21,7 +21,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ragmem import stats  # noqa: E402
+from ragmem.stats import intervals as stats  # noqa: E402
 
 NAMES = ["avg_coverage", "accuracy", "precision", "recall", "f1", "avg_latency", "latency_p50", "latency_p95",
          "latency_p99", "latency_max"]

@@ -32,7 +32,7 @@ def main() -> None:
                                orchestration={"task_runner": "dask"})
         ragmem = [sys.executable, "-m", "ragmem.cli", "run", str(config)]
         # the Prefect server the CLI reuses or starts: up before the first timed run
-        timed([sys.executable, "-c", "from ragmem.prefect_server import resolve_api_url; resolve_api_url()"], folder)
+        timed([sys.executable, "-c", "from ragmem.orchestration.server import resolve_api_url; resolve_api_url()"], folder)
         times = {w: timed([*ragmem, "--set", f"orchestration.dask_workers={w}"], folder) for w in args.workers}
     first = times[args.workers[0]]
     shown = ", ".join(f"{w}: {t:.1f} s" for w, t in times.items())

@@ -127,7 +127,7 @@ def main() -> None:
                             for i in range(args.workers)]
                 client.wait_for_workers(args.workers, timeout=300)
             os.environ.update(env)  # the Prefect server the CLI starts in this home: up before the timed runs
-            subprocess.run([sys.executable, "-c", "from ragmem.prefect_server import resolve_api_url; resolve_api_url()"],
+            subprocess.run([sys.executable, "-c", "from ragmem.orchestration.server import resolve_api_url; resolve_api_url()"],
                            cwd=folder, env=env, check=True, capture_output=True)
             workers = Peaks(lambda: {f"worker {i}": [p for p in tree(w.pid)[1:]]
                                      for i, w in enumerate(cluster[1:], 1)})

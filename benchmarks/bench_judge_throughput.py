@@ -4,7 +4,7 @@
 
 Starts the tests' OpenAI-compatible stub (``tests/openai_stub.py``: a threaded HTTP server on
 127.0.0.1 that answers every chat completion with a valid verdict after ``--latency`` seconds) in a
-process of its own, as a real server would be, then judges ``--n`` distinct answer-correctness requests through :class:`ragmem.llm.JudgeClient`
+process of its own, as a real server would be, then judges ``--n`` distinct answer-correctness requests through :class:`ragmem.clients.llm_client.JudgeClient`
 (the real ``openai`` client, the cache off) at ``judge.max_concurrency`` = ``--concurrency``.
 The ideal rate is concurrency / latency (32 / 0.2 s = 160 verdicts per second); the script prints
 the rate reached and its share of the ideal, in one line, and exits 1 below ``--min-share``.
@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ragmem.llm import JudgeClient  # noqa: E402
+from ragmem.clients.llm_client import JudgeClient  # noqa: E402
 from tests.openai_stub import Stub  # noqa: E402
 
 

@@ -6,7 +6,7 @@ Writes N synthetic bilingual examples (``bench_vs_ragas.synthetic``) and a Pytho
 answers each query with the example's own answer and contexts after ``--latency`` seconds (a
 retrieval and an LLM call), then runs ``ragmem.evaluate(config, track=False)`` on it in a fresh
 process with ``agent.concurrency`` calls in flight. While the agent answers, the scoring workers
-are idle but for the metrics begun on each judged batch (``ragmem.parallel.EarlyMaps``).
+are idle but for the metrics begun on each judged batch (``ragmem.runtime.parallel.EarlyMaps``).
 
 Prints one line, e.g. ``n=10000 latency=20 ms concurrency=16 answered=16.7 s done=22.9 s
 after_last_answer=6.2 s``.

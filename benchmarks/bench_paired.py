@@ -7,7 +7,7 @@ Writes two per-example tables of ``--n`` rows as Parquet, as a run logs them (``
 the answer, six contexts, coverage, label, verdict, latency; B shares 90% of A's examples and has
 coverage 0.01 higher on them), then in a fresh process each:
 
-- ``chunked``: ``ragmem.paired.paired_rows`` on the two files (``ParquetTable``, 10,000 rows at a time);
+- ``chunked``: ``ragmem.stats.paired_runs.paired_rows`` on the two files (``ParquetTable``, 10,000 rows at a time);
 - ``whole``: both files read whole (``read_parquet``), then aligned and compared whole (``_whole``).
 
 Prints, for each, the time, the peak resident memory of its process, and the rows' largest
@@ -28,7 +28,7 @@ NAMES = ["pass_rate", "accuracy", "f1", "avg_coverage", "latency_p95"]
 
 _CHILD = """
 import json, resource, sys, time
-from ragmem import paired
+from ragmem.stats import paired_runs as paired
 from ragmem.tracking import files
 how, a, b, resamples, names = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5].split(",")
 began = time.perf_counter()

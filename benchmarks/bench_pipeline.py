@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ragmem import pipeline  # noqa: E402
-from ragmem.config import RunConfig, resolve_config  # noqa: E402
+from ragmem.config.loading import RunConfig, resolve_config  # noqa: E402
+from ragmem.run import pipeline  # noqa: E402
 
 ZH = ["向量数据库存储文本的嵌入向量", "检索增强生成先检索相关文档", "重排序模型对候选文档重新打分", "短期记忆保存最近几轮对话",
       "长期记忆保存用户跨会话的偏好", "混合检索用倒数排名融合合并结果", "分块太大会引入无关内容"]

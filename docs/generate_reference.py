@@ -2,9 +2,9 @@
 
     python docs/generate_reference.py          # rewrites docs/reference/configuration.md and cli.md
 
-The configuration reference walks the settings schema (``ragmem/settings.py``): every setting with
+The configuration reference walks the settings schema (``ragmem/config/settings.py``): every setting with
 its type and allowed values, its default and its description. The CLI reference walks the commands
-of ``ragmem`` (``ragmem/cli.py``): every command with its help, arguments and options.
+of ``ragmem`` (``ragmem/cli/app.py``): every command with its help, arguments and options.
 ``tests/test_docs.py`` fails when a committed file differs from what this script writes, or when a
 setting or an option is missing from it.
 """
@@ -29,8 +29,8 @@ def settings_rows() -> Iterator[tuple[str, str, str, str]]:
     """(dotted key, type, default, description) for every setting, sections walked in order."""
     from pydantic import BaseModel
 
-    from ragmem.config import _field_type, expected
-    from ragmem.settings import Section, Settings
+    from ragmem.config.loading import _field_type, expected
+    from ragmem.config.settings import Section, Settings
 
     def walk(model: type[BaseModel], prefix: str) -> Iterator[tuple[str, str, str, str]]:
         required = {name for name, field in model.model_fields.items() if field.is_required()}
@@ -57,7 +57,7 @@ def settings_rows() -> Iterator[tuple[str, str, str, str]]:
 
 def configuration_page() -> str:
     lines = ["# Configuration reference", "",
-             "Generated from the settings schema (`ragmem/settings.py`) by `python docs/generate_reference.py`;",
+             "Generated from the settings schema (`ragmem/config/settings.py`) by `python docs/generate_reference.py`;",
              "a test fails when this page and the schema disagree. Every key is optional; unknown keys are",
              "errors and types are strict (see [Configuration](../configuration.md)).", ""]
     groups: dict[str, list[str]] = {"top level": []}
@@ -83,7 +83,7 @@ def commands() -> Iterator[tuple[str, Any]]:
     """(the command's words, its click command) for every command of ``ragmem``, groups expanded."""
     import typer
 
-    from ragmem.cli import app
+    from ragmem.cli.app import app
 
     def walk(command: Any, words: list[str]) -> Iterator[tuple[str, Any]]:
         if hasattr(command, "commands"):  # a group (typer's copy of click's Group)
@@ -125,7 +125,7 @@ def _param_row(param: Any) -> str:
 
 def cli_page() -> str:
     lines = ["# CLI reference", "",
-             "Generated from the commands (`ragmem/cli.py`, `ragmem/cli_services.py`) by",
+             "Generated from the commands (`ragmem/cli/app.py`, `ragmem/cli/services.py`) by",
              "`python docs/generate_reference.py`; a test fails when this page and the commands disagree.",
              "Every command ends with one line and an exit code (see [Quality gates](../gates.md)).", ""]
     for words, command in commands():

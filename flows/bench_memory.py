@@ -1,6 +1,6 @@
 """The memory benchmark flow: for every memory layer, ingest each conversation, answer its
 questions, judge, score; one MLflow child run per layer under one parent (see
-:func:`ragmem.engine.bench_memory`), each step a Prefect task."""
+:func:`ragmem.run.engine.bench_memory`), each step a Prefect task."""
 
 from __future__ import annotations
 
@@ -10,16 +10,17 @@ from typing import Any
 from prefect import flow
 from prefect.runtime import flow_run
 
-from ragmem import engine, masking, prepare
-from ragmem.config import RunConfig
-from ragmem.orchestration import work_done
+from ragmem.config import secrets as masking
+from ragmem.config.loading import RunConfig
+from ragmem.orchestration.prefect_api import work_done
+from ragmem.run import engine, prepare
 from ragmem.tasks.steps import PrefectSteps
 
 
 @flow(name="ragmem-bench-memory", validate_parameters=False,
       flow_run_name=lambda: flow_run.parameters["config"]["run_name"] or f"bench-memory-{uuid.uuid4().hex[:6]}")
 def bench_memory_flow(config: dict[str, Any], preflight: bool = True, prepared: str | None = None) -> dict[str, Any]:
-    """Memory layers compared on ``bench.dataset`` (LoCoMo or LongMemEval; see ragmem.memory_bench); ``prepared``:
+    """Memory layers compared on ``bench.dataset`` (LoCoMo or LongMemEval; see ragmem.memory.benchmark); ``prepared``:
     the token of the benchmark the command made ready (without one the flow prepares it)."""
     ready = prepare.take(prepared) if prepared else prepare.for_bench(RunConfig.from_dict(masking.restore(config)))
     result = engine.bench_memory(ready.config, PrefectSteps(), conversations=ready.conversations,

@@ -1,6 +1,6 @@
 """The evaluation flow: load -> time the agent -> judge -> metrics -> log to MLflow.
 
-The order of the steps and the MLflow run's lifecycle live in :func:`ragmem.engine.evaluate`; this
+The order of the steps and the MLflow run's lifecycle live in :func:`ragmem.run.engine.evaluate`; this
 flow runs each step as a Prefect task (:class:`ragmem.tasks.steps.PrefectSteps`).
 """
 
@@ -12,10 +12,11 @@ from typing import Any
 from prefect import flow
 from prefect.runtime import flow_run
 
-from ragmem import engine, masking, prepare
-from ragmem.config import RunConfig
+from ragmem.config import secrets as masking
+from ragmem.config.loading import RunConfig
 from ragmem.flows.runners import task_runner_for
-from ragmem.orchestration import work_done
+from ragmem.orchestration.prefect_api import work_done
+from ragmem.run import engine, prepare
 from ragmem.tasks.steps import PrefectSteps
 
 
@@ -30,7 +31,7 @@ def evaluate_flow(config: dict[str, Any], resume: str | None = None, preflight: 
                   prepared: str | None = None) -> dict[str, Any]:
     """Evaluate one configuration (or ``resume`` an interrupted run of it) and return the summary
     (see README: summary JSON). ``prepared``: the token of the run the command made ready
-    (:mod:`ragmem.prepare`); without one (a scheduled run) the flow prepares it."""
+    (:mod:`ragmem.run.prepare`); without one (a scheduled run) the flow prepares it."""
     ready = prepare.take(prepared) if prepared else prepare.for_run(
         RunConfig.from_dict(masking.restore(config)), resume=resume)  # the secrets masked in the parameters
     result = engine.evaluate(ready.config, PrefectSteps(), dataset=ready.dataset, baseline=ready.baseline,

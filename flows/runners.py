@@ -1,7 +1,7 @@
 """The flows' task runner, from ``orchestration.task_runner``.
 
 - ``threads`` (default): Prefect's thread pool in this process; the scoring batches run on a local
-  process pool (``orchestration.workers``, see :mod:`ragmem.parallel`);
+  process pool (``orchestration.workers``, see :mod:`ragmem.runtime.parallel`);
 - ``dask``: prefect-dask's ``DaskTaskRunner``. The scoring batches (and a sweep's children) are
   Prefect tasks on the Dask workers: an existing cluster (``orchestration.dask_address``, e.g.
   ``tcp://10.0.0.5:8786``), else a ``LocalCluster`` started for the flow run and stopped after it
@@ -14,7 +14,7 @@ from typing import Any
 
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from ragmem.parallel import local_workers
+from ragmem.runtime.parallel import local_workers
 
 
 def task_runner_for(config: dict[str, Any], threads: int | None = None):

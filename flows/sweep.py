@@ -1,6 +1,6 @@
 """The sweep flow: one parent MLflow run, one child run per configuration, evaluated in parallel.
 
-The sweep itself lives in :func:`ragmem.engine.sweep`; here the children run as Prefect tasks on a
+The sweep itself lives in :func:`ragmem.run.engine.sweep`; here the children run as Prefect tasks on a
 thread pool of ``sweep.max_parallel`` workers, or on Dask (``orchestration.task_runner: dask``).
 """
 
@@ -13,11 +13,12 @@ from prefect import flow
 from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from ragmem import engine, masking, prepare
-from ragmem.config import RunConfig
+from ragmem.config import secrets as masking
+from ragmem.config.loading import RunConfig
 from ragmem.flows.runners import task_runner_for
-from ragmem.orchestration import work_done
-from ragmem.sweep import parse_sweep
+from ragmem.orchestration.prefect_api import work_done
+from ragmem.run import engine, prepare
+from ragmem.run.sweep import parse_sweep
 from ragmem.tasks.steps import PrefectSteps
 
 

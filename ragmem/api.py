@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ragmem import dryrun, engine, prepare
-from ragmem.engine import EvaluationResult
+from ragmem.run import dryrun, engine, prepare
+from ragmem.run.engine import EvaluationResult
 
 __all__ = ["evaluate", "dry_run", "EvaluationResult"]
 
@@ -40,14 +40,14 @@ def dry_run(data: str | Path | list[dict[str, Any]] | None = None, config: str |
             *, resume: str | None = None, preflight: bool = True, **overrides: Any):
     """What ``evaluate`` with the same arguments would ask of its LLM and embedding endpoints, the
     cached share and the estimated cost, without sending anything (``ragmem run --dry-run``):
-    a :class:`ragmem.dryrun.DryRun`."""
+    a :class:`ragmem.run.dryrun.DryRun`."""
     name = str(config) if isinstance(config, (str, Path)) else "the Python API's settings"
     ready = _prepared(data, config, False, overrides, resume)
     return dryrun.dry_run(ready.config, name, dataset=ready.dataset, resume=ready.resume, preflight=preflight)
 
 
 def _prepared(data, config, track: bool, overrides: dict[str, Any], resume: str | None) -> prepare.Prepared:
-    """The run made ready as ``ragmem run`` makes it (:mod:`ragmem.prepare`)."""
+    """The run made ready as ``ragmem run`` makes it (:mod:`ragmem.run.prepare`)."""
     extra = dict(overrides)
     if isinstance(config, dict):
         extra = {**config, **extra}

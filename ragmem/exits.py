@@ -20,11 +20,11 @@ import traceback
 
 import typer
 
-from ragmem import interrupts
+from ragmem.config.secrets import is_secret, MASK, scrub
 from ragmem.errors import RagmemError, Stopped, Terminated
-from ragmem.home import ragmem_home
-from ragmem.masking import MASK, is_secret, scrub
-from ragmem.parallel import stop_pool
+from ragmem.runtime import interrupts
+from ragmem.runtime.home import ragmem_home
+from ragmem.runtime.parallel import stop_pool
 
 
 INTERRUPTED_EXIT_S = 20.0
@@ -122,7 +122,7 @@ def _resume_hint(exc: BaseException, argv: list[str]) -> str:
 
 
 def _masked_sets(args: list[str]) -> list[str]:
-    """``--set agent.params.api_key=VALUE`` shown as ``--set agent.params.api_key=***`` (ragmem.masking)."""
+    """``--set agent.params.api_key=VALUE`` shown as ``--set agent.params.api_key=***`` (ragmem.config.secrets)."""
     out = []
     for i, arg in enumerate(args):
         key, sep, _ = arg.partition("=")

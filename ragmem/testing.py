@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ragmem import gates as _gates
 from ragmem.metrics.ranking import DEFAULT_KS
+from ragmem.run import gates as _gates
 
 
 def assert_gates(result: Any, gates: dict[str, dict[str, float]] | None = None) -> None:
-    """``result``: a :class:`ragmem.engine.EvaluationResult` or a summary dict."""
+    """``result``: a :class:`ragmem.run.engine.EvaluationResult` or a summary dict."""
     summary = result.summary if hasattr(result, "summary") else result
     if gates is None:
         results = [_gates.GateResult(**g) for g in summary.get("gates", [])]

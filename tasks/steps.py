@@ -1,5 +1,5 @@
 """The engine's steps as Prefect tasks: :class:`PrefectSteps` is the driver the flows hand to
-:mod:`ragmem.engine`; each method submits the same plain step as a task (named, batched, visible in
+:mod:`ragmem.run.engine`; each method submits the same plain step as a task (named, batched, visible in
 the Prefect UI). Only the logging tasks retry, and only on transient store errors (a retried log
 writes nothing twice: see :func:`ragmem.tracking.log_results`)."""
 
@@ -11,11 +11,13 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote
 
-from ragmem import engine, interrupts, tracking
-from ragmem.chunks import score_bounds
-from ragmem.config import RunConfig
-from ragmem.loaders import Dataset
-from ragmem.parallel import chunks, local_workers
+from ragmem import tracking
+from ragmem.config.loading import RunConfig
+from ragmem.data.loaders import Dataset
+from ragmem.run import engine
+from ragmem.run.batching import score_bounds
+from ragmem.runtime import interrupts
+from ragmem.runtime.parallel import chunks, local_workers
 from ragmem.schema import AgentOutput, Example
 
 PLAIN = engine.PLAIN
@@ -35,7 +37,7 @@ _LOG_RETRIES = {"retries": 2, "retry_delay_seconds": 2, "retry_condition_fn": _t
 
 @task(name="load", cache_policy=NO_CACHE)
 def load(cfg: RunConfig, dataset: Dataset | None = None) -> Dataset:
-    """The run's data, as prepared before the flow started (:mod:`ragmem.prepare`), else read now
+    """The run's data, as prepared before the flow started (:mod:`ragmem.run.prepare`), else read now
     (a served flow's run); a bad record fails the run with file, record and field."""
     return PLAIN.load(cfg, dataset)
 
@@ -86,7 +88,7 @@ class Payload:
 
 @task(name="score-batch", cache_policy=NO_CACHE, task_run_name="{name}-batch-{index}")
 def score_batch(fn: Callable[..., list], payload: Payload, name: str, index: int) -> list:
-    """The text-heavy scoring of one batch (``fn(part, *args)``, see :mod:`ragmem.parallel`)."""
+    """The text-heavy scoring of one batch (``fn(part, *args)``, see :mod:`ragmem.runtime.parallel`)."""
     part, args = payload.value
     return fn(part, *args)
 

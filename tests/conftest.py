@@ -295,12 +295,12 @@ class Ran:
 
 @pytest.fixture
 def ragmem_main(monkeypatch, capsys):
-    """Run ``ragmem ARGS`` in this process (``ragmem.cli.main``), as the fast lane does instead of a
+    """Run ``ragmem ARGS`` in this process (``ragmem.cli.app.main``), as the fast lane does instead of a
     subprocess: ``ragmem_main(args, env=None, cwd=None) -> Ran``. The environment variables the
     command sets, its working folder and its logger are put back afterwards."""
     import logging
 
-    from ragmem.cli import main
+    from ragmem.cli.app import main
 
     def run(args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> Ran:
         saved_env = dict(os.environ)

@@ -143,7 +143,7 @@ def user_text(request: dict) -> str:
 def data_block(request: dict, name: str) -> str:
     text = [m["content"] for m in request["messages"] if m["role"] == "user"][0]
     start = text.index(f'<data name="{name}">\n') + len(f'<data name="{name}">\n')
-    from ragmem.prompts import unescape
+    from ragmem.prompts.templates import unescape
 
     return unescape(text[start:text.index("\n</data>", start)])
 

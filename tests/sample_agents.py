@@ -133,7 +133,7 @@ class StopsAfter:
         self.after = after
 
     def __call__(self, query):
-        from ragmem import interrupts
+        from ragmem.runtime import interrupts
 
         type(self).calls += 1
         if type(self).calls == self.after:

@@ -77,7 +77,7 @@ def test_live_calls_are_traced_in_mlflow(store, tmp_path):
 
 
 def test_pass_rate_needs_no_labels_and_comes_first(tmp_path, capsys):
-    from ragmem.report import print_summary
+    from ragmem.report.terminal import print_summary
 
     data = tmp_path / "unlabelled.json"
     data.write_text(json.dumps([{"query": f"q{i}", "reference_answer": "the cat is named Miso",

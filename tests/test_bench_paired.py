@@ -1,5 +1,5 @@
 """bench-memory compares every layer with a baseline on the same questions (paired bootstrap and
-randomization test, :mod:`ragmem.bench_compare`): a layer against itself is never marked, a layer
+randomization test, :mod:`ragmem.memory.bench_compare`): a layer against itself is never marked, a layer
 that drops memories at random (noise) is not, the reference memory against no memory is."""
 
 import json
@@ -7,9 +7,9 @@ import random
 
 import pytest
 
-from ragmem import engine
-from ragmem.bench_compare import paired_layers
 from ragmem.errors import ConfigError
+from ragmem.memory.bench_compare import paired_layers
+from ragmem.run import engine
 from tests.test_memory import KeywordMemory, _conversation, locomo_zip  # noqa: F401  (a fixture)
 
 
@@ -47,7 +47,7 @@ def test_a_layer_against_itself_is_never_marked_and_every_scope_is_there(tmp_pat
 def test_the_baseline_is_a_method_of_the_bench(tmp_path):
     data = tmp_path / "c.json"
     data.write_text(json.dumps(_conversation()))
-    from ragmem import prepare
+    from ragmem.run import prepare
 
     with pytest.raises(ConfigError, match=r"^bench.baseline: 'mine' is not one of bench.methods \(reference, no_memory\)$"):
         prepare.resolve(None, extra={"bench": {"data": str(data), "methods": ["reference", "no_memory"], "baseline": "mine"}})

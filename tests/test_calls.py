@@ -1,4 +1,4 @@
-"""One call policy for every client that calls an endpoint (ragmem.calls): the LLM judge, the
+"""One call policy for every client that calls an endpoint (ragmem.clients.calls): the LLM judge, the
 embeddings client, the HTTP agent, the reference agent's retriever embeddings and its generator.
 Against a local server that answers 503 three times and then 200, each makes the same four requests
 and succeeds; against one that refuses connections, each stops on the same circuit breaker with the
@@ -10,15 +10,15 @@ import socket
 
 import pytest
 
-from ragmem import calls
 from ragmem.agents import build_agent
 from ragmem.agents.runner import run_live
-from ragmem.endpoints import EndpointDown
-from ragmem.llm import EmbeddingClient, JudgeClient
+from ragmem.clients import calls
+from ragmem.clients.endpoints import EndpointDown
+from ragmem.clients.llm_client import EmbeddingClient, JudgeClient
+from ragmem.config.settings import EmbeddingSettings, GeneratorSettings, JudgeSettings
 from ragmem.reference.generator import ChatGenerator
 from ragmem.reference.retrievers import make_embedder
 from ragmem.schema import Example
-from ragmem.settings import EmbeddingSettings, GeneratorSettings, JudgeSettings
 from tests.openai_stub import Stub
 
 RETRIES = 4        # the default of every client (judge, embeddings, generator: max_retries; agent: retries)

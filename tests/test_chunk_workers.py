@@ -1,5 +1,5 @@
-"""A streamed run's chunks read where they are scored (a Dask worker: ragmem.chunks.score_bounds),
-from their bounds in the files (ragmem.segments), never sent as rows: each chunk the examples the
+"""A streamed run's chunks read where they are scored (a Dask worker: ragmem.run.batching.score_bounds),
+from their bounds in the files (ragmem.data.segments), never sent as rows: each chunk the examples the
 flow would have read, and the run the same as the one whose chunks the flow reads, bit for bit
 (the same statistics merged in the same order). The Dask cluster itself: tests/test_dask.py."""
 
@@ -9,11 +9,12 @@ import json
 import pandas as pd
 import pytest
 
-from ragmem import chunks, engine, prepare, segments
-from ragmem.journal import Journal
-from ragmem.loaders import DataFile, load_dataset
+from ragmem.data import segments
+from ragmem.data.loaders import DataFile, load_dataset
+from ragmem.run import batching as chunks, engine, prepare
+from ragmem.run.journal import Journal
+from ragmem.run.plain_steps import Steps
 from ragmem.schema import AgentOutput
-from ragmem.steps import Steps
 from tests.test_streaming import DEMO, _generated
 
 
@@ -73,7 +74,7 @@ def test_a_chunk_whose_file_changed_since_it_was_loaded_is_refused_with_its_reco
 
 
 class OnWorkers(Steps):
-    """The chunks read and scored by :func:`ragmem.chunks.score_bounds`, one after the other, as
+    """The chunks read and scored by :func:`ragmem.run.batching.score_bounds`, one after the other, as
     the Dask workers do (without Dask: what they return is merged the same way)."""
 
     def __init__(self):
@@ -146,7 +147,7 @@ def test_the_journals_of_chunks_answered_elsewhere_are_read_on_resume(tmp_path, 
 
 def test_an_interrupted_streamed_run_resumes_from_its_journal_and_ends_as_an_uninterrupted_one(tmp_path, monkeypatch):
     import ragmem
-    from ragmem import interrupts
+    from ragmem.runtime import interrupts
     from tests import sample_agents
 
     monkeypatch.setenv("RAGMEM_HOME", str(tmp_path))
@@ -179,7 +180,7 @@ def test_an_interrupted_streamed_run_resumes_from_its_journal_and_ends_as_an_uni
 def test_a_resume_adds_the_journals_of_chunks_answered_on_workers_to_the_runs_own(tmp_path, monkeypatch):
     """A run stopped while its Dask workers journaled chunks: its resume (which reads its chunks in
     the flow) starts from one journal, the one it logs at the end."""
-    from ragmem import resume as resumes
+    from ragmem.run import resume as resumes
 
     monkeypatch.setenv("RAGMEM_HOME", str(tmp_path))
     data = tmp_path / "data.jsonl"

@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 import ragmem
-from ragmem import report
+from ragmem.report import terminal as report
 from tests.conftest import ROOT
 
 DEMO = str(ROOT / "ragmem" / "datasets" / "demo_bilingual.json")
@@ -44,7 +44,7 @@ def _sweep_result():
 
 @pytest.mark.parametrize("width", [80, 120])
 def test_the_sweep_table_fits_and_keeps_its_headers_whole(screen, width):
-    from ragmem.sweep import parse_sweep
+    from ragmem.run.sweep import parse_sweep
 
     console = screen(width)
     spec = parse_sweep({"grid": {"retriever.type": ["bm25"], "retriever.top_k": [1], "memory.short_window": [4]},
@@ -180,7 +180,8 @@ def test_the_command_ends_after_threads_and_exit_handlers_with_its_code(tmp_path
 ])
 def test_compare_and_report_check_their_arguments_before_opening_any_store(args, message, tmp_path, monkeypatch,
                                                                             ragmem_main):
-    from ragmem import cli, cli_services
+    from ragmem.cli import app as cli
+    from ragmem.cli import services as cli_services
 
     def opened(*_):
         raise AssertionError("the store was opened")

@@ -8,10 +8,10 @@ import typing
 import pytest
 import yaml
 
-from ragmem.cli import main
-from ragmem.config import DEFAULTS, RunConfig, assign, resolve_config, validate
+from ragmem.cli.app import main
+from ragmem.config.loading import assign, DEFAULTS, resolve_config, RunConfig, validate
+from ragmem.config.settings import Section, Settings
 from ragmem.errors import ConfigError
-from ragmem.settings import Section, Settings
 from tests import sample_agents
 from tests.conftest import ROOT
 
@@ -72,7 +72,7 @@ def test_a_bad_setting_is_one_line_and_exit_2_before_any_call(override, message,
 
 def test_library_callers_get_the_same_messages():
     from ragmem.judges import build_judge
-    from ragmem.llm import JudgeClient
+    from ragmem.clients.llm_client import JudgeClient
     from ragmem.text.keywords import KeywordExtractor
 
     with pytest.raises(ConfigError, match=r"^judge.timeout_s: expected a number > 0, got 'abc'$"):
@@ -229,7 +229,7 @@ def test_output_is_checked_before_any_work(output, message, data, capsys, monkey
 def test_set_reaches_into_an_entry_of_a_named_section_mapping():
     """rubrics.<name>.x and gates.<metric>.x are settings of a named entry (a sweep grid key too),
     not one free-form key: set, validated, and an entry left incomplete named."""
-    from ragmem.config import resolve_config
+    from ragmem.config.loading import resolve_config
 
     config = resolve_config(None, overrides=["gates.pass_rate.min=0.5", "judge.prices.m.input=1",
                                              "judge.prices.m.output=2"])

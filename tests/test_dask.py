@@ -48,7 +48,8 @@ def test_the_scoring_batches_run_on_dask_and_equal_the_threaded_run(prefect_env,
 def test_a_streamed_runs_chunks_are_read_and_scored_on_the_dask_workers(prefect_env, tmp_path):
     """data.chunk_size under the dataset's size: each chunk's bounds go to a worker (task chunk-N),
     which reads, answers, judges and scores it; the run equals the threaded one bit for bit."""
-    from ragmem import engine, prepare
+    from ragmem.run import engine
+    from ragmem.run import prepare
 
     config = str(ROOT / "configs" / "demo.yaml")
     b, states = _dask_run([config, *DASK_2, "--set", "data.chunk_size=7"], prefect_env, tmp_path)
@@ -65,7 +66,7 @@ def test_a_streamed_runs_chunks_are_read_and_scored_on_the_dask_workers(prefect_
 def test_a_clusters_workers_that_cannot_reach_a_streamed_datasets_files_are_refused(tmp_path, monkeypatch):
     from distributed import LocalCluster
 
-    from ragmem.environment import check_dask_workers
+    from ragmem.run.environment import check_dask_workers
     from ragmem.errors import ConfigError
 
     monkeypatch.setenv("RAGMEM_HOME", str(tmp_path / "home"))

@@ -10,8 +10,8 @@ import re
 import typer
 import yaml
 
-from ragmem.cli import app
-from ragmem.settings import Section, Settings
+from ragmem.cli.app import app
+from ragmem.config.settings import Section, Settings
 from tests.conftest import ROOT
 
 DOCS = ROOT / "docs"

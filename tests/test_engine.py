@@ -13,11 +13,12 @@ import pytest
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
+from ragmem import tracking
 import ragmem
-from ragmem import engine, tracking
-from ragmem.config import RunConfig
+from ragmem.config.loading import RunConfig
 from ragmem.errors import Terminated
-from ragmem.tracking import Tracker, tracked_run
+from ragmem.run import engine
+from ragmem.tracking import tracked_run, Tracker
 
 
 @pytest.fixture
@@ -105,7 +106,7 @@ def test_logging_twice_writes_no_trace_or_metric_twice(store, tmp_path, monkeypa
     traces_before = len(client.search_traces(locations=where, run_id=result.run_id))
     assert traces_before == 6
     # a retried log step runs again on the same run (its plots and table files made on worker processes)
-    from ragmem import parallel
+    from ragmem.runtime import parallel
 
     monkeypatch.setattr(parallel, "MIN_PARALLEL_ITEMS", 1)
     cfg = RunConfig.from_dict({"tracking": store, "experiment": "idem"})
@@ -174,15 +175,15 @@ def test_importing_the_library_changes_nothing(monkeypatch):
 
     import matplotlib
 
-    import ragmem.plots
+    import ragmem.tracking.plots
 
     env_before = dict(os.environ)
     loggers = ("mlflow.store.db.utils", "alembic", "mlflow.tracing.export.async_export_queue")
     levels_before = [logging.getLogger(n).level for n in loggers]
     backend_before = dict.__getitem__(matplotlib.rcParams, "backend")
     importlib.reload(tracking)
-    importlib.reload(ragmem.plots)
-    ragmem.plots.confusion_matrix_figure({"confusion_tp": 3, "confusion_tn": 1}).savefig(os.devnull, format="png")
+    importlib.reload(ragmem.tracking.plots)
+    ragmem.tracking.plots.confusion_matrix_figure({"confusion_tp": 3, "confusion_tn": 1}).savefig(os.devnull, format="png")
     assert dict(os.environ) == env_before
     assert [logging.getLogger(n).level for n in loggers] == levels_before
     assert dict.__getitem__(matplotlib.rcParams, "backend") == backend_before
@@ -223,7 +224,7 @@ def test_when_every_call_fails_classification_is_null_not_0(tmp_path, store):
 
 
 def test_auto_batches_grow_for_a_fast_agent_and_keep_256_for_a_slow_one():
-    from ragmem.pipeline import Batches
+    from ragmem.run.pipeline import Batches
 
     def sizes(seconds_per_example: float, n: int = 20000, size="auto") -> list[int]:
         batches, seen, out = Batches(list(range(n)), size), [], []

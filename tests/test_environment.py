@@ -8,8 +8,8 @@ import sqlite3
 import pytest
 
 import ragmem
-from ragmem.environment import check_tracking
 from ragmem.errors import ConfigError
+from ragmem.tracking.uri import check_tracking
 
 
 DATA = "ragmem/datasets/demo_bilingual.json"
@@ -66,8 +66,8 @@ def test_a_dask_scheduler_that_does_not_answer_stops_the_run_before_any_call():
     """orchestration.dask_address is probed with the other endpoints: one line, exit 2, nothing run."""
     import socket
 
-    from ragmem.config import RunConfig, resolve_config
-    from ragmem.endpoints import EndpointDown, configured, preflight, probe
+    from ragmem.config.loading import RunConfig, resolve_config
+    from ragmem.clients.endpoints import EndpointDown, configured, preflight, probe
 
     listening = socket.create_server(("127.0.0.1", 0))
     closed = socket.create_server(("127.0.0.1", 0))

@@ -111,7 +111,7 @@ def test_an_interrupted_run_resumes_without_paying_twice(prefect_env, tmp_path, 
 # ---- in process: preflight, breakers, resume rules -------------------------------------------------
 
 import ragmem  # noqa: E402
-from ragmem.endpoints import Breaker, Endpoint, EndpointDown, preflight, probe  # noqa: E402
+from ragmem.clients.endpoints import Breaker, Endpoint, EndpointDown, preflight, probe  # noqa: E402
 from ragmem.errors import ConfigError  # noqa: E402
 from tests.conftest import write_replayed  # noqa: E402
 from tests.openai_stub import Stub, verdict_by_answer as _verdict  # noqa: E402
@@ -226,7 +226,7 @@ def test_a_resume_is_refused_for_another_config_a_finished_run_or_a_live_one(tmp
     ragmem.evaluate(data, config={**settings, "agent": {"concurrency": 3}}, resume=None)  # a new run: fine
     with pytest.raises(ConfigError, match="already FINISHED"):
         ragmem.evaluate(data, config={**settings, "agent": {"concurrency": 3}}, resume=done.run_id)
-    from ragmem.journal import Journal
+    from ragmem.run.journal import Journal
 
     with pytest.raises(ConfigError, match=r"--resume 0123456789abcdef: no run of this ragmem home \(.*\) starts with it"):
         ragmem.evaluate(data, config=settings, resume="0123456789abcdef")
@@ -343,8 +343,8 @@ def test_losing_the_prefect_server_mid_run_still_writes_the_summary(tmp_path):
 def test_an_interrupted_sweep_resumes_only_its_unfinished_children(tmp_path, shared_store, monkeypatch):
     # (a real SIGINT reaches this process: tests/conftest.py puts Python's handler back when a
     # suite started in the background inherited SIGINT ignored)
-    from ragmem import engine
-    from ragmem.config import resolve_config
+    from ragmem.run import engine
+    from ragmem.config.loading import resolve_config
 
     _write_data(tmp_path, 120)
     calls = tmp_path / "calls.txt"
@@ -395,7 +395,7 @@ def test_a_tracking_server_dying_before_the_results_are_logged_keeps_them_local(
                                "--default-artifact-root", str(tmp_path / "server-artifacts"), "--workers", "1"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        from ragmem.endpoints import Endpoint, probe
+        from ragmem.clients.endpoints import Endpoint, probe
 
         wait_until(lambda: probe(Endpoint("tracking.uri", f"http://127.0.0.1:{port}", "mlflow")) is None,
                    "the MLflow server", process=None)

@@ -1,4 +1,4 @@
-"""The fork pool (ragmem.parallel.ForkPool, ragmem.forking): parts of a map on processes forked
+"""The fork pool (ragmem.runtime.parallel.ForkPool, ragmem.runtime.forking): parts of a map on processes forked
 from this one.
 
 Its results are the serial map's, in order; at most ``workers - 1`` children run at a time; a
@@ -13,8 +13,8 @@ import threading
 
 import pytest
 
-from ragmem import forking, parallel
-from ragmem.parallel import SERIAL, ForkPool
+from ragmem.runtime import forking, parallel
+from ragmem.runtime.parallel import ForkPool, SERIAL
 
 pytestmark = pytest.mark.skipif(not (hasattr(os, "fork") and sys.platform.startswith("linux")), reason="forking: Linux only")
 

@@ -8,9 +8,9 @@ import json
 import pytest
 
 import ragmem
-from ragmem import engine, gates, prepare
-from ragmem.tracking import files
 from ragmem.errors import ConfigError
+from ragmem.run import engine, gates, prepare
+from ragmem.tracking import files
 from tests.conftest import ROOT
 
 DEMO = str(ROOT / "ragmem" / "datasets" / "demo_bilingual.json")

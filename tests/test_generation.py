@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from ragmem.metrics.generation import NAMES, GenerationScorer
+from ragmem.metrics.generation import GenerationScorer, NAMES
 
 G = GenerationScorer()
 

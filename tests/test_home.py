@@ -9,9 +9,11 @@ import sys
 
 import pytest
 
-from ragmem import home, prefect_server, starter
+from ragmem.cli import starter
+from ragmem.data.loaders import DataFile, load_dataset
 from ragmem.errors import RagmemError
-from ragmem.loaders import DataFile, load_dataset
+from ragmem.orchestration import server as prefect_server
+from ragmem.runtime import home
 from tests.conftest import free_port, run_cli, wait_until
 
 
@@ -189,7 +191,7 @@ def test_an_interrupt_click_turned_into_abort_is_still_one_line_with_its_code(ca
 def test_an_interrupt_typer_would_swallow_is_one_line_with_its_code(ragmem_main, monkeypatch, tmp_path):
     """This typer turns a KeyboardInterrupt into a silent exit 130 (SIGTERM's 143 lost): seen in the
     interrupt test as exit 130 with nothing on stderr when SIGTERM came while a run read its data."""
-    from ragmem import cli
+    from ragmem.cli import app as cli
     from ragmem.errors import Terminated
 
     data = tmp_path / "d.jsonl"
@@ -212,7 +214,8 @@ def test_an_interrupt_a_library_turned_into_its_own_error_is_still_the_interrupt
     message. Both end as the interrupt: its line (with the resume hint), its code."""
     import pydantic
 
-    from ragmem import exits, interrupts
+    from ragmem import exits
+    from ragmem.runtime import interrupts
     from ragmem.errors import Terminated
 
     try:

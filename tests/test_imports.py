@@ -1,4 +1,4 @@
-"""ragmem.imports: sacrebleu and MLflow load without the optional integrations ragmem never calls,
+"""ragmem.runtime.imports: sacrebleu and MLflow load without the optional integrations ragmem never calls,
 and those integrations still load when something imports them afterwards.
 
 Each case runs in a fresh interpreter: what a process imported first decides what these check."""
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from ragmem.imports import UNUSED, lean_import
+from ragmem.runtime.imports import lean_import, UNUSED
 
 CASES = [  # what ragmem imports, what it does with it, the optional module's heavy dependency
     ("sacrebleu.metrics", "round(m.BLEU().corpus_score(['the cat sat on the mat'], [['the cat sat on the mat']]).score, 6)",
@@ -25,7 +25,7 @@ def test_a_package_loads_without_the_optional_module_which_still_loads_later(mod
     if importlib.util.find_spec(heavy) is None:
         pytest.skip(f"{heavy} is not installed: there is nothing to leave out")
     (optional,) = UNUSED[module.partition(".")[0]]
-    code = (f"import json, sys\nfrom ragmem.imports import lean_import\nm = lean_import({module!r})\nvalue = {use}\n"
+    code = (f"import json, sys\nfrom ragmem.runtime.imports import lean_import\nm = lean_import({module!r})\nvalue = {use}\n"
             f"during = {heavy!r} in sys.modules\nimport {optional}\n"
             f"print(json.dumps([value, during, {heavy!r} in sys.modules]))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)

@@ -159,7 +159,7 @@ def test_noisy_items_widen_the_interval_of_contextual_precision():
     import numpy as np
     import pandas as pd
 
-    from ragmem import stats
+    from ragmem.stats import intervals as stats
     from ragmem.metrics.base import mean_aggregator
     from ragmem.metrics.rag import contextual_precision
     from ragmem.metrics.reliability import items_aggregator

@@ -8,8 +8,9 @@ import random
 import pytest
 from scipy.stats import kendalltau
 
-from ragmem import engine, prompts
-from ragmem.judge_sweep import answer_sources, kendall_tau
+from ragmem.prompts import templates as prompts
+from ragmem.run import engine
+from ragmem.run.judge_sweep import answer_sources, kendall_tau
 from tests import sample_agents
 from tests.openai_stub import Stub, data_block, user_text
 
@@ -49,7 +50,7 @@ def test_two_judges_that_rank_two_agent_settings_in_opposite_orders(tmp_path, sh
     chosen = {j["judge"]["judge.model"]: j["chosen"]["agent"]["agent.params.good"] for j in judges["judges"]}
     assert chosen == {"judge-a": True, "judge-b": False}  # two different choices
     # each judge-only sibling's journal holds the answers it reused (a resume of it needs no sibling)
-    from ragmem.journal import Journal
+    from ragmem.run.journal import Journal
     sibling = children[(True, "judge-b")]["run_id"]
     assert len(Journal(sibling, resume=True).outputs()) == N
 
@@ -95,7 +96,7 @@ def test_the_strict_prompt_variant_is_stricter_and_keyed_apart(tmp_path):
 
 
 def test_a_grid_over_a_rubrics_text_makes_judge_only_siblings_with_their_own_prompt_version():
-    from ragmem import sweep as sweeps
+    from ragmem.run import sweep as sweeps
 
     base = {"metrics": ["pass_rate"], "judge": {"type": "llm", "model": "m", "base_url": "http://127.0.0.1:9/v1"},
             "rubrics": {"tone": {"criteria": "Polite.", "scale": "1-5", "inputs": ["answer"]}}}

@@ -49,7 +49,7 @@ def _lists(request):
 def test_a_list_reply_is_limited_by_the_text_it_lists_from(tmp_path):
     """Entities and claims get 64 tokens plus 4 per (estimated) token of their source text, at most
     judge.max_tokens; verdicts get 256. A 135M model listing entities otherwise ran to 1024 tokens."""
-    from ragmem.prompts import estimate_tokens
+    from ragmem.prompts.templates import estimate_tokens
 
     long_answer = "Qdrant stores vectors. " * 40
     data = write(tmp_path, [{"id": "short", "query": "q?", "reference_answer": "Qdrant stores vectors.",
@@ -151,7 +151,7 @@ INJECTIONS = [
 def test_data_cannot_close_or_forge_a_block(attack):
     import re
 
-    from ragmem.prompts import build_messages, unescape
+    from ragmem.prompts.templates import build_messages, unescape
 
     fields = {"question": f"Q {attack}", "answer": f"A {attack}", "reference": f"R {attack}"}
     (system, user) = build_messages("answer_correctness", **fields)

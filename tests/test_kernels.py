@@ -170,7 +170,7 @@ def test_the_bit_parallel_lcs_equals_the_dynamic_programme():
 
 def test_scores_are_identical_on_a_process_pool(monkeypatch):
     """The mapped function gives the same values in worker processes as in this one, chunked."""
-    from ragmem import parallel
+    from ragmem.runtime import parallel
 
     monkeypatch.setattr(parallel, "MIN_PARALLEL_ITEMS", 1)
     pairs = PAIRS[:400]
@@ -179,7 +179,7 @@ def test_scores_are_identical_on_a_process_pool(monkeypatch):
 
 def test_a_map_started_early_is_collected_once_and_only_for_the_same_input(monkeypatch):
     """MetricContext.start begins a family's map on the workers; the family's map() collects it."""
-    from ragmem import parallel
+    from ragmem.runtime import parallel
     from ragmem.metrics import MetricContext
     from ragmem.text.keywords import KeywordExtractor
 
@@ -211,7 +211,7 @@ class _Recording:
 def test_maps_begun_batch_by_batch_are_taken_and_only_the_rest_is_mapped(monkeypatch):
     """EarlyMaps begins a family's map on each batch's new items (once each, from MIN_PARALLEL_ITEMS
     on); the metrics' map takes those results and maps only the rest, in the input order."""
-    from ragmem import parallel
+    from ragmem.runtime import parallel
     from ragmem.metrics import MetricContext
     from ragmem.text.keywords import KeywordExtractor
 

@@ -12,8 +12,8 @@ import pytest
 from mlflow import MlflowClient
 
 import ragmem
-from ragmem import labels
 from ragmem.errors import ConfigError
+from ragmem.judges import labels
 
 DEMO = "ragmem/datasets/demo_bilingual.json"
 

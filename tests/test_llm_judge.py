@@ -202,7 +202,7 @@ def test_retry_after_repair_fallback_cache_and_cost(tmp_path, monkeypatch):
     import asyncio
     import types
 
-    import ragmem.calls
+    import ragmem.clients.calls
 
     waits = []  # the back-off the client asked for (what it waited is not asserted: no timing tests)
 
@@ -212,7 +212,7 @@ def test_retry_after_repair_fallback_cache_and_cost(tmp_path, monkeypatch):
 
     proxy = types.SimpleNamespace(**{n: getattr(asyncio, n) for n in dir(asyncio) if not n.startswith("__")})
     proxy.sleep = sleep
-    monkeypatch.setattr(ragmem.calls, "asyncio", proxy)
+    monkeypatch.setattr(ragmem.clients.calls, "asyncio", proxy)
     calls = {"n": 0}
 
     def chat(request):

@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from ragmem.data.loaders import check_file, DataFile, load_dataset
 from ragmem.errors import DataError
-from ragmem.loaders import DataFile, check_file, load_dataset
 
 RECORDS = [
     {"id": "a", "query": "向量数据库有什么作用？", "context": ["向量数据库存储embedding", "支持近似最近邻搜索"],
@@ -197,7 +197,7 @@ def test_text_that_is_not_utf8_is_named_by_line(tmp_path):
 
 def test_a_gbk_csv_from_excel_is_named_and_read_with_data_encoding(tmp_path):
     """Excel saves a Chinese CSV as GBK: the UTF-8 error names data.encoding; with it the file reads."""
-    from ragmem.config import validate
+    from ragmem.config.loading import validate
     from ragmem.errors import ConfigError
 
     path = tmp_path / "excel.csv"

@@ -58,7 +58,7 @@ class Scripted:
 
 
 def test_the_published_format_is_read_one_conversation_per_question():
-    from ragmem.longmemeval import load_longmemeval
+    from ragmem.memory.longmemeval import load_longmemeval
 
     conversations = load_longmemeval(MINI)
     assert [c.id for c in conversations] == ["u1", "a1", "p1", "m1", "k1", "t1", "u2_abs"]
@@ -94,7 +94,7 @@ def _write(tmp_path, change) -> Path:
     (lambda items: items[0].update(haystack_session_ids="s_u1_a"), "question u1: field 'haystack_session_ids': expected a list"),
 ])
 def test_a_file_not_in_the_format_names_the_question_and_the_field(tmp_path, change, message):
-    from ragmem.longmemeval import load_longmemeval
+    from ragmem.memory.longmemeval import load_longmemeval
 
     path = _write(tmp_path, change)
     with pytest.raises(DataError, match=rf"^{re.escape(str(path))}: {message}"):
@@ -102,7 +102,7 @@ def test_a_file_not_in_the_format_names_the_question_and_the_field(tmp_path, cha
 
 
 def test_a_file_that_is_not_a_list_of_questions_and_a_folder_are_refused(tmp_path):
-    from ragmem.longmemeval import load_longmemeval
+    from ragmem.memory.longmemeval import load_longmemeval
 
     locomo_shaped = tmp_path / "conv.json"
     locomo_shaped.write_text(json.dumps({"speaker_a": "A", "session_1": []}))
@@ -113,7 +113,7 @@ def test_a_file_that_is_not_a_list_of_questions_and_a_folder_are_refused(tmp_pat
 
 
 def _bench(tmp_path, stub, **bench):
-    from ragmem import engine
+    from ragmem.run import engine
 
     return engine.bench_memory({
         "experiment": "longmemeval", "tracking": {"enabled": False}, "seed": 3, "stats": {"resamples": 200},
@@ -167,8 +167,8 @@ def test_per_type_accuracy_and_recall_at_k_equal_the_hand_computed_values(tmp_pa
 
 
 def test_each_question_is_its_own_history_ingested_in_order_with_dates(tmp_path):
-    from ragmem.longmemeval import load_longmemeval
-    from ragmem.memory_bench import run_conversation
+    from ragmem.memory.longmemeval import load_longmemeval
+    from ragmem.memory.benchmark import run_conversation
 
     layer = Scripted()
     asked = []
@@ -182,10 +182,10 @@ def test_each_question_is_its_own_history_ingested_in_order_with_dates(tmp_path)
 
 
 def test_a_guess_at_an_abstention_and_the_old_value_of_an_update_fail_offline():
-    from ragmem.bench_data import DATASETS
+    from ragmem.memory.bench_data import DATASETS
     from ragmem.judges.keyword import KeywordJudge
-    from ragmem.longmemeval import load_longmemeval
-    from ragmem.memory_bench import Answered, judge_answers
+    from ragmem.memory.longmemeval import load_longmemeval
+    from ragmem.memory.benchmark import Answered, judge_answers
     from ragmem.text.keywords import KeywordExtractor
 
     qas = {c.id: c.qa[0] for c in load_longmemeval(MINI)}
@@ -214,7 +214,7 @@ def test_an_llm_judge_is_asked_each_type_s_own_rule(tmp_path, monkeypatch):
 
     monkeypatch.setenv("NO_KEY_NEEDED", "x")
     with _generator() as generator, Stub(chat=judge) as judge_stub:
-        from ragmem import engine
+        from ragmem.run import engine
 
         result = engine.bench_memory({
             "experiment": "longmemeval", "tracking": {"enabled": False}, "metrics": ["pass_rate"],
@@ -232,8 +232,8 @@ def test_an_llm_judge_is_asked_each_type_s_own_rule(tmp_path, monkeypatch):
 
 
 def test_a_question_limit_keeps_every_question_type(tmp_path, monkeypatch):
-    from ragmem.bench_data import DATASETS
-    from ragmem.longmemeval import load_longmemeval
+    from ragmem.memory.bench_data import DATASETS
+    from ragmem.memory.longmemeval import load_longmemeval
 
     items = json.loads(MINI.read_text())
     more = [dict(item, question_id=f"{item['question_id'].removesuffix('_abs')}_{n}" + ("_abs" if item["question_id"].endswith("_abs") else ""))

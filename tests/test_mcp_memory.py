@@ -112,7 +112,7 @@ def test_an_mcp_layer_gets_the_mapped_arguments_and_its_ids_come_back(tmp_path, 
 @needs_mcp
 @pytest.mark.e2e  # MCP servers are subprocesses
 def test_a_failing_tool_a_dying_server_and_a_missing_tool_are_contained(tmp_path):
-    from ragmem import engine
+    from ragmem.run import engine
 
     data = tmp_path / "c1.json"
     data.write_text(json.dumps(_conversation()))
@@ -149,15 +149,15 @@ def test_a_failing_tool_a_dying_server_and_a_missing_tool_are_contained(tmp_path
     ({"type": "mcp", "command": ["x"], "tools": {"add": {"name": "remember"}}}, "search"),
 ])
 def test_an_mcp_method_is_checked_before_anything_starts(method, message):
-    from ragmem.memory_layers import method_specs
+    from ragmem.memory.layers import method_specs
 
     with pytest.raises(ConfigError, match=message):
         method_specs([{"name": "m", **method}])
 
 
 def test_without_the_mcp_package_the_layer_says_how_to_install_it(monkeypatch):
-    from ragmem.mcp_memory import McpMemory
-    from ragmem.memory_layers import method_specs
+    from ragmem.memory.mcp_layer import McpMemory
+    from ragmem.memory.layers import method_specs
 
     monkeypatch.setitem(sys.modules, "mcp", None)  # as if not installed: its import fails
     with pytest.raises(ConfigError, match=r"type: mcp needs the mcp package: pip install 'ragmem\[mcp\]'"):
@@ -165,8 +165,8 @@ def test_without_the_mcp_package_the_layer_says_how_to_install_it(monkeypatch):
 
 
 def test_the_arguments_are_filled_and_the_memories_read():
-    from ragmem.mcp_memory import McpError, fill, memories
-    from ragmem.sweep_settings import McpTool
+    from ragmem.memory.mcp_layer import McpError, fill, memories
+    from ragmem.config.sweep_settings import McpTool
 
     template = {"text": "{content}", "meta": {"turn": "{id}", "tags": ["{role}", "fixed"]}, "note": "at {timestamp}", "n": 2}
     assert fill(template, {"content": "hi", "id": "D1:1", "role": "user", "timestamp": None}) == {

@@ -29,8 +29,8 @@ def _embed(text: str) -> list[float]:
 
 
 def test_mem0_raw_mode_runs_as_a_memory_layer_with_evidence_ids(tmp_path, shared_store):
-    from ragmem import engine
-    from ragmem.config import resolve_config
+    from ragmem.run import engine
+    from ragmem.config.loading import resolve_config
 
     data = tmp_path / "c1.json"
     data.write_text(json.dumps(_conversation()))

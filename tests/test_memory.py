@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from ragmem.errors import ConfigError, DataError
-from ragmem.locomo import ADVERSARIAL_ANSWER, load_locomo, questions
+from ragmem.memory.locomo import ADVERSARIAL_ANSWER, load_locomo, questions
 from tests.conftest import SHARED
 
 LOCOMO = SHARED / "locomo" / "locomo10.zip"
@@ -138,9 +138,9 @@ class KeywordMemory:
 
 
 def _layer_run(spec, tmp_path):
-    from ragmem.locomo import load_locomo
-    from ragmem.memory_bench import run_conversation
-    from ragmem.memory_layers import build_layer, method_specs
+    from ragmem.memory.locomo import load_locomo
+    from ragmem.memory.benchmark import run_conversation
+    from ragmem.memory.layers import build_layer, method_specs
     from ragmem.reference.generator import ExtractiveGenerator
     from ragmem.text.keywords import KeywordExtractor
 
@@ -197,8 +197,8 @@ def test_http_memory_layer_plugs_in(tmp_path):
 
 
 def test_failing_memory_layer_is_recorded_per_question(tmp_path):
-    from ragmem.memory_bench import run_conversation
-    from ragmem.locomo import load_locomo
+    from ragmem.memory.benchmark import run_conversation
+    from ragmem.memory.locomo import load_locomo
 
     class Broken(KeywordMemory):
         def search(self, query, user_id, top_k):
@@ -214,8 +214,8 @@ def test_failing_memory_layer_is_recorded_per_question(tmp_path):
 
 
 def test_a_failing_add_or_reset_is_recorded_and_the_questions_answered_from_what_was_ingested(tmp_path):
-    from ragmem.locomo import load_locomo
-    from ragmem.memory_bench import run_conversation
+    from ragmem.memory.locomo import load_locomo
+    from ragmem.memory.benchmark import run_conversation
 
     class Flaky(KeywordMemory):
         def reset(self):
@@ -266,8 +266,8 @@ class NoIds(KeywordMemory):
 def test_a_failing_layer_is_contained_and_the_other_methods_complete(tmp_path, shared_store):
     from mlflow import MlflowClient
 
-    from ragmem import engine
-    from ragmem.config import resolve_config
+    from ragmem.run import engine
+    from ragmem.config.loading import resolve_config
 
     path = tmp_path / "c1.json"
     path.write_text(json.dumps(_conversation()))
@@ -304,8 +304,8 @@ def test_a_failing_layer_is_contained_and_the_other_methods_complete(tmp_path, s
 
 
 def test_a_target_beside_the_config_imports_from_any_working_directory(tmp_path, monkeypatch, shared_store):
-    from ragmem import engine
-    from ragmem.config import resolve_config
+    from ragmem.run import engine
+    from ragmem.config.loading import resolve_config
 
     folder = tmp_path / "elsewhere"
     folder.mkdir()
@@ -343,8 +343,8 @@ class CountingLayer(KeywordMemory):
 
 
 def test_each_method_shows_what_its_models_used(tmp_path, shared_store):
-    from ragmem import engine
-    from ragmem.config import resolve_config
+    from ragmem.run import engine
+    from ragmem.config.loading import resolve_config
     from tests.openai_stub import Stub
 
     path = tmp_path / "c1.json"
@@ -365,7 +365,7 @@ def test_each_method_shows_what_its_models_used(tmp_path, shared_store):
 
 
 def _bench(tmp_path, **bench):
-    from ragmem import engine
+    from ragmem.run import engine
 
     path = tmp_path / "conv.json"
     path.write_text(json.dumps(_conversation()))
@@ -376,7 +376,7 @@ def _bench(tmp_path, **bench):
 
 
 def test_category_5_is_scored_as_abstention_in_its_own_column_and_never_in_the_overall(tmp_path):
-    from ragmem.memory_bench import abstains
+    from ragmem.memory.benchmark import abstains
 
     result = _bench(tmp_path)
     rows = {r["method"]: r for r in result["results_table"]}
@@ -403,7 +403,7 @@ def test_include_adversarial_is_retired_with_one_line_naming_the_new_column(tmp_
 
 
 def test_an_llm_judge_is_asked_whether_the_answer_abstains(tmp_path):
-    from ragmem import engine
+    from ragmem.run import engine
     from tests.openai_stub import Stub, data_block, user_text
 
     def chat(request):
@@ -427,7 +427,7 @@ def test_an_llm_judge_is_asked_whether_the_answer_abstains(tmp_path):
 
 
 def test_on_locomo_the_overall_of_categories_1_to_4_is_unchanged_and_category_5_is_its_own_row(locomo_zip):
-    from ragmem import engine
+    from ragmem.run import engine
 
     result = engine.bench_memory({"experiment": "locomo", "tracking": {"enabled": False},
                                   "bench": {"data": str(locomo_zip), "limit_conversations": 1},

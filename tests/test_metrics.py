@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from ragmem.errors import ConfigError
-from ragmem.metrics import MetricContext, compute_metrics
+from ragmem.metrics import compute_metrics, MetricContext
 
 ISSUE2_METRICS = ["accuracy", "precision", "recall", "f1", "avg_coverage", "reference_coverage",
                   "avg_latency", "latency_p50", "latency_p95", "latency_p99", "latency_max"]

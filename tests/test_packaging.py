@@ -37,7 +37,7 @@ def _top_level_imports(path: Path):
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             yield node.module.split(".")[0]
         elif (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "lean_import" and node.args
-              and isinstance(node.args[0], ast.Constant)):  # ragmem.imports.lean_import("sacrebleu.metrics")
+              and isinstance(node.args[0], ast.Constant)):  # ragmem.runtime.imports.lean_import("sacrebleu.metrics")
             yield node.args[0].value.split(".")[0]
 
 

@@ -1,5 +1,5 @@
-"""Paired comparisons chunk by chunk (:mod:`ragmem.paired`): the same rows as the two tables aligned
-and compared whole (the oracle: :func:`ragmem.stats.paired` on aligned aggregators), whatever the
+"""Paired comparisons chunk by chunk (:mod:`ragmem.stats.paired_runs`): the same rows as the two tables aligned
+and compared whole (the oracle: :func:`ragmem.stats.intervals.paired` on aligned aggregators), whatever the
 chunk size, the order of B's rows or the examples only one run has; read from Parquet files a
 chunk at a time, never whole."""
 
@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ragmem import paired, stats
+from ragmem.stats import intervals as stats, paired_runs as paired
 from ragmem.tracking import files
 
 NAMES = ["accuracy", "precision", "f1", "avg_coverage", "avg_latency", "latency_p50", "latency_p95"]

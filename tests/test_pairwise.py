@@ -8,8 +8,8 @@ import pytest
 from mlflow import MlflowClient
 
 import ragmem
-from ragmem.pairwise import bootstrap_interval, verdict
-from ragmem.prompts import unescape
+from ragmem.judges.pairwise import bootstrap_interval, verdict
+from ragmem.prompts.templates import unescape
 from tests.openai_stub import Stub, data_block
 
 N = 20
@@ -92,7 +92,7 @@ def test_a_judge_that_prefers_the_reference_gives_the_share_counted_by_hand_and_
     # the comparison is a run of its own, linked to both runs, with every verdict and reason
     client = MlflowClient(shared_store["uri"])
     logged = client.get_run(result["pairwise_run_id"])
-    assert logged.data.tags["ragmem.pairwise.run_a"] == runs[0] and logged.data.tags["ragmem.pairwise.run_b"] == runs[1]
+    assert logged.data.tags["ragmem.judges.pairwise.run_a"] == runs[0] and logged.data.tags["ragmem.judges.pairwise.run_b"] == runs[1]
     assert logged.data.metrics["win_rate"] == pytest.approx(by_hand) and logged.data.metrics["wins"] == 5
     assert logged.data.metrics["swap_inconsistency"] == 0.0 and logged.data.metrics["usage/judge_calls"] == 2 * N
     assert logged.info.status == "FINISHED" and logged.data.params["judge"] == "pairwise"

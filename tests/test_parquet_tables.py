@@ -11,10 +11,11 @@ import pytest
 from mlflow import MlflowClient
 
 import ragmem
-from ragmem import gates, prepare, report_pages, resume
-from ragmem.compare import load_run_table, paired_comparison
-from ragmem.paired import frame_of
+from ragmem.report import pages as report_pages
+from ragmem.run import gates, prepare, resume
+from ragmem.stats.paired_runs import frame_of
 from ragmem.tracking import files
+from ragmem.tracking.runs import load_run_table, paired_comparison
 
 
 def _answers(folder: Path, name: str, wrong: set[int], n: int = 60) -> str:
@@ -98,7 +99,7 @@ def test_runs_in_the_new_format_and_before_it_are_compared_gated_and_reported(tm
 
 
 def test_a_run_started_before_a_setting_existed_resumes_with_that_setting_at_its_default():
-    from ragmem.resume import settings_that_differ
+    from ragmem.run.resume import settings_that_differ
 
     started = {"seed": 0, "stats.resamples": 1000}  # a journal written before stats.bootstrap existed
     assert settings_that_differ(started, {**started, "stats.bootstrap": "poisson",

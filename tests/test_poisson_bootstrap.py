@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ragmem import stats
-from ragmem.metrics.base import WeightedSample, weighted_max, weighted_mean, weighted_percentile
+from ragmem.metrics.base import weighted_max, weighted_mean, weighted_percentile, WeightedSample
+from ragmem.stats import intervals as stats
 
 NAMES = ["accuracy", "precision", "f1", "avg_coverage", "avg_latency", "latency_p50", "latency_p95", "latency_max"]
 
@@ -132,7 +132,7 @@ def test_paired_on_the_same_ids_draws_the_same_weights_in_both_runs():
 
 
 def test_relabel_keeps_the_classic_bootstrap_of_runs_logged_before_the_poisson_one():
-    from ragmem.relabel import _settings
+    from ragmem.run.relabel import _settings
 
     assert _settings({"stats.signature": "bootstrap:1000|conf:0.95|seed:0"}).method == "classic"
     assert _settings({"stats.signature": "bootstrap:1000|conf:0.95|seed:0|method:poisson"}).method == "poisson"

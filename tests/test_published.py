@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ragmem import published
+from ragmem.data import published
 from tests.conftest import ROOT, SEED, SHARED, file_server
 
 pytestmark = pytest.mark.e2e  # a local HTTP server
@@ -27,7 +27,7 @@ def _need(folder):
 def test_the_pinned_checksums_are_those_of_the_published_copies():
     for name, folder in (("locomo", SHARED / "locomo"), ("seed-samples", SEED)):
         for file, expected in published.dataset(name).files.items():
-            assert published.sha256(_need(folder) / file) == expected, (name, file)
+            assert published.file_sha256(_need(folder) / file) == expected, (name, file)
 
 
 def test_fetch_verifies_keeps_and_does_not_download_twice(home, ragmem_main):

@@ -5,7 +5,7 @@ import hashlib
 
 import pytest
 
-from ragmem.config import DEFAULTS
+from ragmem.config.loading import DEFAULTS
 from ragmem.errors import ConfigError
 from ragmem.reference.agent import ReferenceAgent
 from ragmem.reference.corpus import chunk_text

@@ -147,7 +147,7 @@ def test_pass_rate_ppi_of_a_run_is_ppi_pythons_on_50_random_tables():
 
 
 def test_a_judge_that_passes_everything_is_flagged_and_its_kappa_interval_is_bootstrapped():
-    from ragmem import stats
+    from ragmem.stats import intervals as stats
     from ragmem.metrics import reliability
 
     table = _table([1, 0] * 8, [1] * 16)  # says yes to all 16: the SmolLM2 case

@@ -14,7 +14,7 @@ import pytest
 from mlflow import MlflowClient
 
 import ragmem
-from ragmem import report_html, report_pages
+from ragmem.report import html as report_html, pages as report_pages
 from tests.conftest import ROOT, run_cli
 
 DEMO = ROOT / "ragmem" / "datasets" / "demo_bilingual.json"

@@ -9,7 +9,7 @@ import pytest
 
 import ragmem
 from ragmem.errors import ConfigError
-from ragmem.prompts import unescape
+from ragmem.prompts.templates import unescape
 from tests.conftest import ROOT
 from tests.openai_stub import Stub, data_block, user_text
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ragmem import masking
+from ragmem.config import secrets as masking
 from tests.conftest import ROOT, run_cli, write_replayed
 
 

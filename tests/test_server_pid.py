@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from ragmem import prefect_server
+from ragmem.orchestration import server as prefect_server
 from tests.conftest import run_cli
 
 

@@ -1,4 +1,4 @@
-"""A run's metrics from chunks (ragmem.streaming) against the whole table's (ragmem.pipeline.score):
+"""A run's metrics from chunks (ragmem.stats.run_statistics) against the whole table's (ragmem.run.pipeline.score):
 every value equal to 1e-9 and every Poisson interval equal, whatever the chunk sizes; the shipped
 configs and a generated set with partial labels, latencies and context sources."""
 
@@ -14,13 +14,13 @@ import pytest
 from mlflow import MlflowClient
 
 import ragmem
-from ragmem import pipeline, prepare
-from ragmem.compare import paired_comparison
+from ragmem.data.loaders import DataFile, load_dataset
 from ragmem.errors import DataError
-from ragmem.loaders import DataFile, load_dataset
-from ragmem.tracking import files
 from ragmem.metrics.estimators import ppi_from_sums, ppi_mean_ci, ppi_statistics
-from ragmem.streaming import RunStatistics, additive
+from ragmem.run import pipeline, prepare
+from ragmem.stats.run_statistics import additive, RunStatistics
+from ragmem.tracking import files
+from ragmem.tracking.runs import paired_comparison
 from tests.conftest import ROOT, SEED
 
 
@@ -268,7 +268,7 @@ def test_a_dry_run_of_a_streamed_dataset_counts_every_example(tmp_path, monkeypa
 
 
 def test_the_parts_join_into_one_table_whatever_each_chunk_held(tmp_path):
-    from ragmem.chunks import join_parts
+    from ragmem.run.batching import join_parts
 
     parts = tmp_path / "parts"
     parts.mkdir()

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ragmem import sweep
 from ragmem.errors import ConfigError
+from ragmem.run import sweep
 
 
 def _spec(**extra):

@@ -10,8 +10,10 @@ import matplotlib
 import pandas as pd
 import pytest
 
-from ragmem import engine, plots, progress
-from ragmem.config import resolve_config
+from ragmem.config.loading import resolve_config
+from ragmem.run import engine
+from ragmem.runtime import progress
+from ragmem.tracking import plots
 from tests.conftest import write_replayed
 
 matplotlib.use("Agg")

@@ -17,13 +17,13 @@ from __future__ import annotations
 from ragmem.agents.http import HttpAgent
 from ragmem.agents.python import PythonAgent
 from ragmem.agents.replay import ReplayAgent
-from ragmem.config import RunConfig
+from ragmem.config.loading import RunConfig
 
 REFERENCE_SECTIONS = ("corpus", "retriever", "memory", "generator", "embeddings", "keywords")
 
 
 def build_agent(config):
-    """The agent named by ``agent.type`` in a config (a :class:`ragmem.config.RunConfig`, or a
+    """The agent named by ``agent.type`` in a config (a :class:`ragmem.config.loading.RunConfig`, or a
     dict of settings, validated the same way)."""
     cfg = config if isinstance(config, RunConfig) else RunConfig.from_dict(config)
     agent = cfg.agent

@@ -3,7 +3,7 @@
 Request: ``POST agent.url`` with JSON ``{"query", "session_id"?, "history"?}`` (and the header
 ``Authorization: Bearer $<agent.api_key_env>`` when that variable is named). Reply: JSON
 ``{"answer", "contexts": [...], "timings"?: {stage: seconds}}``. Calls follow the one call policy
-(:mod:`ragmem.calls`): connection errors, timeouts and 5xx/429 replies are retried (``agent.retries``,
+(:mod:`ragmem.clients.calls`): connection errors, timeouts and 5xx/429 replies are retried (``agent.retries``,
 ``Retry-After`` honoured), every attempt feeds the endpoint's breaker; what still fails, and any other
 non-2xx or malformed reply, is recorded for that example.
 """
@@ -16,15 +16,15 @@ from typing import Any
 
 import httpx
 
-from ragmem.endpoints import Breaker
+from ragmem.clients.endpoints import Breaker
+from ragmem.config.secrets import mask_url
 from ragmem.errors import ConfigError
-from ragmem.masking import mask_url
 from ragmem.schema import Example
 
 
 class AgentCallError(Exception):
     """The endpoint answered, but not with a usable reply (``status``: a non-2xx one, classified by
-    :mod:`ragmem.calls`)."""
+    :mod:`ragmem.clients.calls`)."""
 
     def __init__(self, message: str, status: int | None = None, reply_text: str | None = None,
                  retry_after: str | None = None):

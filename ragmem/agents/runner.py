@@ -9,9 +9,10 @@ import threading
 import time
 from typing import Any, Callable, Sequence
 
-from ragmem import calls, interrupts
-from ragmem.endpoints import EndpointDown
+from ragmem.clients import calls
+from ragmem.clients.endpoints import EndpointDown
 from ragmem.errors import failure_message
+from ragmem.runtime import interrupts
 from ragmem.schema import AgentOutput, Context, Example
 
 
@@ -72,11 +73,11 @@ def parse_reply(raw: Any) -> tuple[str, list[Context], dict[str, float]]:
 
 def _timed_call(agent: Callable[[Example], Any], example: Example, starts: dict[int, float],
                 index: int, retries: int, backoff_s: float) -> tuple[Any, BaseException | None, float, int, int]:
-    """Call under the one call policy (:mod:`ragmem.calls`: what is retried, the backoff, the
+    """Call under the one call policy (:mod:`ragmem.clients.calls`: what is retried, the backoff, the
     endpoint's breaker); the latency is that of the last attempt, timed with the monotonic clock.
-    An endpoint's agent (http) retries what :func:`ragmem.calls.transient` says, a timeout once; an
+    An endpoint's agent (http) retries what :func:`ragmem.clients.calls.transient` says, a timeout once; an
     in-process agent what its ``retryable`` says, ``retries`` times whatever it raised."""
-    breaker = getattr(agent, "breaker", None)  # an endpoint's agent (http): see ragmem.endpoints
+    breaker = getattr(agent, "breaker", None)  # an endpoint's agent (http): see ragmem.clients.endpoints
     if breaker is not None:
         attempts = calls.Attempts(calls.Policy(retries, backoff_s), breaker)
     else:
@@ -161,7 +162,7 @@ def run_live(agent: Callable[[Example], Any], examples: Sequence[Example], concu
     On Ctrl+C (or SIGTERM, :class:`ragmem.errors.Terminated`) no new call starts, the calls in flight
     get ``GRACE_S`` to finish (their outputs are handed to ``on_output``), and the interrupt is
     re-raised. The same happens when the agent's endpoint breaker opens (an HTTP agent that stopped
-    answering), with :class:`ragmem.endpoints.EndpointDown`; the call that tripped it is not kept.
+    answering), with :class:`ragmem.clients.endpoints.EndpointDown`; the call that tripped it is not kept.
     """
     breaker = getattr(agent, "breaker", None)
     outputs: list[AgentOutput | None] = [None] * len(examples)

@@ -2,7 +2,7 @@
 that compute a selection) is what ``ragmem.metrics`` exports, loaded on first use.
 
 Loaded lazily so that importing one kernel module (:mod:`ragmem.metrics.scorer`,
-:mod:`ragmem.metrics.kernels`, as each scoring worker of :mod:`ragmem.parallel` does) does not load
+:mod:`ragmem.metrics.kernels`, as each scoring worker of :mod:`ragmem.runtime.parallel` does) does not load
 every family with pandas and numpy: about 90 MB in each worker process.
 """
 

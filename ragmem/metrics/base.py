@@ -20,7 +20,7 @@ import pandas as pd
 from ragmem.metrics.names import DEFAULT_KS, Names
 from ragmem.metrics.options import GenerationOptions, RagOptions
 from ragmem.metrics.scorer import scorer_for
-from ragmem.parallel import SERIAL, Pending
+from ragmem.runtime.parallel import Pending, SERIAL
 
 
 @dataclass
@@ -35,7 +35,7 @@ class MetricResult:
     ci: dict[str, tuple[float, float] | None] = field(default_factory=dict)  # bootstrap intervals
     # per-example statistics (one row per table row) of values that no table column rebuilds: those
     # that need the family's settings or figures it keeps to itself (a RAG metric's pass rate, the
-    # per-source shares, the PPI estimate); what a run's chunks add up (ragmem.streaming) and intervals
+    # per-source shares, the PPI estimate); what a run's chunks add up (ragmem.stats.run_statistics) and intervals
     statistics: dict[str, "Aggregator"] = field(default_factory=dict)
 
 
@@ -49,7 +49,7 @@ def nanmean(values: Iterable[float | None]) -> float | None:
 
 class Note(str):
     """A note whose truth depends on the whole run, for a run scored in chunks
-    (:class:`ragmem.streaming.RunStatistics`): ``counts`` added across chunks and the text made
+    (:class:`ragmem.stats.run_statistics.RunStatistics`): ``counts`` added across chunks and the text made
     again by ``render(*counts)`` (:func:`counted_note`), or true only while every one of
     ``unless`` stays undefined (:func:`unless_note`: "no labels in the dataset"). Other notes are
     kept once. A ``Note`` is a ``str``; ``str(note)`` is its plain text."""
@@ -92,20 +92,20 @@ class MetricContext:
     ks: tuple[int, ...] = DEFAULT_KS
     relevance: str = "auto"            # where gold relevance comes from (see docs/metrics.md: Ranking)
     keyword_threshold: float = 0.5     # a context is relevant when it holds > this share of K(reference)
-    generation: Any = GenerationOptions()  # generation.* (ragmem.settings.GenerationSettings)
-    rag: Any = RagOptions()                # rag_metrics.* (ragmem.settings.RagMetricSettings)
-    llm: Any = None        # ragmem.llm.JudgeClient: LLM-based metrics (else their offline modes)
-    embedder: Any = None   # ragmem.llm.EmbeddingClient
-    mapper: Any = None     # ragmem.parallel mapper of the text-heavy work (None: in this process)
-    early: Any = None      # ragmem.parallel.EarlyMaps begun while the agent ran (their results are reused)
-    judge: Any = None      # judge.* (ragmem.settings.JudgeSettings): the reliability family's threshold moves
+    generation: Any = GenerationOptions()  # generation.* (ragmem.config.settings.GenerationSettings)
+    rag: Any = RagOptions()                # rag_metrics.* (ragmem.config.settings.RagMetricSettings)
+    llm: Any = None        # ragmem.clients.llm_client.JudgeClient: LLM-based metrics (else their offline modes)
+    embedder: Any = None   # ragmem.clients.llm_client.EmbeddingClient
+    mapper: Any = None     # ragmem.runtime.parallel mapper of the text-heavy work (None: in this process)
+    early: Any = None      # ragmem.runtime.parallel.EarlyMaps begun while the agent ran (their results are reused)
+    judge: Any = None      # judge.* (ragmem.config.settings.JudgeSettings): the reliability family's threshold moves
     confidence: float = 0.95  # stats.confidence: the level of intervals a family computes itself (pass_rate_ppi)
-    rubrics: tuple = ()       # the config's rubrics (ragmem.rubrics.Rubric): the metrics rubric_<name>
+    rubrics: tuple = ()       # the config's rubrics (ragmem.prompts.rubrics.Rubric): the metrics rubric_<name>
     started: dict = field(default_factory=dict, compare=False, repr=False)  # see start()
     _rows: list = field(default_factory=list, compare=False, repr=False)     # see rows()
 
     def map(self, fn, items, *args):
-        """``fn(chunk, *args)`` over chunks of ``items``, results in order (see :mod:`ragmem.parallel`);
+        """``fn(chunk, *args)`` over chunks of ``items``, results in order (see :mod:`ragmem.runtime.parallel`);
         a map :meth:`start` began with the same arguments is collected instead, and the items
         :attr:`early` maps began on are taken from them."""
         begun = self.started.pop((fn, args), None)
@@ -114,7 +114,7 @@ class MetricContext:
         return self._begin(fn, items, args).result()
 
     def tick(self) -> None:
-        """Let the mapper hand out more of the maps begun (:meth:`ragmem.parallel.ForkPool.tick`)."""
+        """Let the mapper hand out more of the maps begun (:meth:`ragmem.runtime.parallel.ForkPool.tick`)."""
         getattr(self.mapper, "tick", lambda: None)()
 
     def start(self, fn, items, *args) -> None:
@@ -191,7 +191,7 @@ class Aggregator:
     # whose examples' own data is drawn again (judge samples: ragmem.metrics.reliability.majority_aggregator)
     resum: Callable[[np.random.Generator, np.ndarray], np.ndarray] | None = None
     # apply kind, weighted resamples (the Poisson bootstrap): wreduce(WeightedSample of the sorted
-    # measured values) -> the statistic of each resample's multiset (R,) (ragmem.stats.resample_all)
+    # measured values) -> the statistic of each resample's multiset (R,) (ragmem.stats.intervals.resample_all)
     wreduce: Callable[["WeightedSample"], np.ndarray] | None = None
     # sum kind, a metric with an interval of its own (pass_rate_ppi's): interval(column sums) -> (low, high)
     interval: Callable[[np.ndarray], tuple[float, float] | None] | None = None

@@ -28,8 +28,8 @@ from typing import Sequence
 
 import pandas as pd
 
-from ragmem.metrics._division import divide
 from ragmem.metrics import names
+from ragmem.metrics._division import divide
 from ragmem.metrics.base import Family, MetricResult, ratio_aggregator, scored_mask, unless_note
 
 NAMES = names.CLASSIFICATION.selectable

@@ -25,9 +25,9 @@ from typing import AbstractSet
 
 import pandas as pd
 
-from ragmem.metrics._division import divide
 from ragmem.metrics import names
-from ragmem.metrics.base import Family, MetricResult, failed, mean_aggregator, nanmean, scored_mask
+from ragmem.metrics._division import divide
+from ragmem.metrics.base import failed, Family, mean_aggregator, MetricResult, nanmean, scored_mask
 
 NAMES = names.COVERAGE.selectable
 COLUMNS = {"avg_coverage": "coverage", "reference_coverage": "reference_coverage"}  # per-example column

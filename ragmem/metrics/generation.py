@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from ragmem.metrics import names
-from ragmem.metrics.base import Aggregator, Family, MetricResult, failed, mean_aggregator, nanmean, scored_mask
+from ragmem.metrics.base import Aggregator, failed, Family, mean_aggregator, MetricResult, nanmean, scored_mask
 from ragmem.metrics.scorer import GenerationScorer, score_pairs, scorer_for  # noqa: F401  (also here)
 
 NAMES = names.GENERATION.selectable

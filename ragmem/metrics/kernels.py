@@ -29,7 +29,7 @@ from collections import Counter
 from functools import lru_cache
 from typing import Sequence
 
-from ragmem.imports import lean_import
+from ragmem.runtime.imports import lean_import
 
 
 def _ucode_class() -> str:

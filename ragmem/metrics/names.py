@@ -1,7 +1,7 @@
 """Which metric names exist: each family's selectable names, the shapes and selectors that stand for
 more of them, the default selection and how a selection expands.
 
-A leaf without pandas or numpy: the settings schema (:mod:`ragmem.settings`) validates ``metrics``
+A leaf without pandas or numpy: the settings schema (:mod:`ragmem.config.settings`) validates ``metrics``
 with it, and each family module (:mod:`ragmem.metrics.ranking`, ...) takes its names from here, so
 the names are declared once and the schema never imports the families.
 """

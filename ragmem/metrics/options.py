@@ -1,7 +1,7 @@
 """The defaults of the settings the metric families read (``generation.*``, ``rag_metrics.*``),
 for a :class:`ragmem.metrics.base.MetricContext` made without a config (tests, notebooks).
 
-The settings schema (:mod:`ragmem.settings`) takes its defaults from these, so they are written once;
+The settings schema (:mod:`ragmem.config.settings`) takes its defaults from these, so they are written once;
 the families never import the schema. A leaf: no pandas, no numpy.
 """
 

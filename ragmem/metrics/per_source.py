@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ragmem.metrics import names
-from ragmem.metrics.base import Aggregator, Family, MetricResult, failed, unless_note
+from ragmem.metrics.base import Aggregator, failed, Family, MetricResult, unless_note
 from ragmem.metrics.ranking import is_gold
 from ragmem.schema import CONTEXT_SOURCES
 

@@ -40,7 +40,7 @@ import pandas as pd
 
 from ragmem.errors import ConfigError
 from ragmem.metrics import names
-from ragmem.metrics.base import Family, MetricResult, mean_aggregator, nanmean, scored_mask
+from ragmem.metrics.base import Family, mean_aggregator, MetricResult, nanmean, scored_mask
 from ragmem.metrics.ranking import is_gold, keyword_relevant
 from ragmem.metrics.reliability import items_aggregator, majority_aggregator
 from ragmem.text.entities import OfflineEntities, normalize_entity, offline_entities  # noqa: F401  (also here)

@@ -31,7 +31,7 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 from ragmem.metrics import names
-from ragmem.metrics.base import Family, MetricResult, counted_note, failed, mean_aggregator, nanmean, scored_mask
+from ragmem.metrics.base import counted_note, failed, Family, mean_aggregator, MetricResult, nanmean, scored_mask
 from ragmem.metrics.names import DEFAULT_KS
 from ragmem.text import plural
 

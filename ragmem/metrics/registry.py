@@ -1,6 +1,6 @@
 """Metric registry (``ragmem.metrics``): the families, which names exist, and the functions that compute a selection.
 
-Metrics read the per-example results table (one row per example, see :mod:`ragmem.pipeline`) and
+Metrics read the per-example results table (one row per example, see :mod:`ragmem.run.pipeline`) and
 return aggregates, per-example columns and counts of undefined cases. Each family module declares
 its names, its per-example computation and its aggregators in one place (``FAMILY``, see
 :class:`ragmem.metrics.base.Family`); this module only iterates over them. The config key
@@ -20,9 +20,9 @@ import pandas as pd
 
 from ragmem.metrics import (classification, coverage, generation, latency, per_source, rag, ranking, reliability, rubric,
                             verdicts)
-from ragmem.forking import release_freed_memory
 from ragmem.metrics.base import Aggregator, Family, MetricContext, MetricResult, placed_note
 from ragmem.metrics.names import DEFAULT_METRICS, RELEVANCE_MODES, expand_selection  # noqa: F401  (also here)
+from ragmem.runtime.forking import release_freed_memory
 
 __all__ = ["FAMILIES", "DEFAULT_METRICS", "RELEVANCE_MODES", "MetricContext", "MetricResult", "aggregators",
            "compute_metrics", "expand_selection", "start_metrics"]
@@ -58,7 +58,7 @@ def always_on(selected: Sequence[str]) -> list[str]:
 
 def start_metrics(rows: list, selected: Sequence[str], ctx: MetricContext) -> None:
     """Begin the families' text-heavy maps on ``rows`` (a batch's, while the agent answers the
-    next; ``ctx.mapper`` is a :class:`ragmem.parallel.EarlyMaps`)."""
+    next; ``ctx.mapper`` is a :class:`ragmem.runtime.parallel.EarlyMaps`)."""
     for family, wanted in _runs(selected, ctx):
         if family.start is not None:
             family.start(rows, ctx, wanted)

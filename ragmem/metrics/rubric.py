@@ -1,6 +1,6 @@
 """``rubric_<name>``: the config's own criteria (``rubrics:``), each scored by the LLM judge.
 
-Per example the judge's score on the rubric's scale, normalised to 0..1 (:func:`ragmem.rubrics.normalise`:
+Per example the judge's score on the rubric's scale, normalised to 0..1 (:func:`ragmem.prompts.rubrics.normalise`:
 binary s, 1-5 (s - 1) / 4, 0-10 s / 10), with its reason (column ``rubric_<name>_reason``); with
 ``judge.samples`` N > 1 the mean of the N samples' scores. Per run::
 
@@ -14,7 +14,7 @@ example whose agent call failed is not asked. Every rubric of the config is comp
 rubric and example.
 
 >>> import pandas as pd
->>> from ragmem.rubrics import check
+>>> from ragmem.prompts.rubrics import check
 >>> from types import SimpleNamespace
 >>> class Scripted:  # a judge that gives every answer 4 out of 5
 ...     def run(self, requests):
@@ -34,9 +34,9 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from ragmem import rubrics as rubric_prompts
 from ragmem.metrics import names
-from ragmem.metrics.base import Family, MetricResult, counted_note, failed, mean_aggregator, nanmean, scored_mask
+from ragmem.metrics.base import counted_note, failed, Family, mean_aggregator, MetricResult, nanmean, scored_mask
+from ragmem.prompts import rubrics as rubric_prompts
 
 
 def groups(rubrics: Sequence[rubric_prompts.Rubric], batch: bool) -> list[list[rubric_prompts.Rubric]]:
@@ -45,7 +45,7 @@ def groups(rubrics: Sequence[rubric_prompts.Rubric], batch: bool) -> list[list[r
 
 
 def score_rubrics(rows: Any, rubrics: Sequence[rubric_prompts.Rubric], llm: Any, batch: bool) -> MetricResult:
-    """Ask ``llm`` (a :class:`ragmem.llm.JudgeClient`) to score every answered row on ``rubrics``."""
+    """Ask ``llm`` (a :class:`ragmem.clients.llm_client.JudgeClient`) to score every answered row on ``rubrics``."""
     rows = list(rows)
     todo = [i for i, row in enumerate(rows) if not failed(row)]
     requests, plan = [], []

@@ -1,5 +1,5 @@
 """The generation scores of one (hypothesis, reference) pair: :class:`GenerationScorer`, and the
-mapped function the scoring workers run (:func:`score_pairs`; see :mod:`ragmem.parallel`).
+mapped function the scoring workers run (:func:`score_pairs`; see :mod:`ragmem.runtime.parallel`).
 
 The definitions of the scores are in :mod:`ragmem.metrics.generation`, which aggregates them. This
 module imports neither pandas nor the metric families: a worker loads only what scoring needs
@@ -14,8 +14,8 @@ from functools import lru_cache
 from importlib import metadata
 from typing import Sequence
 
-from ragmem.imports import lean_import
 from ragmem.metrics import kernels
+from ragmem.runtime.imports import lean_import
 from ragmem.text.keywords import normalize
 from ragmem.text.tokenizers import get_tokenizer
 
@@ -195,5 +195,5 @@ def scorer_for(tokenizer: str, bleu_tokenize: str) -> GenerationScorer:
 
 def score_pairs(pairs: Sequence[tuple[str, str]], tokenizer: str, bleu_tokenize: str) -> list[dict[str, object]]:
     """:meth:`GenerationScorer.score` of each (hypothesis, reference) pair (a mapped function: see
-    :mod:`ragmem.parallel`)."""
+    :mod:`ragmem.runtime.parallel`)."""
     return scorer_for(tokenizer, bleu_tokenize).score_many(pairs)

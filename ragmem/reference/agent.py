@@ -5,12 +5,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ragmem.config import as_section
+from ragmem.config.loading import as_section
+from ragmem.config.settings import ReferenceSettings
 from ragmem.reference.corpus import chunk_corpus, load_corpus
 from ragmem.reference.generator import build_generator
 from ragmem.reference.memory import BM25Memory, short_term
 from ragmem.reference.retrievers import build_retriever, get_index
-from ragmem.settings import ReferenceSettings
 from ragmem.text.keywords import KeywordExtractor
 
 

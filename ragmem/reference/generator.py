@@ -7,10 +7,10 @@ import re
 import threading
 from typing import Sequence
 
-from ragmem import calls
-from ragmem.config import as_section
-from ragmem.endpoints import OPENAI_URL, Breaker
-from ragmem.settings import GeneratorSettings
+from ragmem.clients import calls
+from ragmem.clients.endpoints import Breaker, OPENAI_URL
+from ragmem.config.loading import as_section
+from ragmem.config.settings import GeneratorSettings
 from ragmem.text.keywords import KeywordExtractor
 
 _SENTENCES = re.compile(r"[^。！？!?.]+(?:[。！？!?]|\.(?=\s|$))?")
@@ -86,7 +86,7 @@ class ChatGenerator:
 
 
 def build_generator(settings, keywords: KeywordExtractor):
-    """The generator named by ``generator.type`` (:class:`ragmem.settings.GeneratorSettings`, or a
+    """The generator named by ``generator.type`` (:class:`ragmem.config.settings.GeneratorSettings`, or a
     dict of them)."""
     settings = as_section(GeneratorSettings, settings, "generator")
     if settings.type == "extractive":

@@ -14,8 +14,8 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
-from ragmem import calls
-from ragmem.endpoints import OPENAI_URL, Breaker
+from ragmem.clients import calls
+from ragmem.clients.endpoints import Breaker, OPENAI_URL
 from ragmem.errors import ConfigError
 from ragmem.reference.corpus import Chunk
 from ragmem.text.keywords import KeywordExtractor

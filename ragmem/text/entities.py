@@ -1,7 +1,7 @@
 """Offline entities of a text, for ``context_entity_recall`` without an LLM: part-of-speech tags for
 Chinese, capitalised spans and numbers for English.
 
-Kept apart from :mod:`ragmem.metrics.rag` so that the scoring workers (:mod:`ragmem.parallel`)
+Kept apart from :mod:`ragmem.metrics.rag` so that the scoring workers (:mod:`ragmem.runtime.parallel`)
 import only this, not the metric families (pandas and numpy: about 90 MB in each worker).
 """
 
@@ -53,7 +53,7 @@ class OfflineEntities:
 
 
 def offline_entities(texts: Sequence[str], tokenizer: str, stopwords: tuple[str, ...]) -> list[set[str]]:
-    """:class:`OfflineEntities` of each text (a mapped function: see :mod:`ragmem.parallel`)."""
+    """:class:`OfflineEntities` of each text (a mapped function: see :mod:`ragmem.runtime.parallel`)."""
     K = keywords_for(tokenizer, tuple(stopwords))
     extract = OfflineEntities(K.stopwords, K.tokenizer)
     return [extract(text) for text in texts]

@@ -26,7 +26,7 @@ from functools import lru_cache
 from importlib import metadata
 
 from ragmem.errors import ConfigError
-from ragmem.parallel import SERIAL
+from ragmem.runtime.parallel import SERIAL
 from ragmem.text.tokenizers import get_tokenizer
 
 DEFAULT_STOPWORDS = ("stopwords-iso:zh", "stopwords:en")
@@ -102,7 +102,7 @@ class KeywordExtractor:
 
     def prime(self, texts, mapper=None) -> None:
         """Compute the keyword sets of ``texts`` at once (on ``mapper``'s workers: see
-        :mod:`ragmem.parallel`), so the metrics that ask for them later find them."""
+        :mod:`ragmem.runtime.parallel`), so the metrics that ask for them later find them."""
         distinct = list(dict.fromkeys(texts))
         todo = [t for t in distinct if t not in self._known]
         self.hits += len(distinct) - len(todo)
@@ -172,7 +172,7 @@ def keywords_for(tokenizer: str, stopwords: tuple[str, ...]) -> KeywordExtractor
 
 
 def keyword_sets(texts, tokenizer: str, stopwords: tuple[str, ...]) -> list[tuple[str, ...]]:
-    """``K(text)`` of each text, as a tuple (a mapped function: see :mod:`ragmem.parallel`)."""
+    """``K(text)`` of each text, as a tuple (a mapped function: see :mod:`ragmem.runtime.parallel`)."""
     K = keywords_for(tokenizer, tuple(stopwords))
     return [tuple(K._keywords(text)) for text in texts]  # each text comes once: a worker caches nothing
 
@@ -180,7 +180,7 @@ def keyword_sets(texts, tokenizer: str, stopwords: tuple[str, ...]) -> list[tupl
 def keyword_cosines(pairs, tokenizer: str, stopwords: tuple[str, ...]) -> list[float]:
     """Cosine of the keyword-count vectors (:meth:`KeywordExtractor.tokens`, repeats counted) of
     each ``(a, b)`` pair: ``Σ_t a_t b_t / (‖a‖ ‖b‖)``, 0 when either has none (offline
-    ``answer_relevancy``; a mapped function: see :mod:`ragmem.parallel`)."""
+    ``answer_relevancy``; a mapped function: see :mod:`ragmem.runtime.parallel`)."""
     K = keywords_for(tokenizer, tuple(stopwords))
     out = []
     for a, b in pairs:

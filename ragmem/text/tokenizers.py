@@ -117,7 +117,7 @@ class RjiebaTokenizer(_RunTokenizer):
                               "pip install rjieba), or choose keywords.tokenizer: jieba") from None
         self._rjieba = rjieba
         # its dictionary (33 MB, loaded on first use) now: the processes a map forks from this one
-        # share it instead of each loading its own (ragmem.parallel.ForkPool)
+        # share it instead of each loading its own (ragmem.runtime.parallel.ForkPool)
         rjieba.cut("词典")
 
     def segment_cjk(self, run: str) -> list[str]:

@@ -28,7 +28,7 @@ def table_kinds(n_rows: int, copies_max_rows: int = COPIES_MAX_ROWS) -> tuple[st
 
 
 def table_file(table: pd.DataFrame, folder: str | Path, name: str, kind: str) -> str:
-    """``<name>.parquet`` (``kind="parquet"``: what :func:`ragmem.compare.load_run_table` reads),
+    """``<name>.parquet`` (``kind="parquet"``: what :func:`ragmem.tracking.runs.load_run_table` reads),
     ``<name>.csv`` (``"csv"``, for spreadsheets) or ``<name>.json`` (``"json"``: MLflow's table
     format, ``{"columns", "data"}``, for the UI's Evaluation/Artifacts view) in ``folder``; list and
     dict cells as JSON text. Floats with 15 significant digits in the JSON (pandas' most;
@@ -109,7 +109,7 @@ def read_parquet(path: str | Path) -> pd.DataFrame:
 
 
 def read_table(path: str | Path) -> pd.DataFrame:
-    """A per-example table :func:`write_parquet` wrote, as :func:`ragmem.pipeline.build_table` made
+    """A per-example table :func:`write_parquet` wrote, as :func:`ragmem.run.pipeline.build_table` made
     it: the JSON text cells decoded again (lists and dicts), the verdict and label columns
     nullable integers, a missing number NaN (a streamed run's ``EvaluationResult.table``)."""
     import pyarrow.parquet as pq
@@ -120,7 +120,7 @@ def read_table(path: str | Path) -> pd.DataFrame:
 
 class ParquetTable:
     """A per-example table on disk, read ``rows`` at a time (:meth:`chunks`): what a paired
-    comparison (:mod:`ragmem.paired`) sums chunk by chunk without holding either run's table.
+    comparison (:mod:`ragmem.stats.paired_runs`) sums chunk by chunk without holding either run's table.
     ``built``: chunks as :func:`read_table` gives them, else as :func:`read_parquet`; ``keep``:
     what must live as long as the file (the temporary folder it was downloaded to);
     ``attrs``: as a frame's (``attrs["run"]``, the MLflow run it was logged by)."""
@@ -187,7 +187,7 @@ def plot_files(metrics: dict[str, Any], latency_s: pd.Series, folder: str | Path
     and the latency histogram (when latency was measured)."""
     figures = {}
     if metrics.get("confusion_tp") is not None or latency_s.notna().any():
-        from ragmem import plots  # matplotlib: imported only where a plot is drawn
+        from ragmem.tracking import plots  # matplotlib: imported only where a plot is drawn
 
         if metrics.get("confusion_tp") is not None:
             figures["confusion_matrix.png"] = plots.confusion_matrix_figure(metrics)

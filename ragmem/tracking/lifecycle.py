@@ -14,8 +14,8 @@ from typing import Any, Iterator
 
 import pandas as pd
 
-from ragmem import interrupts
 from ragmem.metrics.names import RELIABILITY
+from ragmem.runtime import interrupts
 from ragmem.tracking.store import _ERROR_TAG_LIMIT, Tracker
 
 

@@ -7,7 +7,7 @@
   characters, source path, schema of the fields the records use, profile with rows and the sha256);
 - Traces: the slowest and failed agent calls, each with the judge's verdict (its reason as the
   rationale) and the example's headline scores as assessments;
-- Artifacts: config, summary, the per-example table, ``report.html`` (:mod:`ragmem.report_html`),
+- Artifacts: config, summary, the per-example table, ``report.html`` (:mod:`ragmem.report.html`),
   plots, the journal.
 """
 
@@ -22,9 +22,9 @@ from typing import Any
 
 import pandas as pd
 
-from ragmem.parallel import mapper_for
+from ragmem.runtime.parallel import mapper_for
 from ragmem.tracking import files
-from ragmem.tracking.lifecycle import TrackedRun, log_results, tracked_run
+from ragmem.tracking.lifecycle import log_results, tracked_run, TrackedRun
 from ragmem.tracking.store import Feedback
 
 # per-example scores shown on a trace (5 ms each on sqlite: the headline ones, not every k)
@@ -92,7 +92,7 @@ def record_run(run: TrackedRun, resolved_config: dict[str, Any], params: dict[st
                copies_max_rows: int = files.COPIES_MAX_ROWS) -> int:
     """Log one evaluation run: the dataset as its input, agent traces with assessments, params, metrics (+ counts and ``{metric}_ci_low/high``),
     the resolved config, ``summary.json``, ``report`` as ``report.html`` (the page is made by the caller:
-    :func:`ragmem.report_html.run_page`), the per-example table (``examples.parquet``, and up to
+    :func:`ragmem.report.html.run_page`), the per-example table (``examples.parquet``, and up to
     ``copies_max_rows`` rows ``examples.csv`` and the MLflow table ``examples.json``), the plots and ``extra_files`` (the journal). Idempotent (see
     :func:`log_results`; traces are written once). Returns the number of traces.
 
@@ -213,12 +213,12 @@ PAIRWISE_METRICS = ("win_rate", "wins", "ties", "losses", "swap_inconsistency", 
 
 
 def record_pairwise(tracker, experiment: str, result: dict[str, Any]) -> str:
-    """A pairwise comparison (:mod:`ragmem.pairwise`) as a run of its own in ``experiment``, linked
-    to both runs by the tags ``ragmem.pairwise.run_a`` / ``run_b``: its settings as params, the
+    """A pairwise comparison (:mod:`ragmem.judges.pairwise`) as a run of its own in ``experiment``, linked
+    to both runs by the tags ``ragmem.judges.pairwise.run_a`` / ``run_b``: its settings as params, the
     figures as metrics (the judge's usage under ``usage/``), the per-example verdicts and reasons as
     ``pairwise.json``. Returns the run id."""
     a, b = result["run_a"], result["run_b"]
-    tags = {"ragmem.kind": "pairwise", "ragmem.pairwise.run_a": a, "ragmem.pairwise.run_b": b}
+    tags = {"ragmem.kind": "pairwise", "ragmem.judges.pairwise.run_a": a, "ragmem.judges.pairwise.run_b": b}
     low, high = result["win_rate_ci"] or (None, None)
     with tracked_run(tracker, experiment, f"pairwise {a[:8]} vs {b[:8]}", tags=tags) as run:
         log_results(run, params={"judge": "pairwise", "judge.signature": result["judge_signature"],

@@ -21,12 +21,12 @@ from typing import Any, Callable, Iterator
 
 import pandas as pd
 
-from ragmem import home
-from ragmem.environment import DATABASE_SCHEMES, tracking_scheme
 from ragmem.errors import ConfigError
-from ragmem.imports import lean_import
-from ragmem.processes import host, run_is_dead
+from ragmem.runtime import home
+from ragmem.runtime.imports import lean_import
+from ragmem.runtime.processes import host, run_is_dead
 from ragmem.tracking.files import table_files
+from ragmem.tracking.uri import DATABASE_SCHEMES, tracking_scheme
 
 _PARAM_LIMIT = 6000  # MLflow's limit for a param value
 _ERROR_TAG_LIMIT = 5000
@@ -194,7 +194,7 @@ class Tracker:
                    parent_run_id: str | None = None) -> str:
         """A new run (status RUNNING until :func:`tracked_run` ends it), tagged with the host and pid
         that run it (``ragmem.host``, ``ragmem.pid``): a run left RUNNING by a dead process is then
-        recognisable (see :mod:`ragmem.resume`)."""
+        recognisable (see :mod:`ragmem.run.resume`)."""
         tags = {**source_tags(), "ragmem.host": host(), "ragmem.pid": str(os.getpid()), **(tags or {})}
         if parent_run_id:
             tags["mlflow.parentRunId"] = parent_run_id

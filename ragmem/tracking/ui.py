@@ -16,8 +16,8 @@ import os
 import warnings
 
 from ragmem.errors import RagmemError
-from ragmem.imports import lean_import
-from ragmem.processes import bind_error
+from ragmem.runtime.imports import lean_import
+from ragmem.runtime.processes import bind_error
 from ragmem.tracking.store import prepare_local_store
 
 APP = "mlflow.server.fastapi_app:app"

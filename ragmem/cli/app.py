@@ -1,0 +1,350 @@
+"""The ``ragmem`` command line. Every user mistake ends as one ``error: ...`` line and exit code 2."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, List, Optional
+
+import typer
+import typer.core
+
+from ragmem.cli.common import (log, pairwise_command, rerun_against, rerun_manifest, run_flow, setup_logging,
+                               store_client, writable, write)
+from ragmem.cli.scheduling import pick_flow, schedule_for, serve_flow
+from ragmem.cli.services import data_app, init, labels_app, report, server_app, trigger, ui
+from ragmem.config.loading import data_path
+from ragmem.data.loaders import check_file, DataFile
+from ragmem.data.readers import check_encoding
+from ragmem.errors import RagmemError, Stopped
+from ragmem.exits import check_environment, finish as finish_command, leave, prepare_environment
+from ragmem.orchestration.server import resolve_api_url
+from ragmem.report.terminal import (out, plural, print_bench, print_paired, print_pairwise, print_rerun, print_runs, print_stored,
+                                    print_stored_parent, print_summary, print_sweep, say)
+from ragmem.run import dryrun, gates, prepare
+from ragmem.tracking.runs import latest_experiment, list_runs, paired_comparison
+from ragmem.version import __version__
+
+
+class _Commands(typer.core.TyperGroup):
+    """The command group. Typer turns a ``KeyboardInterrupt`` into ``Exit(130)``, which in this
+    non-standalone use comes back as a plain 130: no line, and SIGTERM's 143 lost. A Ctrl+C or
+    SIGTERM during a command (its arguments' parsing included) leaves here as :class:`Stopped`,
+    which typer passes on to :func:`main`'s one line and code."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as exc:
+            raise Stopped(exc) from None
+
+
+app = typer.Typer(cls=_Commands, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Evaluate RAG systems and agent memory layers; every run is tracked in MLflow.")
+
+
+@app.command()
+def run(
+    config: Path = typer.Argument(..., help="YAML config (see configs/default.yaml)."),
+    data: Optional[str] = typer.Option(None, "--data", help="Dataset file; replaces data.files."),
+    set_: List[str] = typer.Option([], "--set", help="Override a setting: dotted.key=value (repeatable)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o",
+                                          help="Where to write the summary JSON [default: summary.json]."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's own logs too."),
+    show_all: bool = typer.Option(False, "--all", help="Print every metric, not only the headline ones."),
+    resume: Optional[str] = typer.Option(None, "--resume", metavar="RUN_ID",
+                                         help="Continue an interrupted, failed or killed run (same config)."),
+    no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip checking every endpoint before the first call."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Validate, check the endpoints and print the LLM and "
+                                 "embedding requests, cached share and cost the run would have; send nothing."),
+    fail_under: List[str] = typer.Option([], "--fail-under", metavar="METRIC=VALUE",
+                                         help="Exit 3 when METRIC is below VALUE (repeatable; adds to gates)."),
+    fail_over: List[str] = typer.Option([], "--fail-over", metavar="METRIC=VALUE",
+                                        help="Exit 3 when METRIC is above VALUE (repeatable; adds to gates)."),
+    baseline: Optional[str] = typer.Option(None, "--baseline", metavar="RUN_ID",
+                                           help="Run (id or unique prefix) that --max-regression compares with."),
+    max_regression: List[str] = typer.Option([], "--max-regression", metavar="METRIC=DELTA",
+                                             help="Exit 3 when METRIC is significantly worse than the baseline "
+                                                  "by more than DELTA (paired test; repeatable)."),
+) -> None:
+    """Run the evaluation flow: load -> time the agent -> judge -> metrics -> MLflow."""
+    setup_logging(verbose)
+    if output is not None or not dry_run:
+        output = writable(output or Path("summary.json"))
+    extra: dict[str, Any] = {"gates": gates.from_options(fail_under, fail_over, max_regression)}
+    if baseline:
+        extra["baseline"] = baseline
+    ready = prepare.for_run(prepare.resolve(config, overrides=set_, data=data, extra=extra), resume=resume)
+    if dry_run:  # nothing is tracked, no Prefect flow: a plan, printed (and written with --output)
+
+        plan = dryrun.dry_run(ready.config, str(config), dataset=ready.dataset, resume=ready.resume,
+                              preflight=not no_preflight)
+        for line in dryrun.render(plan):
+            out.print(line, highlight=False, markup=False)
+        if output is not None:
+            write(output, plan.as_dict(), "dry run")
+        return
+
+    def finish(summary: dict[str, Any]) -> None:
+        print_summary(summary, show_all, stored=False)
+        write(output, summary, "summary")
+        failed = [g for g in summary.get("gates", []) if not g["passed"]]
+        if summary.get("gates") and not failed:
+            out.print(f"gates: all {len(summary['gates'])} passed")
+        print_stored(summary)  # the last line: where the run is and how to see it
+        if failed:  # the run is complete and logged: now the verdict, one line per failed gate, exit 3
+            raise gates.GateFailed([gates.GateResult(**g) for g in failed])
+
+    try:
+        run_flow("ragmem.flows.evaluate:run_evaluate", ready, verbose, finish, resume=ready.resume,
+                 preflight=not no_preflight)
+    except RagmemError as exc:  # the tracking store went away after the work: the summary is still written
+        if getattr(exc, "ragmem_summary", None):
+            write(output, exc.ragmem_summary, "summary")
+        raise
+
+
+@app.command()
+def sweep(
+    config: Path = typer.Argument(..., help="YAML config with a sweep section (see configs/sweep_retriever.yaml)."),
+    data: Optional[str] = typer.Option(None, "--data", help="Dataset file; replaces data.files."),
+    set_: List[str] = typer.Option([], "--set", help="Override a setting: dotted.key=value (repeatable)."),
+    output: Path = typer.Option(Path("sweep.json"), "--output", "-o", help="Where to write the sweep JSON."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's own logs too."),
+    resume: Optional[str] = typer.Option(None, "--resume", metavar="PARENT_RUN_ID",
+                                         help="Continue an interrupted sweep: rerun only its unfinished configurations."),
+    no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip checking every endpoint before the first call."),
+) -> None:
+    """Evaluate every configuration of a grid: one MLflow parent run, one child run each."""
+    setup_logging(verbose)
+    writable(output)
+    ready = prepare.for_sweep(prepare.resolve(config, overrides=set_, data=data), resume=resume)
+    spec = ready.sweep.spec
+
+    def finish(result: dict[str, Any]) -> None:
+        print_sweep(result, spec)
+        write(output, result, "sweep")
+        print_stored_parent(result)
+        if result["children"] and all(c["status"] != "FINISHED" for c in result["children"]):
+            raise RagmemError(f"sweep: every one of the {len(result['children'])} configurations failed "
+                              f"(first: {result['children'][0]['error']}); see {output}")
+
+    run_flow("ragmem.flows.sweep:run_sweep", ready, verbose, finish, preflight=not no_preflight, resume=ready.resume)
+
+
+@app.command()
+def compare(
+    runs: List[str] = typer.Argument(None, help="RUN_A RUN_B for a paired comparison; none for a table of runs."),
+    experiment: Optional[str] = typer.Option(None, "--experiment", "-e", help="Experiment whose runs to list (default: the latest run's)."),
+    metric: str = typer.Option("pass_rate", "--metric", "-m", help="Metric to sort by (best first)."),
+    last: int = typer.Option(20, "--last", "-n", help="How many of the latest runs to list."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write the comparison as JSON."),
+    tracking_uri: Optional[str] = typer.Option(None, "--tracking-uri", help="Default: MLFLOW_TRACKING_URI or sqlite:///mlruns/mlflow.db."),
+    metrics: List[str] = typer.Option([], "--metrics", help="Paired mode: only these metrics (repeatable)."),
+    resamples: int = typer.Option(1000, "--resamples", help="Paired mode: bootstrap/randomization resamples."),
+    seed: int = typer.Option(0, "--seed", help="Paired mode: random seed."),
+    judge: str = typer.Option("metrics", "--judge", help="Paired mode: metrics (each metric, B - A) or pairwise "
+                                                           "(an LLM judge sees both answers, in both orders)."),
+    rubric: Optional[str] = typer.Option(None, "--rubric", help="Pairwise: judge by this rubric of the config "
+                                                                 "(default: which answer better answers the query)."),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Pairwise: config whose judge (and rubrics) "
+                                                                        "to use."),
+    set_: List[str] = typer.Option([], "--set", help="Pairwise: override a setting, e.g. judge.model=NAME (repeatable)."),
+) -> None:
+    """Compare runs: the latest runs of an experiment sorted by a metric, or two runs example by example
+    (every metric, or an LLM judge's preference between their answers)."""
+    if runs and len(runs) != 2:  # the arguments first: a mistake costs no store
+        raise RagmemError(f"compare: give two run ids (RUN_A RUN_B) or none, got {len(runs)}")
+    if metrics and not runs:
+        raise RagmemError("compare: --metrics goes with two run ids (RUN_A RUN_B); the table of runs takes --metric")
+    if resamples < 1:
+        raise RagmemError(f"--resamples: expected a positive integer, got {resamples}")
+    if last < 1:
+        raise RagmemError(f"--last: expected a positive integer, got {last}")
+    if judge not in ("metrics", "pairwise"):
+        raise RagmemError(f"--judge: expected metrics or pairwise, got {judge!r}")
+    if judge == "metrics" and (rubric or config or set_):
+        raise RagmemError("compare: --rubric, --config and --set go with --judge pairwise")
+    if judge == "pairwise" and not runs:
+        raise RagmemError("compare --judge pairwise: give two run ids (RUN_A RUN_B)")
+    if output is not None:
+        output = writable(output)
+    if judge == "pairwise":
+        result = pairwise_command(runs, config, set_, rubric, tracking_uri, resamples, seed)
+        print_pairwise(result)
+        say(f"MLflow pairwise run {result['pairwise_run_id']}")
+        if output:
+            write(output, result, "pairwise comparison")
+        return
+
+    client = store_client(tracking_uri)
+    if runs:
+        result = paired_comparison(client, runs[0], runs[1], list(metrics) or None, resamples, seed)
+        print_paired(result)
+        if output:
+            write(output, result, "comparison")
+        return
+    experiment = experiment or latest_experiment(client)
+    table, warnings = list_runs(client, experiment, metric, last)
+    print_runs(table, f"{experiment}: {plural(len(table), 'run')}, sorted by {metric}", warnings)
+    if output:
+        write(output, {"experiment": experiment, "metric": metric, "warnings": warnings,
+                        "runs": json.loads(table.to_json(orient="records"))}, "comparison")
+
+
+@app.command()
+def serve(
+    config: Path = typer.Argument(..., help="YAML config of the run (or sweep) to schedule."),
+    cron: str = typer.Option(..., "--cron", help='Cron schedule, e.g. "0 2 * * *" (02:00 every day).'),
+    name: Optional[str] = typer.Option(None, "--name", help="Deployment name (default: the experiment)."),
+    flow_kind: str = typer.Option("auto", "--flow", help="evaluate, sweep, or auto (sweep when the config has sweep.grid)."),
+    timezone: str = typer.Option("UTC", "--timezone", help="Time zone of the cron schedule."),
+    data: Optional[str] = typer.Option(None, "--data", help="Dataset file; replaces data.files."),
+    set_: List[str] = typer.Option([], "--set", help="Override a setting: dotted.key=value (repeatable)."),
+) -> None:
+    """Serve the evaluate (or sweep) flow as a Prefect deployment on a cron schedule (runs until Ctrl+C)."""
+    setup_logging(False)
+
+    cfg = prepare.resolve(config, overrides=set_, data=data)
+    prepare.for_run(cfg)  # checked now; each scheduled run prepares itself afresh (the data may change)
+    resolved = cfg.raw
+    schedule_for(cron, timezone)  # --cron, --timezone and --flow checked before the Prefect server starts
+    pick_flow(resolved, flow_kind)
+    api_url = resolve_api_url(log=log.info)
+    serve_flow(resolved, cron=cron, name=name, flow_kind=flow_kind, timezone=timezone, api_url=api_url,
+               log=lambda message: out.print(message, markup=False, highlight=False))
+
+
+@app.command("bench-memory")
+def bench_memory(
+    config: Optional[Path] = typer.Argument(None, help="YAML config with a bench section (see configs/locomo.yaml, "
+                                                        "configs/longmemeval.yaml); none with --rerun."),
+    data: Optional[str] = typer.Option(None, "--data", help="The data of bench.dataset: LoCoMo's locomo10.zip, a folder, "
+                                                            "a file or locomo10.json; a LongMemEval JSON file."),
+    limit_conversations: Optional[int] = typer.Option(None, "--limit-conversations",
+                                                      help="Only the first N conversations (LongMemEval: questions)."),
+    limit_questions: Optional[int] = typer.Option(None, "--limit-questions", help="N questions of each conversation "
+                                                  "(LongMemEval: in all), round-robin across the categories."),
+    set_: List[str] = typer.Option([], "--set", help="Override a setting: dotted.key=value (repeatable)."),
+    output: Path = typer.Option(Path("summary.json"), "--output", "-o", help="Where to write the summary JSON."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's own logs too."),
+    no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip checking every endpoint before the first call."),
+    rerun: Optional[str] = typer.Option(None, "--rerun", help="Run a finished benchmark again from its manifest (its "
+                                                               "parent run id) and compare each layer with its first run."),
+) -> None:
+    """Benchmark memory layers on LoCoMo or LongMemEval: ingest, recall, answer, score; baselines beside them."""
+    setup_logging(verbose)
+    writable(output)
+    if (config is None) == (rerun is None):
+        raise RagmemError("bench-memory: give a CONFIG, or --rerun PARENT_RUN_ID (the manifest holds the config)")
+    first = None
+    if rerun is not None:
+        if data or limit_conversations or limit_questions or set_:
+            raise RagmemError("bench-memory --rerun: runs the manifest as it is; --data, --limit-* and --set do not apply")
+        first, manifest = rerun_manifest(rerun)
+    extra: dict[str, Any] = {}
+    for key, value in (("limit_conversations", limit_conversations), ("limit_questions", limit_questions)):
+        if value is not None:
+            if value < 1:
+                raise RagmemError(f"--{key.replace('_', '-')}: expected a positive integer, got {value!r}")
+            extra[key] = value
+    if data:
+        extra["data"] = data_path(data, Path.cwd(), "--data")
+    if first is not None:
+        ready = prepare.for_bench(prepare.resolve(None, extra=manifest["config"]))
+    else:
+        ready = prepare.for_bench(prepare.resolve(config, overrides=set_, extra={"bench": extra} if extra else None))
+
+    def finish(result: dict[str, Any]) -> None:
+        print_bench(result)
+        if first is not None:
+            result["rerun_of"], result["rerun"] = first, rerun_against(first, result)
+            print_rerun(result["rerun"], first)
+        write(output, result, "summary")
+        print_stored_parent(result)
+        if result["methods"] and all(m["status"] != "FINISHED" for m in result["methods"]):
+            raise RagmemError(f"bench-memory: every one of the {len(result['methods'])} methods failed "
+                              f"(first: {result['methods'][0]['method']}: {result['methods'][0].get('error')})")
+
+    run_flow("ragmem.flows.bench_memory:bench_memory_flow", ready, verbose, finish, preflight=not no_preflight)
+
+
+@app.command()
+def validate(
+    data: Path = typer.Argument(..., help="Dataset file (JSON, JSONL, CSV or Parquet)."),
+    label: Optional[int] = typer.Option(None, "--label", help="File-level label (1 correct, 0 wrong)."),
+    format: str = typer.Option("auto", "--format", help="json, jsonl, csv, parquet or auto (by suffix)."),
+    no_answer: bool = typer.Option(False, "--no-answer", help="Answers come from a live agent: do not require them."),
+    coerce_numbers: bool = typer.Option(False, "--coerce-numbers", help="Read numbers as text (data.coerce_numbers)."),
+    encoding: str = typer.Option("utf-8", "--encoding", help="Text encoding (data.encoding), e.g. gb18030."),
+) -> None:
+    """Report every invalid record; exit 0 when the file is valid, 2 when not."""
+    if label not in (None, 0, 1):
+        raise RagmemError(f"--label: expected 0 or 1, got {label}")
+    try:
+        check_encoding(encoding)
+    except ValueError as exc:
+        raise RagmemError(f"--encoding: {exc}") from None
+    report = check_file(DataFile(data, label, format, coerce_numbers, encoding), require_answer=not no_answer)
+    for problem in report.problems:
+        print(f"invalid: {problem}", file=sys.stderr)
+    n_bad = len({p.record for p in report.problems})
+    if report.problems:
+        print(f"{data}: {plural(report.n_records, 'record')}, {n_bad} invalid, {plural(len(report.problems), 'problem')}",
+              file=sys.stderr)
+        raise typer.Exit(2)
+    print(f"{data}: {plural(report.n_records, 'record')}, all valid")
+
+
+app.add_typer(server_app, name="server")
+app.add_typer(labels_app, name="labels")
+app.add_typer(data_app, name="data")
+app.command()(init)
+app.command()(report)
+app.command()(trigger)
+app.command()(ui)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"ragmem {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
+                                           help="Print the version and exit.")) -> None:
+    """Evaluate RAG systems and agent memory layers; every run is tracked in MLflow."""
+
+
+def check_set_flags(argv: list[str]) -> None:
+    """``--set key value`` (a space for the ``=``) would reach click as a stray argument with a bare
+    "unexpected extra argument": name the form instead, before anything runs."""
+    for flag, value in zip(argv, argv[1:]):
+        if flag == "--set" and "=" not in value and not value.startswith("-"):
+            raise RagmemError(f"--set {value}: expected dotted.key=value with no space around '=' "
+                              f"(e.g. --set judge.threshold=0.5)")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: every outcome ends as one line and an exit code (:mod:`ragmem.exits`)."""
+    command = argv is None  # the ``ragmem`` command itself, not a caller in Python
+    argv = list(sys.argv[1:] if argv is None else argv)
+    prepare_environment(argv)
+    try:
+        check_set_flags(argv)
+        check_environment()
+        code = app(args=argv, prog_name="ragmem", standalone_mode=False)
+        code = code if isinstance(code, int) else 0
+        if code == 130:  # typer's own interrupt (Ctrl+C before any command began): still the one line
+            code = finish_command(KeyboardInterrupt(), argv)
+    except BaseException as exc:  # noqa: BLE001 (every kind is mapped to its line and code)
+        code = finish_command(exc, argv)
+    if command:
+        leave(code)
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,162 @@
+"""What the ``ragmem`` commands share (:mod:`ragmem.cli.app`, :mod:`ragmem.cli.services`): logging to
+stderr, the ``--output`` check, the client of the store a command reads, writing a JSON result, and
+running a flow on a prepared run."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+from ragmem.clients import endpoints
+from ragmem.clients.endpoints import check_store
+from ragmem.clients.llm_client import JudgeClient
+from ragmem.config.secrets import ScrubFilter
+from ragmem.data.hashing import file_sha256
+from ragmem.errors import RagmemError
+from ragmem.judges import pairwise
+from ragmem.memory import bench_compare
+from ragmem.memory.bench_data import DATASETS
+from ragmem.orchestration.prefect_api import run_flow as start
+from ragmem.report.terminal import out
+from ragmem.run import prepare
+from ragmem.run.summary import write_json
+from ragmem.runtime import home
+from ragmem.tracking import record_pairwise, Tracker
+from ragmem.tracking.runs import artifact_json, bench_rows, load_run_table, resolve_run_id
+
+log = logging.getLogger("ragmem")
+
+
+class _Stderr(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is at the time (a test's capture, a redirected stream)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):
+        pass
+
+
+def setup_logging(verbose: bool) -> None:
+    if not any(isinstance(h, _Stderr) for h in log.handlers):
+        handler = _Stderr()
+        handler.setFormatter(logging.Formatter("ragmem | %(message)s"))
+        handler.addFilter(ScrubFilter())  # a URL's password and secret query parameters never printed
+        log.addHandler(handler)
+    log.setLevel(logging.DEBUG if verbose else logging.INFO)
+    log.propagate = False
+    # MLflow announces creating and migrating its sqlite tables at INFO on first use: not news to a
+    # user of the command line (the library itself leaves logger levels alone)
+    for name in ("mlflow.store.db.utils", "alembic", "mlflow.tracing.export.async_export_queue"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    # ... nor urllib3's WARNING per retried request to a tracking server (the outcome is reported)
+    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
+    # ... nor SQLAlchemy's pool, which logs "Error closing cursor" with a traceback when Ctrl+C or
+    # SIGTERM interrupts a read of the MLflow store (the interrupt is the command's one line)
+    logging.getLogger("sqlalchemy.pool").setLevel(logging.CRITICAL)
+
+
+def run_flow(target: str, ready: prepare.Prepared, verbose: bool, finish: Callable[[dict[str, Any]], None],
+             **kwargs: Any) -> None:
+    """Run a flow on the prepared run ``ready`` (handed over by token: its data is not loaded again)
+    and hand the flow's result to ``finish`` (see :func:`ragmem.orchestration.prefect_api.run_flow`)."""
+    token = prepare.hand_over(ready)
+    try:  # (an interrupt leaves the command as Stopped: ragmem.cli.app's command group makes it one)
+        start(target, ready.config.raw, finish, quiet=not verbose, log=log.info, prepared=token, **kwargs)
+    finally:
+        prepare.drop(token)
+
+
+def writable(path: Path) -> Path:
+    """Check ``--output`` before any work (a result computed and then lost is the worst outcome)."""
+    path = Path(path)
+    if path.is_dir():
+        raise RagmemError(f"--output {path}: is a folder; name a file, e.g. {path / 'summary.json'}")
+    try:  # the folder is made now (it would be at the end) and a file is tried in it
+        path.resolve().parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.resolve().parent, prefix=".ragmem-check-"):
+            pass
+        if path.exists():
+            with open(path, "a", encoding="utf-8"):
+                pass
+    except OSError as exc:
+        raise RagmemError(f"--output {path}: cannot be written ({exc.strerror or exc})") from None
+    return path
+
+
+def store_uri(tracking_uri: str | None) -> str:
+    """The store a command reads (``--tracking-uri``, else ``MLFLOW_TRACKING_URI``, else the embedded
+    default), checked: a tracking server that does not answer is one line, exit 2."""
+    uri = home.tracking_uri(tracking_uri)
+    check_store(uri, "--tracking-uri" if tracking_uri else "MLFLOW_TRACKING_URI" if os.environ.get("MLFLOW_TRACKING_URI")
+                else "tracking.uri")
+    return uri
+
+
+def store_client(tracking_uri: str | None):
+    """An MLflow client of the store a command reads (:func:`store_uri`)."""
+    return Tracker(store_uri(tracking_uri)).client
+
+
+def write(path: Path, payload: dict[str, Any], what: str) -> None:
+    write_json(path, payload)
+    out.print(f"{what} written to {path}", markup=False, highlight=False, soft_wrap=True)  # a long path: one line
+
+
+def pairwise_command(runs: list[str], config: Path | None, overrides: list[str], rubric: str | None,
+                     tracking_uri: str | None, resamples: int, seed: int) -> dict[str, Any]:
+    """``ragmem compare RUN_A RUN_B --judge pairwise``: the judge's settings (and rubrics) from
+    ``--config``/``--set`` checked, both runs' tables read and their shared examples counted, the
+    judge's endpoint probed, all before any request; then the comparison, logged as a run of its own
+    in run A's experiment (:func:`ragmem.tracking.record_pairwise`)."""
+    # (only the judge and the rubrics are read: a metric selection that needs more endpoints is not asked for)
+    cfg = prepare.resolve(config, overrides=overrides, extra={"metrics": ["pass_rate"]})
+    if cfg.judge.type != "llm":
+        raise RagmemError("compare --judge pairwise: needs an LLM judge: judge.type llm and judge.model (with "
+                          "judge.base_url), in --config or with --set")
+    chosen = None
+    if rubric is not None:
+        found = {r.name: r for r in cfg.rubric_definitions()}
+        if rubric not in found:
+            raise RagmemError(f"--rubric {rubric}: not a rubric of the config (rubrics: {', '.join(found) or 'none'})")
+        chosen = found[rubric]
+    client = store_client(tracking_uri)
+    a, b = load_run_table(client, runs[0]), load_run_table(client, runs[1])
+    pairwise.pairs_to_judge(a, b)  # nothing to judge: one line, before the probe and any request
+    endpoints.preflight([e for e in endpoints.configured(cfg) if e.setting == "judge.base_url"])
+    result = pairwise.compare_pairwise(a, b, JudgeClient(cfg.judge), chosen, resamples, seed)
+    experiment = client.get_experiment(a.attrs["run"].info.experiment_id).name
+    result["pairwise_run_id"] = record_pairwise(Tracker(store_uri(tracking_uri)), experiment, result)
+    return result
+
+
+def rerun_manifest(run_ref: str) -> tuple[str, dict[str, Any]]:
+    """``bench-memory --rerun``: the first run's id and its manifest (``manifest.json`` of its parent
+    run, in the store of MLFLOW_TRACKING_URI or the home), the data checked to be the same bytes."""
+    client = store_client(None)
+    run_id = resolve_run_id(client, run_ref, "--rerun")
+    try:
+        manifest = artifact_json(client, run_id, "manifest.json")
+    except Exception:
+        raise RagmemError(f"--rerun {run_ref}: run {run_id} has no manifest.json (not a bench-memory parent run, "
+                          "or one logged before manifests)") from None
+    data = manifest["data"]
+    if not Path(data["path"]).exists() or file_sha256(data["path"]) != data["sha256"]:
+        raise RagmemError(f"--rerun {run_ref}: the data {data['path']} is missing or not the bytes the first run "
+                          f"read (sha256 {data['sha256'][:12]}...): nothing was run")
+    return run_id, manifest
+
+
+def rerun_against(first: str, result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each layer of the rerun against its first run, question by question (both read back from
+    their method runs: :func:`ragmem.tracking.runs.bench_rows`)."""
+    client = store_client(None)
+    categories = sorted(int(c) for c in result["categories"])
+    return bench_compare.rerun_comparison(bench_rows(client, first), bench_rows(client, result["parent_run_id"]),
+                                          categories, data=DATASETS[result["dataset"]])

@@ -1,0 +1,31 @@
+"""The ``ragmem`` command's first code: Ctrl+C and SIGTERM are one line from the first moment.
+
+The console script runs :func:`main`, which sets SIGTERM to raise :class:`ragmem.errors.Terminated`
+(a ``KeyboardInterrupt``, as Ctrl+C raises one) before anything slow happens, then imports the
+command line (about 2 s: pandas, Prefect, MLflow) and runs it. An interrupt during that import ends
+with ``interrupted`` and exit 130 (143 for SIGTERM), like an interrupt at any later moment
+(:mod:`ragmem.exits`), never with Python's traceback of the import.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from ragmem.errors import Terminated
+from ragmem.runtime.interrupts import sigterm_raises
+
+
+def main() -> None:
+    sigterm_raises()
+    try:
+        from ragmem.cli.app import main as command  # the slow import, inside the interrupt's reach
+    except KeyboardInterrupt as exc:
+        print("interrupted", file=sys.stderr)
+        sys.stderr.flush()
+        os._exit(143 if isinstance(exc, Terminated) else 130)
+    command()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+"""Scheduled runs: serve the evaluate or sweep flow as a Prefect deployment with a cron schedule.
+
+``flow.serve`` creates (or updates) the deployment on the Prefect server and then runs every
+scheduled (or manually triggered) flow run in a subprocess, until it is stopped. Paths in the
+parameters are made absolute, so a scheduled run writes to the same MLflow store as a manual run
+from this folder.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from typing import Any, Callable
+
+from ragmem.config import secrets as masking
+from ragmem.config.loading import RunConfig
+from ragmem.errors import ConfigError
+from ragmem.orchestration.prefect_api import prefect_context
+from ragmem.orchestration.server import QUIET_ENV
+from ragmem.runtime.home import ragmem_home
+
+
+def absolute_paths(config: dict[str, Any]) -> dict[str, Any]:
+    """The config with the tracking store, artifact root and data paths as absolute paths."""
+    config = copy.deepcopy(config)
+    cfg = RunConfig.from_dict(config)
+    config["tracking"]["uri"] = cfg.tracking_uri  # the home's store, whatever the worker's directory
+    config["tracking"]["artifact_root"] = cfg.artifact_root
+    for item in config["data"]["files"]:
+        if isinstance(item, dict):
+            item["path"] = os.path.abspath(item["path"])
+    return config
+
+
+def pick_flow(config: dict[str, Any], flow_kind: str):
+    if flow_kind not in ("auto", "evaluate", "sweep"):
+        raise ConfigError(f"--flow: expected evaluate, sweep or auto, got {flow_kind!r}")
+    is_sweep = flow_kind == "sweep" or (flow_kind == "auto" and bool(config["sweep"]["grid"]))
+    if is_sweep:
+        from ragmem.flows.sweep import sweep_flow_for  # slow import (Prefect): --flow is checked first
+
+        return sweep_flow_for(config)
+    from ragmem.flows.evaluate import evaluate_flow_for  # slow import (Prefect)
+
+    return evaluate_flow_for(config)
+
+
+def schedule_for(cron: str, timezone: str):
+    """The Prefect schedule, or one line naming what is wrong with ``--cron`` or ``--timezone``
+    (checked before the Prefect server is started)."""
+    import zoneinfo
+
+    from prefect.schedules import Cron
+
+    try:
+        zoneinfo.ZoneInfo(timezone)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ConfigError(f"--timezone: {timezone!r} is not an IANA time zone (for example UTC, Europe/Berlin, "
+                          f"America/New_York)") from None
+    try:
+        return Cron(cron, timezone=timezone)
+    except Exception as exc:
+        raise ConfigError(f"--cron: {cron!r} is not a valid cron schedule ({str(exc).splitlines()[0]})") from None
+
+
+def serve_flow(config: dict[str, Any], cron: str, name: str | None, flow_kind: str, timezone: str,
+               api_url: str, log: Callable[[str], None] = print) -> None:
+    schedule = schedule_for(cron, timezone)
+    # the served runs execute in subprocesses: they read these from the environment
+    os.environ.update({**QUIET_ENV, "PREFECT_API_URL": api_url, "RAGMEM_HOME": str(ragmem_home())})
+    # secrets masked in the deployment's parameters; the runs' subprocesses inherit them (ragmem.config.secrets)
+    parameters = {"config": masking.protect(absolute_paths(config))}
+    flow = pick_flow(config, flow_kind)
+    deployment = name or config["experiment"]
+    log(f"serving {flow.name}/{deployment} on '{cron}' ({timezone}) at {api_url}; "
+        f"trigger a run now with: ragmem trigger {deployment}; Ctrl+C to stop")
+    with prefect_context(api_url, quiet=False):
+        flow.serve(name=deployment, schedule=schedule, parameters=parameters, pause_on_shutdown=False,
+                   print_starting_message=False, limit=1)
+
+
+def trigger(name: str, api_url: str) -> tuple[str, str, str]:
+    """Start a run of the served deployment ``name`` (``NAME`` or ``FLOW/NAME``) now; the ``ragmem
+    serve`` process that serves it runs it. Returns (deployment, flow run name, flow run id)."""
+    import asyncio
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterName
+
+    wanted = name.split("/", 1)[-1]
+
+    async def go():
+        async with get_client() as client:
+            found = await client.read_deployments(deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=[wanted])))
+            flows = {}
+
+            async def label(d) -> str:
+                if d.flow_id not in flows:
+                    flows[d.flow_id] = (await client.read_flow(d.flow_id)).name
+                return f"{flows[d.flow_id]}/{d.name}"
+
+            full = [(await label(d), d) for d in found]
+            matches = [(n, d) for n, d in full if n == name or "/" not in name]
+            if len(matches) != 1:
+                every = [await label(d) for d in await client.read_deployments()]
+                why = "no deployment" if not matches else "more than one deployment"
+                raise ConfigError(f"trigger {name!r}: {why} of that name at {api_url}; deployments: "
+                                  f"{', '.join(sorted(every)) or '(none: start one with ragmem serve)'}")
+            label, deployment = matches[0]
+            run = await client.create_flow_run_from_deployment(deployment.id)
+            return label, run.name, str(run.id)
+
+    with prefect_context(api_url):
+        return asyncio.run(go())

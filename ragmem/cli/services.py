@@ -1,0 +1,175 @@
+"""The ``ragmem`` commands around the runs: the local Prefect server (``server start|status|stop``),
+the MLflow UI (``ui``), triggering a served deployment (``trigger``) and the HTML report
+(``report``). Registered on the one ``ragmem`` command in :mod:`ragmem.cli.app`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from ragmem.cli import starter
+from ragmem.cli.common import log, setup_logging, store_client, store_uri, writable
+from ragmem.data import published
+from ragmem.errors import RagmemError
+from ragmem.report import pages as report_pages
+from ragmem.run import relabel
+from ragmem.runtime import home
+from ragmem.runtime.home import ragmem_home
+from ragmem.orchestration.server import (
+    configured_api_url,
+    ensure_managed_server,
+    healthy,
+    managed_port,
+    server_owner,
+    stop_managed_server,
+)
+from ragmem.cli.scheduling import trigger as start
+from ragmem.report.terminal import out, plural, print_summary, say
+from ragmem.tracking.ui import serve_ui
+
+server_app = typer.Typer(no_args_is_help=True, help="The local Prefect server ragmem manages.")
+data_app = typer.Typer(no_args_is_help=True, help="Published datasets: fetched into the home's cache, pinned by sha256.")
+labels_app = typer.Typer(no_args_is_help=True, help="Human labels of a run's examples (judge.label_sample).")
+
+
+@data_app.command("fetch")
+def data_fetch(
+    name: str = typer.Argument(..., help="The dataset: locomo or seed-samples (ragmem data list)."),
+    mirror: Optional[str] = typer.Option(None, "--mirror", help="Fetch the files from this base URL instead (a local copy; the checksums still apply)."),
+    force: bool = typer.Option(False, "--force", help="Download again even when a verified copy is present."),
+) -> None:
+    """Download a published dataset into the home's cache ($RAGMEM_HOME/data/NAME), each file
+    checked against its pinned sha256; a config names it as fetched:NAME/FILE."""
+    spec = published.dataset(name)
+    target = published.fetch(name, mirror=mirror, force=force, say=say)
+    say(f"{name}: {plural(len(spec.files), 'file')} in {target} (licence: {spec.licence}); a config names "
+        f"them as {published.PREFIX}{name}/FILE")
+
+
+@data_app.command("list")
+def data_list() -> None:
+    """The datasets ragmem can fetch, where they come from and whether they are here."""
+    for spec in published.DATASETS.values():
+        state = f"fetched, in {published.folder(spec.name)}" if published.is_fetched(spec.name) else "not fetched"
+        say(f"{spec.name}: {spec.about}; from {spec.base_url}; {state}")
+
+
+@labels_app.command("import")
+def import_labels(
+    run: str = typer.Argument(..., help="The run (id or unique prefix) whose examples were labelled."),
+    sheet: Path = typer.Argument(..., help="The filled CSV: example_id and label (1 or 0) columns."),
+    tracking_uri: Optional[str] = typer.Option(None, "--tracking-uri", help="Default: MLFLOW_TRACKING_URI or sqlite:///mlruns/mlflow.db."),
+) -> None:
+    """Attach human labels to a run (MLflow assessments, source HUMAN) and recompute the judge's
+    agreement with them and pass_rate_ppi, without calling the agent or the judge again."""
+    summary = relabel.import_labels(store_uri(tracking_uri), run, sheet)
+    done = summary["labels_imported"]
+    print_summary(summary)
+    say(f"labels: {plural(done['n_labels'], 'label')} from {sheet} attached to run {summary['run_id']} "
+        f"as MLflow assessments (source HUMAN)" + (f"; {plural(done['n_blank'], 'row')} left blank" if done["n_blank"] else ""))
+
+
+def report(
+    runs: List[str] = typer.Argument(..., help="RUN for its report, or RUN_A RUN_B for a diff (ids or unique prefixes)."),
+    output: Path = typer.Option(Path("report.html"), "--output", "-o", help="Where to write the HTML page."),
+    tracking_uri: Optional[str] = typer.Option(None, "--tracking-uri", help="Default: MLFLOW_TRACKING_URI or sqlite:///mlruns/mlflow.db."),
+    resamples: int = typer.Option(1000, "--resamples", help="Diff: bootstrap/randomization resamples."),
+    seed: int = typer.Option(0, "--seed", help="Diff: random seed."),
+) -> None:
+    """Write a run's self-contained HTML report, or a diff of two runs example by example."""
+    if len(runs) not in (1, 2):  # the arguments first: a mistake costs no store
+        raise RagmemError(f"report: give one run id (its report) or two (a diff), got {len(runs)}")
+    if resamples < 1:
+        raise RagmemError(f"--resamples: expected a positive integer, got {resamples}")
+    output = writable(output)
+
+    page = report_pages.from_tracking(store_client(tracking_uri), list(runs), resamples, seed)
+    output.write_text(page, encoding="utf-8")
+    out.print(f"{'diff' if len(runs) == 2 else 'report'} written to {output}", markup=False, highlight=False,
+              soft_wrap=True)  # a long path stays one line
+
+
+def init(
+    folder: Path = typer.Argument(Path("."), help="The folder to make a ragmem home (default: here; made when missing)."),
+    force: bool = typer.Option(False, "--force", help="Replace starter files that already exist."),
+) -> None:
+    """Make a folder a ragmem home: ragmem.toml, a starter config (ragmem.yaml) and five examples
+    (data/examples.jsonl). Runs started in it or below it keep their results in it."""
+    written = starter.init_home(folder, force=force)
+    root = written[0].parent
+    for path in written:
+        say(f"wrote {path}")
+    here = Path.cwd().resolve()
+    go = "" if root == here else f"cd {root} && "
+    say(f"next: {go}ragmem run {starter.CONFIG_NAME}  (runs are stored in {home.tracking_uri(root=root)})")
+
+
+def trigger(name: str = typer.Argument(..., help="Deployment name (as ragmem serve printed it), or FLOW/NAME.")) -> None:
+    """Start a run of a served deployment now (it runs in the ragmem serve process)."""
+    url = configured_api_url() or f"http://127.0.0.1:{managed_port()}/api"
+    if not healthy(url):
+        raise RagmemError(f"trigger: no Prefect server answers at {url}; is ragmem serve running? "
+                          "(it starts the local server; set PREFECT_API_URL for another one)")
+    deployment, run_name, run_id = start(name, url)
+    out.print(f"triggered {deployment}: flow run {run_name} ({run_id}); the ragmem serve process runs it",
+              markup=False, highlight=False)
+
+
+def ui(
+    port: int = typer.Option(5000, "--port", help="Port of the MLflow UI."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (127.0.0.1 keeps it local)."),
+    tracking_uri: Optional[str] = typer.Option(None, "--tracking-uri",
+                                               help="Store to show (default: MLFLOW_TRACKING_URI or sqlite:///mlruns/mlflow.db)."),
+    workers: int = typer.Option(1, "--workers", help="Server worker processes (one is plenty for one user)."),
+) -> None:
+    """Serve the MLflow UI for the tracking store on 127.0.0.1 (one process; Ctrl+C stops it)."""
+    setup_logging(False)  # (MLflow's INFO lines as it creates a new store: not news)
+    uri = home.tracking_uri(tracking_uri)
+    if workers < 1:
+        raise RagmemError(f"--workers: expected a positive integer, got {workers}")
+    try:
+        serve_ui(uri, home.artifact_root(), host=host, port=port, workers=workers,
+                 announce=lambda line: out.print(line, markup=False, highlight=False, soft_wrap=True))
+    except KeyboardInterrupt:  # Ctrl+C or SIGTERM, after the server's graceful shutdown
+        pass
+    out.print("MLflow UI stopped")
+
+
+@server_app.command("start")
+def server_start() -> None:
+    """Start (or find) the local Prefect server on 127.0.0.1."""
+    setup_logging(False)
+    server = ensure_managed_server(log=log.info)
+    out.print(f"Prefect server {'started' if server.started else 'already running'} at {server.api_url}")
+
+
+@server_app.command("status")
+def server_status() -> None:
+    """Show which Prefect API runs report to, and which checkout and ragmem home started it."""
+    url = configured_api_url()
+    if url:
+        out.print(f"PREFECT_API_URL={url} ({'answering' if healthy(url) else 'not answering'})")
+        return
+    url = f"http://127.0.0.1:{managed_port()}/api"
+    if not healthy(url):
+        out.print(f"local server {url}: not running (started by the next run)")
+        return
+    owner = server_owner(managed_port())
+    here = str(ragmem_home().resolve())
+    if owner is None:
+        out.print(f"local server {url}: running (started outside ragmem, or its process is not visible here)")
+    elif owner["home"] and str(Path(owner["home"]).resolve()) == here:
+        out.print(f"local server {url}: running, pid {owner['pid']}, started from {owner['cwd']} "
+                  f"with this ragmem home ({here})", markup=False, highlight=False)
+    else:
+        out.print(f"local server {url}: running, pid {owner['pid']}, started from {owner['cwd']} with another "
+                  f"ragmem home ({owner['home']}); ragmem server stop stops only a server this home started",
+                  markup=False, highlight=False)
+
+
+@server_app.command("stop")
+def server_stop() -> None:
+    """Stop the local Prefect server ragmem started."""
+    out.print("stopped" if stop_managed_server() else "no server started by this ragmem home is running")

@@ -1,0 +1,265 @@
+"""The one call policy of every client that calls an endpoint: the LLM judge and the embeddings client
+(:mod:`ragmem.clients.llm_client`), the HTTP agent (:mod:`ragmem.agents.runner`), the reference agent's retriever
+embeddings and its chat generator (:mod:`ragmem.reference`).
+
+- **What is retried** (:func:`transient`): 429, 5xx other than 501, timeouts, connection errors. 400,
+  401, 403, 404, 422 and 501 are answers no retry changes. A timeout is retried once: a request that
+  ran out of time runs out again.
+- **How long to wait** (:meth:`Policy.wait`): the server's ``Retry-After`` when it sends one, else
+  exponential backoff with jitter, ``backoff_s * 2**(attempt - 1) * U(0.5, 1.5)``; at most 60 s.
+- **The circuit breaker** (:class:`ragmem.clients.endpoints.Breaker`): every attempt feeds the endpoint's
+  breaker (:func:`endpoint_failure` says whether the endpoint itself failed); once it is open no
+  attempt is made and :class:`ragmem.clients.endpoints.EndpointDown` stops the run.
+- **The failure line** (:func:`describe`): one line per failed item, the same for every client and
+  every library underneath (the openai SDK, httpx): ``cannot connect (Connection refused)``,
+  ``timed out``, ``HTTP 503: <the reply's first line>``, else ``Type: message``.
+
+The SDKs' own retries are off everywhere (``max_retries=0``): they would bypass the breaker.
+Written here rather than with tenacity: the breaker's state is shared by every call to an endpoint,
+across threads and event loops, and the same loop runs synchronously (threads) and asynchronously.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import time
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, TypeVar
+
+from ragmem.clients.endpoints import Breaker, EndpointDown
+from ragmem.errors import failure_message
+from ragmem.runtime import interrupts
+
+T = TypeVar("T")
+
+MAX_WAIT_S = 60.0
+
+
+def status_of(exc: BaseException) -> int | None:
+    """The HTTP status an exception carries (the openai SDK's, httpx's, an HTTP agent's), if any."""
+    for attr in ("status_code", "status"):
+        value = getattr(exc, attr, None)
+        if isinstance(value, int):
+            return value
+    response = getattr(exc, "response", None)
+    value = getattr(response, "status_code", None)
+    return value if isinstance(value, int) else None
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    return isinstance(exc, TimeoutError) or type(exc).__name__ in ("APITimeoutError", "TimeoutException",
+                                                                    "ReadTimeout", "ConnectTimeout", "WriteTimeout",
+                                                                    "PoolTimeout")
+
+
+def _is_connection(exc: BaseException) -> bool:
+    """A failure below HTTP: refused, reset, DNS, TLS (the openai SDK's APIConnectionError, httpx's
+    TransportError, Python's ConnectionError)."""
+    if _is_timeout(exc):
+        return False
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    return bool(names & {"APIConnectionError", "TransportError"}) or isinstance(exc, ConnectionError)
+
+
+def transient(exc: BaseException) -> bool:
+    """Whether a retry may succeed: 429, 5xx but 501, timeouts, connection errors."""
+    if _is_timeout(exc) or _is_connection(exc):
+        return True
+    status = status_of(exc)
+    return status is not None and (status == 429 or (status >= 500 and status != 501))
+
+
+def endpoint_failure(exc: BaseException) -> bool | None:
+    """For the breaker: True when the endpoint itself failed (connection refused, reset, DNS, TLS;
+    401/403/404), False for another failure (a timeout, 429, 5xx), None when the endpoint answered
+    and the failure is about this request (400, 422, a reply that is not what was asked for)."""
+    if _is_timeout(exc):
+        return False
+    if _is_connection(exc):
+        return True
+    status = status_of(exc)
+    if status is None:
+        return None
+    if status in (401, 403, 404):
+        return True
+    return False if status >= 429 else None
+
+
+def retry_after(exc: BaseException) -> float | None:
+    """The server's ``Retry-After`` in seconds (its delay-seconds form), if it sent one."""
+    value = getattr(exc, "retry_after", None)
+    if value is None:
+        headers = getattr(getattr(exc, "response", None), "headers", None)
+        value = headers.get("retry-after") if hasattr(headers, "get") else None
+    try:
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """The operating system's error behind a wrapped one (httpx's, the SDK's), else the deepest cause."""
+    seen = set()
+    while True:
+        if isinstance(exc, OSError) and (exc.errno or exc.strerror):
+            return exc
+        nxt = exc.__cause__ or exc.__context__
+        if nxt is None or id(nxt) in seen:
+            return exc
+        seen.add(id(exc))
+        exc = nxt
+
+
+def _reply_message(text: str) -> str:
+    """What an error reply says: its JSON ``error.message``, ``message``, ``detail`` or ``error``
+    (the shapes of OpenAI-compatible servers and of web frameworks), else its first 160 characters."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        body = None
+    if isinstance(body, dict):
+        error = body.get("error")
+        for value in ((error or {}).get("message") if isinstance(error, dict) else error,
+                      body.get("message"), body.get("detail")):
+            if isinstance(value, str) and value.strip():
+                return " ".join(value.split())[:160]
+    return " ".join(text.split())[:160]
+
+
+def describe(exc: BaseException) -> str:
+    """The one failure line of a failed call, whatever the library underneath."""
+    if _is_timeout(exc):
+        return "timed out"
+    if _is_connection(exc):
+        root = _root_cause(exc)
+        errno = getattr(root, "errno", None)  # (asyncio words a refused connection its own way)
+        reason = (os.strerror(errno) if isinstance(errno, int) else getattr(root, "strerror", None)) \
+            or (str(root).splitlines() or [""])[0] or type(root).__name__
+        return f"cannot connect ({reason})"[:240]
+    status = status_of(exc)
+    if status is not None:
+        text = getattr(exc, "reply_text", None)
+        if text is None:
+            response = getattr(exc, "response", None)
+            try:
+                text = response.text if response is not None else ""
+            except Exception:  # a streamed reply not read
+                text = ""
+        message = _reply_message(str(text))
+        return f"HTTP {status}: {message}" if message else f"HTTP {status}"
+    return failure_message(exc)[:240]
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How many times, and how long apart, a transient failure is retried."""
+
+    retries: int = 4          # attempts after the first
+    backoff_s: float = 1.0    # the first backoff, doubling, jittered
+    timeout_retries: int = 1  # of which at most this many after a timeout
+
+    def wait(self, attempt: int, exc: BaseException) -> float:
+        """Seconds before the next attempt (``attempt``: the one that just failed, from 1)."""
+        after = retry_after(exc)
+        if after is None:
+            after = self.backoff_s * (2 ** (attempt - 1)) * random.uniform(0.5, 1.5)
+        return max(0.0, min(after, MAX_WAIT_S))
+
+
+class Attempts:
+    """The attempts of one call: each outcome feeds the breaker; after a failure, whether (and when)
+    to try again. Used by :func:`call` and :func:`call_async`, and by the agent runner's own loop
+    (which times each attempt)."""
+
+    def __init__(self, policy: Policy, breaker: Breaker | None, retryable: Callable[[BaseException], bool] = transient):
+        self.policy, self.breaker, self.retryable = policy, breaker, retryable
+        self.count = 0
+        self.timeouts = 0
+
+    def start(self) -> None:
+        """Before an attempt: raises :class:`ragmem.clients.endpoints.EndpointDown` when the breaker is open."""
+        if self.breaker is not None:
+            self.breaker.check()
+        self.count += 1
+
+    def succeeded(self) -> None:
+        if self.breaker is not None:
+            self.breaker.success()
+
+    def failed(self, exc: BaseException) -> float | None:
+        """The wait before the next attempt, or ``None``: give up (the caller re-raises ``exc``).
+        Raises :class:`ragmem.clients.endpoints.EndpointDown` when this failure opened the breaker."""
+        if self.breaker is not None:
+            kind = endpoint_failure(exc)
+            if kind is None:
+                self.breaker.success()  # the endpoint answered: it is up
+            else:
+                self.breaker.failure(describe(exc), kind)
+                self.breaker.check()
+        self.timeouts += _is_timeout(exc)
+        if isinstance(exc, EndpointDown):  # an endpoint already declared down is not asked again
+            return None
+        if not self.retryable(exc) or self.count > self.policy.retries or self.timeouts > self.policy.timeout_retries:
+            return None
+        return self.policy.wait(self.count, exc)
+
+
+def call(fn: Callable[[], T], policy: Policy, breaker: Breaker | None = None,
+         on_attempt: Callable[[], None] | None = None) -> T:
+    """``fn()`` under the policy, from synchronous code (threads)."""
+    attempts = Attempts(policy, breaker)
+    while True:
+        attempts.start()
+        if on_attempt is not None:
+            on_attempt()
+        try:
+            result = fn()
+        except Exception as exc:
+            wait = attempts.failed(exc)
+            if wait is None:
+                raise
+            time.sleep(wait)
+        else:
+            attempts.succeeded()
+            return result
+
+
+async def call_async(fn: Callable[[], Awaitable[T]], policy: Policy, breaker: Breaker | None = None,
+                     on_attempt: Callable[[], None] | None = None) -> T:
+    """``await fn()`` under the policy, from an event loop."""
+    attempts = Attempts(policy, breaker)
+    while True:
+        attempts.start()
+        if on_attempt is not None:
+            on_attempt()
+        try:
+            result = await fn()
+        except Exception as exc:
+            if _stopping():  # the request failed because the run is being interrupted: not the endpoint's fault
+                raise asyncio.CancelledError() from None
+            wait = attempts.failed(exc)
+            if wait is None:
+                raise
+            await asyncio.sleep(wait)
+        else:
+            attempts.succeeded()
+            return result
+
+
+def _stopping() -> bool:
+    """This task is being cancelled (Ctrl+C or SIGTERM reached the event loop) or a stop was requested:
+    a request that fails now failed because of it, and is neither retried nor held against the endpoint."""
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)  # Python 3.11+
+    return bool(cancelling and cancelling()) or interrupts.STOP.is_set()
+
+
+def policy_of(settings: Any) -> Policy:
+    """The policy an endpoint's settings ask for (``max_retries``/``retries``, ``retry_backoff_s``)."""
+    retries = getattr(settings, "max_retries", None)
+    if retries is None:
+        retries = getattr(settings, "retries", 0)
+    return Policy(retries=int(retries), backoff_s=float(getattr(settings, "retry_backoff_s", 1.0)))

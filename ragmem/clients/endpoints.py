@@ -1,0 +1,220 @@
+"""The endpoints a run calls, checked before the first example and watched while it runs.
+
+**Preflight** (:func:`preflight`): before the first agent or LLM call, every configured endpoint
+is asked once, all at once, with a short timeout: the LLM judge (``judge.base_url``), the
+embeddings endpoint, the reference agent's generator, an HTTP agent (``agent.url``), HTTP memory
+layers (``bench.methods[].url``) and an MLflow tracking server. An endpoint is *dead* when no HTTP
+answer comes (refused, reset, DNS, TLS, timeout) or it refuses the credentials (401/403) or, for an
+MLflow server, its ``/health`` does not answer 200. A dead one stops the command before any work
+with :class:`EndpointDown` naming the setting, the URL and the error (the CLI exits 2).
+
+**Circuit breaker** (:class:`Breaker`): one per endpoint, fed by every attempt. It opens after
+``consecutive`` endpoint failures in a row (connection-level, or 401/403/404: statuses no retry
+fixes), or when ``ratio`` of the last ``window`` attempts failed in any way (5xx, timeouts
+included). Once open, every call on that endpoint raises :class:`EndpointDown` at once, the run
+stops, keeps its journal (resumable) and is marked FAILED (the CLI exits 3).
+
+Written by hand: the breaker must see the SDK's and httpx's own exception types and count
+per endpoint across threads and event loops; the libraries we use (tenacity, the openai SDK)
+retry single calls but share no state between calls.
+"""
+
+from __future__ import annotations
+
+import base64
+import collections
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from ragmem.config.secrets import mask_url, scrub
+from ragmem.errors import RagmemError
+
+OPENAI_URL = "https://api.openai.com/v1"
+PROBE_TIMEOUT_S = 5.0
+
+
+class EndpointDown(RagmemError):
+    """An endpoint cannot be reached (preflight) or stopped answering during a run (breaker)."""
+
+    def __init__(self, message: str, during_run: bool = False):
+        super().__init__(message)
+        self.exit_code = 3 if during_run else 2
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    setting: str    # the setting that names it, e.g. judge.base_url
+    url: str
+    kind: str       # "openai" (GET {url}/models), "http" (any answer), "mlflow" (GET {url}/health),
+                    # "dask" (a TCP connection to a scheduler's tcp://HOST:PORT)
+    key_env: str | None = None
+
+
+def configured(cfg: Any) -> list[Endpoint]:
+    """The endpoints ``cfg`` (a :class:`ragmem.config.loading.RunConfig`) makes the run call (the same
+    conditions under which :mod:`ragmem.run.pipeline` and :mod:`ragmem.memory.benchmark` build clients)."""
+    found: list[Endpoint] = []
+    embedder = bool(cfg.embeddings.model and "answer_relevancy" in cfg.metrics)
+    if cfg.judge.type == "llm":
+        found.append(Endpoint("judge.base_url", cfg.judge.base_url or OPENAI_URL, "openai", cfg.judge.api_key_env))
+    reference = cfg.agent.type == "reference"
+    bench = bool(getattr(cfg, "bench", None) and cfg.bench.methods)
+    if embedder or (reference and cfg.retriever.type in ("dense", "hybrid") and cfg.embeddings.model):
+        found.append(Endpoint("embeddings.base_url", cfg.embeddings.base_url or OPENAI_URL, "openai",
+                              cfg.embeddings.api_key_env))
+    if (reference or bench) and cfg.generator.type == "openai":
+        found.append(Endpoint("generator.base_url", cfg.generator.base_url or OPENAI_URL, "openai",
+                              cfg.generator.api_key_env))
+    if cfg.agent.type == "http":
+        found.append(Endpoint("agent.url", cfg.agent.url, "http"))
+    for i, method in enumerate(cfg.bench.methods if bench else ()):
+        if getattr(method, "type", None) in ("http", "mcp") and method.url:
+            found.append(Endpoint(f"bench.methods[{i}].url", method.url, "http"))
+    if cfg.tracking.enabled and cfg.tracking_uri.startswith(("http://", "https://")):
+        found.append(Endpoint("tracking.uri", cfg.tracking_uri, "mlflow"))
+    orchestration = getattr(cfg, "orchestration", None)
+    if orchestration is not None and orchestration.task_runner == "dask" and orchestration.dask_address:
+        found.append(Endpoint("orchestration.dask_address", orchestration.dask_address, "dask"))
+    return list(dict.fromkeys(found))
+
+
+def _probe_tcp(address: str, timeout: float) -> str | None:
+    """A Dask scheduler (``tcp://HOST:PORT``) accepts a connection, else why not."""
+    import socket
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(address if "://" in address else f"tcp://{address}")
+        host, port = parts.hostname, parts.port
+    except ValueError as exc:
+        return f"not a usable address ({exc})"
+    if not host or not port:
+        return "not a usable address (expected tcp://HOST:PORT)"
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return None
+    except TimeoutError:
+        return f"no answer within {timeout:g} s"
+    except OSError as exc:
+        return f"cannot connect ({exc.strerror or exc})"
+
+
+def without_userinfo(url: str) -> tuple[str, str | None]:
+    """``url`` without its ``user:password@`` part, and that part as an HTTP Basic Authorization
+    header (urllib would take it for a host name); ``None`` without one.
+
+    >>> without_userinfo("http://bob:pw@127.0.0.1:8000/agent?x=1")
+    ('http://127.0.0.1:8000/agent?x=1', 'Basic Ym9iOnB3')
+    """
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
+    userinfo, host = parts.netloc.rsplit("@", 1)
+    user, _, password = userinfo.partition(":")
+    token = base64.b64encode(f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}".encode()).decode()
+    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment)), f"Basic {token}"
+
+
+def probe(endpoint: Endpoint, timeout: float = PROBE_TIMEOUT_S) -> str | None:
+    """``None`` when the endpoint answers, else why not (one line)."""
+    import os
+
+    if endpoint.kind == "dask":
+        return _probe_tcp(endpoint.url, timeout)
+    url, basic = without_userinfo(endpoint.url.rstrip("/"))
+    url = {"openai": f"{url}/models", "mlflow": f"{url}/health"}.get(endpoint.kind, url)
+    try:
+        request = urllib.request.Request(url, method="GET")
+    except ValueError as exc:
+        return f"not a usable URL ({scrub(str(exc))})"
+    key = os.environ.get(endpoint.key_env) if endpoint.key_env else None
+    if key:
+        request.add_header("Authorization", f"Bearer {key}")
+    elif basic:
+        request.add_header("Authorization", basic)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as reply:
+            status = reply.status
+    except urllib.error.HTTPError as exc:
+        status = exc.code
+    except urllib.error.URLError as exc:
+        return f"cannot connect ({getattr(exc.reason, 'strerror', None) or exc.reason})"
+    except (TimeoutError, OSError) as exc:
+        return f"no answer within {timeout:g} s" if isinstance(exc, TimeoutError) else f"cannot connect ({exc})"
+    except ValueError as exc:  # a malformed URL
+        return f"not a usable URL ({exc})"
+    if status in (401, 403):
+        return f"HTTP {status}: the credentials were refused (check {endpoint.key_env or 'the key'})"
+    if endpoint.kind == "mlflow" and status != 200:
+        return f"HTTP {status} from /health: not an MLflow tracking server that is up"
+    return None
+
+
+def preflight(endpoints: list[Endpoint], log=None, timeout: float = PROBE_TIMEOUT_S) -> None:
+    """Probe every endpoint at once; raise :class:`EndpointDown` for the first dead one (in order)."""
+    if not endpoints:
+        return
+    with ThreadPoolExecutor(max_workers=len(endpoints), thread_name_prefix="ragmem-preflight") as pool:
+        problems = list(pool.map(lambda e: probe(e, timeout), endpoints))
+    dead = [(e, p) for e, p in zip(endpoints, problems) if p]
+    if dead:
+        endpoint, problem = dead[0]
+        more = f" (and {len(dead) - 1} more: {', '.join(e.setting for e, _ in dead[1:])})" if len(dead) > 1 else ""
+        raise EndpointDown(f"{endpoint.setting} {mask_url(endpoint.url)}: {problem}{more}; nothing was run "
+                           f"(--no-preflight skips this check)")
+    if log:
+        log("preflight: %d endpoint(s) answer: %s", len(endpoints), ", ".join(e.setting for e in endpoints))
+
+
+def check_store(uri: str, setting: str = "tracking.uri") -> None:
+    """A tracking server that a command only reads from (``compare``, ``report``, a gate's baseline)
+    answers, or :class:`EndpointDown` in one line (exit 2); a database URI is not probed."""
+    if uri.startswith(("http://", "https://")):
+        problem = probe(Endpoint(setting, uri, "mlflow"))
+        if problem:
+            raise EndpointDown(f"{setting} {mask_url(uri)}: {problem}; nothing was read")
+
+
+class Breaker:
+    """Counts the outcomes of the attempts on one endpoint (thread-safe) and opens when it is down."""
+
+    def __init__(self, setting: str, url: str, consecutive: int = 5, window: int = 20, ratio: float = 0.8):
+        self.setting, self.url = setting, mask_url(url)  # the URL is for messages: its secrets masked
+        self.consecutive, self.window, self.ratio = consecutive, window, ratio
+        self._lock = threading.Lock()
+        self._run = 0
+        self._recent: collections.deque[bool] = collections.deque(maxlen=window)
+        self.reason: str | None = None
+
+    @property
+    def open(self) -> bool:
+        return self.reason is not None
+
+    def check(self) -> None:
+        """Raise :class:`EndpointDown` when the breaker is open (before an attempt)."""
+        if self.reason is not None:
+            raise EndpointDown(self.reason, during_run=True)
+
+    def success(self) -> None:
+        with self._lock:
+            self._run = 0
+            self._recent.append(True)
+
+    def failure(self, description: str, endpoint_failure: bool) -> None:
+        """One failed attempt; ``endpoint_failure``: connection-level or a status no retry fixes."""
+        with self._lock:
+            self._recent.append(False)
+            self._run = self._run + 1 if endpoint_failure else 0
+            failed = self._recent.count(False)
+            if self.reason is None and self._run >= self.consecutive:
+                self.reason = (f"{self.setting} {self.url}: {self._run} consecutive failures "
+                               f"(last: {description}); the run stopped")
+            elif (self.reason is None and len(self._recent) == self.window
+                  and failed >= self.ratio * self.window):
+                self.reason = (f"{self.setting} {self.url}: {failed} of the last {self.window} calls failed "
+                               f"(last: {description}); the run stopped")

@@ -1,0 +1,83 @@
+"""What the LLM clients (:mod:`ragmem.clients.llm_client`) return and count: one :class:`Result` per item, the
+:class:`Usage` of an endpoint, and :func:`combine`, the majority of a verdict's ``judge.samples``."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from ragmem.metrics.estimators import majority
+from ragmem.prompts import rubrics as rubric_prompts
+
+
+@dataclass
+class Result:
+    value: Any = None
+    error: str | None = None
+    votes: tuple[int, ...] | None = None  # a verdict asked judge.samples > 1 times: each valid sample's 0/1
+
+
+def combine(samples: Sequence[Result]) -> Result:
+    """One verdict from the replies to its ``judge.samples`` requests: the majority of the valid
+    ones (their 0/1 votes kept), with the reason of the first sample that voted with it. A tie is
+    undecided (an error that says so: never silently a pass or a fail); no valid sample, the first
+    failure.
+
+    >>> yes, no = Result({"verdict": "yes", "reason": "a"}), Result({"verdict": "no", "reason": "b"})
+    >>> combine([yes, no, yes]).value, combine([yes, no, yes]).votes
+    ({'verdict': 'yes', 'reason': 'a'}, (1, 0, 1))
+    >>> combine([yes, no, Result(error="timed out")]).error
+    'undecided: 1 of 2 valid samples said yes (1 failed: timed out)'
+    """
+    if len(samples) == 1:
+        return samples[0]
+    valid = [r for r in samples if r.error is None]
+    failed = [r.error for r in samples if r.error is not None]
+    if not valid:
+        return Result(error=failed[0])
+    votes = tuple(1 if str(r.value.get("verdict", "")).strip().lower() == "yes" else 0 for r in valid)
+    winner, _ = majority(votes)
+    if winner is None:
+        extra = f" ({len(failed)} failed: {failed[0]})" if failed else ""
+        return Result(error=f"undecided: {sum(votes)} of {len(votes)} valid samples said yes{extra}", votes=votes)
+    first = next(r for r, v in zip(valid, votes) if v == winner)
+    return Result({"verdict": "yes" if winner else "no", "reason": first.value.get("reason")}, votes=votes)
+
+
+def combine_scores(rubrics: Sequence["rubric_prompts.Rubric"], samples: Sequence[Result]) -> Result:
+    """One reply from the ``judge.samples`` samples of a rubric request: each rubric's score is the
+    mean of the valid samples' (:func:`ragmem.prompts.rubrics.combine`); no valid sample, the first failure."""
+    if len(samples) == 1:
+        return samples[0]
+    valid = [r.value for r in samples if r.error is None]
+    if not valid:
+        return next(r for r in samples if r.error is not None)
+    return Result(rubric_prompts.combine(rubrics, valid))
+
+
+@dataclass
+class Usage:
+    calls: int = 0            # requests sent to the endpoint (repairs and retries included)
+    failures: int = 0         # items that ended without a valid reply
+    cache_hits: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+    items: int = 0            # items asked for (cached or not)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, **counts: float) -> None:
+        with self._lock:
+            for key, value in counts.items():
+                setattr(self, key, getattr(self, key) + value)
+
+    def as_metrics(self, prefix: str) -> dict[str, float]:
+        out = {f"{prefix}_calls": self.calls, f"{prefix}_failures": self.failures,
+               f"{prefix}_cache_hits": self.cache_hits, f"{prefix}_tokens_in": self.tokens_in,
+               f"{prefix}_tokens_out": self.tokens_out, f"{prefix}_cost_usd": round(self.cost_usd, 8)}
+        if self.items:
+            out[f"{prefix}_cache_hit_rate"] = self.cache_hits / self.items
+        return {k: float(v) for k, v in out.items()}
+
+

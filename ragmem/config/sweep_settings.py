@@ -1,0 +1,185 @@
+"""The settings of the commands that run or bound more than one evaluation: ``ragmem sweep`` (grid,
+objective, constraints, tie-breaks), ``ragmem bench-memory`` (the memory layers) and the quality
+gates of ``ragmem run``. Part of the settings schema (:mod:`ragmem.config.settings`, which holds them)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, ClassVar, Literal, Optional, Union
+
+from annotated_types import Ge
+from pydantic import Field, field_validator, model_validator
+
+from ragmem.config.sections import Positive, Seconds, Section, setting
+
+class Objective(Section):
+    metric: str = setting("f1", "metric the sweep optimises")
+    goal: Literal["maximize", "minimize"] = setting("maximize", "direction")
+
+
+class Bounds(Section):
+    """A lower and/or an upper bound on a metric (at least one)."""
+
+    max: Optional[float] = setting(None, "upper bound")
+    min: Optional[float] = setting(None, "lower bound")
+    _shape: ClassVar[str] = "{min: X} and/or {max: X}"
+
+    @model_validator(mode="after")
+    def _bound(self):
+        if self.max is None and self.min is None:
+            raise ValueError(f"expected {self._shape}")
+        return self
+
+
+class Constraint(Bounds):
+    metric: str = Field(description="metric bounded")
+    _shape: ClassVar[str] = "{metric: NAME, max: X} or {metric: NAME, min: X}"
+
+
+class Gate(Bounds):
+    """A quality gate: the run fails (exit 3) when the metric is below ``min`` or above ``max``, or
+    (``max_regression``) significantly worse than the ``baseline`` run by more than that much."""
+
+    max_regression: Optional[Annotated[float, Ge(0)]] = setting(
+        None, "fail when significantly worse than the baseline run by more than this (paired test)")
+    _shape: ClassVar[str] = "{min: X}, {max: X} and/or {max_regression: DELTA}"
+
+    @model_validator(mode="after")
+    def _bound(self):
+        if self.max is None and self.min is None and self.max_regression is None:
+            raise ValueError(f"expected {self._shape}")
+        return self
+
+
+class TieBreak(Section):
+    """A secondary objective: among the configurations tied for best, prefer the one whose grid
+    ``setting`` (or ``metric``) is lowest (``goal: minimize``) or highest."""
+
+    metric: Optional[str] = setting(None, "a metric, e.g. avg_latency (or a setting:)")
+    goal: Literal["maximize", "minimize"] = setting("minimize", "direction")
+    setting: Optional[str] = setting(None, "a grid key, e.g. retriever.top_k")  # (last: it shadows setting())
+
+    @model_validator(mode="after")
+    def _one(self):
+        if (self.setting is None) == (self.metric is None):
+            raise ValueError("expected {setting: KEY, goal: ...} or {metric: NAME, goal: ...}")
+        return self
+
+
+class SweepSettings(Section):
+    grid: dict[str, Annotated[list[Any], Field(min_length=1)]] = setting({}, "dotted.key -> [values]")
+    samples: Optional[Positive] = setting(None, "run N grid points drawn at random (seed)")
+    objective: Objective = setting(Objective, "{metric, goal}")
+    constraints: list[Constraint] = setting([], "[{metric, max?, min?}]")
+    tie_break: list[TieBreak] = setting([], "secondary objectives, in order, among the configurations tied "
+                                            "for best (not significantly worse than the top one)")
+    max_parallel: Positive = setting(2, "children at once")
+    plot_metrics: Optional[list[str]] = setting(None, "metrics plotted against each swept key")
+
+
+#: what an mcp layer's tool arguments may name, per tool ("{name}" in ``args``)
+MCP_VALUES = {"add:turn": ("content", "id", "role", "speaker", "timestamp", "user_id"),
+              "add:session": ("messages", "user_id", "timestamp"),
+              "search": ("query", "user_id", "top_k"), "reset": ()}
+#: ``"{name}"`` in an mcp tool's ``args`` (:func:`ragmem.memory.mcp_layer.fill` replaces them)
+PLACEHOLDER = re.compile(r"\{(\w+)\}")
+
+
+def _placeholders(value: Any) -> set[str]:
+    if isinstance(value, str):
+        return set(PLACEHOLDER.findall(value))
+    if isinstance(value, dict):
+        return set().union(*(_placeholders(v) for v in value.values()))
+    if isinstance(value, list):
+        return set().union(*(_placeholders(v) for v in value))
+    return set()
+
+
+class McpTool(Section):
+    """One tool of an mcp memory layer and its arguments: ``"{name}"`` is one of ragmem's values
+    (:data:`MCP_VALUES`; the whole string: the value itself, a list or a number; inside a longer
+    string: its text); anything else is passed as written."""
+
+    name: str = setting(..., "the tool's name on the server")
+    args: dict[str, Any] = setting({}, "the tool's arguments")
+    per: Literal["turn", "session"] = setting("turn", "add: one call per turn, or per session (messages)")
+    results: Optional[str] = setting(None, "search: the dotted path of the list of memories in the reply "
+                                           "(default: the reply itself, or its results)")
+    text: str = setting("text", "search: a memory's text field (dotted path)")
+    id: Optional[str] = setting(None, "search: a memory's field holding the id of the turn it came from (dotted "
+                                      "path; none: no ids, recall null)")
+
+
+class McpTools(Section):
+    add: McpTool = setting(..., "the tool that stores a turn (or a session)")
+    search: McpTool = setting(..., "the tool that recalls memories")
+    reset: Optional[McpTool] = setting(None, "the tool that clears the layer (none: not reset)")
+
+    @model_validator(mode="after")
+    def _mapped(self):
+        for role, tool in (("add", self.add), ("search", self.search), ("reset", self.reset)):
+            if tool is None:
+                continue
+            known = MCP_VALUES[f"add:{tool.per}" if role == "add" else role]
+            unknown = sorted(_placeholders(tool.args) - set(known))
+            if unknown:
+                raise ValueError(f"{role}.args: {{{unknown[0]}}} is not a value of {role}"
+                                 + (f" per {tool.per}" if role == "add" else "")
+                                 + f" (known: {', '.join(known) or 'none'})")
+        return self
+
+
+class MethodSpec(Section):
+    name: Optional[str] = setting(None, "name of the method (default: its type)")
+    type: Optional[Literal["reference", "full_context", "no_memory", "python", "http", "mcp"]] = setting(
+        None, "memory layer")
+    target: Optional[str] = setting(None, "module:Class of a python layer")
+    params: dict[str, Any] = setting({}, "constructor arguments of a python layer")
+    url: Optional[str] = setting(None, "base URL of an http layer; the streamable-HTTP URL of an mcp server")
+    command: Optional[list[str]] = setting(None, "the command that starts a stdio mcp server")
+    tools: Optional[McpTools] = setting(None, "an mcp layer's tools and their arguments")
+    timeout_s: Seconds = setting(60.0, "per request of an http or mcp layer")
+    budget_tokens: Optional[Positive] = setting(None, "budget of a full_context layer")
+
+    @model_validator(mode="after")
+    def _named(self):
+        if self.type is None and self.name is None:
+            raise ValueError("expected a name or a type")
+        if self.type == "python" and not self.target:
+            raise ValueError("target: required for type python")
+        if self.type == "http" and not (self.url or "").startswith(("http://", "https://")):
+            raise ValueError(f"url: expected an http(s) URL for type http, got {self.url!r}")
+        if self.type == "mcp":
+            if (self.command is None) == (self.url is None):
+                raise ValueError("expected either command (a stdio server) or url (streamable HTTP) for type mcp")
+            if self.command is not None and not (self.command and all(isinstance(c, str) and c for c in self.command)):
+                raise ValueError("command: expected a non-empty list of strings, as [program, arg, ...]")
+            if self.url is not None and not self.url.startswith(("http://", "https://")):
+                raise ValueError(f"url: expected an http(s) URL for type mcp, got {self.url!r}")
+            if self.tools is None:
+                raise ValueError("tools: required for type mcp ({add: {name, args}, search: {name, args, ...}, reset?})")
+        return self
+
+
+def _retired(value):
+    if value is not None:
+        raise ValueError("retired: LoCoMo's category 5 (adversarial) is now always scored, as abstention, in a "
+                         "column of its own (abstention J), never in the overall score; remove the setting")
+    return value
+
+
+class BenchSettings(Section):
+    dataset: Literal["locomo", "longmemeval"] = setting("locomo", "the benchmark: LoCoMo or LongMemEval")
+    data: Optional[str] = setting(None, "its data: LoCoMo file, zip or folder; a LongMemEval JSON file")
+    methods: list[Union[Literal["reference", "full_context", "no_memory"], MethodSpec]] = setting(
+        ["reference", "full_context", "no_memory"], "memory layers")
+    top_k: Positive = setting(10, "memories recalled per question")
+    full_context_tokens: Positive = setting(4000, "budget of the full-context baseline")
+    include_adversarial: Optional[bool] = setting(None, "retired: category 5 is always scored, as abstention, "
+                                                        "in its own column (abstention J)")
+    _include_adversarial = field_validator("include_adversarial")(lambda cls, value: _retired(value))
+    limit_conversations: Optional[Positive] = setting(None, "only the first N conversations (LongMemEval: questions)")
+    limit_questions: Optional[Positive] = setting(None, "N questions of each conversation (LongMemEval: in all), "
+                                                        "round-robin across the categories")
+    baseline: Optional[str] = setting(None, "the method every other is compared with, question by question "
+                                            "(default: the first)")

@@ -1,0 +1,142 @@
+"""Memory layers against a baseline on the same questions, and a benchmark against its own rerun.
+
+``ragmem bench-memory`` compares every layer with the first one (or ``bench.baseline``), pair by pair
+of answers to the same question; every benchmark logs a manifest (:func:`manifest`) from which
+``ragmem bench-memory --rerun PARENT_RUN_ID`` runs it again and compares each layer with its first
+run the same way (:func:`rerun_comparison`).
+
+For each layer, each scope (the overall, each category, and abstention) and each
+score (J, the judge's verdict; F1, token F1; abstention has J only), on the questions both layers
+scored::
+
+    diff = mean(layer) - mean(baseline)
+
+with its paired-bootstrap interval and approximate-randomization p-value, the test of ``ragmem
+compare`` (:func:`ragmem.stats.intervals.paired`), seeded. A layer has up to 11 such figures against the
+baseline, and at 95% each is "significant" by noise alone one time in twenty: on LoCoMo's first
+conversation, three pairs of the same noisy layer with different seeds had 2, 1 and 1 of their 11
+category figures outside 0. So a difference is **marked** when its interval excludes 0 *and* its
+p-value stays below ``1 - stats.confidence`` after Holm's step-down correction over that layer's
+figures (``p_holm``): the chance that noise marks any figure of a layer stays at 5%. The reference
+memory against ``no_memory`` on that conversation is marked (p 0.0025, the smallest 400 resamples
+can give).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import pandas as pd
+
+from ragmem.config.secrets import mask
+from ragmem.memory.bench_data import BenchData, DATASETS
+from ragmem.metrics.base import mean_aggregator
+from ragmem.stats import intervals as stats
+
+SCORES = (("J", "judge_score"), ("F1", "token_f1"))
+
+
+def _scopes(categories: Sequence[int], data: BenchData) -> list[tuple[str, set[int]]]:
+    answered = [c for c in categories if c != data.abstention]
+    scopes = [("overall", set(answered))] if answered else []
+    scopes += [(data.categories[c], {c}) for c in answered]
+    if data.abstention in categories:
+        scopes.append(("abstention", {data.abstention}))
+    return scopes
+
+
+def _key(row: dict[str, Any]) -> tuple:
+    return row["conversation"], row["question"], row["category"]
+
+
+def paired_layers(rows: dict[str, list[dict[str, Any]]], baseline: str, categories: Sequence[int],
+                  resamples: int = 1000, seed: int = 0, confidence: float = 0.95,
+                  data: BenchData = DATASETS["locomo"]) -> list[dict[str, Any]]:
+    """Every layer of ``rows`` (method -> its per-question rows, :func:`ragmem.memory.benchmark.score`)
+    against ``baseline``: one dict per (method, scope, score)."""
+    base = rows.get(baseline)
+    if not base:
+        return []
+    out = []
+    for method, theirs in rows.items():
+        if method == baseline or not theirs:
+            continue
+        mine = {}
+        for row in theirs:  # (a question asked twice in a conversation: each occurrence in order)
+            mine.setdefault(_key(row), []).append(row)
+        taken: dict[tuple, int] = {}
+        aligned = []
+        for row in base:
+            key = _key(row)
+            n = taken.get(key, 0)
+            if n < len(mine.get(key, [])):
+                aligned.append((row, mine[key][n]))
+                taken[key] = n + 1
+        for scope, members in _scopes(categories, data):
+            for label, column in SCORES:
+                if scope == "abstention" and column != "judge_score":
+                    continue  # an abstention has no answer to overlap with
+                pairs = [(a[column], b[column]) for a, b in aligned if a["category"] in members
+                         and a[column] is not None and b[column] is not None]
+                if not pairs:
+                    continue
+                first = mean_aggregator(pd.Series([p[0] for p in pairs], dtype=float))
+                second = mean_aggregator(pd.Series([p[1] for p in pairs], dtype=float))
+                result = stats.paired(label, first, second, resamples, seed, confidence).to_dict()
+                out.append({"method": method, "baseline": baseline, "scope": scope, "score": label, **result})
+    for method in dict.fromkeys(r["method"] for r in out):
+        holm([r for r in out if r["method"] == method], 1 - confidence)
+    return out
+
+
+def holm(family: list[dict[str, Any]], alpha: float) -> None:
+    """Set ``p_holm`` (Holm's step-down adjusted p-value over ``family``) and ``marked`` (interval
+    excludes 0 and ``p_holm`` < ``alpha``) on each row.
+
+    >>> rows = [{"p_value": p, "ci_low": 0.1, "ci_high": 0.2} for p in (0.01, 0.04, 0.03)]
+    >>> holm(rows, 0.05); [(r["p_holm"], r["marked"]) for r in rows]
+    [(0.03, True), (0.06, False), (0.06, False)]
+    """
+    ranked = sorted((r for r in family if r["p_value"] is not None), key=lambda r: r["p_value"])
+    running = 0.0
+    for k, row in enumerate(ranked):
+        running = max(running, min(1.0, (len(ranked) - k) * row["p_value"]))
+        row["p_holm"] = running
+    for row in family:
+        row.setdefault("p_holm", None)
+        excludes = row["ci_low"] is not None and (row["ci_low"] > 0 or row["ci_high"] < 0)
+        row["marked"] = bool(excludes and row["p_holm"] is not None and row["p_holm"] < alpha)
+
+
+def manifest(cfg, specs, judge_signature: str, data_sha256: str, prompt_version: str) -> dict[str, Any]:
+    """What makes a benchmark's result reproducible: the data file's sha256, the category mapping, the
+    question limits and how questions were chosen, the judge and its prompt version, the generator,
+    top_k, every layer's settings, and the whole config (secrets masked) that ``--rerun`` runs again."""
+    bench = cfg.bench
+    data = DATASETS[bench.dataset]
+    return {"benchmark": data.name, "data": {"path": str(bench.data), "sha256": data_sha256},
+            "categories": data.mapping(),
+            "limit_conversations": bench.limit_conversations, "limit_questions": bench.limit_questions,
+            "question_selection": data.selection, "judge": judge_signature, "prompt_version": prompt_version,
+            "generator": mask(cfg.generator.model_dump(mode="json")), "top_k": bench.top_k,
+            "full_context_tokens": bench.full_context_tokens,
+            "methods": [mask(s.model_dump(mode="json", exclude_none=True)) for s in specs],
+            "config": mask(cfg.raw)}
+
+
+def rerun_comparison(first: dict[str, list[dict[str, Any]]], again: dict[str, list[dict[str, Any]]],
+                     categories: Sequence[int], resamples: int = 1000, seed: int = 0,
+                     confidence: float = 0.95, data: BenchData = DATASETS["locomo"]) -> list[dict[str, Any]]:
+    """Each layer of a rerun against its first run (method -> per-question rows of each): whether
+    every per-question score is identical, and the paired figures (:func:`paired_layers`)."""
+    out = []
+    for method, rows in again.items():
+        before = first.get(method)
+        if not before or not rows:
+            out.append({"method": method, "identical": None, "paired": []})
+            continue
+        same = len(before) == len(rows) and all(
+            _key(a) == _key(b) and all(a[c] == b[c] for _, c in SCORES) for a, b in zip(before, rows))
+        paired = paired_layers({"first": before, "rerun": rows}, "first", categories, resamples, seed, confidence, data)
+        out.append({"method": method, "identical": same, "paired": paired})
+    return out

@@ -1,0 +1,107 @@
+"""The pages of runs read back from the tracking store (``ragmem report``): a run's ``report.html``
+rebuilt from its artifacts, or ``diff.html``, run B against run A example by example, with the
+latest pairwise judging of the two when there is one. The pages' parts are :mod:`ragmem.report.html`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from ragmem.report.html import (
+    _e, _ks, _missing, _num, _page, _table, _verdict, headline, MOVED, run_page, score_columns,
+)
+from ragmem.tracking.runs import (
+    compare_tables, known_metrics, latest_pairwise, load_run_table, resolve_run_id, run_summary,
+)
+
+
+def diff_page(comparison: dict[str, Any], a: pd.DataFrame, b: pd.DataFrame,
+              pairwise: dict[str, Any] | None = None) -> str:
+    """``diff.html``: run B against run A, example by example (matched by id); with the latest
+    pairwise comparison of the two (``pairwise``), the examples B won and lost, side by side."""
+    ks = _ks(a.attrs.get("params", {}))
+    columns = [c for c in score_columns(a, ks) if c in b.columns]
+    merged = a.merge(b, on="id", suffixes=("_a", "_b"))
+    body = [f"<h1>Run {_e(comparison['run_b'][:8])} (B) against {_e(comparison['run_a'][:8])} (A)</h1>",
+            f'<p class="meta">{comparison["n_shared"]} shared examples; {_e(comparison["test"])}, '
+            f'{comparison["resamples"]} resamples</p>']
+    rows = [[_e(r["metric"]), _num(r["a"]), _num(r["b"]),
+             "n/a" if r["diff"] is None else f'<span class="{"up" if r["diff"] > 0 else "down" if r["diff"] < 0 else ""}">{r["diff"]:+.4f}</span>',
+             "n/a" if r["ci_low"] is None else f"[{r['ci_low']:+.4f}, {r['ci_high']:+.4f}]",
+             "n/a" if r["p_value"] is None else f"{r['p_value']:.4f}{' *' if r['p_value'] < 0.05 else ''}"]
+            for r in comparison["metrics"]]
+    body += ["<h2>Metrics, B - A</h2>", _table(["metric", "A", "B", "B - A", "95% CI", "p-value"], rows, {1, 2, 3, 4, 5}),
+             '<p class="note">* p &lt; 0.05 (approximate randomization test, two-sided); CI: paired bootstrap</p>']
+    differ = comparison.get("settings_that_differ") or {}
+    if differ:
+        body.append(_table(["setting", "A", "B"], [[_e(k), _e(v[0]), _e(v[1])] for k, v in differ.items()]))
+    for title, mask in (("Flipped to fail (pass in A, fail in B)", (merged["verdict_a"] == 1) & (merged["verdict_b"] == 0)),
+                        ("Flipped to pass (fail in A, pass in B)", (merged["verdict_a"] == 0) & (merged["verdict_b"] == 1))):
+        body += [f"<h2>{title}: {int(mask.sum())}</h2>", _pairs(merged[mask].head(MOVED), columns)]
+    if columns:
+        key = columns[0]
+        moved = merged.assign(_delta=(merged[f"{key}_b"] - merged[f"{key}_a"]).abs()).sort_values("_delta", ascending=False)
+        moved = moved[moved["_delta"] > 0].head(MOVED)
+        body += [f"<h2>Moved most in {_e(key)}: {len(moved)}</h2>", _pairs(moved, columns)]
+    if pairwise is not None:
+        body += _pairwise(pairwise)
+    return _page(f"ragmem diff {comparison['run_a'][:8]} {comparison['run_b'][:8]}", body)
+
+
+def _pairwise(result: dict[str, Any]) -> list[str]:
+    """The pairwise judge's verdicts: its figures, then the examples B won and lost, both answers
+    side by side with the reasons given in each order."""
+    ci = result.get("win_rate_ci")
+    rate = "n/a" if result["win_rate"] is None else _num(result["win_rate"]) + (f" [{_num(ci[0])}, {_num(ci[1])}]" if ci else "")
+    out = [f"<h2>Pairwise judge (run {_e(str(result.get('pairwise_run_id', ''))[:8])}): B won {result['wins']}, "
+           f"tied {result['ties']}, lost {result['losses']}</h2>",
+           f'<p class="meta">{_e(result["criterion"])} B\'s win rate (ties half) {rate}; swap_inconsistency '
+           f'{_num(result["swap_inconsistency"])} (a verdict that changed with the order is a tie)</p>']
+    for title, outcome in (("B won", "win"), ("B lost", "loss")):
+        rows = [r for r in result["rows"] if r.get("outcome") == outcome][:MOVED]
+        cells = [[_e(r["id"]), _e(r["query"]), _e(r["reference_answer"]), _e(r["answer_a"]), _e(r["answer_b"]),
+                  f"A first: {_e(r.get('verdict_a_first'))}, {_e(r.get('reason_a_first'))}<br>"
+                  f"B first: {_e(r.get('verdict_b_first'))}, {_e(r.get('reason_b_first'))}"] for r in rows]
+        out += [f"<h3>{title}: {sum(r.get('outcome') == outcome for r in result['rows'])}</h3>",
+                _table(["id", "query", "reference", "A", "B", "judge (answer 1 is the first)"], cells, css="ex")
+                if cells else '<p class="note">none</p>']
+    return out
+
+
+def _delta(name: str, a: Any, b: Any) -> str:
+    """A score from A to B: the ones that moved marked (up or down, bold), the others dimmed."""
+    shown = f"{_e(name)} {_num(a, 3)} &rarr; {_num(b, 3)}"
+    if _missing(a) or _missing(b) or abs(float(b) - float(a)) < 5e-4:
+        return shown if _missing(a) != _missing(b) else f'<span class="note">{shown}</span>'
+    return f'<b class="{"up" if float(b) > float(a) else "down"}">{shown}</b>'
+
+
+def _pairs(rows: pd.DataFrame, columns: list[str]) -> str:
+    if rows.empty:
+        return '<p class="note">none</p>'
+    out = []
+    for r in rows.to_dict("records"):
+        deltas = "<br>".join(_delta(c, r.get(f"{c}_a"), r.get(f"{c}_b")) for c in columns
+                             if not (_missing(r.get(f"{c}_a")) and _missing(r.get(f"{c}_b"))))
+        out.append([_e(r["id"]), _e(r.get("query_a")), _e(r.get("reference_answer_a")),
+                    f"{_verdict(r.get('verdict_a'))}<br>{_e(r.get('generated_answer_a'))}",
+                    f"{_verdict(r.get('verdict_b'))}<br>{_e(r.get('generated_answer_b'))}", deltas])
+    return _table(["id", "query", "reference", "A", "B", "scores A → B"], out, css="ex")
+
+
+def from_tracking(client, runs: list[str], resamples: int = 1000, seed: int = 0) -> str:
+    """The page of one logged run (rebuilt from its ``summary.json`` and ``examples.json``), or the
+    diff of two (``runs``: ids or unique prefixes); ``client``: an MLflow client."""
+    runs = [resolve_run_id(client, r) for r in runs]
+    tables = [load_run_table(client, r) for r in runs]
+    summaries = [run_summary(client, t.attrs["run"].info.run_id) for t in tables]
+    for table, summary in zip(tables, summaries):
+        table.attrs["params"] = summary.get("params", {})
+    if len(runs) == 1:
+        return run_page(summaries[0], tables[0])
+    known = set(known_metrics(client, runs))
+    names = [n for n in headline(summaries[0]) if n in known]
+    comparison = compare_tables(tables[0], tables[1], names or sorted(known), resamples, seed)
+    return diff_page(comparison, tables[0], tables[1], latest_pairwise(client, runs[0], runs[1]))
+

@@ -1,0 +1,148 @@
+"""Quality gates: a run that is fully computed and logged, then judged against bars.
+
+    gates:                              # config
+      pass_rate: {min: 0.8}
+      latency_p95: {max: 2.0}
+      f1: {max_regression: 0.02}         # against the run named by ``baseline:`` (or --baseline)
+    ragmem run CONFIG --fail-under pass_rate=0.8 --fail-over latency_p95=2.0     # or on the command line
+    ragmem run CONFIG --baseline 3f2a9c1e --max-regression pass_rate=0.02
+
+After the run (summary written, MLflow run logged), every gate is checked against the run's metric;
+a metric that could not be computed (null) fails its gate. Each failed gate is one line
+``error: gate failed: pass_rate 0.5833 < 0.8 (min)`` and the command exits 3. The outcome is in the
+summary JSON (``gates``).
+
+A ``max_regression`` gate compares the run with the baseline run example by example, on the examples
+both share (the paired test of ``ragmem compare RUN_A RUN_B``: paired-bootstrap interval of
+``run - baseline``, randomization p-value). It fails only when the run is significantly worse by more
+than DELTA: the whole interval (``stats.confidence``, 95% by default) of the difference lies below ``-DELTA`` (above ``+DELTA`` for a
+lower-is-better metric such as a latency). Noise alone does not fail it; a real drop of more than
+DELTA does. The baseline run (an id or a unique prefix) must be in the run's tracking store and have
+its per-example table: it is checked before any agent or LLM call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ragmem.errors import ConfigError, RagmemError
+from ragmem.metrics.names import expand_selection
+from ragmem.stats.paired_runs import paired_rows
+from ragmem.tracking.runs import lower_is_better, read_baseline, scoring_of
+
+EXIT_CODE = 3
+
+
+@dataclass
+class GateResult:
+    metric: str
+    value: float | None
+    min: float | None
+    max: float | None
+    passed: bool
+    max_regression: float | None = None  # the paired comparison with the baseline, for such a gate
+    baseline: str | None = None
+    baseline_value: float | None = None
+    diff: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    p_value: float | None = None
+
+    def line(self) -> str:
+        if self.max_regression is not None:
+            if self.diff is None:
+                return (f"gate failed: {self.metric} could not be compared with baseline {self.baseline[:8]} "
+                        "(null in either run, or no shared examples)")
+            return (f"gate failed: {self.metric} {self.value:.4g} vs baseline {self.baseline[:8]} {self.baseline_value:.4g}: "
+                    f"{self.diff:+.4g} [{self.ci_low:+.4g}, {self.ci_high:+.4g}] (p={self.p_value:.3g}), "
+                    f"worse by more than max_regression {self.max_regression:g}")
+        if self.value is None:
+            return f"gate failed: {self.metric} could not be computed (null)"
+        if self.min is not None and self.value < self.min:
+            return f"gate failed: {self.metric} {self.value:.4g} < {self.min:g} (min)"
+        return f"gate failed: {self.metric} {self.value:.4g} > {self.max:g} (max)"
+
+
+class GateFailed(RagmemError):
+    """One or more gates failed; the message holds one line per gate (exit code 3)."""
+
+    exit_code = EXIT_CODE
+
+    def __init__(self, failed: list[GateResult]):
+        super().__init__("\nerror: ".join(g.line() for g in failed))
+        self.failed = failed
+
+
+def from_options(fail_under: list[str], fail_over: list[str],
+                 max_regression: list[str] = ()) -> dict[str, dict[str, float]]:
+    """``--fail-under METRIC=VALUE`` / ``--fail-over METRIC=VALUE`` / ``--max-regression METRIC=DELTA``
+    -> ``{metric: {min|max|max_regression: value}}``."""
+    gates: dict[str, dict[str, float]] = {}
+    for flag, bound, items in (("--fail-under", "min", fail_under), ("--fail-over", "max", fail_over),
+                               ("--max-regression", "max_regression", max_regression)):
+        for item in items:
+            metric, sep, raw = item.partition("=")
+            try:
+                value = float(raw)
+            except ValueError:
+                value = None
+            if not sep or not metric.strip() or value is None:
+                raise ConfigError(f"{flag} {item!r}: expected METRIC=NUMBER, e.g. {flag} pass_rate=0.8")
+            gates.setdefault(metric.strip(), {})[bound] = value
+    return gates
+
+
+def check_names(gates: dict[str, Any], ks) -> None:
+    """Every gated metric is a metric ragmem computes (before any work)."""
+    for metric in gates:
+        try:
+            expand_selection([metric], ks)
+        except ConfigError as exc:
+            raise ConfigError(f"gates.{metric}: {str(exc).removeprefix('metrics: ')}") from None
+
+
+def _bound(gate: Any, key: str) -> float | None:
+    return gate.get(key) if isinstance(gate, dict) else getattr(gate, key, None)
+
+
+def evaluate(metrics: dict[str, Any], gates: dict[str, Any]) -> list[GateResult]:
+    """The min/max gates (a gate with only ``max_regression`` is judged by :func:`regressions`)."""
+    out = []
+    for metric, gate in gates.items():
+        low, high = _bound(gate, "min"), _bound(gate, "max")
+        if low is None and high is None:
+            continue
+        value = metrics.get(metric)
+        passed = value is not None and (low is None or value >= low) and (high is None or value <= high)
+        out.append(GateResult(metric, value, low, high, passed))
+    return out
+
+
+def regressions(cfg, table, params: dict[str, str], metrics: dict[str, Any], baseline=None) -> list[GateResult]:
+    """Every ``max_regression`` gate: the run against ``cfg.baseline`` (its per-example table:
+    ``baseline``, read now when not given), example by example."""
+    gated = {m: _bound(g, "max_regression") for m, g in cfg.gates.items() if _bound(g, "max_regression") is not None}
+    if not gated:
+        return []
+    base = baseline if baseline is not None else read_baseline(cfg.tracking_uri, cfg.baseline)
+    info = base.attrs["run"]
+    rows, _ = paired_rows(base, table, list(gated), *scoring_of(info.data.params),
+                          cfg.stats.resamples or 1000, cfg.seed, cfg.stats.confidence, cfg.stats.bootstrap)
+    by_metric = {r["metric"]: r for r in rows}
+    out = []
+    for metric, delta in gated.items():
+        row = by_metric.get(metric, {})
+        low, high = row.get("ci_low"), row.get("ci_high")
+        if row.get("diff") is None or low is None:
+            passed = False
+        else:
+            passed = not (low > delta if lower_is_better(metric) else high < -delta)
+        out.append(GateResult(metric, metrics.get(metric), None, None, passed, max_regression=delta,
+                              baseline=info.info.run_id, baseline_value=row.get("a"), diff=row.get("diff"),
+                              ci_low=low, ci_high=high, p_value=row.get("p_value")))
+    return out
+
+
+def as_dicts(results: list[GateResult]) -> list[dict[str, Any]]:
+    return [asdict(r) for r in results]

@@ -1,0 +1,172 @@
+"""The one preparation of a run, for the command line and the Python API alike.
+
+    resolve:   defaults <- config file <- API arguments <- --set <- --data, validated once as a
+               RunConfig, then as a whole run: gate names, bench methods, every sweep grid point
+    for_run / for_sweep / for_bench:
+               the machine checked for it (ragmem.run.environment: tracking store, ragmem home, agent
+               targets, key variables), the baseline run read (max_regression gates), the data
+               loaded and validated (a sweep's once per distinct data setting), a --resume run's
+               journal matched; all of it before the first agent or LLM call and before Prefect
+               starts
+
+The typed result (:class:`Prepared`) is handed down: to the engine directly (the Python API), or
+to the flow the command starts, by a one-use token among the flow's parameters
+(:func:`hand_over`, :func:`take`). A flow given no token (a scheduled run of ``ragmem serve``)
+prepares its own run the same way. Nothing is cached between runs: each preparation reads the
+files and the baseline afresh.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ragmem.config.loading import resolve_settings, RunConfig
+from ragmem.data.loaders import Dataset
+from ragmem.errors import ConfigError, RagmemError
+from ragmem.memory import bench_data, layers as memory_layers
+from ragmem.memory.locomo import Conversation
+from ragmem.run import environment, gates, pipeline, resume as resumes, sweep as sweeps
+from ragmem.runtime.forking import release_freed_memory
+from ragmem.tracking import runs as compare
+
+__all__ = ["Prepared", "SweepPlan", "resolve", "sweep_plan", "for_run", "for_sweep", "for_bench",
+           "read_baseline", "hand_over", "take", "drop"]
+
+
+@dataclass
+class SweepPlan:
+    """A sweep made ready: its spec, every grid point with the configuration it makes, and the data
+    of each distinct data setting, loaded once."""
+
+    spec: sweeps.SweepSpec
+    base: dict[str, Any]                     # the config without its sweep section, as plain data
+    points: list[dict[str, Any]]
+    configs: list[RunConfig]
+    datasets: dict[tuple, Dataset]
+
+    def load(self) -> None:
+        """Load and validate the data of each distinct data setting, once."""
+        for child in self.configs:
+            if tuple(child.files) not in self.datasets:
+                self.datasets[tuple(child.files)] = pipeline.load(child)
+
+
+@dataclass
+class Prepared:
+    """A run made ready: what the engine needs besides the steps."""
+
+    config: RunConfig
+    dataset: Dataset | None = None             # ragmem run: the data, loaded and validated
+    baseline: pd.DataFrame | None = None       # the baseline run's per-example table (max_regression gates)
+    sweep: SweepPlan | None = None             # ragmem sweep
+    conversations: list[Conversation] | None = None  # ragmem bench-memory: its dataset, read
+    resume: str | None = None
+
+
+def resolve(path: str | Path | None = None, overrides: list[str] | None = None, data: str | None = None,
+            extra: dict[str, Any] | None = None) -> RunConfig:
+    """The run's settings, validated once (:func:`ragmem.config.loading.resolve_settings`), with what one
+    section's schema cannot see: every gated metric exists, every bench method is known. (Every sweep
+    grid point is checked by the ``for_*`` that follows: :func:`sweep_plan`.)"""
+    cfg = resolve_settings(path, overrides=overrides, data=data, extra=extra)
+    gates.check_names(cfg.gates, cfg.ks)
+    names = [spec.name for spec in memory_layers.method_specs(cfg.bench.methods)]
+    if cfg.bench.baseline is not None and cfg.bench.baseline not in names:
+        raise ConfigError(f"bench.baseline: {cfg.bench.baseline!r} is not one of bench.methods ({', '.join(names)})")
+    return cfg
+
+
+def sweep_plan(cfg: RunConfig, load: bool = True) -> SweepPlan:
+    """The sweep's spec, the config without its sweep section, every grid point with the
+    configuration it makes (a bad value in the grid fails here, naming the point, not in the middle
+    of a sweep) and, unless ``load=False``, the data of each distinct data setting."""
+    spec = sweeps.parse_sweep(cfg.sweep)
+    base = {k: v for k, v in cfg.raw.items() if k != "sweep"}
+    points, configs = zip(*sweeps.point_configs(base, spec, cfg.seed))
+    plan = SweepPlan(spec, base, list(points), list(configs), {})
+    if load:
+        plan.load()
+    return plan
+
+
+def read_baseline(cfg: RunConfig) -> pd.DataFrame | None:
+    """The baseline run's per-example table, when a ``max_regression`` gate needs it (``None``
+    otherwise); a baseline that is not in the tracking store, or has no table, is a ConfigError."""
+    if not (cfg.baseline and any(g.max_regression is not None for g in cfg.gates.values())):
+        return None
+    return compare.read_baseline(cfg.tracking_uri, cfg.baseline)
+
+
+def for_run(cfg: RunConfig, *, resume: str | None = None, load: bool = True) -> Prepared:
+    """An evaluation made ready (``load=False``: the machine checked, no data read). A config with a
+    sweep grid has its grid points checked too (whichever command runs it)."""
+    if cfg.sweep.grid:
+        sweep_plan(cfg, load=False)
+    environment.check(cfg)
+    baseline = read_baseline(cfg)
+    resume = resumes.resolve_key(resume) if resume else None  # a unique prefix, as compare takes it
+    dataset = pipeline.load(cfg) if load else None
+    release_freed_memory()  # the files' parse: what glibc keeps of it (about 25 MB at 10k examples)
+    orchestration = cfg.orchestration
+    if dataset is not None and dataset.streamed and orchestration.task_runner == "dask" and orchestration.dask_address:
+        environment.check_dask_workers(orchestration.dask_address, [f.path for f in dataset.files], len(dataset))
+    if resume and dataset is not None:
+        resumes.check_resume(cfg, dataset, resume).close()
+    return Prepared(cfg, dataset, baseline, resume=resume)
+
+
+def for_sweep(cfg: RunConfig, *, resume: str | None = None) -> Prepared:
+    """A sweep made ready: every point's configuration and every distinct data setting's data."""
+    plan = sweep_plan(cfg, load=False)
+    environment.check(cfg)
+    resume = resumes.resolve_key(resume) if resume else None
+    plan.load()
+    return Prepared(cfg, sweep=plan, resume=resume)
+
+
+def for_bench(cfg: RunConfig) -> Prepared:
+    """A memory benchmark made ready: the machine checked and the data of ``bench.dataset`` read (a
+    malformed file fails here, naming the file, the conversation or question and the field)."""
+    data = bench_data.dataset(cfg.bench.dataset)
+    if not cfg.bench.data:
+        raise ConfigError(f"bench.data: no {data.title} data given; pass --data PATH or set bench.data in the config")
+    if cfg.sweep.grid:
+        sweep_plan(cfg, load=False)
+    environment.check(cfg)
+    return Prepared(cfg, conversations=data.load(str(cfg.bench.data)))
+
+
+# ---- the hand-over to a flow ---------------------------------------------------------------------
+
+_HANDED: dict[str, Prepared] = {}
+_LOCK = threading.Lock()
+
+
+def hand_over(prepared: Prepared) -> str:
+    """A one-use token for ``prepared``, for the flow the command starts in this process (its
+    parameters go to the Prefect API: the token does, the data does not)."""
+    token = uuid.uuid4().hex
+    with _LOCK:
+        _HANDED[token] = prepared
+    return token
+
+
+def take(token: str) -> Prepared:
+    """The prepared run behind ``token``, once; a token not handed over in this process is an error."""
+    with _LOCK:
+        prepared = _HANDED.pop(token, None)
+    if prepared is None:
+        raise RagmemError(f"no prepared run {token!r} was handed over in this process")
+    return prepared
+
+
+def drop(token: str) -> None:
+    """Forget a token the flow did not take (it failed before its first step)."""
+    with _LOCK:
+        _HANDED.pop(token, None)

@@ -1,0 +1,172 @@
+"""What a run records about itself: its params (settings flattened, secrets masked), its counts,
+the summary JSON and where it was stored. Written by :mod:`ragmem.run.engine` once the metrics are in."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from ragmem.config.loading import RunConfig
+from ragmem.config.secrets import mask, scrub
+from ragmem.data.loaders import Dataset
+from ragmem.metrics import MetricResult
+from ragmem.metrics.generation import scorer_for
+from ragmem.metrics.rag import OfflineEntities
+from ragmem.metrics.reliability import unreliable
+from ragmem.prompts import templates as prompts
+from ragmem.version import __version__
+
+if TYPE_CHECKING:
+    from ragmem.run.pipeline import Components
+
+def flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``; lists and free-form mappings (``agent.params``) stay whole."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict) and value and dotted != "agent.params":
+            out.update(flatten(value, dotted + "."))
+        else:
+            out[dotted] = value
+    return out
+
+
+def _param_text(key: str, value: Any) -> str:
+    value = mask(value, key)
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+_REFERENCE_SECTIONS = ("corpus.", "retriever.", "memory.", "generator.")
+_NOT_PARAMS = ("data.files", "metrics", "ranking.k", "experiment", "run_name", "tracking.uri", "tracking.enabled",
+               "tracking.artifact_root", "import_paths")
+
+
+def _is_param(key: str, value: Any, cfg: RunConfig) -> bool:
+    """A setting that is set and that this run used: no ``null`` and no empty value, no section of the
+    reference agent unless it ran, no embeddings endpoint unless one is configured; the experiment,
+    run name and tracking settings are MLflow's own fields, not params."""
+    if value is None or value == [] or value == {} or key in _NOT_PARAMS or key.startswith(("sweep", "bench", "rubrics.")):
+        return False
+    if key.startswith(_REFERENCE_SECTIONS):
+        return cfg.agent.type == "reference"
+    if key.startswith("embeddings."):
+        return bool(cfg.embeddings.model)
+    if key.startswith(("judge.", "rag_metrics.")) and not cfg.judge.model:  # no LLM: its settings did nothing
+        return key in ("judge.type", "judge.threshold", "judge.min_kappa", "judge.label_sample")
+    if key.startswith("agent.") and cfg.agent.type == "replay":  # answers read from the data
+        return key == "agent.type"
+    return True
+
+
+def run_params(cfg: RunConfig, dataset: Dataset, components: Components) -> dict[str, str]:
+    """Everything that produced the numbers, as MLflow params (strings), each under its section's
+    dotted prefix: every setting that is set (:func:`_is_param`), plus data identity, signatures and
+    versions. Secret-looking values are masked. (The git commit is the tag
+    ``mlflow.source.git.commit``, see :mod:`ragmem.tracking.record`.)"""
+    params = {key: _param_text(key, value) for key, value in flatten(cfg.raw).items() if _is_param(key, value, cfg)}
+    return params | {
+        "data.path": ";".join(str(f.path) for f in dataset.files),
+        "data.labels": ";".join("-" if f.label is None else str(f.label) for f in dataset.files),
+        "data.sha256": dataset.sha256,
+        "data.n_examples": str(len(dataset)),
+        "judge.signature": components.judge.signature(),
+        "judge.prompt_version": prompts.PROMPT_VERSION,
+        "judge.prompt_hash": prompts.prompt_hash(),
+        "ranking.signature": f"k:{','.join(map(str, cfg.ks))}|rel:{cfg.ranking.relevance}|kw_thr:{cfg.ranking.keyword_threshold}"
+                             f"|dup:first|no_rel:excluded",
+        "generation.signature": generation_signature(cfg),
+        "stats.signature": f"bootstrap:{cfg.stats.resamples}|conf:{cfg.stats.confidence}"
+                           f"|seed:{cfg.seed}|method:{cfg.stats.bootstrap}",
+        "keywords.stopwords": components.keywords.stopword_signature(),
+        "keywords.signature": components.keywords.signature(),
+        "metrics": ",".join(cfg.metrics),
+        "ranking.k": ",".join(map(str, cfg.ks)),
+        "ragmem.version": __version__,
+    } | ({"judge.response_format_used": components.llm.mode} if components.llm is not None else {}) \
+      | _entity_param(cfg, components) | rubric_params(cfg)
+
+
+def rubric_params(cfg: RunConfig) -> dict[str, str]:
+    """Each rubric as one param ``rubrics.<name>``: its scale, inputs, steps and examples counted,
+    and its prompt version (the hash of its whole text, which is in the run's config.json)."""
+    return {f"rubrics.{r.name}": f"scale:{r.scale}|inputs:{','.join(r.inputs)}|steps:{len(r.steps)}"
+                                 f"|examples:{len(r.examples)}|prompt:{r.prompt_version}"
+            for r in cfg.rubric_definitions()}
+
+
+def _entity_param(cfg: RunConfig, components: Components) -> dict[str, str]:
+    """How offline context_entity_recall finds entities (the tagger follows keywords.tokenizer)."""
+    if components.llm is not None or "context_entity_recall" not in [*cfg.metrics, *cfg.gates]:
+        return {}
+
+    keywords = components.keywords
+    return {"rag_metrics.entities": OfflineEntities(keywords.stopwords, keywords.tokenizer).signature()}
+
+
+def generation_signature(cfg: RunConfig) -> str:
+    return scorer_for(cfg.generation.tokenizer, cfg.generation.bleu_tokenize).signature()
+
+
+def counts(table: pd.DataFrame, result: MetricResult) -> dict[str, int]:
+    """How many examples each kind of trouble touched (logged as metrics, shown in the summary)."""
+    return {**table_counts(table), **{f"undefined_{k}": int(v) for k, v in result.undefined.items()}}
+
+
+def table_counts(table: pd.DataFrame) -> dict[str, int]:
+    """:func:`counts` of the table's rows (a streamed run adds its chunks')."""
+    return {
+        "n_examples": int(len(table)),
+        "n_agent_errors": int(table["error"].notna().sum()),
+        "n_judge_errors": int(table["judge_error"].notna().sum()),
+        "n_unlabelled": int(table["label"].isna().sum()),
+        "n_errors": int((table["error"].notna() | table["judge_error"].notna()).sum()),
+    }
+
+
+def clean_number(value: float | None) -> float | None:
+    """JSON has no NaN: a missing or NaN value is ``null``."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return float(value)
+
+
+def summary(run_id: str | None, cfg: RunConfig, result: MetricResult, table: pd.DataFrame,
+            params: dict[str, str], run_counts: dict[str, int] | None = None) -> dict[str, Any]:
+    """The summary JSON contract: run_id, experiment, n_examples, n_errors, metrics, ci, params, counts,
+    notes, judge_unreliable, tracking_uri. ``run_counts``: :func:`counts` of a streamed run."""
+    c = counts(table, result) if run_counts is None else run_counts
+    return {
+        "run_id": run_id,
+        "experiment": cfg.experiment,
+        "n_examples": c["n_examples"],
+        "n_errors": c["n_errors"],
+        "metrics": {k: clean_number(v) for k, v in result.values.items()},
+        "ci": {k: list(v) for k, v in result.ci.items() if v is not None},
+        "params": params,
+        "counts": c,
+        "notes": [str(note) for note in result.notes],
+        # one line when the judge agrees with the labels no better than chance (judge.min_kappa), else null
+        "judge_unreliable": unreliable(result.values, result.ci, cfg.judge.min_kappa),
+        # where the run is stored (a database file by its absolute path; a URL's secrets masked); null untracked
+        "tracking_uri": store_location(cfg.tracking_uri) if run_id else None,
+    }
+
+
+def store_location(uri: str) -> str:
+    """A tracking URI as the user should read it: a SQLite file by its absolute path, a URL masked.
+
+    >>> store_location("http://bob:pw@mlflow:5000").endswith("bob:***@mlflow:5000")
+    True
+    """
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        return "sqlite:///" + str(Path(uri[len("sqlite:///"):]).resolve())
+    return scrub(uri)
+
+
+def write_json(path: str | Path, payload: dict[str, Any]) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(payload, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")

@@ -1,0 +1,70 @@
+"""A project's home: the one folder its runs belong to, found as git finds ``.git``.
+
+The home is the nearest folder, from the working directory upward, that holds a ``ragmem.toml``
+(written by ``ragmem init``) or an existing ``mlruns/`` folder; when there is none, the working
+directory. Everything a run keeps belongs to the home, wherever in the project it is started:
+
+- the tracking store: ``sqlite:///<home>/mlruns/mlflow.db``, artifacts under ``<home>/mlruns/artifacts``
+  (a relative ``sqlite:///`` path or artifact root, in the config or in ``MLFLOW_TRACKING_URI``, is
+  read relative to the home, not to the working directory);
+- ragmem's working folder ``<home>/.ragmem`` (``$RAGMEM_HOME`` replaces it): journals, the judge's
+  cache, the managed Prefect server's database, port and log.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+MARKER = "ragmem.toml"
+STORE_FOLDER = "mlruns"
+DEFAULT_TRACKING_URI = "sqlite:///mlruns/mlflow.db"
+DEFAULT_ARTIFACT_ROOT = "mlruns/artifacts"
+_SQLITE = "sqlite:///"
+
+
+def project_root(start: Path | None = None) -> Path:
+    """The nearest folder from ``start`` (default: the working directory) upward holding
+    ``ragmem.toml`` or an ``mlruns/`` folder; else ``start`` itself."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / MARKER).is_file() or (folder / STORE_FOLDER).is_dir():
+            return folder
+    return here
+
+
+def ragmem_home() -> Path:
+    """``$RAGMEM_HOME``, default ``.ragmem`` in the project's home (:func:`project_root`)."""
+    given = os.environ.get("RAGMEM_HOME")
+    return Path(given).resolve() if given else project_root() / ".ragmem"
+
+
+def data_cache() -> Path:
+    """Where fetched datasets are kept: ``$RAGMEM_HOME/data`` (:mod:`ragmem.data.published`)."""
+    return ragmem_home() / "data"
+
+
+def in_home(path: str | Path, root: Path | None = None) -> Path:
+    """A relative path read relative to the home (``root``, default :func:`project_root`); an
+    absolute one as it is."""
+    path = Path(path).expanduser()
+    return path if path.is_absolute() else (root or project_root()) / path
+
+
+def tracking_uri(given: str | None = None, root: Path | None = None) -> str:
+    """The store a run writes to or a command reads: ``given`` (``tracking.uri``, ``--tracking-uri``),
+    else ``MLFLOW_TRACKING_URI``, else the home's ``mlruns/mlflow.db``; a relative SQLite path is
+    made absolute against the home (:func:`in_home`; ``root``: that home instead of the one found)."""
+    uri = given or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
+    if uri.startswith(_SQLITE) and not uri.startswith(_SQLITE + "/") and ":memory:" not in uri:
+        path, sep, query = uri[len(_SQLITE):].partition("?")
+        return f"{_SQLITE}{in_home(path, root)}{sep}{query}"
+    return uri
+
+
+def artifact_root(given: str | None = None) -> str:
+    """Where new experiments keep their artifacts: a URI as it is, a path made absolute against the home."""
+    root = given or DEFAULT_ARTIFACT_ROOT
+    if "://" in root:
+        return root
+    return str(in_home(root))

@@ -1,0 +1,110 @@
+"""Paired comparisons of two runs' per-example tables, chunk by chunk: what ``ragmem compare``, a
+``max_regression`` gate against its baseline and a sweep's ties report (``B - A``, its
+paired-bootstrap interval and randomization p-value), without holding either table whole.
+
+A table is a frame, or anything with ``ids()`` and ``chunks(rows)`` (a run's Parquet file:
+:class:`ragmem.tracking.files.ParquetTable`). The examples the runs share are found by their keys
+(:func:`ragmem.schema.example_keys`: 8 bytes an example, the one thing held per example). Each
+run's shared rows are then summed alone, ``CHUNK_ROWS`` at a time
+(:class:`ragmem.stats.run_statistics.RunStatistics`): the Poisson bootstrap's weights and the randomization
+test's swaps are functions of an example's key, so resample r's difference is
+``reduce(sum_i w_ri b_i) - reduce(sum_i w_ri a_i)`` and permutation p moves ``S_p B - S_p A``
+from one run to the other, with no alignment of the two tables. Only apply-kind values (latency
+percentiles) are kept per example, and aligned by key.
+
+The classic bootstrap (drawn by position over the aligned tables) and a two-stage aggregator
+(``judge.samples`` > 1, whose second stage draws by position) read both tables whole, in A's order.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import numpy as np
+import pandas as pd
+
+from ragmem.metrics.base import MetricResult
+from ragmem.schema import example_keys
+from ragmem.stats import intervals as stats
+from ragmem.stats.run_statistics import RunStatistics
+
+__all__ = ["CHUNK_ROWS", "chunks_of", "frame_of", "paired_rows"]
+
+#: rows of a table summed at a time
+CHUNK_ROWS = 10_000
+
+
+def chunks_of(table: Any, rows: int = CHUNK_ROWS) -> Iterator[pd.DataFrame]:
+    """A table ``rows`` at a time (a frame sliced, a file read)."""
+    if isinstance(table, pd.DataFrame):
+        for start in range(0, len(table), rows):
+            yield table.iloc[start:start + rows].reset_index(drop=True)
+    else:
+        yield from table.chunks(rows)
+
+
+def frame_of(table: Any) -> pd.DataFrame:
+    """A table whole (a frame as it is; a file read at once)."""
+    return table if isinstance(table, pd.DataFrame) else table.frame()
+
+
+def _ids(table: Any) -> list:
+    return table["id"].tolist() if isinstance(table, pd.DataFrame) else table.ids()
+
+
+def paired_rows(a: Any, b: Any, names: list[str], zero_division: float, scorer,
+                resamples: int = 1000, seed: int = 0, confidence: float = 0.95,
+                bootstrap: str = "poisson", rows: int = CHUNK_ROWS) -> tuple[list[dict[str, Any]], int]:
+    """``B - A`` for every metric of ``names`` the per-example tables support, on the examples they
+    share (matched by ``id``): rows of :meth:`ragmem.stats.intervals.PairedResult.to_dict`, and the number
+    shared. Without a ``scorer`` corpus BLEU/chrF are left out. ``bootstrap``: how the examples are
+    resampled (``stats.bootstrap``; ``poisson``: summed ``rows`` at a time)."""
+    keys_a, keys_b = example_keys(_ids(a)), example_keys(_ids(b))
+    in_b = np.isin(keys_a, keys_b)
+    n_shared = int(in_b.sum())
+    if not n_shared:
+        return [], 0
+    if scorer is None:
+        names = [n for n in names if n not in ("bleu", "chrf")]
+    if bootstrap == "poisson":
+        shared = np.unique(keys_a[in_b])
+        first = _summed(a, keys_a, shared, names, zero_division, scorer, resamples, seed, confidence, rows)
+        second = None if first is None else _summed(b, keys_b, shared, names, zero_division, scorer, resamples, seed,
+                                                    confidence, rows)  # (not summed once A is found two-stage)
+        if second is not None:
+            return [first.paired(second, n).to_dict() for n in names if n in first and n in second], n_shared
+    return _whole(frame_of(a), frame_of(b), names, zero_division, scorer, resamples, seed, confidence, bootstrap)
+
+
+def _summed(table: Any, keys: np.ndarray, shared: np.ndarray, names: list[str], zero_division: float, scorer,
+            resamples: int, seed: int, confidence: float, rows: int) -> RunStatistics | None:
+    """One run's statistics over the ``shared`` examples, chunk by chunk (``keys``: of its rows, in
+    the order the chunks come); ``None`` when an aggregator is two-stage (it cannot be summed by chunk)."""
+    summed, start = RunStatistics(resamples, seed, confidence, permutations=resamples), 0
+    for chunk in chunks_of(table, rows):
+        mine = keys[start:start + len(chunk)]
+        start += len(chunk)
+        keep = np.isin(mine, shared)
+        if not keep.all():
+            chunk, mine = chunk[keep].reset_index(drop=True), mine[keep]
+        if chunk.empty:
+            continue
+        aggs = stats.aggregators(chunk, names, zero_division, scorer)
+        if any(agg.resum is not None for agg in aggs.values()):
+            return None
+        summed.merge(RunStatistics.of_chunk(chunk, MetricResult({}), aggs, resamples, seed, confidence, resamples, mine))
+    return summed
+
+
+def _whole(a: pd.DataFrame, b: pd.DataFrame, names: list[str], zero_division: float, scorer, resamples: int,
+           seed: int, confidence: float, bootstrap: str) -> tuple[list[dict[str, Any]], int]:
+    """:func:`paired_rows` on the two tables whole, aligned in A's order."""
+    ids_b = set(b["id"])
+    shared = [i for i in a["id"] if i in ids_b]
+    a = a.set_index("id").loc[shared].reset_index()
+    b = b.set_index("id").loc[shared].reset_index()
+    aggs_a, aggs_b = stats.aggregators(a, names, zero_division, scorer), stats.aggregators(b, names, zero_division, scorer)
+    keys = stats.example_keys(shared) if bootstrap == "poisson" else None
+    out = [stats.paired(n, aggs_a[n], aggs_b[n], resamples, seed, confidence, keys).to_dict()
+           for n in names if n in aggs_a and n in aggs_b]
+    return out, len(shared)

@@ -1,0 +1,87 @@
+"""The tracking store's URI: its scheme, and whether a SQLite store can be created or written.
+
+Checked before any work (:func:`ragmem.run.environment.check`); a problem is one
+:class:`ragmem.errors.ConfigError` line naming the URI or path.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import tempfile
+from pathlib import Path
+from urllib.parse import urlparse
+
+from ragmem.errors import ConfigError
+
+DATABASE_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")  # MLflow's SQL store
+SCHEMES = (*DATABASE_SCHEMES, "http", "https", "databricks", "databricks-uc", "file")
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def writable_folder(folder: Path, what: str) -> None:
+    """``folder`` exists and takes a file, or could be made: its nearest existing ancestor is a folder
+    that takes a file (nothing is left behind: a check creates no folder)."""
+    folder = Path(os.path.abspath(folder))
+    existing = folder
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    try:
+        if not existing.is_dir():
+            raise NotADirectoryError(20, "Not a directory", str(existing))
+        with tempfile.NamedTemporaryFile(dir=existing, prefix=".ragmem-check-"):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"{what}: the folder {folder} cannot be written ({exc.strerror or exc})") from None
+
+
+def check_sqlite(path: Path, what: str) -> None:
+    """The SQLite store at ``path`` can be created, or is a SQLite database that can be written."""
+    writable_folder(path.parent, what)
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    if path.is_dir():
+        raise ConfigError(f"{what}: {path} is a folder, not a SQLite database file")
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(len(_SQLITE_MAGIC))
+    except OSError as exc:
+        raise ConfigError(f"{what}: {path} cannot be read ({exc.strerror or exc})") from None
+    if head != _SQLITE_MAGIC:
+        raise ConfigError(f"{what}: {path} is not a SQLite database (corrupted, or another kind of file); "
+                          f"move it away to start a new store")
+    try:
+        connection = sqlite3.connect(path, timeout=30)
+        try:
+            connection.execute("PRAGMA schema_version").fetchone()
+            connection.execute("BEGIN IMMEDIATE")  # a write lock: fails on a read-only file or file system
+            connection.rollback()
+        finally:
+            connection.close()
+    except sqlite3.DatabaseError as exc:
+        raise ConfigError(f"{what}: {path} cannot be used as a store ({exc})") from None
+
+
+def tracking_scheme(uri: str) -> str:
+    """The scheme of a tracking URI, without its driver (``postgresql+psycopg2`` -> ``postgresql``)."""
+    return urlparse(uri).scheme.split("+")[0].lower()
+
+
+def check_tracking(uri: str, source: str) -> None:
+    """``uri`` (from ``source``: ``tracking.uri``, ``MLFLOW_TRACKING_URI`` or the default) can store runs."""
+    scheme = tracking_scheme(uri)
+    what = f"{source} {uri}"
+    if scheme not in SCHEMES:
+        raise ConfigError(f"{what}: unsupported scheme {scheme or '(none)'!r}; use sqlite:///path/mlflow.db, "
+                          f"http(s)://host:port of a tracking server, or a database URL "
+                          f"({', '.join(SCHEMES)})")
+    if scheme == "sqlite":
+        if not uri.startswith("sqlite:///") or uri in ("sqlite:///", "sqlite:///:memory:"):
+            raise ConfigError(f"{what}: expected sqlite:///relative/path.db or sqlite:////absolute/path.db")
+        check_sqlite(Path(uri[len("sqlite:///"):]), what)
+
+
+def tracking_source(cfg) -> str:
+    if cfg.tracking.uri:
+        return "tracking.uri"
+    return "MLFLOW_TRACKING_URI" if os.environ.get("MLFLOW_TRACKING_URI") else "the default tracking store"
