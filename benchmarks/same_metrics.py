@@ -11,7 +11,8 @@ keeps each run's metrics and interval ends (a sweep: each child's, by its settin
 is the ``ragmem`` executable of the checkout to record (default: the one beside this Python).
 
 ``diff`` compares value by value, exactly (floats as written in the JSON). The metrics a live agent
-times (``avg_latency``, ``latency_*``, and anything ending in ``_seconds``) are listed apart: the
+times (``avg_latency``, ``latency_*``, a stage's ``retrieve_latency_*`` and the like: every name
+with ``latency`` in it, and anything ending in ``_seconds``) are listed apart: the
 reference agent's answers are timed on this machine, so those move from run to run whatever the code.
 """
 
@@ -27,7 +28,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = ROOT.parent / "shared" / "data" / "seed-samples"
-TIMED = ("avg_latency", "latency_")
 
 
 def _runs() -> dict[str, list[str]]:
@@ -94,7 +94,7 @@ def diff(before: Path, after: Path) -> int:
         for run in sorted(set(a) | set(b)):
             va, vb = a.get(run, {}), b.get(run, {})
             for metric in sorted(set(va) | set(vb)):
-                timed = metric.startswith(TIMED) or metric.split()[0].endswith("_seconds")
+                timed = "latency" in metric.split()[0] or metric.split()[0].endswith("_seconds")
                 if va.get(metric, "absent") == vb.get(metric, "absent"):
                     same += not timed
                     timed_same += timed

@@ -154,3 +154,14 @@ def test_functions_are_short_and_the_engine_reads_as_the_pipeline():
     lengths = dict(_function_lengths())
     assert {name: n for name, n in lengths.items() if n > 80} == {}
     assert lengths["ragmem/run/engine.py:evaluate"] < 60 and lengths["ragmem/run/engine.py:sweep"] < 60
+
+
+def test_the_tests_mirror_the_package():
+    """A folder of tests/ is a folder of ragmem/ (its tests) or e2e/ (whole files that run the command
+    in a subprocess or need a server); at the top of tests/ only the package's face and the project's
+    own checks (api, layers, docs, packaging)."""
+    folders = {p.parent.name for p in (ROOT / "tests").rglob("test_*.py") if p.parent != ROOT / "tests"}
+    package = {p.name for p in (ROOT / "ragmem").iterdir() if (p / "__init__.py").is_file()}
+    assert sorted(folders - package - {"e2e"}) == []
+    top = sorted(p.stem for p in (ROOT / "tests").glob("test_*.py"))
+    assert top == ["test_api", "test_docs", "test_layers", "test_packaging"]

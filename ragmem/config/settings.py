@@ -9,7 +9,7 @@ dotted setting, the value given and what is allowed (:func:`ragmem.config.loadin
     judge.timeout_s: expected a number > 0, got 'abc'
 
 The documentation's settings tables (``docs/``) and its generated configuration reference are checked
-against these models by ``tests/test_config.py`` and ``tests/test_docs.py``. What every section is
+against these models by ``tests/config/test_config.py`` and ``tests/test_docs.py``. What every section is
 made of is :mod:`ragmem.config.sections`; the sections of sweeps, memory benchmarks and gates are in
 :mod:`ragmem.config.sweep_settings` (all importable from here).
 """

@@ -2,7 +2,7 @@
 
 :mod:`ragmem.metrics.kernels` computes them pair by pair, in Python; at 10k pairs that was 5 s of
 a 20 s run (a ``Counter`` per order per text). Here every pair of a batch is counted together by
-sorting, and the integers are the same (``tests/test_kernels.py`` pins these against the per-pair
+sorting, and the integers are the same (``tests/metrics/test_kernels.py`` pins these against the per-pair
 kernels and those against sacrebleu).
 
 The one idea, :func:`ngram_matches`: the matches of order ``n`` of a pair are

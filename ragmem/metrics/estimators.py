@@ -4,7 +4,7 @@ prediction-powered mean. :mod:`ragmem.metrics.reliability` applies them to a run
 
 Written by hand rather than imported: ``statsmodels`` (Fleiss' kappa), ``scikit-learn`` (Cohen's)
 and ``ppi-python`` (the PPI estimator) would add numba, scipy and their imports to every run for
-short formulas; all three are the tests' oracles (``tests/test_reliability.py``: equal to 1e-9).
+short formulas; all three are the tests' oracles (``tests/metrics/test_reliability.py``: equal to 1e-9).
 """
 
 from __future__ import annotations

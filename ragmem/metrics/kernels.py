@@ -4,7 +4,7 @@ sacrebleu and rouge-score are the reference implementations; their per-call over
 10k-example run (sacrebleu re-tokenizes and rebuilds reference n-grams per call, its ``zh``
 tokenizer tests every character against 27 ranges in Python, rouge-score fills an
 ``|a| x |b|`` table in Python and imports nltk). These kernels compute the same integers and the
-same floats (``tests/test_kernels.py`` pins them against the libraries on bilingual corpora, to 0 for
+same floats (``tests/metrics/test_kernels.py`` pins them against the libraries on bilingual corpora, to 0 for
 the integer statistics and 1e-12 for the F-measures):
 
 - :func:`zh_tokenize`: sacrebleu's ``TokenizerZh`` as one regex substitution, its character class

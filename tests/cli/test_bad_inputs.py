@@ -14,7 +14,7 @@ import yaml
 
 from tests.conftest import ROOT, free_port
 
-CASES = yaml.safe_load((Path(__file__).parent / "bad_inputs" / "cases.yaml").read_text(encoding="utf-8"))
+CASES = yaml.safe_load((ROOT / "tests" / "bad_inputs" / "cases.yaml").read_text(encoding="utf-8"))
 VALID = [{"id": f"e{i}", "query": f"Question {i}?", "reference_answer": f"Answer {i}.",
           "generated_answer": f"Answer {i}."} for i in range(3)]
 

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pandas as pd
+from sklearn.metrics import f1_score
 import pytest
 
 from ragmem.metrics.base import weighted_max, weighted_mean, weighted_percentile, WeightedSample
@@ -155,24 +156,35 @@ def test_the_swaps_of_the_randomization_test_follow_the_ids_too():
     assert abs(np.corrcoef(drawn[:, 0], stats.poisson_weights(keys, 0, 1000, 3)[:, 0])[0, 1]) < 0.1
 
 
+#: each metric as its definition, on the columns of a table (independent of ragmem's aggregators):
+#: the mean of the computable coverages, scikit-learn's F1 of the verdicts against the labels, and
+#: numpy's linear-interpolation 95th percentile of the timed calls
+_DEFINITIONS = {
+    "avg_coverage": lambda t: float(np.nanmean(np.asarray(t["coverage"], dtype=float))),
+    "f1": lambda t: float(f1_score(t["label"], t["verdict"], zero_division=0)),
+    "latency_p95": lambda t: float(np.nanpercentile(np.asarray(t["latency_s"], dtype=float), 95)),
+}
+
+
 @pytest.mark.parametrize("metric", ["avg_coverage", "f1", "latency_p95"])
 def test_the_randomization_p_value_as_sums_equals_swapping_the_examples_one_permutation_at_a_time(metric):
-    """Oracle: each permutation's swapped tables rebuilt example by example, with the same swaps."""
+    """Oracle: each permutation's two tables rebuilt row by row with pandas, the same swaps (the
+    ids' stream, :func:`stats.swaps`), and the metric computed from its definition on them (the
+    mean, scikit-learn's F1, numpy's percentile), never with ragmem's aggregators."""
     n = 150
     table_a, table_b = _table(n, seed=1), _table(n, seed=2)
     table_b["coverage"] = table_a["coverage"] + 0.03  # a small real difference, and noise elsewhere
     a, b = stats.aggregators(table_a, [metric])[metric], stats.aggregators(table_b, [metric])[metric]
     keys = stats.example_keys(table_a["id"])
-    diff = b.value() - a.value()
-    p = stats.randomization_p(a, b, diff, 400, 9, keys)
-    extreme = counted = 0
-    shape = (n, 1) if a.data.ndim == 2 else (n,)
-    for swap in stats.swaps(keys, 0, 400, 9):
-        mask = swap.reshape(shape)
-        a_star = a.with_data(np.where(mask, b.data, a.data)).value()
-        b_star = b.with_data(np.where(mask, a.data, b.data)).value()
-        if a_star is None or b_star is None:
-            continue
-        counted += 1
-        extreme += abs(b_star - a_star) >= abs(diff) - 1e-12
-    assert p == (1 + extreme) / (1 + counted)
+    define = _DEFINITIONS[metric]
+    diff = define(table_b) - define(table_a)
+    assert b.value() - a.value() == pytest.approx(diff, abs=1e-12)
+    p = stats.randomization_p(a, b, b.value() - a.value(), 400, 9, keys)
+    extreme = 0
+    columns_a = {c: table_a[c].to_numpy() for c in ("coverage", "label", "verdict", "latency_s")}
+    columns_b = {c: table_b[c].to_numpy() for c in columns_a}
+    for swap in stats.swaps(keys, 0, 400, 9):  # the swapped examples' rows trade places
+        a_star = {c: np.where(swap, columns_b[c], columns_a[c]) for c in columns_a}
+        b_star = {c: np.where(swap, columns_a[c], columns_b[c]) for c in columns_a}
+        extreme += abs(define(b_star) - define(a_star)) >= abs(diff) - 1e-12
+    assert p == (1 + extreme) / (1 + 400)

@@ -10,7 +10,7 @@ import pytest
 from ragmem.errors import ConfigError
 from ragmem.memory.bench_compare import paired_layers
 from ragmem.run import engine
-from tests.test_memory import KeywordMemory, _conversation, locomo_zip  # noqa: F401  (a fixture)
+from tests.memory.test_memory import KeywordMemory, _conversation, locomo_zip  # noqa: F401  (a fixture)
 
 
 class NoisyMemory(KeywordMemory):
@@ -69,7 +69,7 @@ def test_paired_layers_align_questions_and_mark_only_an_interval_that_excludes_0
 
 def test_on_locomo_noise_is_not_marked_and_memory_against_none_is(locomo_zip):
     locomo = locomo_zip
-    noisy = [{"name": f"noisy{seed}", "type": "python", "target": "tests.test_bench_paired:NoisyMemory",
+    noisy = [{"name": f"noisy{seed}", "type": "python", "target": "tests.memory.test_bench_paired:NoisyMemory",
               "params": {"seed": seed}} for seed in (1, 2)]
     result = _bench(locomo, [*noisy, "reference", "no_memory"], limit_conversations=1, baseline="noisy1")
     by = {(r["method"], r["scope"], r["score"]): r for r in result["paired"]}

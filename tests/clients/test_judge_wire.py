@@ -9,7 +9,7 @@ import pytest
 import ragmem
 from tests.conftest import write_replayed
 from tests.openai_stub import Stub, data_block, user_text, verdict_by_answer as _verdict
-from tests.test_llm_judge import write
+from tests.judges.test_llm_judge import write
 
 
 def _data(tmp_path, n):

@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import free_port
-from tests.test_memory import _conversation
+from tests.conftest import ROOT, free_port
+from tests.memory.test_memory import _conversation
 
 from ragmem.errors import ConfigError
 
 needs_mcp = pytest.mark.skipif(__import__("importlib").util.find_spec("mcp") is None,
                                reason="the mcp package is not installed (pip install 'ragmem[mcp]')")
 
-SERVER = str(Path(__file__).parent / "mcp_memory_server.py")
+SERVER = str(ROOT / "tests" / "mcp_memory_server.py")
 TOOLS = {"add": {"name": "remember", "args": {"text": "{content}", "user": "{user_id}", "turn_id": "{id}", "when": "{timestamp}"}},
          "search": {"name": "recall", "args": {"question": "{query}", "user": "{user_id}", "limit": "{top_k}"},
                     "results": "memories", "text": "memory", "id": "turn_id"},

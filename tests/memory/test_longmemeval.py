@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from ragmem.errors import DataError
+from tests.conftest import ROOT
 
-MINI = Path(__file__).parent / "longmemeval" / "longmemeval_mini.json"
+MINI = ROOT / "tests" / "longmemeval" / "longmemeval_mini.json"
 TODAY = "2023/06/10 (Sat) 09:00"
 
 #: what the scripted layer recalls per question (turn ids), and what the generator answers
@@ -118,7 +119,7 @@ def _bench(tmp_path, stub, **bench):
     return engine.bench_memory({
         "experiment": "longmemeval", "tracking": {"enabled": False}, "seed": 3, "stats": {"resamples": 200},
         "bench": {"dataset": "longmemeval", "data": str(MINI), "top_k": 5,
-                  "methods": [{"name": "scripted", "type": "python", "target": "tests.test_longmemeval:Scripted"},
+                  "methods": [{"name": "scripted", "type": "python", "target": "tests.memory.test_longmemeval:Scripted"},
                               "no_memory"], **bench},
         "generator": {"type": "openai", "model": "g", "base_url": stub.base_url, "api_key_env": "NO_KEY_NEEDED"},
         "judge": {"type": "keyword", "threshold": 0.7}}, preflight=False)
@@ -219,7 +220,7 @@ def test_an_llm_judge_is_asked_each_type_s_own_rule(tmp_path, monkeypatch):
         result = engine.bench_memory({
             "experiment": "longmemeval", "tracking": {"enabled": False}, "metrics": ["pass_rate"],
             "bench": {"dataset": "longmemeval", "data": str(MINI), "methods": [
-                {"name": "scripted", "type": "python", "target": "tests.test_longmemeval:Scripted"}]},
+                {"name": "scripted", "type": "python", "target": "tests.memory.test_longmemeval:Scripted"}]},
             "generator": {"type": "openai", "model": "g", "base_url": generator.base_url, "api_key_env": "NO_KEY_NEEDED"},
             "judge": {"type": "llm", "model": "j", "base_url": judge_stub.base_url, "cache_dir": str(tmp_path / "cache"),
                       "api_key_env": "NO_KEY_NEEDED"}}, preflight=False)

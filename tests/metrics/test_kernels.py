@@ -14,6 +14,7 @@ import pytest
 
 from ragmem.metrics import kernels
 from ragmem.metrics.generation import GenerationScorer, score_pairs
+from tests.conftest import ROOT
 
 ZH = ("检索 增强 生成 向量 数据库 嵌入 重排序 模型 短期 记忆 长期 用户 偏好 混合 稀疏 稠密 结果 分块 上下文 答案 "
       "问题 知识库 延迟 召回率 北京 清华大学 张三 二〇二四年 会话 智能体 的 了 是 在 我们").split()
@@ -41,7 +42,7 @@ def corpus(n: int = 1500, seed: int = 0) -> list[tuple[str, str]]:
         ref = _text(rng)
         hyp = ref if rng.random() < 0.2 else _text(rng)
         pairs.append((hyp, ref))
-    seed_samples = Path(__file__).resolve().parents[2] / "shared" / "data" / "seed-samples"
+    seed_samples = ROOT.parent / "shared" / "data" / "seed-samples"
     for path in sorted(seed_samples.glob("*.json")):  # the original data, when it is beside the project
         for record in json.loads(path.read_text(encoding="utf-8")):
             if isinstance(record, dict):

@@ -213,12 +213,12 @@ def test_bench_memory_two_conversations_with_baselines(prefect_env, tmp_path, ra
 
 
 def test_bench_memory_exits_2_only_when_every_method_failed(prefect_env, tmp_path, ragmem_main):
-    from tests.test_memory import _conversation
+    from tests.memory.test_memory import _conversation
 
     data = tmp_path / "c1.json"
     data.write_text(json.dumps(_conversation()))
     env = {**prefect_env, "PYTHONPATH": str(ROOT)}
-    dead = {"name": "dead", "type": "python", "target": "tests.test_memory:DeadSearch"}
+    dead = {"name": "dead", "type": "python", "target": "tests.memory.test_memory:DeadSearch"}
     config = tmp_path / "bench.yaml"
     for methods, code in (([dead, "reference"], 0), ([dead, {**dead, "name": "dead_too"}], 2)):
         config.write_text(json.dumps({"experiment": "bench-exit", "bench": {"data": str(data), "methods": methods}}))

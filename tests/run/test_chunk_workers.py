@@ -1,7 +1,7 @@
 """A streamed run's chunks read where they are scored (a Dask worker: ragmem.run.batching.score_bounds),
 from their bounds in the files (ragmem.data.segments), never sent as rows: each chunk the examples the
 flow would have read, and the run the same as the one whose chunks the flow reads, bit for bit
-(the same statistics merged in the same order). The Dask cluster itself: tests/test_dask.py."""
+(the same statistics merged in the same order). The Dask cluster itself: tests/e2e/test_dask.py."""
 
 import codecs
 import json
@@ -15,7 +15,7 @@ from ragmem.run import batching as chunks, engine, prepare
 from ragmem.run.journal import Journal
 from ragmem.run.plain_steps import Steps
 from ragmem.schema import AgentOutput
-from tests.test_streaming import DEMO, _generated
+from tests.stats.test_streaming import DEMO, _generated
 
 
 def _record(i: int) -> dict:

@@ -12,7 +12,7 @@ import pytest
 
 from ragmem.errors import ConfigError, DataError
 from ragmem.memory.locomo import ADVERSARIAL_ANSWER, load_locomo, questions
-from tests.conftest import SHARED
+from tests.conftest import ROOT, SHARED
 
 LOCOMO = SHARED / "locomo" / "locomo10.zip"
 
@@ -154,7 +154,7 @@ def _layer_run(spec, tmp_path):
 
 
 def test_python_memory_layer_plugs_in(tmp_path):
-    answered, add_times, layer = _layer_run({"type": "python", "target": "tests.test_memory:KeywordMemory"}, tmp_path)
+    answered, add_times, layer = _layer_run({"type": "python", "target": "tests.memory.test_memory:KeywordMemory"}, tmp_path)
     # one timed add per session, each turn sent with its dia_id
     assert len(add_times) == 2
     assert [m["id"] for m in layer.items["locomo-c1"]] == ["D1:1", "D1:2", "D2:1"]
@@ -271,10 +271,10 @@ def test_a_failing_layer_is_contained_and_the_other_methods_complete(tmp_path, s
 
     path = tmp_path / "c1.json"
     path.write_text(json.dumps(_conversation()))
-    methods = ["reference", "no_memory", {"name": "flaky", "type": "python", "target": "tests.test_memory:FlakyAdd"},
-               {"name": "unbuildable", "type": "python", "target": "tests.test_memory:Unbuildable"},
-               {"name": "dead", "type": "python", "target": "tests.test_memory:DeadSearch"},
-               {"name": "no_ids", "type": "python", "target": "tests.test_memory:NoIds"}]
+    methods = ["reference", "no_memory", {"name": "flaky", "type": "python", "target": "tests.memory.test_memory:FlakyAdd"},
+               {"name": "unbuildable", "type": "python", "target": "tests.memory.test_memory:Unbuildable"},
+               {"name": "dead", "type": "python", "target": "tests.memory.test_memory:DeadSearch"},
+               {"name": "no_ids", "type": "python", "target": "tests.memory.test_memory:NoIds"}]
     config = resolve_config(None, extra={"experiment": "bench-contained", "tracking": dict(shared_store),
                                          "bench": {"data": str(path), "methods": methods}})
     result = engine.bench_memory(config, preflight=False)  # no exception: every failure is contained
@@ -282,7 +282,7 @@ def test_a_failing_layer_is_contained_and_the_other_methods_complete(tmp_path, s
     assert status == {"reference": "FINISHED", "no_memory": "FINISHED", "flaky": "FINISHED",
                       "unbuildable": "FAILED", "dead": "FAILED", "no_ids": "FINISHED"}
     by_name = {m["method"]: m for m in result["methods"]}
-    assert "building tests.test_memory:Unbuildable failed: ConnectionError: qdrant is not running" in by_name["unbuildable"]["error"]
+    assert "building tests.memory.test_memory:Unbuildable failed: ConnectionError: qdrant is not running" in by_name["unbuildable"]["error"]
     assert by_name["dead"]["error"] == ("MethodFailed: every one of the 4 questions failed "
                                         "(4 with ConnectionError: memory service down)")
     flaky = by_name["flaky"]["metrics"]
@@ -309,14 +309,14 @@ def test_a_target_beside_the_config_imports_from_any_working_directory(tmp_path,
 
     folder = tmp_path / "elsewhere"
     folder.mkdir()
-    (folder / "my_layer_beside.py").write_text("from tests.test_memory import KeywordMemory as Layer\n")
+    (folder / "my_layer_beside.py").write_text("from tests.memory.test_memory import KeywordMemory as Layer\n")
     (folder / "c1.json").write_text(json.dumps(_conversation()))
     (folder / "bench.yaml").write_text(json.dumps({"experiment": "beside", "bench": {
         "data": "c1.json", "methods": [{"name": "mine", "type": "python", "target": "my_layer_beside:Layer"}]}}))
     run_dir = tmp_path / "run-from-here"
     run_dir.mkdir()
     monkeypatch.chdir(run_dir)
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1]))  # `tests` importable from here
+    monkeypatch.syspath_prepend(str(ROOT))  # `tests` importable from here
     config = resolve_config(folder / "bench.yaml", extra={"tracking": dict(shared_store)})
     assert config["import_paths"] == [str(folder)]
     result = engine.bench_memory(config, preflight=False)
@@ -354,7 +354,7 @@ def test_each_method_shows_what_its_models_used(tmp_path, shared_store):
             "experiment": "bench-usage", "tracking": dict(shared_store),
             "generator": {"type": "openai", "model": "gen-test", "base_url": stub.base_url},
             "bench": {"data": str(path), "methods": ["no_memory", {"name": "counting", "type": "python",
-                                                                   "target": "tests.test_memory:CountingLayer"}]}})
+                                                                   "target": "tests.memory.test_memory:CountingLayer"}]}})
         result = engine.bench_memory(config, preflight=False)
     rows = {row["method"]: row for row in result["results_table"]}
     for name in ("no_memory", "counting"):  # 4 questions each (one of category 5), counted per method, not cumulatively

@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.openai_stub import Stub
-from tests.test_memory import _conversation
+from tests.memory.test_memory import _conversation
 
 os.environ["MEM0_TELEMETRY"] = "False"  # read when mem0 is imported: no call leaves this machine
 pytest.importorskip("mem0", reason="mem0ai is not installed (pip install 'ragmem[mem0]')")

@@ -9,6 +9,7 @@ import pytest
 
 import ragmem
 from tests.openai_stub import Stub, data_block, user_text
+from tests.conftest import ROOT
 
 SECRET = "sk-test-SECRET-9f8e7d6c"
 
@@ -279,7 +280,7 @@ def test_secret_never_reaches_mlruns(tmp_path, monkeypatch, shared_store):
 
 
 def test_offline_modes_need_no_llm():
-    result = ragmem.evaluate(str(Path(__file__).resolve().parents[1] / "ragmem/datasets/demo_bilingual.json"),
+    result = ragmem.evaluate(str(ROOT / "ragmem/datasets/demo_bilingual.json"),
                              track=False, metrics=["answer_correctness", "contextual_precision", "answer_relevancy",
                                                    "context_entity_recall", "faithfulness"])
     for metric in ("answer_correctness", "contextual_precision", "answer_relevancy", "context_entity_recall", "faithfulness"):

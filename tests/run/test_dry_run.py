@@ -10,7 +10,7 @@ import pytest
 import ragmem
 from tests.conftest import ROOT
 from tests.openai_stub import Stub, data_block, user_text
-from tests.test_llm_judge import _dataset, task_of
+from tests.judges.test_llm_judge import _dataset, task_of
 
 METRICS = ["accuracy", "answer_correctness", "contextual_precision", "answer_relevancy", "context_entity_recall",
            "faithfulness"]
