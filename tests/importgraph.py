@@ -10,6 +10,7 @@ Python runs on the way is not counted as an edge of its own (a subpackage's own 
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,8 @@ class Edge:
     commented: bool  # a comment on the import's line or on the line above it says why it is there
 
 
-def module_files() -> dict[str, Path]:
+@functools.lru_cache(maxsize=1)
+def _module_files() -> tuple[tuple[str, Path], ...]:
     """Module name -> file, for ragmem/, flows/ and tasks/ (not the scripts that built the shipped data)."""
     out = {}
     for folder, prefix in FOLDERS.items():
@@ -38,7 +40,7 @@ def module_files() -> dict[str, Path]:
             if parts[-1] == "__init__":
                 parts = parts[:-1]
             out[".".join((*prefix, *parts))] = path
-    return out
+    return tuple(out.items())
 
 
 def _own(name: str) -> str | None:
@@ -70,7 +72,13 @@ def _type_checking(node: ast.AST, parents: dict) -> bool:
     return False
 
 
-def edges() -> list[Edge]:
+def module_files() -> dict[str, Path]:
+    """Module name -> file (read once per process: every layer test asks)."""
+    return dict(_module_files())
+
+
+@functools.lru_cache(maxsize=1)
+def _edges() -> tuple[Edge, ...]:
     files = module_files()
     found = []
     for module, path in sorted(files.items()):
@@ -104,7 +112,12 @@ def edges() -> list[Edge]:
                     target = target.rpartition(".")[0]
                 if target != module and target in files:
                     found.append(Edge(module, target, node.lineno, inside, commented))
-    return found
+    return tuple(found)
+
+
+def edges() -> list[Edge]:
+    """Every edge (read once per process: every layer test asks)."""
+    return list(_edges())
 
 
 def circles(graph: dict[str, set[str]]) -> list[list[str]]:

@@ -10,20 +10,27 @@ from typing import Any, List, Optional
 import typer
 import typer.core
 
-from ragmem.cli.common import (log, pairwise_command, rerun_against, rerun_manifest, run_flow, setup_logging,
-                               store_client, writable, write)
+from ragmem.cli.common import log, run_prepared, setup_logging, store_client, store_uri, writable, write
 from ragmem.cli.scheduling import pick_flow, schedule_for, serve_flow
 from ragmem.cli.services import data_app, init, labels_app, report, server_app, trigger, ui
+from ragmem.clients import endpoints
+from ragmem.clients.llm_client import JudgeClient
 from ragmem.config.loading import data_path
+from ragmem.data.hashing import file_sha256
 from ragmem.data.loaders import check_file, DataFile
 from ragmem.data.readers import check_encoding
 from ragmem.errors import RagmemError, Stopped
 from ragmem.exits import check_environment, finish as finish_command, leave, prepare_environment
+from ragmem.judges import pairwise
+from ragmem.memory import bench_compare
+from ragmem.memory.bench_data import DATASETS
 from ragmem.orchestration.server import resolve_api_url
 from ragmem.report.terminal import (out, plural, print_bench, print_paired, print_pairwise, print_rerun, print_runs, print_stored,
                                     print_stored_parent, print_summary, print_sweep, say)
 from ragmem.run import dryrun, gates, prepare
-from ragmem.tracking.runs import latest_experiment, list_runs, paired_comparison
+from ragmem.tracking import record_pairwise, Tracker
+from ragmem.tracking.runs import (artifact_json, bench_rows, latest_experiment, list_runs, load_run_table, paired_comparison,
+                                  resolve_run_id)
 from ragmem.version import __version__
 
 
@@ -97,7 +104,7 @@ def run(
             raise gates.GateFailed([gates.GateResult(**g) for g in failed])
 
     try:
-        run_flow("ragmem.flows.evaluate:run_evaluate", ready, verbose, finish, resume=ready.resume,
+        run_prepared("ragmem.flows.evaluate:run_evaluate", ready, verbose, finish, resume=ready.resume,
                  preflight=not no_preflight)
     except RagmemError as exc:  # the tracking store went away after the work: the summary is still written
         if getattr(exc, "ragmem_summary", None):
@@ -130,7 +137,7 @@ def sweep(
             raise RagmemError(f"sweep: every one of the {len(result['children'])} configurations failed "
                               f"(first: {result['children'][0]['error']}); see {output}")
 
-    run_flow("ragmem.flows.sweep:run_sweep", ready, verbose, finish, preflight=not no_preflight, resume=ready.resume)
+    run_prepared("ragmem.flows.sweep:run_sweep", ready, verbose, finish, preflight=not no_preflight, resume=ready.resume)
 
 
 @app.command()
@@ -267,7 +274,7 @@ def bench_memory(
             raise RagmemError(f"bench-memory: every one of the {len(result['methods'])} methods failed "
                               f"(first: {result['methods'][0]['method']}: {result['methods'][0].get('error')})")
 
-    run_flow("ragmem.flows.bench_memory:bench_memory_flow", ready, verbose, finish, preflight=not no_preflight)
+    run_prepared("ragmem.flows.bench_memory:bench_memory_flow", ready, verbose, finish, preflight=not no_preflight)
 
 
 @app.command()
@@ -325,6 +332,59 @@ def check_set_flags(argv: list[str]) -> None:
         if flag == "--set" and "=" not in value and not value.startswith("-"):
             raise RagmemError(f"--set {value}: expected dotted.key=value with no space around '=' "
                               f"(e.g. --set judge.threshold=0.5)")
+
+
+def pairwise_command(runs: list[str], config: Path | None, overrides: list[str], rubric: str | None,
+                     tracking_uri: str | None, resamples: int, seed: int) -> dict[str, Any]:
+    """``ragmem compare RUN_A RUN_B --judge pairwise``: the judge's settings (and rubrics) from
+    ``--config``/``--set`` checked, both runs' tables read and their shared examples counted, the
+    judge's endpoint probed, all before any request; then the comparison, logged as a run of its own
+    in run A's experiment (:func:`ragmem.tracking.record_pairwise`)."""
+    # (only the judge and the rubrics are read: a metric selection that needs more endpoints is not asked for)
+    cfg = prepare.resolve(config, overrides=overrides, extra={"metrics": ["pass_rate"]})
+    if cfg.judge.type != "llm":
+        raise RagmemError("compare --judge pairwise: needs an LLM judge: judge.type llm and judge.model (with "
+                          "judge.base_url), in --config or with --set")
+    chosen = None
+    if rubric is not None:
+        found = {r.name: r for r in cfg.rubric_definitions()}
+        if rubric not in found:
+            raise RagmemError(f"--rubric {rubric}: not a rubric of the config (rubrics: {', '.join(found) or 'none'})")
+        chosen = found[rubric]
+    client = store_client(tracking_uri)
+    a, b = load_run_table(client, runs[0]), load_run_table(client, runs[1])
+    pairwise.pairs_to_judge(a, b)  # nothing to judge: one line, before the probe and any request
+    endpoints.preflight([e for e in endpoints.configured(cfg) if e.setting == "judge.base_url"])
+    result = pairwise.compare_pairwise(a, b, JudgeClient(cfg.judge), chosen, resamples, seed)
+    experiment = client.get_experiment(a.attrs["run"].info.experiment_id).name
+    result["pairwise_run_id"] = record_pairwise(Tracker(store_uri(tracking_uri)), experiment, result)
+    return result
+
+
+def rerun_manifest(run_ref: str) -> tuple[str, dict[str, Any]]:
+    """``bench-memory --rerun``: the first run's id and its manifest (``manifest.json`` of its parent
+    run, in the store of MLFLOW_TRACKING_URI or the home), the data checked to be the same bytes."""
+    client = store_client(None)
+    run_id = resolve_run_id(client, run_ref, "--rerun")
+    try:
+        manifest = artifact_json(client, run_id, "manifest.json")
+    except Exception:
+        raise RagmemError(f"--rerun {run_ref}: run {run_id} has no manifest.json (not a bench-memory parent run, "
+                          "or one logged before manifests)") from None
+    data = manifest["data"]
+    if not Path(data["path"]).exists() or file_sha256(data["path"]) != data["sha256"]:
+        raise RagmemError(f"--rerun {run_ref}: the data {data['path']} is missing or not the bytes the first run "
+                          f"read (sha256 {data['sha256'][:12]}...): nothing was run")
+    return run_id, manifest
+
+
+def rerun_against(first: str, result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each layer of the rerun against its first run, question by question (both read back from
+    their method runs: :func:`ragmem.tracking.runs.bench_rows`)."""
+    client = store_client(None)
+    categories = sorted(int(c) for c in result["categories"])
+    return bench_compare.rerun_comparison(bench_rows(client, first), bench_rows(client, result["parent_run_id"]),
+                                          categories, data=DATASETS[result["dataset"]])
 
 
 def main(argv: list[str] | None = None) -> None:

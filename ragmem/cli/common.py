@@ -1,6 +1,6 @@
 """What the ``ragmem`` commands share (:mod:`ragmem.cli.app`, :mod:`ragmem.cli.services`): logging to
 stderr, the ``--output`` check, the client of the store a command reads, writing a JSON result, and
-running a flow on a prepared run."""
+running a flow on a prepared run (:func:`run_prepared`). The commands' own bodies live beside them."""
 
 from __future__ import annotations
 
@@ -11,22 +11,15 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from ragmem.clients import endpoints
 from ragmem.clients.endpoints import check_store
-from ragmem.clients.llm_client import JudgeClient
 from ragmem.config.secrets import ScrubFilter
-from ragmem.data.hashing import file_sha256
 from ragmem.errors import RagmemError
-from ragmem.judges import pairwise
-from ragmem.memory import bench_compare
-from ragmem.memory.bench_data import DATASETS
 from ragmem.orchestration.prefect_api import run_flow as start
 from ragmem.report.terminal import out
 from ragmem.run import prepare
 from ragmem.run.summary import write_json
 from ragmem.runtime import home
-from ragmem.tracking import record_pairwise, Tracker
-from ragmem.tracking.runs import artifact_json, bench_rows, load_run_table, resolve_run_id
+from ragmem.tracking import Tracker
 
 log = logging.getLogger("ragmem")
 
@@ -62,7 +55,7 @@ def setup_logging(verbose: bool) -> None:
     logging.getLogger("sqlalchemy.pool").setLevel(logging.CRITICAL)
 
 
-def run_flow(target: str, ready: prepare.Prepared, verbose: bool, finish: Callable[[dict[str, Any]], None],
+def run_prepared(target: str, ready: prepare.Prepared, verbose: bool, finish: Callable[[dict[str, Any]], None],
              **kwargs: Any) -> None:
     """Run a flow on the prepared run ``ready`` (handed over by token: its data is not loaded again)
     and hand the flow's result to ``finish`` (see :func:`ragmem.orchestration.prefect_api.run_flow`)."""
@@ -107,56 +100,3 @@ def store_client(tracking_uri: str | None):
 def write(path: Path, payload: dict[str, Any], what: str) -> None:
     write_json(path, payload)
     out.print(f"{what} written to {path}", markup=False, highlight=False, soft_wrap=True)  # a long path: one line
-
-
-def pairwise_command(runs: list[str], config: Path | None, overrides: list[str], rubric: str | None,
-                     tracking_uri: str | None, resamples: int, seed: int) -> dict[str, Any]:
-    """``ragmem compare RUN_A RUN_B --judge pairwise``: the judge's settings (and rubrics) from
-    ``--config``/``--set`` checked, both runs' tables read and their shared examples counted, the
-    judge's endpoint probed, all before any request; then the comparison, logged as a run of its own
-    in run A's experiment (:func:`ragmem.tracking.record_pairwise`)."""
-    # (only the judge and the rubrics are read: a metric selection that needs more endpoints is not asked for)
-    cfg = prepare.resolve(config, overrides=overrides, extra={"metrics": ["pass_rate"]})
-    if cfg.judge.type != "llm":
-        raise RagmemError("compare --judge pairwise: needs an LLM judge: judge.type llm and judge.model (with "
-                          "judge.base_url), in --config or with --set")
-    chosen = None
-    if rubric is not None:
-        found = {r.name: r for r in cfg.rubric_definitions()}
-        if rubric not in found:
-            raise RagmemError(f"--rubric {rubric}: not a rubric of the config (rubrics: {', '.join(found) or 'none'})")
-        chosen = found[rubric]
-    client = store_client(tracking_uri)
-    a, b = load_run_table(client, runs[0]), load_run_table(client, runs[1])
-    pairwise.pairs_to_judge(a, b)  # nothing to judge: one line, before the probe and any request
-    endpoints.preflight([e for e in endpoints.configured(cfg) if e.setting == "judge.base_url"])
-    result = pairwise.compare_pairwise(a, b, JudgeClient(cfg.judge), chosen, resamples, seed)
-    experiment = client.get_experiment(a.attrs["run"].info.experiment_id).name
-    result["pairwise_run_id"] = record_pairwise(Tracker(store_uri(tracking_uri)), experiment, result)
-    return result
-
-
-def rerun_manifest(run_ref: str) -> tuple[str, dict[str, Any]]:
-    """``bench-memory --rerun``: the first run's id and its manifest (``manifest.json`` of its parent
-    run, in the store of MLFLOW_TRACKING_URI or the home), the data checked to be the same bytes."""
-    client = store_client(None)
-    run_id = resolve_run_id(client, run_ref, "--rerun")
-    try:
-        manifest = artifact_json(client, run_id, "manifest.json")
-    except Exception:
-        raise RagmemError(f"--rerun {run_ref}: run {run_id} has no manifest.json (not a bench-memory parent run, "
-                          "or one logged before manifests)") from None
-    data = manifest["data"]
-    if not Path(data["path"]).exists() or file_sha256(data["path"]) != data["sha256"]:
-        raise RagmemError(f"--rerun {run_ref}: the data {data['path']} is missing or not the bytes the first run "
-                          f"read (sha256 {data['sha256'][:12]}...): nothing was run")
-    return run_id, manifest
-
-
-def rerun_against(first: str, result: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each layer of the rerun against its first run, question by question (both read back from
-    their method runs: :func:`ragmem.tracking.runs.bench_rows`)."""
-    client = store_client(None)
-    categories = sorted(int(c) for c in result["categories"])
-    return bench_compare.rerun_comparison(bench_rows(client, first), bench_rows(client, result["parent_run_id"]),
-                                          categories, data=DATASETS[result["dataset"]])

@@ -56,7 +56,7 @@ def load(cfg: RunConfig) -> Dataset:
     repeated judge samples in chunks (their intervals draw by position), before any call."""
     cfg.require_data()
     data = load_dataset(cfg.files, require_answer=cfg.agent.type == "replay", chunk_size=cfg.data.chunk_size)
-    if data.streamed and cfg.judge.type == "llm" and cfg.judge.samples > 1:
+    if data.streamed and stats.two_stage(cfg.judge.samples):  # (samples > 1 needs an LLM judge: settings)
         raise ConfigError(f"judge.samples {cfg.judge.samples}: the {len(data)} examples are more than data.chunk_size "
                           f"{cfg.data.chunk_size}, and the intervals of repeated judge samples are not computed in "
                           f"chunks; set data.chunk_size to {len(data)} or more, or judge.samples to 1")

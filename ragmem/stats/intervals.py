@@ -226,6 +226,22 @@ def resample_all(aggs: dict[str, Aggregator], n: int, resamples: int, seed: int,
     return out
 
 
+
+def two_stage(samples: int) -> bool:
+    """Whether ``judge.samples`` makes the judged metrics two-stage: with more than one sample per
+    verdict, an interval's second stage draws each example's samples by position, so it is neither
+    summed chunk by chunk (:class:`ragmem.stats.run_statistics.RunStatistics`) nor paired by id chunk
+    by chunk (:mod:`ragmem.stats.paired_runs`), and a run refuses a dataset larger than
+    ``data.chunk_size`` with it (:func:`ragmem.run.pipeline.load`). The one statement of that rule."""
+    return samples > 1
+
+
+def by_chunk(agg: Aggregator) -> bool:
+    """Whether an aggregate's intervals add up chunk by chunk: every one but a two-stage one
+    (:func:`two_stage`; ``resum``, the second stage over repeated samples)."""
+    return agg.resum is None
+
+
 def bootstrap(aggs: dict[str, Aggregator], n: int, resamples: int = 1000, seed: int = 0,
               confidence: float = 0.95, keys: np.ndarray | None = None) -> dict[str, tuple[float, float] | None]:
     """Percentile bootstrap interval of every aggregator, all on the same resamples (Poisson-weighted

@@ -90,7 +90,7 @@ def _summed(table: Any, keys: np.ndarray, shared: np.ndarray, names: list[str], 
         if chunk.empty:
             continue
         aggs = stats.aggregators(chunk, names, zero_division, scorer)
-        if any(agg.resum is not None for agg in aggs.values()):
+        if not all(stats.by_chunk(agg) for agg in aggs.values()):  # two-stage: read whole
             return None
         summed.merge(RunStatistics.of_chunk(chunk, MetricResult({}), aggs, resamples, seed, confidence, resamples, mine))
     return summed

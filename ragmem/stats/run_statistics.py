@@ -88,7 +88,7 @@ class RunStatistics:
         one._whole_undefined = whole
         for note in result.notes:
             one._notes.setdefault(getattr(note, "key", "") or str(note), note)
-        staged = [name for name, agg in aggs.items() if agg.resum is not None]
+        staged = [name for name, agg in aggs.items() if not stats.by_chunk(agg)]
         if staged:
             raise ValueError(f"{', '.join(staged)}: two-stage intervals (judge.samples > 1) are not summed by chunk")
         keys = stats.example_keys(table["id"]) if keys is None else keys

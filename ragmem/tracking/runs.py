@@ -163,6 +163,24 @@ def run_summary(client, run_id: str) -> dict[str, Any]:
         raise RagmemError(f"run {run_id} has no summary.json artifact (was it logged by ragmem run?)") from None
 
 
+class RunRef:
+    """A table's MLflow run in ``DataFrame.attrs["run"]``, held by reference: pandas deep-copies a
+    frame's ``attrs`` on nearly every operation (a column read, ``copy``, ``align``), and a run's
+    params, metrics and tags are hundreds of objects: 31 s of the fast lane's 250 went to copying
+    them. Reads as the run itself (``.info``, ``.data``)."""
+
+    def __init__(self, run):
+        self.run = run
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") or name == "run":  # (pickling, copying: the object's own)
+            raise AttributeError(name)
+        return getattr(self.run, name)
+
+    def __deepcopy__(self, memo) -> RunRef:
+        return self
+
+
 def load_run_table(client, run_id: str) -> pd.DataFrame:
     """The per-example table a run logged, whole: ``examples.parquet``, or ``examples.json`` for a
     run logged before the Parquet file (both read back as the same frame); ``run_id`` may be a
@@ -185,13 +203,13 @@ def run_table(client, run_id: str) -> pd.DataFrame | ParquetTable:
         if "examples.parquet" in logged:
             folder = tempfile.TemporaryDirectory(prefix="ragmem-compare-")
             path = client.download_artifacts(run_id, "examples.parquet", folder.name)
-            return ParquetTable(path, built=False, keep=folder, attrs={"run": run})
+            return ParquetTable(path, built=False, keep=folder, attrs={"run": RunRef(run)})
         payload = artifact_json(client, run_id, "examples.json")
         table = pd.DataFrame(payload["data"], columns=payload["columns"])
     except Exception:
         raise RagmemError(f"run {run_id} has no examples.parquet or examples.json artifact "
                           f"(was it logged by ragmem run?)") from None
-    table.attrs["run"] = run
+    table.attrs["run"] = RunRef(run)
     return table
 
 

@@ -54,13 +54,22 @@ class Handler(BaseHTTPRequestHandler):
         return self._send(200, json.dumps(reply))
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        """Quiet: the "slow" case's client times out and leaves, and the late reply's broken pipe would
+        print a traceback into whichever test this worker runs next (a bad-input test read it)."""
+
+
 @pytest.fixture(scope="module")
 def url():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = _Server(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}/agent"
     server.shutdown()
+    server.server_close()
 
 
 def ex(query, **kw):

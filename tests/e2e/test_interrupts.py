@@ -27,18 +27,21 @@ from tests.conftest import ROOT
 pytestmark = pytest.mark.e2e
 
 N = 700
-#: (case, run, stderr line that marks the moment or None for the start, seconds after it)
+#: (case, run, stderr line that marks the moment or None for the start, seconds after it, signal). Each
+#: moment is interrupted once, SIGINT and SIGTERM in turn (both reach every kind of run: the agent's,
+#: the replayed ones, the judge's); that each signal gives its own exit code and line wherever it lands
+#: is held in process by tests/runtime/test_home.py (the same ragmem.exits.finish for both)
 MOMENTS = [
-    ("imports", "agent", None, 0.8),
-    ("data-load", "agent", None, 2.5),
-    ("flow-start", "agent", "Prefect API:", 0.0),
-    ("pool-start", "agent", "Prefect API:", 1.0),
-    ("agent", "agent", "agent:", 0.5),
-    ("metrics", "replay", "| metrics", 0.0),
-    ("bootstrap", "replay", "| bootstrap", 0.0),
-    ("logging", "replay-light", "| logging to MLflow", 0.0),
-    ("judge-hangs", "judge", "| judge", 0.3),
-    ("judge-hangs-long", "judge", "| judge", 3.0),
+    ("imports", "agent", None, 0.8, signal.SIGINT),
+    ("data-load", "agent", None, 2.5, signal.SIGTERM),
+    ("flow-start", "agent", "Prefect API:", 0.0, signal.SIGINT),
+    ("pool-start", "agent", "Prefect API:", 1.0, signal.SIGTERM),
+    ("agent", "agent", "agent:", 0.5, signal.SIGINT),
+    ("metrics", "replay", "| metrics", 0.0, signal.SIGTERM),
+    ("bootstrap", "replay", "| bootstrap", 0.0, signal.SIGINT),
+    ("logging", "replay-light", "| logging to MLflow", 0.0, signal.SIGTERM),
+    ("judge-hangs", "judge", "| judge", 0.3, signal.SIGTERM),
+    ("judge-hangs-long", "judge", "| judge", 3.0, signal.SIGINT),
 ]
 
 
@@ -129,8 +132,8 @@ def _interrupt(command, env, cwd, marker, delay, sig, err_path: Path) -> tuple[i
             proc.wait()
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
-@pytest.mark.parametrize("case,run,marker,delay", MOMENTS, ids=[m[0] for m in MOMENTS])
+@pytest.mark.parametrize("case,run,marker,delay,sig", MOMENTS,
+                         ids=[f"{m[0]}-{'sigint' if m[4] == signal.SIGINT else 'sigterm'}" for m in MOMENTS])
 def test_an_interrupt_at_any_moment_is_one_line(prefect_env, tmp_path, silent_endpoint, case, run, marker, delay, sig):
     configs = _configs(tmp_path, silent_endpoint)
     # (20 ms per agent call, 8 at a time: the agent's 700 calls take ~1.8 s, so that its moment falls
