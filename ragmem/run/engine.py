@@ -38,7 +38,7 @@ from ragmem.judges import labels
 from ragmem.memory import bench_compare, bench_data, benchmark as memory_bench, layers as memory_layers
 from ragmem.prompts.templates import prompt_hash, PROMPT_VERSION
 from ragmem.report import html as report_html
-from ragmem.run import batching as chunks, gates, judge_sweep, pipeline, prepare
+from ragmem.run import batching, gates, judge_sweep, pipeline, prepare
 from ragmem.run import resume as resumes, summary as summaries, sweep as sweeps
 from ragmem.run.journal import Journal
 from ragmem.run.plain_steps import PLAIN, Steps  # noqa: F401  (also ragmem.run.engine.Steps, PLAIN)
@@ -145,7 +145,7 @@ def _handed_over(out: EvaluationResult, journal: Journal, streamed, keep_journal
     if streamed is not None:
         out.table_path = streamed.table_path
         if not keep_journal:
-            out.table_path = Path(tempfile.mkdtemp(prefix="ragmem-table-")) / chunks.TABLE
+            out.table_path = Path(tempfile.mkdtemp(prefix="ragmem-table-")) / batching.TABLE
             shutil.move(streamed.table_path, out.table_path)
             weakref.finalize(out, shutil.rmtree, out.table_path.parent, True)
     if not keep_journal:
@@ -154,13 +154,13 @@ def _handed_over(out: EvaluationResult, journal: Journal, streamed, keep_journal
 
 
 def _scored(cfg: RunConfig, steps: Steps, components: pipeline.Components, dataset: Dataset, journal: Journal,
-            kept: dict[str, AgentOutput]) -> tuple[pd.DataFrame, Any, list, chunks.Streamed | None]:
+            kept: dict[str, AgentOutput]) -> tuple[pd.DataFrame, Any, list, batching.Streamed | None]:
     """Every example answered, judged and scored: the table (a streamed run's: the rows its report
     may show), the result, the outputs (a streamed run's: the first ``tracking.max_traces``)."""
     if dataset.streamed:  # chunk by chunk: answered, judged, scored, written (ragmem.run.batching)
-        streamed = chunks.score_in_chunks(cfg, steps, components, dataset, journal, kept)
+        streamed = batching.score_in_chunks(cfg, steps, components, dataset, journal, kept)
         return streamed.shown, streamed.result, streamed.outputs, streamed
-    outputs, judgements = chunks.answer_and_judge_all(cfg, steps, components, dataset, journal, kept)
+    outputs, judgements = batching.answer_and_judge_all(cfg, steps, components, dataset, journal, kept)
     with progress.stage("metrics"):
         table, result = steps.score(dataset.examples, outputs, judgements, components, cfg)
     return table, result, outputs, None
@@ -186,7 +186,7 @@ def _new_journal(run_id: str | None, cfg: RunConfig, dataset: Dataset, tracker: 
 
 
 def _log_run(steps: Steps, run: TrackedRun, cfg: RunConfig, dataset: Dataset, outputs, table, result, params,
-             summary, journal: Journal, streamed: chunks.Streamed | None = None) -> None:
+             summary, journal: Journal, streamed: batching.Streamed | None = None) -> None:
     """The run's params, metrics, artifacts, report and traces to MLflow; a store that went away
     keeps the results local (summary written, the resume hint raised). A streamed run logs its
     Parquet file as it is, and its report from the rows it kept."""

@@ -170,12 +170,14 @@ def test_the_bit_parallel_lcs_equals_the_dynamic_programme():
 
 
 def test_scores_are_identical_on_a_process_pool(monkeypatch):
-    """The mapped function gives the same values in worker processes as in this one, chunked."""
+    """The mapped function gives the same values in worker processes as in this one, chunked. (The
+    pool tests tokenize with rjieba, the default: jieba's pure-Python dictionary load in every worker
+    was most of their time, and they test the pool, not the tokenizer.)"""
     from ragmem.runtime import parallel
 
     monkeypatch.setattr(parallel, "MIN_PARALLEL_ITEMS", 1)
     pairs = PAIRS[:400]
-    assert parallel.ProcessPool(2).map(score_pairs, pairs, "jieba", "zh") == score_pairs(pairs, "jieba", "zh")
+    assert parallel.ProcessPool(2).map(score_pairs, pairs, "rjieba", "zh") == score_pairs(pairs, "rjieba", "zh")
 
 
 def test_a_map_started_early_is_collected_once_and_only_for_the_same_input(monkeypatch):
@@ -185,17 +187,17 @@ def test_a_map_started_early_is_collected_once_and_only_for_the_same_input(monke
     from ragmem.text.keywords import KeywordExtractor
 
     monkeypatch.setattr(parallel, "MIN_PARALLEL_ITEMS", 1)
-    pairs, expected = PAIRS[:200], score_pairs(PAIRS[:200], "jieba", "zh")
+    pairs, expected = PAIRS[:200], score_pairs(PAIRS[:200], "rjieba", "zh")
     ctx = MetricContext(KeywordExtractor(), mapper=parallel.ProcessPool(2))
-    ctx.start(score_pairs, pairs, "jieba", "zh")
+    ctx.start(score_pairs, pairs, "rjieba", "zh")
     assert len(ctx.started) == 1
-    assert ctx.map(score_pairs, list(pairs), "jieba", "zh") == expected and ctx.started == {}
-    ctx.start(score_pairs, pairs, "jieba", "zh")
+    assert ctx.map(score_pairs, list(pairs), "rjieba", "zh") == expected and ctx.started == {}
+    ctx.start(score_pairs, pairs, "rjieba", "zh")
     other = PAIRS[200:260]  # another input: computed anew, not the started one
-    assert ctx.map(score_pairs, other, "jieba", "zh") == score_pairs(other, "jieba", "zh")
+    assert ctx.map(score_pairs, other, "rjieba", "zh") == score_pairs(other, "rjieba", "zh")
     serial = MetricContext(KeywordExtractor())  # no workers: start does nothing, map computes
-    serial.start(score_pairs, pairs, "jieba", "zh")
-    assert serial.started == {} and serial.map(score_pairs, pairs, "jieba", "zh") == expected
+    serial.start(score_pairs, pairs, "rjieba", "zh")
+    assert serial.started == {} and serial.map(score_pairs, pairs, "rjieba", "zh") == expected
 
 
 class _Recording:
@@ -219,21 +221,21 @@ def test_maps_begun_batch_by_batch_are_taken_and_only_the_rest_is_mapped(monkeyp
     monkeypatch.setattr(parallel, "MIN_PARALLEL_ITEMS", 50)
     pairs = PAIRS[:300]
     early = parallel.EarlyMaps(parallel.ProcessPool(2))
-    early.submit(score_pairs, pairs[:120], "jieba", "zh")           # 120 new: begun
-    early.submit(score_pairs, pairs[100:140], "jieba", "zh")        # 20 new, 20 seen: gathering
-    early.submit(score_pairs, pairs[100:200] + pairs[:10], "jieba", "zh")  # 60 more new: the 80 begun
-    early.submit(score_pairs, pairs[200:230], "jieba", "zh")        # 30: still gathering at the end
-    assert early.begun(score_pairs, ("jieba", "zh")) == set(pairs[:200])
-    assert early.begun(score_pairs, ("jieba", "en")) == set()        # other arguments: nothing begun
+    early.submit(score_pairs, pairs[:120], "rjieba", "zh")           # 120 new: begun
+    early.submit(score_pairs, pairs[100:140], "rjieba", "zh")        # 20 new, 20 seen: gathering
+    early.submit(score_pairs, pairs[100:200] + pairs[:10], "rjieba", "zh")  # 60 more new: the 80 begun
+    early.submit(score_pairs, pairs[200:230], "rjieba", "zh")        # 30: still gathering at the end
+    assert early.begun(score_pairs, ("rjieba", "zh")) == set(pairs[:200])
+    assert early.begun(score_pairs, ("rjieba", "en")) == set()        # other arguments: nothing begun
     recording = _Recording()
     ctx = MetricContext(KeywordExtractor(), mapper=recording, early=early)
     wanted = pairs[250:] + pairs[:250] + pairs[5:6]  # any order, a repeat
-    assert ctx.map(score_pairs, wanted, "jieba", "zh") == score_pairs(wanted, "jieba", "zh")
+    assert ctx.map(score_pairs, wanted, "rjieba", "zh") == score_pairs(wanted, "rjieba", "zh")
     begun = set(pairs[:200])
     assert recording.given == [[p for p in wanted if p not in begun]]  # only what no early map began
     assert 0 < len(recording.given[0]) < len(wanted)
     early.clear()
-    assert early.begun(score_pairs, ("jieba", "zh")) == set()
+    assert early.begun(score_pairs, ("rjieba", "zh")) == set()
 
 
 def test_rows_are_itertuples_read_column_by_column():

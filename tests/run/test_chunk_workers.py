@@ -11,7 +11,7 @@ import pytest
 
 from ragmem.data import segments
 from ragmem.data.loaders import DataFile, load_dataset
-from ragmem.run import batching as chunks, engine, prepare
+from ragmem.run import batching, engine, prepare
 from ragmem.run.journal import Journal
 from ragmem.run.plain_steps import Steps
 from ragmem.schema import AgentOutput
@@ -86,7 +86,7 @@ class OnWorkers(Steps):
     def score_bounds(self, bounds, cfg, folder, key, require_answer):
         for index, chunk in enumerate(bounds):
             self.sent.append(chunk)
-            yield chunks.score_bounds(chunk, cfg, folder, index, key, require_answer)
+            yield batching.score_bounds(chunk, cfg, folder, index, key, require_answer)
 
 
 def _run(config, steps, home, monkeypatch):
@@ -106,7 +106,7 @@ def test_chunks_read_on_the_workers_give_the_flows_run_bit_for_bit(tmp_path, mon
                   "stats": {"resamples": 300}}
     flow = _run(config, Steps(), tmp_path / "flow", monkeypatch)
     workers = OnWorkers()
-    chunks._WORKER.clear()
+    batching._WORKER.clear()
     on_workers = _run(config, workers, tmp_path / "workers", monkeypatch)
     assert workers.sent and all(isinstance(s, segments.Segment) for chunk in workers.sent for s in chunk)
     folders = [tmp_path / home / "runs" / r.journal_key for home, r in (("flow", flow), ("workers", on_workers))]
