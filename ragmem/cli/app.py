@@ -29,8 +29,8 @@ from ragmem.report.terminal import (out, plural, print_bench, print_paired, prin
                                     print_stored_parent, print_summary, print_sweep, say)
 from ragmem.run import dryrun, gates, prepare
 from ragmem.tracking import record_pairwise, Tracker
-from ragmem.tracking.runs import (artifact_json, bench_rows, latest_experiment, list_runs, load_run_table, paired_comparison,
-                                  resolve_run_id)
+from ragmem.tracking.compare import latest_experiment, list_runs, paired_comparison
+from ragmem.tracking.runs import artifact_json, bench_rows, load_run_table, resolve_run_id
 from ragmem.version import __version__
 
 

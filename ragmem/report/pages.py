@@ -11,9 +11,8 @@ import pandas as pd
 from ragmem.report.html import (
     _e, _ks, _missing, _num, _page, _table, _verdict, headline, MOVED, run_page, score_columns,
 )
-from ragmem.tracking.runs import (
-    compare_tables, known_metrics, latest_pairwise, load_run_table, resolve_run_id, run_summary,
-)
+from ragmem.tracking.compare import compare_tables
+from ragmem.tracking.runs import known_metrics, latest_pairwise, load_run_table, resolve_run_id, run_summary
 
 
 def diff_page(comparison: dict[str, Any], a: pd.DataFrame, b: pd.DataFrame,

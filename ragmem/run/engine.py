@@ -38,8 +38,9 @@ from ragmem.judges import labels
 from ragmem.memory import bench_compare, bench_data, benchmark as memory_bench, layers as memory_layers
 from ragmem.prompts.templates import prompt_hash, PROMPT_VERSION
 from ragmem.report import html as report_html
-from ragmem.run import batching, gates, judge_sweep, pipeline, prepare
-from ragmem.run import resume as resumes, summary as summaries, sweep as sweeps
+from ragmem.run import (
+    batching, gates, judge_sweep, pipeline, prepare, resume as resumes, summary as summaries, sweep as sweeps,
+)
 from ragmem.run.journal import Journal
 from ragmem.run.plain_steps import PLAIN, Steps  # noqa: F401  (also ragmem.run.engine.Steps, PLAIN)
 from ragmem.run.prepare import SweepPlan

@@ -29,7 +29,8 @@ from typing import Any
 from ragmem.errors import ConfigError, RagmemError
 from ragmem.metrics.names import expand_selection
 from ragmem.stats.paired_runs import paired_rows
-from ragmem.tracking.runs import lower_is_better, read_baseline, scoring_of
+from ragmem.tracking.compare import lower_is_better
+from ragmem.tracking.runs import read_baseline, scoring_of
 
 EXIT_CODE = 3
 

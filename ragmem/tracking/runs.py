@@ -1,15 +1,12 @@
-"""Comparing runs: a table of the runs of an experiment, and (see ``paired``) two runs example by
-example.
-
-Two numbers are comparable only when the settings that produced them match (the sacrebleu
-practice): each run logs signatures (``keywords.signature``, ``judge.signature``, ``data.sha256``,
-``ranking.k``) and ``compare`` warns when they differ between the runs it shows.
+"""Runs read back from the tracking store: a run's id from a prefix, its artifacts, its summary, its
+per-example table (whole, or to be read chunk by chunk), the metrics it logged, its judge's figures,
+its scoring settings, a benchmark's rows and a gate's baseline. What compares them is
+:mod:`ragmem.tracking.compare`.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import tempfile
 from typing import Any
 
@@ -17,109 +14,13 @@ import pandas as pd
 
 from ragmem.clients.endpoints import check_store
 from ragmem.errors import ConfigError, RagmemError
-from ragmem.metrics import expand_selection
 from ragmem.metrics._division import parse_zero_division
 from ragmem.metrics.generation import scorer_for
-from ragmem.metrics.names import DEFAULT_METRICS, FAMILY_NAMES
-from ragmem.metrics.ranking import DEFAULT_KS
 from ragmem.runtime.processes import run_is_dead
-from ragmem.stats.paired_runs import frame_of, paired_rows
+from ragmem.stats.paired_runs import frame_of
 from ragmem.tracking import Tracker
 from ragmem.tracking.files import ParquetTable
 from ragmem.tracking.lifecycle import metric_key, metric_name
-
-SIGNATURE_PARAMS = ("keywords.signature", "judge.signature", "data.sha256", "ranking.k", "zero_division")
-DEFAULT_COLUMNS = ("pass_rate", "reference_coverage", "hit_rate_at_10", "ndcg_at_10", "latency_p95")
-_VOLATILE = {"data.path", "ragmem.version"}
-
-
-def lower_is_better(metric: str) -> bool:
-    return "latency" in metric or metric.endswith(("_error", "_loss")) or metric.startswith("n_")
-
-
-def signature_warnings(params: list[dict[str, str]]) -> list[str]:
-    warnings = []
-    for key in SIGNATURE_PARAMS:
-        values = {p.get(key) for p in params if p.get(key) is not None}
-        if len(values) > 1:
-            warnings.append(f"runs differ in {key} ({len(values)} values): their scores are not directly comparable")
-    return warnings
-
-
-def _is_metric_name(name: str) -> bool:
-    at_k = [int(k) for k in re.findall(r"_at_(\d+)$", name)]
-    try:
-        expand_selection([name], tuple(sorted({*DEFAULT_KS, *at_k})))
-    except ConfigError:
-        return False
-    return True
-
-
-def latest_experiment(client) -> str:
-    """The experiment of the run started last in the store (what a bare ``ragmem compare`` lists)."""
-    experiments = [e.experiment_id for e in client.search_experiments()]
-    runs = client.search_runs(experiments, order_by=["attributes.start_time DESC"], max_results=1) if experiments else []
-    if not runs:
-        raise RagmemError("compare: the tracking store has no runs yet (run one first: ragmem run CONFIG)")
-    return client.get_experiment(runs[0].info.experiment_id).name
-
-
-#: the order of the summary, by family: the headline (pass rate, coverage, latency), ranking,
-#: generation, the LLM metrics, per source, then the judge (against the labels, its reliability)
-_FAMILY_ORDER = ("verdicts", "coverage", "latency", "ranking", "generation", "rag", "rubric", "per_source", "classification",
-                 "reliability")
-
-
-def summary_order(metrics) -> list[str]:
-    """``metrics`` in the order the summary shows them (see ``_FAMILY_ORDER``; within a family, as
-    the default selection lists them; anything else last, by name).
-
-    >>> summary_order(["f1", "bleu", "ndcg_at_10", "pass_rate", "avg_coverage", "answer_correctness"])
-    ['pass_rate', 'avg_coverage', 'ndcg_at_10', 'bleu', 'answer_correctness', 'f1']
-    """
-    canonical = {name: i for i, name in enumerate(expand_selection(list(DEFAULT_METRICS), DEFAULT_KS))}
-    families = {f.family: f for f in FAMILY_NAMES}
-
-    def key(name: str) -> tuple:
-        rank = next((i for i, family in enumerate(_FAMILY_ORDER) if families[family].owns(name)), len(_FAMILY_ORDER))
-        return rank, canonical.get(name, len(canonical)), name
-
-    return sorted(metrics, key=key)
-
-
-def list_runs(client, experiment: str, metric: str = "pass_rate", last: int = 20) -> tuple[pd.DataFrame, list[str]]:
-    """The last ``last`` runs of an experiment: params that differ between them, the chosen metric
-    and a few common ones, sorted by the metric (best first)."""
-    found = client.get_experiment_by_name(experiment)
-    if found is None:
-        names = [e.name for e in client.search_experiments()]
-        raise RagmemError(f"--experiment: no experiment named {experiment!r}; "
-                          f"experiments: {', '.join(names) or '(none)'}")
-    runs = client.search_runs([found.experiment_id], order_by=["attributes.start_time DESC"], max_results=last)
-    if not runs:
-        raise RagmemError(f"experiment {experiment!r} has no runs")
-    logged = sorted({metric_name(k) for r in runs for k in r.data.metrics if not k.endswith(("_ci_low", "_ci_high"))})
-    if metric not in logged and not _is_metric_name(metric):
-        raise RagmemError(f"--metric {metric!r}: not a metric ragmem computes, and none of the last {len(runs)} "
-                          f"runs of {experiment!r} logged it; logged: {', '.join(logged) or '(none)'}")
-    params = [r.data.params for r in runs if r.data.params]  # an unfinished run has logged none yet
-    keys = sorted({k for p in params for k in p})
-    differing = [k for k in keys if k not in _VOLATILE and not k.startswith(("sweep.", "best."))
-                 and len({p.get(k) for p in params}) > 1 and k not in SIGNATURE_PARAMS]
-    columns = list(dict.fromkeys([metric, *DEFAULT_COLUMNS]))
-    rows = []
-    for run in runs:
-        row: dict[str, Any] = {"run_id": run.info.run_id, "status": run_status(run.info.status, run.data.tags)}
-        row.update({k: run.data.params.get(k) for k in differing})
-        row.update({m: run.data.metrics.get(metric_key(m)) for m in columns})
-        rows.append(row)
-    table = pd.DataFrame(rows)
-    table = table.sort_values(metric, ascending=lower_is_better(metric), na_position="last", kind="stable")
-    table = table.dropna(axis=1, how="all")
-    if (table["status"] == "FINISHED").all():
-        table = table.drop(columns="status")
-    return table.reset_index(drop=True), signature_warnings(params)
-
 
 def run_status(status: str, tags: dict[str, str]) -> str:
     """MLflow's status, except that a RUNNING run whose process is gone (SIGKILL, power loss) shows
@@ -247,41 +148,6 @@ def scoring_of(params: dict[str, str]) -> tuple[float, Any]:
     if "generation.tokenizer" in params and "generation.bleu_tokenize" in params:
         scorer = scorer_for(params["generation.tokenizer"], params["generation.bleu_tokenize"])
     return parse_zero_division(params.get("zero_division", "0")), scorer
-
-
-def paired_comparison(client, run_a: str, run_b: str, metrics: list[str] | None = None,
-                      resamples: int = 1000, seed: int = 0, confidence: float = 0.95) -> dict[str, Any]:
-    """Every metric both runs logged and the per-example tables support, compared on the examples
-    the two runs share (matched by example id): ``B - A``, its interval and p-value. Run ids may be
-    unique prefixes; a metric neither run logged is refused with the list of known ones."""
-    run_a, run_b = resolve_run_id(client, run_a), resolve_run_id(client, run_b)
-    known = known_metrics(client, [run_a, run_b])
-    unknown = [m for m in metrics or [] if m not in known]
-    if unknown:
-        raise RagmemError(f"--metrics {unknown[0]!r}: not logged by both runs; known: {', '.join(known)}")
-    return compare_tables(run_table(client, run_a), run_table(client, run_b), summary_order(metrics or known),
-                          resamples, seed, confidence)
-
-
-def compare_tables(a: Any, b: Any, names: list[str], resamples: int = 1000, seed: int = 0,
-                   confidence: float = 0.95) -> dict[str, Any]:
-    """:func:`paired_comparison` of two per-example tables already found (:func:`run_table`, read
-    chunk by chunk, or frames)."""
-    run_a_info, run_b_info = a.attrs["run"], b.attrs["run"]
-    run_a, run_b = run_a_info.info.run_id, run_b_info.info.run_id
-    settings_a, settings_b = run_a_info.data.params, run_b_info.data.params
-    rows, n_shared = paired_rows(a, b, names, *scoring_of(settings_a), resamples, seed, confidence)
-    if not n_shared:
-        raise RagmemError(f"runs {run_a} and {run_b} share no example ids: nothing to compare")
-    warnings = signature_warnings([settings_a, settings_b])
-    if n_shared < max(len(a), len(b)):
-        warnings.append(f"compared on the {n_shared} examples the runs share")
-    differing = {k: [settings_a.get(k), settings_b.get(k)] for k in sorted(set(settings_a) | set(settings_b))
-                 if settings_a.get(k) != settings_b.get(k) and k not in _VOLATILE}
-    return {"run_a": run_a, "run_b": run_b, "n_shared": n_shared, "resamples": resamples, "seed": seed,
-            "confidence": confidence, "test": "paired bootstrap CI; approximate randomization p-value (two-sided)",
-            "settings_that_differ": differing, "warnings": warnings, "metrics": rows,
-            "judge": {"a": judge_of(run_a_info), "b": judge_of(run_b_info)}}
 
 
 def latest_pairwise(client, run_a: str, run_b: str) -> dict[str, Any] | None:

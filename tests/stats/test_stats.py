@@ -93,7 +93,7 @@ def test_corpus_bleu_is_rebuilt_with_the_runs_own_scorer():
 
 
 def test_compare_warns_when_signatures_differ():
-    from ragmem.tracking.runs import signature_warnings
+    from ragmem.tracking.compare import signature_warnings
 
     a = {"keywords.signature": "tok:jieba-0.42.1|sw:none", "judge.signature": "judge:keyword|thr:0.7", "data.sha256": "x"}
     b = dict(a, **{"keywords.signature": "tok:char|sw:none"})

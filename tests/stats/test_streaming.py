@@ -20,7 +20,7 @@ from ragmem.metrics.estimators import ppi_from_sums, ppi_mean_ci, ppi_statistics
 from ragmem.run import pipeline, prepare
 from ragmem.stats.run_statistics import additive, RunStatistics
 from ragmem.tracking import files
-from ragmem.tracking.runs import paired_comparison
+from ragmem.tracking.compare import paired_comparison
 from tests.conftest import ROOT, SEED
 
 

@@ -15,7 +15,8 @@ from ragmem.report import pages as report_pages
 from ragmem.run import gates, prepare, resume
 from ragmem.stats.paired_runs import frame_of
 from ragmem.tracking import files
-from ragmem.tracking.runs import load_run_table, paired_comparison
+from ragmem.tracking.compare import paired_comparison
+from ragmem.tracking.runs import load_run_table
 
 
 def _answers(folder: Path, name: str, wrong: set[int], n: int = 60) -> str:
