@@ -233,6 +233,16 @@ def _stop_server(env: dict[str, str]) -> None:
                    text=True, timeout=60)
 
 
+def pytest_xdist_auto_num_workers(config) -> int:
+    """``-n auto`` (pyproject's addopts): four workers for the whole suite, whose end-to-end tests
+    spend much of their time waiting on servers and subprocesses, and three for the fast lane
+    (``-m "not e2e"``), which is CPU work: each worker pays its own imports of MLflow, Prefect and
+    pandas and its own first run (about 5 s), and on two cores a fourth one made the lane slower
+    (75-76 s with three workers against 85-97 s with four, interleaved, on this machine)."""
+    marks = config.getoption("markexpr") or ""
+    return 3 if "not e2e" in marks else 4
+
+
 def pytest_configure(config):
     """The tests never write into the checkout: a run's journal, the last-error log and a managed
     server's files go to a ragmem home of this test process (a test that needs its own sets its own)."""

@@ -109,23 +109,30 @@ def test_labels_drawn_filled_and_imported_give_the_prediction_powered_pass_rate(
     assert len([a for t in traces for a in t.info.assessments or () if a.name == "human_label"]) == 12  # none twice
 
 
-@pytest.mark.parametrize("case", ["run", "column", "example", "verdict"])
-def test_a_bad_import_is_one_line_exit_2_and_attaches_nothing(unlabelled_run, ragmem_main, tmp_path, case):
+#: (case, run reference or None for the run's own, columns, rows, expected error); the good rows are
+#: zh-01 labelled 1 and zh-02 labelled 0
+_BAD_IMPORTS = [
+    ("run", "0000ffff", ("example_id", "label"), [["zh-01", "1"], ["zh-02", "0"]],
+     "run '0000ffff': no run id starts with it in the tracking store"),
+    ("column", None, ("example_id", "verdict"), [["zh-01", "1"], ["zh-02", "0"]], "missing column 'label'"),
+    ("example", None, ("example_id", "label"), [["zh-01", "1"], ["zh-02", "0"], ["nope", "1"]],
+     "row 4, field example_id: 'nope' is not an example of run"),
+    ("verdict", None, ("example_id", "label"), [["zh-01", "2"]],
+     "row 2 (example zh-01), field label: expected 0 or 1, got '2'"),
+]
+
+
+def test_a_bad_import_is_one_line_exit_2_and_attaches_nothing(unlabelled_run, ragmem_main, tmp_path):
+    """Every bad sheet against one run (each is refused before anything is written, so the run is the
+    same for the next case)."""
     result, sheet, truth, uri = unlabelled_run
-    rows = [["zh-01", "1"], ["zh-02", "0"]]
-    run_ref, columns, expected = result.run_id[:8], ("example_id", "label"), ""
-    if case == "run":
-        run_ref, expected = "0000ffff", "run '0000ffff': no run id starts with it in the tracking store"
-    elif case == "column":
-        columns, rows, expected = ("example_id", "verdict"), rows, "missing column 'label'"
-    elif case == "example":
-        rows, expected = rows + [["nope", "1"]], "row 4, field example_id: 'nope' is not an example of run"
-    else:
-        rows, expected = [["zh-01", "2"]], "row 2 (example zh-01), field label: expected 0 or 1, got '2'"
-    ran = ragmem_main(["labels", "import", run_ref, str(_sheet(tmp_path / "bad.csv", rows, columns)), "--tracking-uri", uri])
-    assert ran.returncode == 2
-    lines = [line for line in ran.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], ran.stderr
-    assert "Traceback" not in ran.stderr + ran.stdout
-    run = MlflowClient(uri).get_run(result.run_id)
-    assert "count/n_labelled" not in run.data.metrics and "labels" not in [a.path for a in MlflowClient(uri).list_artifacts(result.run_id)]
+    for case, run_ref, columns, rows, expected in _BAD_IMPORTS:
+        ran = ragmem_main(["labels", "import", run_ref or result.run_id[:8],
+                           str(_sheet(tmp_path / f"bad-{case}.csv", rows, columns)), "--tracking-uri", uri])
+        assert ran.returncode == 2, case
+        lines = [line for line in ran.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], (case, ran.stderr)
+        assert "Traceback" not in ran.stderr + ran.stdout, case
+        run = MlflowClient(uri).get_run(result.run_id)
+        assert "count/n_labelled" not in run.data.metrics, case
+        assert "labels" not in [a.path for a in MlflowClient(uri).list_artifacts(result.run_id)], case
