@@ -44,6 +44,7 @@ def leave(code: int) -> None:
     import atexit
     import threading
 
+    interrupts.SAID.set()  # (the wind-down bound of a SIGTERM says nothing more)
     if code in (130, 143):
         watchdog = threading.Timer(INTERRUPTED_EXIT_S, os._exit, args=(code,))
         watchdog.daemon = True  # (a daemon: the exit's join of threads must not wait for it)

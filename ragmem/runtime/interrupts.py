@@ -8,6 +8,7 @@ to the end while the process waits to exit.
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 
@@ -44,8 +45,42 @@ def interrupt_in(exc: BaseException) -> KeyboardInterrupt | None:
     return None
 
 
+#: the longest a command may take to end after SIGTERM: an interrupted run winds down in seconds, and
+#: its exit is bounded once its line is printed (:data:`ragmem.exits.INTERRUPTED_EXIT_S`); this bounds
+#: what comes before the line. Seen: SIGTERM raised inside an import of the main thread while
+#: Prefect's event-loop threads imported the same module; the module lock stayed held, and Prefect's
+#: crash handling waited on those threads for ever.
+WIND_DOWN_S = 60.0
+_ENDING = threading.Event()
+_COMMAND = threading.Event()  # set by sigterm_raises: this process is a ragmem command, not a library user's
+SAID = threading.Event()  # set by ragmem.exits.leave: the command's one line is out, and its own bound runs
+
+
+def _end_after(code: int, seconds: float) -> None:
+    """Once per process: should it still run ``seconds`` from now, one line on stderr and ``code``."""
+    if _ENDING.is_set():
+        return
+    _ENDING.set()
+
+    def end() -> None:
+        try:
+            if not SAID.is_set():
+                os.write(2, f"interrupted: the command did not wind down within {seconds:.0f} s of the signal and was "
+                            f"ended (a run it had started keeps its journal: ragmem run --resume)\n".encode())
+        finally:
+            os._exit(code)
+
+    timer = threading.Timer(seconds, end)
+    timer.daemon = True
+    timer.start()
+
+
 def raise_terminated(signum, frame) -> None:
-    """The SIGTERM handler of a command and of a tracked run: Ctrl+C's way, as :class:`Terminated`."""
+    """The SIGTERM handler of a command and of a tracked run: Ctrl+C's way, as :class:`Terminated`.
+    In a ``ragmem`` command the process ends within :data:`WIND_DOWN_S` whatever the interrupted
+    code does (never in a library user's process: there the exception is theirs to handle)."""
+    if _COMMAND.is_set():
+        _end_after(143, WIND_DOWN_S)
     raise Terminated(f"terminated by signal {signum}")
 
 
@@ -54,6 +89,7 @@ def sigterm_raises() -> None:
     raises ``KeyboardInterrupt``: the command ends through the same line and code (143). Not in
     another thread or where signals cannot be set (an embedded interpreter): nothing changes."""
     if threading.current_thread() is threading.main_thread():
+        _COMMAND.set()
         try:
             signal.signal(signal.SIGTERM, raise_terminated)
         except ValueError:

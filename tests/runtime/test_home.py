@@ -244,3 +244,32 @@ def test_an_interrupt_a_library_turned_into_its_own_error_is_still_the_interrupt
     assert type(serialised).__name__ == "PydanticSerializationError"
     assert exits.finish(serialised, ["run", "x.yaml"]) == 130 and capsys.readouterr().err == "interrupted\n"
     assert interrupts.interrupt_in(ValueError("Task run is not set")) is None  # a plain error stays one
+
+
+def test_a_command_that_hangs_after_sigterm_ends_within_its_bound_with_one_line(monkeypatch):
+    """Seen in CI: SIGTERM raised inside an import of the main thread while Prefect's threads imported
+    the same module, and Prefect's crash handling then waited for ever. In a ragmem command the
+    handler arms a bound (interrupts.WIND_DOWN_S): past it, one line and exit 143. In a library
+    user's process, nothing is armed. (os._exit and stderr patched: no process ends here.)"""
+    import threading
+
+    import pytest
+
+    from ragmem.errors import Terminated
+    from ragmem.runtime import interrupts
+
+    ended, written = threading.Event(), []
+    monkeypatch.setattr(interrupts.os, "_exit", lambda code: (written.append(code), ended.set()))
+    monkeypatch.setattr(interrupts.os, "write", lambda fd, data: written.append((fd, data.decode())))
+    monkeypatch.setattr(interrupts, "WIND_DOWN_S", 0.05)
+    for command in (False, True):
+        monkeypatch.setattr(interrupts, "_ENDING", threading.Event())
+        monkeypatch.setattr(interrupts, "_COMMAND", threading.Event())
+        monkeypatch.setattr(interrupts, "SAID", threading.Event())
+        if command:
+            interrupts._COMMAND.set()
+        with pytest.raises(Terminated):
+            interrupts.raise_terminated(15, None)
+        assert ended.wait(2.0 if command else 0.3) is command
+    (fd, line), code = written
+    assert fd == 2 and line.startswith("interrupted: ") and line.count("\n") == 1 and code == 143
