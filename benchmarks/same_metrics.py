@@ -106,7 +106,8 @@ def diff(before: Path, after: Path) -> int:
         runs = f"{len(a)} runs, " if len(a) > 1 else ""
         print(f"{path.stem}: {runs}{same} values identical, {len(lines)} differ; timed: {timed_same} identical, "
               f"{timed_moved} moved")
-        print("\n".join(lines)) if lines else None
+        if lines:
+            print("\n".join(lines))
         differing += len(lines)
     return 1 if differing else 0
 

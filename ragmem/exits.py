@@ -46,9 +46,7 @@ def leave(code: int) -> None:
 
     interrupts.SAID.set()  # (the wind-down bound of a SIGTERM says nothing more)
     if code in (130, 143):
-        watchdog = threading.Timer(INTERRUPTED_EXIT_S, os._exit, args=(code,))
-        watchdog.daemon = True  # (a daemon: the exit's join of threads must not wait for it)
-        watchdog.start()
+        interrupts.exit_after(INTERRUPTED_EXIT_S, code)
     for name in ("SIGINT", "SIGTERM"):  # the command is over: an interrupt now has nothing to stop
         try:
             signal.signal(getattr(signal, name), signal.SIG_IGN)

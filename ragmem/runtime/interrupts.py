@@ -56,22 +56,19 @@ _COMMAND = threading.Event()  # set by sigterm_raises: this process is a ragmem 
 SAID = threading.Event()  # set by ragmem.exits.leave: the command's one line is out, and its own bound runs
 
 
-def _end_after(code: int, seconds: float) -> None:
-    """Once per process: should it still run ``seconds`` from now, one line on stderr and ``code``."""
-    if _ENDING.is_set():
-        return
-    _ENDING.set()
+def exit_after(seconds: float, code: int, line: str | None = None) -> None:
+    """End the process with ``code`` should it still run ``seconds`` from now (a daemon timer), first
+    writing ``line`` to stderr unless the command's own line is out by then (:data:`SAID`)."""
 
     def end() -> None:
         try:
-            if not SAID.is_set():
-                os.write(2, f"interrupted: the command did not wind down within {seconds:.0f} s of the signal and was "
-                            f"ended (a run it had started keeps its journal: ragmem run --resume)\n".encode())
+            if line is not None and not SAID.is_set():
+                os.write(2, (line + "\n").encode())
         finally:
             os._exit(code)
 
     timer = threading.Timer(seconds, end)
-    timer.daemon = True
+    timer.daemon = True  # (a daemon: the exit's join of threads must not wait for it)
     timer.start()
 
 
@@ -79,8 +76,10 @@ def raise_terminated(signum, frame) -> None:
     """The SIGTERM handler of a command and of a tracked run: Ctrl+C's way, as :class:`Terminated`.
     In a ``ragmem`` command the process ends within :data:`WIND_DOWN_S` whatever the interrupted
     code does (never in a library user's process: there the exception is theirs to handle)."""
-    if _COMMAND.is_set():
-        _end_after(143, WIND_DOWN_S)
+    if _COMMAND.is_set() and not _ENDING.is_set():  # (armed once: the first signal's bound holds)
+        _ENDING.set()
+        exit_after(WIND_DOWN_S, 143, f"interrupted: the command did not wind down within {WIND_DOWN_S:.0f} s of the "
+                                     f"signal and was ended (a run it had started keeps its journal: ragmem run --resume)")
     raise Terminated(f"terminated by signal {signum}")
 
 
