@@ -125,7 +125,7 @@ class _Watcher:
 
     def _watch(self) -> None:
         while True:
-            time.sleep(0.2 if self.bar is not None else 1.0)
+            time.sleep(0.2 if self.bar is not None else min(1.0, _interval()))  # a line every interval, to 0.2 s
             with self.lock:
                 if not self.stages:
                     self.thread = None

@@ -84,8 +84,10 @@ orchestration: {workers: 2}
 stats: {resamples: 300}
 tracking: {max_traces: 0}
 """)
-    # the later moments: no agent to wait for; the logging moment's run scores in its own process
-    for name, resamples, workers in (("replay", 3000, 2), ("replay-light", 200, 1)):
+    # the later moments: no agent to wait for; the logging moment's run scores in its own process; the
+    # bootstrap's 20,000 resamples last ~0.8 s here, so that its running line comes at 0.2 s (at 3,000
+    # it lasted 0.12-0.25 s: on a fast machine it printed nothing and the run ended before the moment)
+    for name, resamples, workers in (("replay", 20000, 2), ("replay-light", 200, 1)):
         (folder / f"{name}.yaml").write_text(f"""experiment: interrupts
 data: {{files: [data.jsonl]}}
 agent: {{type: replay}}
