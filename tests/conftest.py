@@ -129,7 +129,7 @@ def file_server(root: Path, broken: dict[str, bytes] | None = None):
             super().do_GET()
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(root)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}", requested
@@ -235,12 +235,13 @@ def _stop_server(env: dict[str, str]) -> None:
 
 def pytest_xdist_auto_num_workers(config) -> int:
     """``-n auto`` (pyproject's addopts): four workers for the whole suite, whose end-to-end tests
-    spend much of their time waiting on servers and subprocesses, and three for the fast lane
+    spend much of their time waiting on servers and subprocesses, and two for the fast lane
     (``-m "not e2e"``), which is CPU work: each worker pays its own imports of MLflow, Prefect and
-    pandas and its own first run (about 5 s), and on two cores a fourth one made the lane slower
-    (75-76 s with three workers against 85-97 s with four, interleaved, on this machine)."""
+    pandas and its own first run (about 5 s), and on two cores a third one made the lane slower
+    once its stubs stopped idling half a second at shutdown (57-58 s with two workers against 60 s
+    with three, 85-89 s of CPU against 103 s, interleaved, on this machine)."""
     marks = config.getoption("markexpr") or ""
-    return 3 if "not e2e" in marks else 4
+    return 2 if "not e2e" in marks else 4
 
 
 def pytest_configure(config):

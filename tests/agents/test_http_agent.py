@@ -65,7 +65,7 @@ class _Server(ThreadingHTTPServer):
 @pytest.fixture(scope="module")
 def url():
     server = _Server(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}/agent"
     server.shutdown()

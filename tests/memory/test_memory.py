@@ -187,7 +187,7 @@ def test_http_memory_layer_plugs_in(tmp_path):
             self.wfile.write(data)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/memory"
         answered, _, _ = _layer_run({"type": "http", "url": url}, tmp_path)
