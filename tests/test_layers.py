@@ -3,16 +3,12 @@ the import graph, read from the source with the imports inside functions, is hel
 core never imports the shell (flows, tasks, Prefect, the CLI); every MLflow call lives in
 ragmem/tracking/."""
 
+import ast
 import re
-import subprocess
-import sys
-
-import pytest
 
 from tests import importgraph
-from tests.conftest import ROOT
-
 from tests.architecture import LAYERS, ORDER, SHELL, documented, layer_of, render, unit_of
+from tests.conftest import ROOT
 
 #: imports inside functions: at most a third of the 137 of 51283a7, each with a comment saying why
 #: (an optional dependency, a slow import)
@@ -118,16 +114,6 @@ def test_mlflow_is_called_from_one_module():
     assert users and all(u.startswith("ragmem/tracking/") for u in users), users
 
 
-@pytest.mark.e2e  # a fresh interpreter outside the checkout sees only what is installed
-def test_flows_and_tasks_install_under_the_ragmem_namespace(tmp_path):
-    code = ("import importlib.util, ragmem.flows.evaluate, ragmem.tasks.steps; "
-            "print(importlib.util.find_spec('flows'), importlib.util.find_spec('tasks'), "
-            "ragmem.flows.evaluate.__file__, ragmem.tasks.steps.__file__)")
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["None", "None", str(ROOT / "flows" / "evaluate.py"), str(ROOT / "tasks" / "steps.py")]
-
-
 def test_no_module_is_over_450_lines():
     sizes = {str(p.relative_to(ROOT)): len(p.read_text(encoding="utf-8").splitlines())
              for folder in ("ragmem", "flows", "tasks") for p in (ROOT / folder).rglob("*.py")}
@@ -165,3 +151,13 @@ def test_the_tests_mirror_the_package():
     assert sorted(folders - package - {"e2e"}) == []
     top = sorted(p.stem for p in (ROOT / "tests").glob("test_*.py"))
     assert top == ["test_api", "test_docs", "test_layers", "test_packaging"]
+    # the end-to-end tests are in e2e/ and nowhere else: every file there is marked whole, no test
+    # outside it is marked one by one
+    for path in (ROOT / "tests").rglob("test_*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        marked = [node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)
+                  and any(ast.unparse(d) == "pytest.mark.e2e" for d in node.decorator_list)]
+        whole = any(isinstance(node, ast.Assign) and ast.unparse(node) == "pytestmark = pytest.mark.e2e" for node in tree.body)
+        where = path.relative_to(ROOT)
+        assert whole == (path.parent.name == "e2e"), f"{where}: pytestmark = pytest.mark.e2e belongs to the files of tests/e2e/"
+        assert path.parent.name == "e2e" or marked == [], f"{where}: end-to-end tests {marked} belong in tests/e2e/"

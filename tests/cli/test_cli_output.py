@@ -144,32 +144,6 @@ def test_a_tracking_server_that_does_not_answer_is_one_line(tmp_path, ragmem_mai
     assert not (tmp_path / "summary.json").exists()  # before any work
 
 
-@pytest.mark.e2e  # the process's own end (os._exit): a subprocess
-def test_the_command_ends_after_threads_and_exit_handlers_with_its_code(tmp_path):
-    """``ragmem.exits.leave``: a non-daemon thread finishes, every atexit handler runs, unflushed
-    output is written, and the process exits with the command's code (skipping only the teardown)."""
-    import subprocess
-    import sys
-
-    script = tmp_path / "leave.py"
-    script.write_text(
-        "import atexit, pathlib, sys, threading, time\n"
-        "from ragmem.exits import leave\n"
-        f"folder = pathlib.Path({str(tmp_path)!r})\n"
-        "atexit.register(lambda: (folder / 'handler').write_text('ran'))\n"
-        "def work():\n"
-        "    time.sleep(0.3)  # still working when the command ends\n"
-        "    (folder / 'thread').write_text('done')\n"
-        "threading.Thread(target=work).start()\n"
-        "print('no newline, not flushed', end='')\n"
-        "leave(7)\n"
-        "print('never')\n", encoding="utf-8")
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 7, done.stderr
-    assert done.stdout == "no newline, not flushed"
-    assert (tmp_path / "thread").read_text() == "done" and (tmp_path / "handler").read_text() == "ran"
-
-
 @pytest.mark.parametrize("args, message", [
     (["compare", "abc"], "error: compare: give two run ids (RUN_A RUN_B) or none, got 1"),
     (["compare", "a", "b", "c"], "error: compare: give two run ids (RUN_A RUN_B) or none, got 3"),

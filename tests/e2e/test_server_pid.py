@@ -13,6 +13,8 @@ import pytest
 from ragmem.orchestration import server as prefect_server
 from tests.conftest import run_cli
 
+pytestmark = pytest.mark.e2e  # real processes of their own: subprocesses
+
 
 def _bystander():
     return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])

@@ -84,39 +84,3 @@ def test_on_locomo_noise_is_not_marked_and_memory_against_none_is(locomo_zip):
     assert by[("no_memory", "abstention", "J")]["diff"] == 1.0  # it says "I don't know" to every one
 
 
-@pytest.mark.e2e  # the command's flow on the shared Prefect server (in this process)
-def test_a_rerun_from_the_manifest_reproduces_every_offline_score(tmp_path, shared_store, prefect_env, ragmem_main):
-    data = tmp_path / "c.json"
-    data.write_text(json.dumps(_conversation()))
-    config = tmp_path / "bench.json"
-    config.write_text(json.dumps({"experiment": "bench-rerun", "stats": {"resamples": 200},
-                                  "tracking": {"uri": shared_store["uri"], "artifact_root": shared_store["artifact_root"]},
-                                  "bench": {"data": str(data), "methods": ["reference", "no_memory"]},
-                                  "judge": {"type": "keyword", "threshold": 0.5}}))
-    env = {**prefect_env, "MLFLOW_TRACKING_URI": shared_store["uri"]}
-    done = ragmem_main(["bench-memory", str(config), "-o", str(tmp_path / "first.json")], env=env, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    first = json.loads((tmp_path / "first.json").read_text())
-    manifest = first["manifest"]
-    assert manifest["data"]["sha256"] == __import__("hashlib").sha256(data.read_bytes()).hexdigest()
-    assert manifest["categories"]["abstention"] == 5 and manifest["top_k"] == 10
-    assert [m["type"] for m in manifest["methods"]] == ["reference", "no_memory"] and manifest["judge"].startswith("judge:keyword")
-
-    again = ragmem_main(["bench-memory", "--rerun", first["parent_run_id"][:8], "-o", str(tmp_path / "again.json")],
-                        env=env, cwd=tmp_path)
-    assert again.returncode == 0, again.stderr
-    result = json.loads((tmp_path / "again.json").read_text())
-    assert result["rerun_of"] == first["parent_run_id"] and result["parent_run_id"] != first["parent_run_id"]
-    assert [(r["method"], r["identical"]) for r in result["rerun"]] == [("reference", True), ("no_memory", True)]
-    assert all(p["diff"] == 0.0 and not p["marked"] for r in result["rerun"] for p in r["paired"])
-    assert len(result["results_table"]) == 2 and all(  # every score the same, latencies aside
-        {k: v for k, v in a.items() if "(s)" not in k} == {k: v for k, v in b.items() if "(s)" not in k}
-        for a, b in zip(result["results_table"], first["results_table"]))
-    assert "rerun: reference: every per-question score identical to run " in " ".join(again.stdout.split())
-
-    data.write_text(json.dumps(_conversation(qa=[{"question": "Q?", "answer": "A", "evidence": [], "category": 4}])))
-    changed = ragmem_main(["bench-memory", "--rerun", first["parent_run_id"][:8]], env=env, cwd=tmp_path)
-    assert changed.returncode == 2 and changed.stderr.strip().splitlines()[-1].startswith(
-        f"error: --rerun {first['parent_run_id'][:8]}: the data {data} is missing or not the bytes the first run read")
-    neither = ragmem_main(["bench-memory"], env=env, cwd=tmp_path)
-    assert neither.returncode == 2 and "give a CONFIG, or --rerun PARENT_RUN_ID" in neither.stderr

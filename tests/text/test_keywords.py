@@ -90,15 +90,6 @@ def test_bad_settings(kwargs, message):
         KeywordExtractor(**kwargs)
 
 
-@pytest.mark.e2e  # a fresh interpreter: the first import's output is what is checked
-def test_jieba_prints_nothing(capfd):
-    import subprocess, sys
-
-    code = "from ragmem.text.keywords import KeywordExtractor; print(sorted(KeywordExtractor()('向量检索')))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0 and out.stderr == ""
-
-
 def test_the_keyword_cache_is_bounded_least_recently_used_first_and_counts_its_hits():
     from ragmem.text.keywords import KeywordExtractor
 
