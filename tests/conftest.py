@@ -17,6 +17,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+#: not collected: the MCP server the memory tests start as a subprocess (--doctest-modules imported it
+#: in every worker, and with it the MCP SDK's server: 0.55 s each, for no test)
+collect_ignore = ["mcp_memory_server.py"]
 
 # A suite started in the background by a non-interactive shell (`pytest ... &` in a script) inherits
 # SIGINT ignored, and so would every command a test starts (an ignored signal stays ignored across

@@ -56,7 +56,8 @@ def test_python_agent_through_the_api(tmp_path):
     data.write_text("\n".join(json.dumps({"query": q, "reference_answer": q, "label": 1})
                               for q in ["向量检索", "fail now", "BM25 ranking"]), encoding="utf-8")
     result = ragmem.evaluate(str(data), track=False,
-                             agent={"type": "python", "target": "tests.sample_agents:sometimes_fails"})
+                             agent={"type": "python", "target": "tests.sample_agents:sometimes_fails",
+                                    "retry_backoff_s": 0.01})
     assert result.summary["n_errors"] == 1
     assert result.table.loc[1, "error"] == "RuntimeError: backend unavailable"
     assert result.metrics["n_classified"] == 2 and result.metrics["recall"] == 1.0

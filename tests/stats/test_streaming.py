@@ -296,7 +296,8 @@ def test_a_streamed_run_traces_the_failed_and_slowest_calls_of_every_chunk(tmp_p
     data.write_text("\n".join(json.dumps({"id": q, "query": q, "reference_answer": q}) for q in queries))
     tracking = {"uri": shared_store["uri"], "artifact_root": shared_store["artifact_root"], "max_traces": 2}
     result = ragmem.evaluate(None, {"data": {"files": [{"path": str(data)}], "chunk_size": 3},
-                                    "agent": {"type": "python", "target": "tests.sample_agents:sometimes_fails"},
+                                    "agent": {"type": "python", "target": "tests.sample_agents:sometimes_fails",
+                                              "retry_backoff_s": 0.01},  # (at 0.5 s: 3 s of backoffs)
                                     "tracking": tracking, "experiment": "streamed-traces", "metrics": ["avg_latency"]})
     client = MlflowClient(shared_store["uri"])
     run = client.get_run(result.run_id)
