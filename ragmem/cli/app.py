@@ -99,6 +99,8 @@ def run(
         failed = [g for g in summary.get("gates", []) if not g["passed"]]
         if summary.get("gates") and not failed:
             out.print(f"gates: all {len(summary['gates'])} passed")
+            for line in filter(None, map(gates.passed_line, summary["gates"])):
+                out.print(f"  {line}")
         print_stored(summary)  # the last line: where the run is and how to see it
         if failed:  # the run is complete and logged: now the verdict, one line per failed gate, exit 3
             raise gates.GateFailed([gates.GateResult(**g) for g in failed])

@@ -32,6 +32,7 @@ from ragmem.config.secrets import mask
 from ragmem.memory.bench_data import BenchData, DATASETS
 from ragmem.metrics.base import mean_aggregator
 from ragmem.stats import intervals as stats
+from ragmem.stats.multiplicity import holm
 
 SCORES = (("J", "judge_score"), ("F1", "token_f1"))
 
@@ -87,25 +88,6 @@ def paired_layers(rows: dict[str, list[dict[str, Any]]], baseline: str, categori
     for method in dict.fromkeys(r["method"] for r in out):
         holm([r for r in out if r["method"] == method], 1 - confidence)
     return out
-
-
-def holm(family: list[dict[str, Any]], alpha: float) -> None:
-    """Set ``p_holm`` (Holm's step-down adjusted p-value over ``family``) and ``marked`` (interval
-    excludes 0 and ``p_holm`` < ``alpha``) on each row.
-
-    >>> rows = [{"p_value": p, "ci_low": 0.1, "ci_high": 0.2} for p in (0.01, 0.04, 0.03)]
-    >>> holm(rows, 0.05); [(r["p_holm"], r["marked"]) for r in rows]
-    [(0.03, True), (0.06, False), (0.06, False)]
-    """
-    ranked = sorted((r for r in family if r["p_value"] is not None), key=lambda r: r["p_value"])
-    running = 0.0
-    for k, row in enumerate(ranked):
-        running = max(running, min(1.0, (len(ranked) - k) * row["p_value"]))
-        row["p_holm"] = running
-    for row in family:
-        row.setdefault("p_holm", None)
-        excludes = row["ci_low"] is not None and (row["ci_low"] > 0 or row["ci_high"] < 0)
-        row["marked"] = bool(excludes and row["p_holm"] is not None and row["p_holm"] < alpha)
 
 
 def manifest(cfg, specs, judge_signature: str, data_sha256: str, prompt_version: str) -> dict[str, Any]:

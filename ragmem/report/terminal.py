@@ -268,18 +268,32 @@ def judge_line(side: str, judge: dict[str, Any]) -> str:
 def print_paired(result: dict[str, Any]) -> None:
     view = Table(title=f"B - A on {plural(result['n_shared'], 'shared example')} (A = {result['run_a'][:8]}, "
                        f"B = {result['run_b'][:8]}; {result['resamples']} resamples)", title_justify="left")
-    for column in ("metric", "A", "B", "B - A", "95% CI", "p-value"):
+    level = f"{result.get('confidence', 0.95) * 100:.0f}%"
+    wide = out.width >= 100  # (80 columns hold six; the p-value before the correction is in --output)
+    for column in ("metric", "A", "B", "B - A", f"{level} CI", "p (Holm)", *(["detectable"] if wide else [])):
         _column(view, column, numeric=column != "metric")
+
+    def signed(name: str, value: float | None) -> str:
+        return "n/a" if value is None else (f"{value * 1000:+.1f}" if is_latency(name) else f"{value:+.4f}")
+
     for row in result["metrics"]:
         name = row["metric"]
         ci = f"[{fmt(name, row['ci_low'])}, {fmt(name, row['ci_high'])}]" if row["ci_low"] is not None else "n/a"
-        p = row["p_value"]
-        mark = " *" if p is not None and p < 0.05 else "  "
-        diff = "n/a" if row["diff"] is None else (f"{row['diff'] * 1000:+.1f}" if is_latency(name) else f"{row['diff']:+.4f}")
-        view.add_row(label(name), fmt(name, row["a"]), fmt(name, row["b"]), diff, ci,
-                     "n/a" if p is None else f"{p:.4f}{mark}")
+        adjusted, detectable = row.get("p_holm"), row.get("min_detectable")
+        mark = " *" if row.get("marked") else "  "
+        shown = "" if row.get("marked") or detectable is None else signed(name, detectable).lstrip("+")
+        view.add_row(label(name), fmt(name, row["a"]), fmt(name, row["b"]), signed(name, row["diff"]), ci,
+                     "n/a" if adjusted is None else f"{adjusted:.4f}{mark}", *([shown] if wide else []))
     out.print(view)
-    say("* p < 0.05 (approximate randomization test, two-sided); CI: paired bootstrap")
+    alpha = 1 - result.get("confidence", 0.95)
+    finer = result.get("permutations", result["resamples"])
+    each = f"{result['resamples']} permutations" + (f", {finer} for those below {alpha:.2g} before the correction"
+                                                     if finer > result["resamples"] else "")
+    say(f"* marked: the {level} paired-bootstrap interval excludes 0 and p stays below {alpha:.2g} after Holm's "
+        f"correction over the metrics compared (approximate randomization test, two-sided, {each})")
+    say("detectable: beside a difference not marked, the smallest |B - A| this comparison would detect 80% of "
+        "the time (from the interval's width): a smaller one may be there, unseen"
+        + ("" if wide else " (a column from 100 columns of terminal; min_detectable in --output)"))
     for side, judge in (result.get("judge") or {}).items():
         say(judge_line(side.upper(), judge))
     differ = result["settings_that_differ"]

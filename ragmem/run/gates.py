@@ -28,6 +28,7 @@ from typing import Any
 
 from ragmem.errors import ConfigError, RagmemError
 from ragmem.metrics.names import expand_selection
+from ragmem.stats.multiplicity import min_detectable
 from ragmem.stats.paired_runs import paired_rows
 from ragmem.tracking.compare import lower_is_better
 from ragmem.tracking.runs import read_baseline, scoring_of
@@ -49,6 +50,7 @@ class GateResult:
     ci_low: float | None = None
     ci_high: float | None = None
     p_value: float | None = None
+    min_detectable: float | None = None  # the smallest |diff| the comparison would detect 80% of the time
 
     def line(self) -> str:
         if self.max_regression is not None:
@@ -141,8 +143,20 @@ def regressions(cfg, table, params: dict[str, str], metrics: dict[str, Any], bas
             passed = not (low > delta if lower_is_better(metric) else high < -delta)
         out.append(GateResult(metric, metrics.get(metric), None, None, passed, max_regression=delta,
                               baseline=info.info.run_id, baseline_value=row.get("a"), diff=row.get("diff"),
-                              ci_low=low, ci_high=high, p_value=row.get("p_value")))
+                              ci_low=low, ci_high=high, p_value=row.get("p_value"),
+                              min_detectable=min_detectable(low, high, cfg.stats.confidence)))
     return out
+
+
+def passed_line(gate: dict[str, Any]) -> str | None:
+    """What a passed baseline gate could and could not see: ``pass_rate vs baseline 1db39252: -0.0123
+    [-0.0610, +0.0360]; the comparison would detect a change of 0.0682 80% of the time`` (a smaller
+    regression than that may be there, unseen); ``None`` for another gate."""
+    if gate.get("max_regression") is None or gate.get("diff") is None or gate.get("min_detectable") is None:
+        return None
+    return (f"{gate['metric']} vs baseline {gate['baseline'][:8]}: {gate['diff']:+.4f} [{gate['ci_low']:+.4f}, "
+            f"{gate['ci_high']:+.4f}]; the comparison would detect a change of {gate['min_detectable']:.4f} 80% of "
+            f"the time (a smaller one may be there, unseen)")
 
 
 def as_dicts(results: list[GateResult]) -> list[dict[str, Any]]:

@@ -279,9 +279,10 @@ class PairedResult:
 
 
 def paired(name: str, a: Aggregator, b: Aggregator, resamples: int = 1000, seed: int = 0,
-           confidence: float = 0.95, keys: np.ndarray | None = None) -> PairedResult:
+           confidence: float = 0.95, keys: np.ndarray | None = None, permutations: int | None = None) -> PairedResult:
     """``B - A`` on aligned examples: paired-bootstrap interval (Poisson-weighted by the examples'
-    ``keys``, classic without them) and randomization-test p-value."""
+    ``keys``, classic without them) and randomization-test p-value (``permutations``, default
+    ``resamples``)."""
     n = len(a.data)
     va, vb = a.value(), b.value()
     if va is None or vb is None or n == 0:
@@ -292,7 +293,7 @@ def paired(name: str, a: Aggregator, b: Aggregator, resamples: int = 1000, seed:
     boot = boot[~np.isnan(boot)]
     alpha = (1 - confidence) / 2
     ci = None if boot.size == 0 else (float(np.quantile(boot, alpha)), float(np.quantile(boot, 1 - alpha)))
-    p = randomization_p(a, b, diff, resamples, seed, keys)
+    p = randomization_p(a, b, diff, resamples if permutations is None else permutations, seed, keys)
     return PairedResult(name, va, vb, diff, ci, p, n)
 
 

@@ -54,11 +54,15 @@ def _ids(table: Any) -> list:
 
 def paired_rows(a: Any, b: Any, names: list[str], zero_division: float, scorer,
                 resamples: int = 1000, seed: int = 0, confidence: float = 0.95,
-                bootstrap: str = "poisson", rows: int = CHUNK_ROWS) -> tuple[list[dict[str, Any]], int]:
+                bootstrap: str = "poisson", rows: int = CHUNK_ROWS,
+                permutations: int | None = None) -> tuple[list[dict[str, Any]], int]:
     """``B - A`` for every metric of ``names`` the per-example tables support, on the examples they
     share (matched by ``id``): rows of :meth:`ragmem.stats.intervals.PairedResult.to_dict`, and the number
     shared. Without a ``scorer`` corpus BLEU/chrF are left out. ``bootstrap``: how the examples are
-    resampled (``stats.bootstrap``; ``poisson``: summed ``rows`` at a time)."""
+    resampled (``stats.bootstrap``; ``poisson``: summed ``rows`` at a time); ``permutations``: of the
+    randomization test (default ``resamples``; a family corrected for multiplicity needs more,
+    :func:`ragmem.stats.multiplicity.permutations_for`)."""
+    permutations = resamples if permutations is None else permutations
     keys_a, keys_b = example_keys(_ids(a)), example_keys(_ids(b))
     in_b = np.isin(keys_a, keys_b)
     n_shared = int(in_b.sum())
@@ -68,19 +72,20 @@ def paired_rows(a: Any, b: Any, names: list[str], zero_division: float, scorer,
         names = [n for n in names if n not in ("bleu", "chrf")]
     if bootstrap == "poisson":
         shared = np.unique(keys_a[in_b])
-        first = _summed(a, keys_a, shared, names, zero_division, scorer, resamples, seed, confidence, rows)
+        first = _summed(a, keys_a, shared, names, zero_division, scorer, resamples, seed, confidence, rows, permutations)
         second = None if first is None else _summed(b, keys_b, shared, names, zero_division, scorer, resamples, seed,
-                                                    confidence, rows)  # (not summed once A is found two-stage)
+                                                    confidence, rows, permutations)  # (not summed once A is two-stage)
         if second is not None:
             return [first.paired(second, n).to_dict() for n in names if n in first and n in second], n_shared
-    return _whole(frame_of(a), frame_of(b), names, zero_division, scorer, resamples, seed, confidence, bootstrap)
+    return _whole(frame_of(a), frame_of(b), names, zero_division, scorer, resamples, seed, confidence, bootstrap,
+                  permutations)
 
 
 def _summed(table: Any, keys: np.ndarray, shared: np.ndarray, names: list[str], zero_division: float, scorer,
-            resamples: int, seed: int, confidence: float, rows: int) -> RunStatistics | None:
+            resamples: int, seed: int, confidence: float, rows: int, permutations: int) -> RunStatistics | None:
     """One run's statistics over the ``shared`` examples, chunk by chunk (``keys``: of its rows, in
     the order the chunks come); ``None`` when an aggregator is two-stage (it cannot be summed by chunk)."""
-    summed, start = RunStatistics(resamples, seed, confidence, permutations=resamples), 0
+    summed, start = RunStatistics(resamples, seed, confidence, permutations=permutations), 0
     for chunk in chunks_of(table, rows):
         mine = keys[start:start + len(chunk)]
         start += len(chunk)
@@ -92,12 +97,12 @@ def _summed(table: Any, keys: np.ndarray, shared: np.ndarray, names: list[str], 
         aggs = stats.aggregators(chunk, names, zero_division, scorer)
         if not all(stats.by_chunk(agg) for agg in aggs.values()):  # two-stage: read whole
             return None
-        summed.merge(RunStatistics.of_chunk(chunk, MetricResult({}), aggs, resamples, seed, confidence, resamples, mine))
+        summed.merge(RunStatistics.of_chunk(chunk, MetricResult({}), aggs, resamples, seed, confidence, permutations, mine))
     return summed
 
 
 def _whole(a: pd.DataFrame, b: pd.DataFrame, names: list[str], zero_division: float, scorer, resamples: int,
-           seed: int, confidence: float, bootstrap: str) -> tuple[list[dict[str, Any]], int]:
+           seed: int, confidence: float, bootstrap: str, permutations: int) -> tuple[list[dict[str, Any]], int]:
     """:func:`paired_rows` on the two tables whole, aligned in A's order."""
     ids_b = set(b["id"])
     shared = [i for i in a["id"] if i in ids_b]
@@ -105,6 +110,6 @@ def _whole(a: pd.DataFrame, b: pd.DataFrame, names: list[str], zero_division: fl
     b = b.set_index("id").loc[shared].reset_index()
     aggs_a, aggs_b = stats.aggregators(a, names, zero_division, scorer), stats.aggregators(b, names, zero_division, scorer)
     keys = stats.example_keys(shared) if bootstrap == "poisson" else None
-    out = [stats.paired(n, aggs_a[n], aggs_b[n], resamples, seed, confidence, keys).to_dict()
+    out = [stats.paired(n, aggs_a[n], aggs_b[n], resamples, seed, confidence, keys, permutations).to_dict()
            for n in names if n in aggs_a and n in aggs_b]
     return out, len(shared)

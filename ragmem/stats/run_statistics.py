@@ -241,7 +241,7 @@ class RunStatistics:
         mine, theirs = self._reducers[name], other._reducers[name]
         if mine.kind != "sum" or theirs.kind != "sum":
             (keys, a), (_, b) = self._aligned(name), other._aligned(name)
-            return stats.paired(name, a, b, self.resamples, self.seed, self.confidence, keys)
+            return stats.paired(name, a, b, self.resamples, self.seed, self.confidence, keys, self.permutations or None)
         va, vb = self._value(name), other._value(name)
         if va is None or vb is None or self.n == 0:
             return stats.PairedResult(name, va, vb, None, None, None, self.n)

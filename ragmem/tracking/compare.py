@@ -18,6 +18,7 @@ from ragmem.errors import ConfigError, RagmemError
 from ragmem.metrics import expand_selection
 from ragmem.metrics.names import DEFAULT_METRICS, FAMILY_NAMES
 from ragmem.metrics.ranking import DEFAULT_KS
+from ragmem.stats.multiplicity import holm, min_detectable, permutations_for
 from ragmem.stats.paired_runs import paired_rows
 from ragmem.tracking.lifecycle import metric_key, metric_name
 from ragmem.tracking.runs import judge_of, known_metrics, resolve_run_id, run_status, run_table, scoring_of
@@ -141,12 +142,31 @@ def compare_tables(a: Any, b: Any, names: list[str], resamples: int = 1000, seed
     rows, n_shared = paired_rows(a, b, names, *scoring_of(settings_a), resamples, seed, confidence)
     if not n_shared:
         raise RagmemError(f"runs {run_a} and {run_b} share no example ids: nothing to compare")
+    # every metric is tested at once: Holm's correction over them. Only a metric already below alpha
+    # could survive it, and its p-value needs finer permutations than --resamples gives: those are
+    # tested again with enough (the others' p-values stand; Holm's m is the same)
+    alpha, scoring = 1 - confidence, scoring_of(settings_a)
+    permutations = permutations_for(sum(r["p_value"] is not None for r in rows), alpha, resamples)
+    for row in rows:
+        row["permutations"] = resamples
+    candidates = [r["metric"] for r in rows if r["p_value"] is not None and r["p_value"] < alpha]
+    if candidates and permutations > resamples:
+        finer = {r["metric"]: r for r in paired_rows(a, b, candidates, *scoring, resamples, seed, confidence,
+                                                     permutations=permutations)[0]}
+        for row in rows:
+            if row["metric"] in finer:
+                row["p_value"], row["permutations"] = finer[row["metric"]]["p_value"], permutations
+    holm(rows, alpha)
+    for row in rows:
+        row["min_detectable"] = min_detectable(row["ci_low"], row["ci_high"], confidence)
     warnings = signature_warnings([settings_a, settings_b])
     if n_shared < max(len(a), len(b)):
         warnings.append(f"compared on the {n_shared} examples the runs share")
     differing = {k: [settings_a.get(k), settings_b.get(k)] for k in sorted(set(settings_a) | set(settings_b))
                  if settings_a.get(k) != settings_b.get(k) and k not in _VOLATILE}
     return {"run_a": run_a, "run_b": run_b, "n_shared": n_shared, "resamples": resamples, "seed": seed,
-            "confidence": confidence, "test": "paired bootstrap CI; approximate randomization p-value (two-sided)",
+            "confidence": confidence, "permutations": max([resamples, *(r["permutations"] for r in rows)]),
+            "test": "paired bootstrap CI; approximate randomization p-value (two-sided)",
+            "correction": f"Holm over the {sum(r['p_value'] is not None for r in rows)} metrics with a p-value",
             "settings_that_differ": differing, "warnings": warnings, "metrics": rows,
             "judge": {"a": judge_of(run_a_info), "b": judge_of(run_b_info)}}

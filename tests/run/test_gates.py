@@ -81,6 +81,11 @@ def test_a_baseline_gate_fails_on_a_real_regression_not_on_noise(tmp_path, share
     [gate] = noisy.summary["gates"]
     assert gate["passed"] and gate["baseline"] == base.run_id and gate["diff"] == pytest.approx(-1 / 120)
     assert gate["ci_high"] >= 0  # one flipped example is not a significant drop
+    # what the comparison could have seen: 2.80 standard errors, read from the interval's width
+    assert gate["min_detectable"] == pytest.approx(2.8016 * (gate["ci_high"] - gate["ci_low"]) / (2 * 1.95996), rel=1e-3)
+    assert gates.passed_line(gate) == (f"pass_rate vs baseline {prefix}: -0.0083 [{gate['ci_low']:+.4f}, "
+                                       f"{gate['ci_high']:+.4f}]; the comparison would detect a change of "
+                                       f"{gate['min_detectable']:.4f} 80% of the time (a smaller one may be there, unseen)")
     worse = ragmem.evaluate(_answers(tmp_path, "worse.json", set(range(0, 120, 3))), tracking=tracking,
                             experiment="gates-baseline", baseline=base.run_id,
                             gates={"pass_rate": {"max_regression": 0.05}, "f1": {"min": 0.0}})
