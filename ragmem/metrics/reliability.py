@@ -246,11 +246,11 @@ def _ppi(table: pd.DataFrame, confidence: float) -> tuple[Aggregator | None, str
     def reduce(s):
         if s[0] == 0 or s[6] == 0:  # all labelled: the labels' mean is the human pass rate
             return None
-        estimate = ppi_from_sums(s, confidence)
+        estimate = ppi_from_sums(s, confidence, (0.0, 1.0))
         return None if estimate is None else estimate.estimate
 
-    def interval(s):
-        estimate = ppi_from_sums(s, confidence) if s[6] else None
+    def interval(s):  # (within [0, 1], the range of a pass rate: ppi_from_sums says why)
+        estimate = ppi_from_sums(s, confidence, (0.0, 1.0)) if s[6] else None
         return None if estimate is None else (estimate.low, estimate.high)
 
     agg = Aggregator("sum", data, reduce, interval=interval)

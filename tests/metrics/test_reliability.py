@@ -128,7 +128,7 @@ def _table(labels, verdicts):
 
 def test_pass_rate_ppi_of_a_run_is_ppi_pythons_on_50_random_tables():
     """The run's path (a results table, some rows labelled, through the reliability family) gives
-    ppi-python's interval to 1e-9."""
+    ppi-python's interval to 1e-9, cut at [0, 1] (the range of a pass rate)."""
     ppi_py = pytest.importorskip("ppi_py", reason="ppi-python (the test extra) is the oracle")
     from ragmem.metrics import reliability
 
@@ -139,11 +139,28 @@ def test_pass_rate_ppi_of_a_run_is_ppi_pythons_on_50_random_tables():
         table = _table([int(v) for v in y] + [None] * big_n, [int(v) for v in np.concatenate([yhat, yhat_u])])
         result = reliability.compute(table, _Ctx(), reliability.NAMES)
         low, high = ppi_py.ppi_mean_ci(y, yhat, yhat_u, alpha=0.05)
-        assert result.ci["pass_rate_ppi"] == pytest.approx((float(np.squeeze(low)), float(np.squeeze(high))), abs=1e-9)
+        expected = (max(0.0, float(np.squeeze(low))), min(1.0, float(np.squeeze(high))))
+        assert result.ci["pass_rate_ppi"] == pytest.approx(expected, abs=1e-9)
         assert result.ci["answer_correctness_ppi"] == result.ci["pass_rate_ppi"]
         assert result.values["n_labelled"] == n
         assert result.values["judge_label_kappa"] == pytest.approx(binary_kappa(
             *(float(np.sum((y == a) & (yhat == b))) for a, b in ((1, 1), (1, 0), (0, 1), (0, 0)))), abs=1e-12)
+
+
+def test_the_ppi_interval_of_a_pass_rate_near_1_stops_at_1():
+    """19 of 20 labels pass, the judge passes 48 of 50 unlabelled: ppi-python's normal interval
+    reaches 1.0455; the run's pass_rate_ppi stops at 1, the lower end and the estimate unchanged."""
+    ppi_py = pytest.importorskip("ppi_py", reason="ppi-python (the test extra) is the oracle")
+    from ragmem.metrics import reliability
+
+    y, yhat = np.array([1.0] * 19 + [0.0]), np.array([1.0] * 17 + [0.0, 1.0, 1.0])
+    yhat_u = np.array([1.0] * 48 + [0.0] * 2)
+    low, high = (float(np.squeeze(v)) for v in ppi_py.ppi_mean_ci(y, yhat, yhat_u, alpha=0.05))
+    assert high > 1.04
+    table = _table([int(v) for v in y] + [None] * 50, [int(v) for v in np.concatenate([yhat, yhat_u])])
+    result = reliability.compute(table, _Ctx(), reliability.NAMES)
+    assert result.ci["pass_rate_ppi"] == pytest.approx((low, 1.0), abs=1e-9)
+    assert result.values["pass_rate_ppi"] == pytest.approx(float(np.squeeze(ppi_py.ppi_mean_pointestimate(y, yhat, yhat_u))))
 
 
 def test_a_judge_that_passes_everything_is_flagged_and_its_kappa_interval_is_bootstrapped():
