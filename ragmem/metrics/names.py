@@ -127,3 +127,16 @@ def expand_selection(names: Sequence[str], ks: Sequence[int] = DEFAULT_KS) -> li
                           f"{', '.join(DEFAULT_METRICS)} (or e.g. ndcg_at_10, coverage_memory_long)")
     return list(dict.fromkeys(out))
 
+
+
+#: the endings of an output name that counts things (an endpoint's usage included)
+COUNT_SUFFIXES = ("_errors", "_failures", "_calls", "_cache_hits", "_tokens_in", "_tokens_out")
+
+
+def is_count(name: str) -> bool:
+    """Whether an output name is a count (printed as an integer, never ``147.0000``).
+
+    >>> [is_count(n) for n in ("judge_calls", "n_labelled", "undefined_f1", "pass_rate", "judge_cost_usd")]
+    [True, True, True, False, False]
+    """
+    return name.startswith(("n_", "undefined_", "confusion_")) or name.endswith(COUNT_SUFFIXES)

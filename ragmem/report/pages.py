@@ -28,10 +28,16 @@ def diff_page(comparison: dict[str, Any], a: pd.DataFrame, b: pd.DataFrame,
     rows = [[_e(r["metric"]), _num(r["a"]), _num(r["b"]),
              "n/a" if r["diff"] is None else f'<span class="{"up" if r["diff"] > 0 else "down" if r["diff"] < 0 else ""}">{r["diff"]:+.4f}</span>',
              "n/a" if r["ci_low"] is None else f"[{r['ci_low']:+.4f}, {r['ci_high']:+.4f}]",
-             "n/a" if r["p_value"] is None else f"{r['p_value']:.4f}{' *' if r['p_value'] < 0.05 else ''}"]
+             "n/a" if r["p_value"] is None else f"{r['p_value']:.4f}",
+             "n/a" if r.get("p_holm") is None else f"{r['p_holm']:.4f}{' *' if r.get('marked') else ''}",
+             "" if r.get("marked") or r.get("min_detectable") is None else f"{r['min_detectable']:.4f}"]
             for r in comparison["metrics"]]
-    body += ["<h2>Metrics, B - A</h2>", _table(["metric", "A", "B", "B - A", "95% CI", "p-value"], rows, {1, 2, 3, 4, 5}),
-             '<p class="note">* p &lt; 0.05 (approximate randomization test, two-sided); CI: paired bootstrap</p>']
+    body += ["<h2>Metrics, B - A</h2>",
+             _table(["metric", "A", "B", "B - A", "95% CI", "p-value", "p (Holm)", "detectable"], rows, {1, 2, 3, 4, 5, 6, 7}),
+             '<p class="note">* marked: the paired-bootstrap interval excludes 0 and p stays below 0.05 after Holm\'s '
+             'correction over the metrics compared (approximate randomization test, two-sided). detectable: beside a '
+             'difference not marked, the smallest |B - A| the comparison would detect 80% of the time (from the '
+             'interval\'s width): a smaller one may be there, unseen</p>']
     differ = comparison.get("settings_that_differ") or {}
     if differ:
         body.append(_table(["setting", "A", "B"], [[_e(k), _e(v[0]), _e(v[1])] for k, v in differ.items()]))

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from ragmem.config.secrets import scrub
 from ragmem.memory.bench_data import DATASETS
+from ragmem.metrics.names import is_count
 from ragmem.text import plural  # noqa: F401  (also ragmem.report.terminal.plural)
 
 
@@ -62,7 +63,7 @@ def say(text: str) -> None:  # (a URL's secrets masked: ragmem.config.secrets.sc
 def fmt(name: str, value: Any) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n/a"
-    if name.startswith(("confusion_", "n_")):
+    if is_count(name) and isinstance(value, (int, float)) and float(value).is_integer():
         return str(int(value))
     if is_latency(name) and isinstance(value, (int, float)):
         return f"{value * 1000:.1f}"

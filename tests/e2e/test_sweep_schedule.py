@@ -166,14 +166,20 @@ def test_paired_compare_top_k_1_vs_5(prefect_env, tmp_path, ragmem_main, monkeyp
     assert run.data.metrics["f1_ci_low"] <= run.data.metrics["f1"] <= run.data.metrics["f1_ci_high"]  # ... and in MLflow
     done = ragmem_main(["compare", *ids, "--resamples", "400", "--output", "paired.json"], env=prefect_env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert "95% CI" in done.stdout and "p-value" in done.stdout and "retriever.top_k: 1 -> 5" in done.stdout
+    assert "95% CI" in done.stdout and "p (Holm)" in done.stdout and "retriever.top_k: 1 -> 5" in done.stdout
     result = json.loads((tmp_path / "paired.json").read_text())
     rows = {r["metric"]: r for r in result["metrics"]}
     assert result["n_shared"] == 64 and {"f1", "hit_rate_at_10", "reference_coverage", "bleu", "latency_p95"} <= set(rows)
     coverage = rows["reference_coverage"]
     assert coverage["diff"] > 0 and coverage["ci_low"] > 0 and coverage["p_value"] < 0.05
+    # on 64 examples, p = 0.015 alone is not enough once the 75 metrics compared are corrected for
+    # (Holm): not marked, and the smallest difference this comparison could see is printed beside it
+    assert coverage["p_holm"] >= coverage["p_value"] and not coverage["marked"]
+    assert coverage["min_detectable"] > coverage["diff"]
     for row in rows.values():
         assert row["p_value"] is None or 0 < row["p_value"] <= 1
+        excludes = row["ci_low"] is not None and (row["ci_low"] > 0 or row["ci_high"] < 0)
+        assert row["marked"] == (excludes and row["p_holm"] is not None and row["p_holm"] < 0.05)
 
     bad = ragmem_main(["compare", ids[0]], env=prefect_env, cwd=tmp_path)  # refused before any store: in process
     assert bad.returncode == 2 and "give two run ids" in bad.stderr
