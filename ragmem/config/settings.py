@@ -306,7 +306,7 @@ class Settings(ReferenceSettings):
     ranking: RankingSettings = setting(RankingSettings, "ranking metrics")
     generation: GenerationSettings = setting(GenerationSettings, "generation metrics")
     stats: StatsSettings = setting(StatsSettings, "confidence intervals")
-    zero_division: float = setting(0.0, "value of a 0/0 ratio: 0, 1 or nan")
+    zero_division: float = setting(math.nan, "value of a 0/0 ratio: nan (undefined: null, left out of means), 0 or 1")
     tracking: TrackingSettings = setting(TrackingSettings, "MLflow")
     orchestration: OrchestrationSettings = setting(OrchestrationSettings, "where the work runs")
     sweep: SweepSettings = setting(SweepSettings, "read by ragmem sweep")

@@ -2,8 +2,8 @@
 
 ``overlap = |K(reference) ∩ K(generated)| / |K(reference)|``; verdict 1 when
 ``overlap > threshold`` (strictly; default 0.7), else 0. A reference without keywords makes the
-overlap undefined: it takes ``zero_division`` (default 0, so verdict 0); with ``nan`` the item is
-left unjudged (``verdict=None``) and counted.
+overlap undefined: it takes ``zero_division``; with ``nan`` (the default) the item is left
+unjudged (``verdict=None``, its reason recorded) and counted; with 0 its verdict is 0.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ class KeywordJudge:
     name = "keyword"
 
     def __init__(self, keywords: KeywordExtractor, threshold: float = DEFAULT_THRESHOLD,
-                 zero_division: float = 0.0):
+                 zero_division: float = math.nan):
         if not 0.0 <= threshold <= 1.0:
             raise ConfigError(f"judge.threshold: must be between 0 and 1, got {threshold}")
         self.keywords, self.threshold, self.zero_division = keywords, threshold, zero_division

@@ -1,7 +1,8 @@
 """The one place where ragmem divides: every 0/0 goes through here and is counted.
 
 ``zero_division`` (config key ``zero_division``) is the value a ratio takes when its denominator is
-0: ``0.0`` (default), ``1.0`` or ``nan``. With ``nan`` the case is left out of means instead.
+0: ``nan`` (the default: the case is undefined, null per example and left out of means, never a
+silent 0), ``0.0`` or ``1.0`` (choices a user makes, as scikit-learn's ``zero_division``).
 Every caller records how many cases were undefined, and the run logs ``undefined_<metric>``.
 """
 

@@ -88,7 +88,7 @@ class MetricContext:
     """Settings metrics need besides the table."""
 
     keywords: Any                      # ragmem.text.keywords.KeywordExtractor
-    zero_division: float = 0.0
+    zero_division: float = math.nan  # (config key zero_division: undefined is null, never 0)
     ks: tuple[int, ...] = DEFAULT_KS
     relevance: str = "auto"            # where gold relevance comes from (see docs/metrics.md: Ranking)
     keyword_threshold: float = 0.5     # a context is relevant when it holds > this share of K(reference)

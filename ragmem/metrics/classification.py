@@ -10,7 +10,7 @@ counted (``n_unscored``).
 - ``recall    = tp / (tp + fn)``        undefined when no label is 1
 - ``f1        = 2tp / (2tp + fp + fn)`` undefined when there is no positive at all
 
-Undefined cases take ``zero_division`` (default 0) and are counted in ``undefined_<metric>``. The
+Undefined cases take ``zero_division`` (default ``nan``: null) and are counted in ``undefined_<metric>``. The
 counts are computed here rather than with ``sklearn.metrics`` because they are the sufficient
 statistics the run logs and that bootstrap intervals resample; the tests check the results against
 scikit-learn's binary ``precision_score``/``recall_score``/``f1_score``.

@@ -9,7 +9,8 @@ keywords of all retrieved contexts of an example:
   reference answer the context holds (did retrieval and memory bring what was needed).
 
 An example whose answer (reference) has no keyword is undefined: it takes ``zero_division``
-(default 0; with ``nan`` it is left out of the mean) and is counted in ``undefined_<metric>``.
+(default ``nan``: null for the example and left out of the mean; 0 or 1 when set) and is counted in
+``undefined_<metric>``.
 Examples whose agent call failed are left out and counted in ``n_errors``.
 
 >>> from ragmem.metrics.coverage import coverage

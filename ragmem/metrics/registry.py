@@ -14,6 +14,7 @@ A new family is its names in :mod:`ragmem.metrics.names`, one module ending with
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import pandas as pd
@@ -92,7 +93,7 @@ def compute_metrics(table: pd.DataFrame, selected: Sequence[str], ctx: MetricCon
     return merged
 
 
-def aggregators(table: pd.DataFrame, names: Sequence[str], zero_division: float = 0.0,
+def aggregators(table: pd.DataFrame, names: Sequence[str], zero_division: float = math.nan,
                 scorer: "generation.GenerationScorer | None" = None) -> dict[str, Aggregator]:
     """Aggregators (per-example sufficient statistics) for the metric ``names`` that the table's
     columns support; ``scorer`` is the run's generation scorer (for corpus BLEU/chrF)."""

@@ -117,7 +117,7 @@ def poisson_weights(keys: np.ndarray, first: int, count: int, seed: int) -> np.n
     return weights.reshape(2 * len(pairs), m)[offset:offset + count]
 
 
-def aggregators(table: pd.DataFrame, names: list[str], zero_division: float = 0.0, scorer=None) -> dict[str, Aggregator]:
+def aggregators(table: pd.DataFrame, names: list[str], zero_division: float = math.nan, scorer=None) -> dict[str, Aggregator]:
     """Aggregators for the metric ``names`` the table's columns support (declared by each metric
     family, see :func:`ragmem.metrics.aggregators`); ``scorer``: the run's generation scorer."""
     return registry.aggregators(table, names, zero_division, scorer)
