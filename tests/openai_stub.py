@@ -24,8 +24,9 @@ class Stub:
     def __init__(self, chat: Callable[[dict], Any] | None = None, embed: Callable[[str], list[float]] | None = None,
                  fail: Callable[[int], str | None] | None = None, latency_s: float = 0.0,
                  reject_json_schema: bool = False, retry_after: str = "0", reject_json_object: bool = False,
-                 runaway: bool = False, agent: Callable[[dict], dict] | None = None):
+                 runaway: bool = False, agent: Callable[[dict], dict] | None = None, serves: str | None = None):
         self.chat, self.embed, self.fail, self.agent = chat, embed, fail, agent
+        self.serves = serves  # the model every reply names (as a server with one model loaded), else the one asked
         self.latency_s, self.reject_json_schema, self.retry_after = latency_s, reject_json_schema, retry_after
         self.reject_json_object, self.runaway = reject_json_object, runaway
         self.requests: list[dict] = []
@@ -110,7 +111,8 @@ class Stub:
                     if len(content.split()) > body["max_tokens"]:  # (a word stands for a token)
                         content, finish = " ".join(content.split()[: body["max_tokens"]]), "length"
                 return self._send(200, {
-                    "id": f"chatcmpl-{number}", "object": "chat.completion", "created": 0, "model": body.get("model", "stub"),
+                    "id": f"chatcmpl-{number}", "object": "chat.completion", "created": 0,
+                    "model": stub.serves or body.get("model", "stub"),
                     "choices": [{"index": 0, "finish_reason": finish,
                                  "message": {"role": "assistant", "content": content}}],
                     "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}})

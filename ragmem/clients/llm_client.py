@@ -122,6 +122,31 @@ class _Endpoint:
             self.reasons[reason] += 1
         return Result(error=reason)
 
+    def other_models(self) -> list[str]:
+        """The models the replies named that are not ``model`` (a dated snapshot or a tag of it, such as
+        ``gpt-4o-mini-2024-07-18`` or ``llama3:latest`` for ``llama3``, is the same model)."""
+        asked = self.model.lower()
+        return sorted(m for m in self.usage.models
+                      if m.lower() != asked and not m.lower().startswith((asked + "-", asked + ":", asked + "@")))
+
+    def model_note(self) -> str | None:
+        """One line when the replies name another model than ``model``: an endpoint serving whatever it
+        has (a llama.cpp or Ollama server with one model loaded) answers as that model, and the run's
+        params, signature and prices would otherwise say the model asked for."""
+        others = self.other_models()
+        if not others:
+            return None
+        total = sum(self.usage.models.values())
+        named = ", ".join(f"'{m}' ({self.usage.models[m]} of {total} replies)" for m in others)
+        line = (f"{self.section}.model is '{self.model}' but the endpoint's replies name {named}: the scores are "
+                f"that model's, while the run's params and signature say '{self.model}' (tag "
+                f"ragmem.{self.section}.replied_model)")
+        if getattr(self, "prices", None):
+            priced = "priced as" if self.model in self.prices else "not priced: no price of"
+            line += (f"; {self.section}_cost_usd is {priced} '{self.model}' ({self.section}.prices), "
+                     f"not as {', '.join(repr(m) for m in others)}")
+        return line
+
     def failure_summary(self) -> str | None:
         """One line when every request this client made failed (none was answered, cached ones
         aside): the shared reason, or the most common one. ``None`` otherwise."""
@@ -273,6 +298,7 @@ class JudgeClient(_Endpoint):
                             self.mode = RESPONSE_MODES[RESPONSE_MODES.index(mode) + 1]
                     continue
                 raise
+            self.usage.saw(getattr(reply, "model", None))
             usage = getattr(reply, "usage", None)
             tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
             tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
@@ -399,6 +425,7 @@ class EmbeddingClient(_Endpoint):
             try:
                 reply = await self._with_retries(lambda: client.embeddings.create(model=self.model, input=[text]))
                 vector = [float(x) for x in reply.data[0].embedding]
+                self.usage.saw(getattr(reply, "model", None))
                 usage = getattr(reply, "usage", None)
                 self.usage.add(tokens_in=int(getattr(usage, "prompt_tokens", 0) or 0))
             except EndpointDown:

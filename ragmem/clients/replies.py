@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import collections
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -65,7 +66,14 @@ class Usage:
     tokens_out: int = 0
     cost_usd: float = 0.0
     items: int = 0            # items asked for (cached or not)
+    models: collections.Counter = field(default_factory=collections.Counter)  # the model each reply names
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def saw(self, model: str | None) -> None:
+        """A reply named ``model`` (the ``model`` field of an OpenAI-compatible response)."""
+        if model:
+            with self._lock:
+                self.models[str(model)] += 1
 
     def add(self, **counts: float) -> None:
         with self._lock:

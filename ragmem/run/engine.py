@@ -117,14 +117,14 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
             kept = journal.adopt(answers_from)
         try:
             table, result, outputs, streamed = _scored(cfg, steps, components, dataset, journal, kept)
-            for client in (components.llm, components.embedder):  # every call failed alike: say it once
-                line = client.failure_summary() if client is not None else None
-                if line:
-                    result.notes.append(line)
+            notes, replied = _endpoint_notes(components)
+            result.notes.extend(notes)
             sheet_rows = table if streamed is None else streamed.label_rows
             result.notes.extend(labels.label_sheet(sheet_rows, cfg.judge.label_sample, cfg.seed, journal.folder, run.id))
             params = summaries.run_params(cfg, dataset, components)
             summary = summaries.summary(run.id, cfg, result, table, params, streamed and streamed.counts)
+            if replied:
+                summary["replied_models"] = replied
             if cfg.gates:  # judged here, acted on by the caller (ragmem run exits 3) after the run is logged
                 whole = table if streamed is None or baseline is None else files.ParquetTable(streamed.table_path)
                 summary["gates"] = gates.as_dicts(gates.evaluate(result.values, cfg.gates)
@@ -184,6 +184,20 @@ def _new_journal(run_id: str | None, cfg: RunConfig, dataset: Dataset, tracker: 
     journal.write_meta({"config": resumes.flat_config(cfg.raw), "data.sha256": dataset.sha256,
                         "experiment": cfg.experiment, "tracking_uri": scrub(cfg.tracking_uri) if tracker else None})
     return journal
+
+
+def _endpoint_notes(components) -> tuple[list[str], dict[str, list[str]]]:
+    """What the LLM endpoints say once the run is scored: every call failed alike (one line), the
+    replies named another model than the one asked for (one line; and those models by section, for
+    the summary and the tag ``ragmem.<section>.replied_model``)."""
+    notes, replied = [], {}
+    for client in (components.llm, components.embedder):
+        if client is None:
+            continue
+        notes.extend(line for line in (client.failure_summary(), client.model_note()) if line)
+        if client.other_models():
+            replied[client.section] = client.other_models()
+    return notes, replied
 
 
 def _log_run(steps: Steps, run: TrackedRun, cfg: RunConfig, dataset: Dataset, outputs, table, result, params,

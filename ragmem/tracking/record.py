@@ -121,8 +121,10 @@ def record_run(run: TrackedRun, resolved_config: dict[str, Any], params: dict[st
                 n_traces = int(traced)
             intervals = {f"{name}_ci_{side}": bound for name, (low, high) in summary.get("ci", {}).items()
                          for side, bound in (("low", low), ("high", high))}
-            unreliable = {"ragmem.judge.unreliable": "true"} if summary.get("judge_unreliable") else None
-            log_results(run, params=params, tags=unreliable,
+            tags = {"ragmem.judge.unreliable": "true"} if summary.get("judge_unreliable") else {}
+            tags.update({f"ragmem.{section}.replied_model": ", ".join(models)
+                         for section, models in summary.get("replied_models", {}).items()})
+            log_results(run, params=params, tags=tags or None,
                         metrics={**metrics, **intervals, **{k: float(v) for k, v in counts.items()},
                                  "n_traces": float(n_traces)},
                         json_files={"config.json": resolved_config, "summary.json": summary}, files=extra_files,

@@ -297,3 +297,27 @@ def test_offline_entity_extractor():
     zh = extract("2023年，马云在杭州创办了阿里巴巴。")
     assert {"马云", "杭州"} <= zh
     assert entity_recall({"a", "b"}, {"a", "c"}) == 0.5 and entity_recall({"a"}, set()) is None
+
+
+def test_replies_that_name_another_model_are_one_line_a_tag_and_a_price_note(tmp_path, shared_store):
+    """A server with one model loaded (llama.cpp, Ollama) answers any model name as that model: the
+    run says which model answered, tags it, and says how the cost was priced, naming both."""
+    data = write(tmp_path, [{"query": "q", "reference_answer": "r", "generated_answer": "a", "context": ["c"]}])
+    tracking = {"uri": shared_store["uri"], "artifact_root": shared_store["artifact_root"]}
+    with Stub(chat=lambda request: {"verdict": "yes", "reason": "fine"}, serves="smollm2") as stub:
+        settings = judge_settings(stub, tmp_path, model="gpt-4o-mini", prices={"gpt-4o-mini": {"input": 0.15, "output": 0.6}})
+        result = ragmem.evaluate(data, tracking=tracking, experiment="replied-model", judge=settings,
+                                 metrics=["answer_correctness"])
+    (line,) = [n for n in result.summary["notes"] if "replies name" in n]
+    assert line.startswith("judge.model is 'gpt-4o-mini' but the endpoint's replies name 'smollm2' (1 of 1 replies)")
+    assert "judge_cost_usd is priced as 'gpt-4o-mini' (judge.prices), not as 'smollm2'" in line
+    assert result.summary["replied_models"] == {"judge": ["smollm2"]} and result.params["judge.model"] == "gpt-4o-mini"
+    from mlflow import MlflowClient
+
+    tags = MlflowClient(shared_store["uri"]).get_run(result.run_id).data.tags
+    assert tags["ragmem.judge.replied_model"] == "smollm2"
+    # a dated snapshot of the model asked for is the same model: nothing said
+    with Stub(chat=lambda request: {"verdict": "yes", "reason": "fine"}, serves="gpt-4o-mini-2024-07-18") as stub:
+        settings = judge_settings(stub, tmp_path, model="gpt-4o-mini", cache=False)
+        quiet = ragmem.evaluate(data, track=False, judge=settings, metrics=["answer_correctness"])
+    assert not [n for n in quiet.summary["notes"] if "replies name" in n] and "replied_models" not in quiet.summary
