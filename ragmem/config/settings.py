@@ -248,6 +248,11 @@ class StatsSettings(Section):
                    "(index vectors drawn with replacement, as before 2026-12)")
 
 
+class ReportSettings(Section):
+    min_coverage: Share = setting(0.9, "a metric scored on less than this share of the examples it could have "
+                                       "been is marked partial, with how many and why (summary JSON: partial)")
+
+
 class TrackingSettings(Section):
     enabled: bool = setting(True, "false skips MLflow")
     uri: Optional[str] = setting(None, "MLflow tracking URI (default MLFLOW_TRACKING_URI, else sqlite)")
@@ -306,6 +311,7 @@ class Settings(ReferenceSettings):
     ranking: RankingSettings = setting(RankingSettings, "ranking metrics")
     generation: GenerationSettings = setting(GenerationSettings, "generation metrics")
     stats: StatsSettings = setting(StatsSettings, "confidence intervals")
+    report: ReportSettings = setting(ReportSettings, "what the outputs mark")
     zero_division: float = setting(math.nan, "value of a 0/0 ratio: nan (undefined: null, left out of means), 0 or 1")
     tracking: TrackingSettings = setting(TrackingSettings, "MLflow")
     orchestration: OrchestrationSettings = setting(OrchestrationSettings, "where the work runs")

@@ -95,8 +95,12 @@ RELIABILITY_ALL = RELIABILITY_SHOWN + ("accuracy", "recall")
 def print_summary(summary: dict[str, Any], show_all: bool = False, stored: bool = True) -> None:
     """The summary's table and lines; the last names the run, its store and its report (``stored=False``
     leaves it to the caller, for :func:`print_stored` to print last)."""
+    failures = int(sum(v for k, v in summary["metrics"].items() if k.endswith("_failures") and not k.startswith(
+        ("judge_", "embeddings_")) and v))  # a metric's replies that failed (the endpoint's calls are usage)
     table = Table(title=f"{summary['experiment']}: {plural(summary['n_examples'], 'example')}, "
-                        f"{plural(summary['n_errors'], 'error')}", title_justify="left")
+                        f"{plural(summary['n_errors'], 'error')}"
+                        + (f", {plural(failures, 'failed metric reply', 'failed metric replies')}" if failures else ""),
+                  title_justify="left")
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column("CI", justify="right")
@@ -116,7 +120,8 @@ def print_summary(summary: dict[str, Any], show_all: bool = False, stored: bool 
                 continue
         interval = intervals.get(name)
         shown = f"[{fmt(name, interval[0])}, {fmt(name, interval[1])}]" if interval else ""
-        (judging if in_section else rows).append((label(name), fmt(name, value), shown))
+        partial = " (partial)" if name in summary.get("partial", {}) else ""  # the line below says how much
+        (judging if in_section else rows).append((label(name) + partial, fmt(name, value), shown))
     for row in rows:
         table.add_row(*row)
     if judging:  # below the system's metrics, under their own heading: they measure the judge
@@ -132,6 +137,11 @@ def print_summary(summary: dict[str, Any], show_all: bool = False, stored: bool 
             "not the system's quality (pass_rate is the system as judged)")
     if summary.get("judge_unreliable"):
         out.print(summary["judge_unreliable"], style="bold red", markup=False, highlight=False, soft_wrap=True)
+    if summary.get("partial"):  # a score that rests on part of the data says so, with how much and why
+        share = summary.get("params", {}).get("report.min_coverage", "0.9")
+        out.print(f"partial (scored on less than {share} of the examples): "
+                  + "; ".join(f"{name} {why}" for name, why in summary["partial"].items()),
+                  style="bold yellow", markup=False, highlight=False, soft_wrap=True)
     if nulls:
         say(f"not computed (null): {', '.join(nulls)}")
     if hidden:

@@ -28,7 +28,7 @@ from ragmem.config.loading import RunConfig
 from ragmem.data import segments
 from ragmem.data.loaders import Dataset
 from ragmem.judges import labels
-from ragmem.metrics import MetricResult
+from ragmem.metrics import MetricResult, scored
 from ragmem.report import html as report_html
 from ragmem.run import pipeline, summary as summaries
 from ragmem.run.journal import Journal
@@ -108,6 +108,7 @@ class Streamed:
     label_rows: pd.DataFrame | None = None  # candidates for the label sheet (judge.label_sample)
     examples: list = field(default_factory=list)   # the calls traced (failed, slowest) and a sample
     outputs: list = field(default_factory=list)
+    coverage: dict = field(default_factory=dict)   # metric -> scored, of, reasons (ragmem.metrics.scored)
 
 
 @dataclass
@@ -125,6 +126,7 @@ class ChunkOutcome:
     traced: list   # (example, output): failed, then the slowest (tracking.max_traces)
     sample: list   # the first chunk's first SAMPLE (example, output) pairs: the dataset's schema
     usage: dict = field(default_factory=dict)  # what the chunk cost where it ran (:func:`usage`)
+    coverage: dict = field(default_factory=dict)  # metric -> scored, of, reasons (ragmem.metrics.scored)
 
 
 def chunk_outcome(cfg: RunConfig, index: int, chunk: list[Example], outputs: list[AgentOutput],
@@ -137,7 +139,8 @@ def chunk_outcome(cfg: RunConfig, index: int, chunk: list[Example], outputs: lis
     return ChunkOutcome(index, statistics, summaries.table_counts(table), report_html.file_pass_counts(table),
                         report_html.shown_rows(table), label_rows, table["latency_s"].to_numpy(dtype=float),
                         traced_calls(chunk, outputs, cfg.tracking.max_traces),
-                        list(zip(chunk[:SAMPLE], outputs[:SAMPLE])) if index == 0 else [])
+                        list(zip(chunk[:SAMPLE], outputs[:SAMPLE])) if index == 0 else [],
+                        coverage=scored.chunk_coverage(table, list(result.values)))
 
 
 class _Gathered:
@@ -150,6 +153,7 @@ class _Gathered:
         self.by_file: collections.Counter = collections.Counter()
         self.shown, self.label_rows, self.latency, self.traced, self.sample = None, None, [], [], []
         self.chunks = 0
+        self.coverage: dict = {}
 
     def take(self, outcome: ChunkOutcome) -> None:
         self.run.merge(outcome.statistics)
@@ -165,6 +169,7 @@ class _Gathered:
                                    [*(o for _, o in self.traced), *(o for _, o in outcome.traced)],
                                    self.cfg.tracking.max_traces)
         self.sample = self.sample or outcome.sample
+        self.coverage = scored.merged(self.coverage, outcome.coverage)
         self.chunks += 1
         if outcome.usage:  # scored elsewhere: its calls and cache lookups counted with the run's
             add_usage(self.components, outcome.usage)
@@ -206,7 +211,8 @@ def score_in_chunks(cfg: RunConfig, steps: Steps, components: pipeline.Component
     counts.update({f"undefined_{k}": int(v) for k, v in run.undefined.items()})
     table_path = join_parts(parts, Path(journal.folder) / TABLE)
     return Streamed(result, dict(counts), gathered.shown, pd.Series(np.concatenate(gathered.latency), name="latency_s"),
-                    dict(gathered.by_file), table_path, gathered.label_rows, *_logged_examples(gathered.traced, gathered.sample))
+                    dict(gathered.by_file), table_path, gathered.label_rows, *_logged_examples(gathered.traced, gathered.sample),
+                    coverage=gathered.coverage)
 
 
 _WORKER: dict[str, pipeline.Components] = {}  # a Dask worker's components, built once for the run

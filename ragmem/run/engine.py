@@ -122,7 +122,8 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
             sheet_rows = table if streamed is None else streamed.label_rows
             result.notes.extend(labels.label_sheet(sheet_rows, cfg.judge.label_sample, cfg.seed, journal.folder, run.id))
             params = summaries.run_params(cfg, dataset, components)
-            summary = summaries.summary(run.id, cfg, result, table, params, streamed and streamed.counts)
+            summary = summaries.summary(run.id, cfg, result, table, params, streamed and streamed.counts,
+                                        streamed and streamed.coverage)
             if replied:
                 summary["replied_models"] = replied
             if cfg.gates:  # judged here, acted on by the caller (ragmem run exits 3) after the run is logged

@@ -13,7 +13,7 @@ import pandas as pd
 from ragmem.config.loading import RunConfig
 from ragmem.config.secrets import mask, scrub
 from ragmem.data.loaders import Dataset
-from ragmem.metrics import MetricResult
+from ragmem.metrics import MetricResult, scored
 from ragmem.metrics.generation import scorer_for
 from ragmem.metrics.rag import OfflineEntities
 from ragmem.metrics.reliability import unreliable
@@ -135,10 +135,15 @@ def clean_number(value: float | None) -> float | None:
 
 
 def summary(run_id: str | None, cfg: RunConfig, result: MetricResult, table: pd.DataFrame,
-            params: dict[str, str], run_counts: dict[str, int] | None = None) -> dict[str, Any]:
+            params: dict[str, str], run_counts: dict[str, int] | None = None,
+            run_coverage: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The summary JSON contract: run_id, experiment, n_examples, n_errors, metrics, ci, params, counts,
-    notes, judge_unreliable, tracking_uri. ``run_counts``: :func:`counts` of a streamed run."""
+    coverage, partial, notes, judge_unreliable, tracking_uri. ``run_counts`` and ``run_coverage``: a
+    streamed run's, its chunks' added up."""
     c = counts(table, result) if run_counts is None else run_counts
+    defined = [name for name, value in result.values.items() if clean_number(value) is not None]
+    reached = (scored.chunk_coverage(table, defined) if run_coverage is None
+               else {k: v for k, v in run_coverage.items() if k in defined})
     return {
         "run_id": run_id,
         "experiment": cfg.experiment,
@@ -148,6 +153,9 @@ def summary(run_id: str | None, cfg: RunConfig, result: MetricResult, table: pd.
         "ci": {k: list(v) for k, v in result.ci.items() if v is not None},
         "params": params,
         "counts": c,
+        # how many examples each score rests on, of how many it could have; below report.min_coverage: why
+        "coverage": {name: {"scored": v["scored"], "of": v["of"]} for name, v in reached.items()},
+        "partial": scored.partial(reached, cfg.report.min_coverage),
         "notes": [str(note) for note in result.notes],
         # one line when the judge agrees with the labels no better than chance (judge.min_kappa), else null
         "judge_unreliable": unreliable(result.values, result.ci, cfg.judge.min_kappa),

@@ -125,6 +125,8 @@ def metric_key(name: str) -> str:
     endpoint under ``usage/`` (``judge_calls``, ``judge_failures``, tokens, cost, cache hits) and the
     judge's reliability under ``judge/`` (``judge_label_kappa`` -> ``judge/label_kappa``), so
     the UI's metric list and charts show the scores first and the counts apart."""
+    if name.startswith("n_scored/"):  # how many examples a score rests on: beside the score's own name
+        return name
     if _USAGE.match(name):
         return f"usage/{name}"
     if name.startswith(("n_", "undefined_", "confusion_")) or name.endswith(("_errors", "_failures")):

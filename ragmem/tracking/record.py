@@ -126,6 +126,7 @@ def record_run(run: TrackedRun, resolved_config: dict[str, Any], params: dict[st
                          for section, models in summary.get("replied_models", {}).items()})
             log_results(run, params=params, tags=tags or None,
                         metrics={**metrics, **intervals, **{k: float(v) for k, v in counts.items()},
+                                 **{f"n_scored/{k}": float(v["scored"]) for k, v in summary.get("coverage", {}).items()},
                                  "n_traces": float(n_traces)},
                         json_files={"config.json": resolved_config, "summary.json": summary}, files=extra_files,
                         texts={"report.html": report} if report is not None else None)

@@ -1,0 +1,93 @@
+"""How many examples each score rests on: ``coverage`` in the summary JSON (metric -> ``{scored, of}``),
+``n_scored/<metric>`` in MLflow, and the scores marked partial wherever they are shown.
+
+A mean over 5 of 16 examples printed under "16 examples, 0 errors" reads as the score of 16. Each
+metric with a per-example value counts the examples that value is defined on (``scored``) among
+those it could have been computed for (``of``: every example; for accuracy, precision, recall and
+f1 the labelled ones), and why the others were not scored: the agent call failed, the judge's reply
+for that metric failed (its ``<metric>_error``), the judge's verdict failed, or the value is
+undefined (0/0, an input missing). Counts of chunks add up (:func:`merged`), so a streamed run's
+coverage is its chunks' sum.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+import pandas as pd
+
+_CLASSIFICATION = ("accuracy", "precision", "recall", "f1")
+_COLUMN = {"avg_coverage": "coverage", "pass_rate": "verdict"}  # a metric whose column has another name
+
+
+def _column(name: str, table: pd.DataFrame) -> str | None:
+    """The per-example column a metric is the mean of, or ``None`` (a count, a corpus-level figure
+    without one, a metric of the judge's reliability)."""
+    column = _COLUMN.get(name, name)
+    if column not in table.columns and name.endswith("_pass_rate") and name[: -len("_pass_rate")] + "_error" in table.columns:
+        column = name[: -len("_pass_rate")]  # an LLM metric's pass rate rests on the metric's own values
+    if column not in table.columns or column in ("label", "id"):
+        return None
+    return column if pd.api.types.is_numeric_dtype(table[column]) else None
+
+
+def _why(table: pd.DataFrame, column: str, missing: pd.Series) -> collections.Counter:
+    """Why each of the ``missing`` rows has no value: the first cause that applies to it."""
+    reasons: collections.Counter = collections.Counter()
+    error_column = f"{column}_error" if f"{column}_error" in table.columns else (
+        "judge_error" if column == "verdict" else None)
+    for index in missing[missing].index:
+        if pd.notna(table.at[index, "error"]):
+            reasons["agent call failed"] += 1
+        elif error_column is not None and pd.notna(table.at[index, error_column]):
+            reasons[str(table.at[index, error_column])[:80]] += 1
+        else:
+            reasons["undefined (0/0 or an input missing)"] += 1
+    return reasons
+
+
+def chunk_coverage(table: pd.DataFrame, names: list[str]) -> dict[str, dict[str, Any]]:
+    """``{metric: {"scored": n, "of": m, "reasons": {reason: count}}}`` for the metrics of ``names``
+    that rest on per-example values of ``table``."""
+    out: dict[str, dict[str, Any]] = {}
+    for name in names:
+        if name in _CLASSIFICATION and {"verdict", "label"} <= set(table.columns):
+            could = table["label"].notna()
+            column = "verdict"
+        else:
+            column = _column(name, table)
+            if column is None:
+                continue
+            could = pd.Series(True, index=table.index)
+        scored = table[column].notna() & could
+        out[name] = {"scored": int(scored.sum()), "of": int(could.sum()),
+                     "reasons": dict(_why(table, column, could & ~scored))}
+    return out
+
+
+def merged(first: dict[str, dict[str, Any]], second: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Two chunks' coverage added up."""
+    out = {name: {"scored": c["scored"], "of": c["of"], "reasons": dict(c["reasons"])} for name, c in first.items()}
+    for name, c in second.items():
+        mine = out.setdefault(name, {"scored": 0, "of": 0, "reasons": {}})
+        mine["scored"] += c["scored"]
+        mine["of"] += c["of"]
+        for reason, n in c["reasons"].items():
+            mine["reasons"][reason] = mine["reasons"].get(reason, 0) + n
+    return out
+
+
+def partial(coverage: dict[str, dict[str, Any]], min_share: float) -> dict[str, str]:
+    """The metrics scored on less than ``min_share`` of the examples they could have been, each with
+    its count and main reason: ``{"faithfulness": "5 of 16 (11: reply cut off at 256 tokens)"}``.
+
+    >>> partial({"f": {"scored": 5, "of": 16, "reasons": {"cut off": 11}}, "g": {"scored": 9, "of": 9, "reasons": {}}}, 0.9)
+    {'f': '5 of 16 (11: cut off)'}
+    """
+    out = {}
+    for name, c in coverage.items():
+        if c["of"] and c["scored"] < min_share * c["of"]:
+            reason, n = max(c["reasons"].items(), key=lambda item: item[1]) if c["reasons"] else ("not scored", 0)
+            out[name] = f"{c['scored']} of {c['of']} ({n}: {reason})"
+    return out
