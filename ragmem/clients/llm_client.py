@@ -28,7 +28,7 @@ import threading
 from pathlib import Path
 from typing import Any, Sequence
 
-from ragmem.clients import calls
+from ragmem.clients import calls, replies
 from ragmem.clients.calls import describe as _describe
 from ragmem.clients.endpoints import Breaker, EndpointDown, OPENAI_URL
 from ragmem.clients.replies import Result, Usage, combine, combine_scores  # noqa: F401  (also here: ragmem.clients.llm_client.Result)
@@ -106,6 +106,7 @@ class _Endpoint:
             self.cache = diskcache.Cache(str(path))
         self.usage = Usage()
         self.reasons: collections.Counter[str] = collections.Counter()
+        self.asked_again = 0  # requests sent again because they had failed in an earlier run (rerun_note)
         self.breaker = Breaker(f"{section}.base_url", self.base_url or OPENAI_URL)
 
     def _client(self):
@@ -123,29 +124,16 @@ class _Endpoint:
         return Result(error=reason)
 
     def other_models(self) -> list[str]:
-        """The models the replies named that are not ``model`` (a dated snapshot or a tag of it, such as
-        ``gpt-4o-mini-2024-07-18`` or ``llama3:latest`` for ``llama3``, is the same model)."""
-        asked = self.model.lower()
-        return sorted(m for m in self.usage.models
-                      if m.lower() != asked and not m.lower().startswith((asked + "-", asked + ":", asked + "@")))
+        """The models the replies named that are not ``model`` (:func:`ragmem.clients.replies.other_models`)."""
+        return replies.other_models(self.model, self.usage.models)
 
     def model_note(self) -> str | None:
-        """One line when the replies name another model than ``model``: an endpoint serving whatever it
-        has (a llama.cpp or Ollama server with one model loaded) answers as that model, and the run's
-        params, signature and prices would otherwise say the model asked for."""
-        others = self.other_models()
-        if not others:
-            return None
-        total = sum(self.usage.models.values())
-        named = ", ".join(f"'{m}' ({self.usage.models[m]} of {total} replies)" for m in others)
-        line = (f"{self.section}.model is '{self.model}' but the endpoint's replies name {named}: the scores are "
-                f"that model's, while the run's params and signature say '{self.model}' (tag "
-                f"ragmem.{self.section}.replied_model)")
-        if getattr(self, "prices", None):
-            priced = "priced as" if self.model in self.prices else "not priced: no price of"
-            line += (f"; {self.section}_cost_usd is {priced} '{self.model}' ({self.section}.prices), "
-                     f"not as {', '.join(repr(m) for m in others)}")
-        return line
+        """One line when the replies name another model than ``model`` (:func:`ragmem.clients.replies.model_note`)."""
+        return replies.model_note(self.section, self.model, self.usage.models, getattr(self, "prices", None))
+
+    def rerun_note(self) -> str | None:
+        """One line when requests that failed in an earlier run were sent again (:func:`ragmem.clients.replies.rerun_note`)."""
+        return replies.rerun_note(self.section, self.asked_again)
 
     def failure_summary(self) -> str | None:
         """One line when every request this client made failed (none was answered, cached ones
@@ -352,6 +340,18 @@ class JudgeClient(_Endpoint):
         cached = self._cached(key)
         if cached is not None:
             return Result(cached)
+        failed_before = self.cache is not None and self.cache.get(f"failed:{key}") is not None
+        if failed_before:
+            with self.usage._lock:
+                self.asked_again += 1
+        result = await self._asked(client, semaphore, task, messages, key, fields, sample)
+        if self.cache is not None and result.error is not None:  # marked, never used as a reply
+            self.cache.set(f"failed:{key}", result.error)
+        elif failed_before:
+            self.cache.delete(f"failed:{key}")
+        return result
+
+    async def _asked(self, client, semaphore, task: str, messages, key: str, fields: dict[str, str], sample: int) -> Result:
         async with semaphore:
             try:  # every attempt of the item (retries and the repair included) within its deadline
                 value, problem = await asyncio.wait_for(

@@ -19,6 +19,48 @@ class Result:
     votes: tuple[int, ...] | None = None  # a verdict asked judge.samples > 1 times: each valid sample's 0/1
 
 
+def other_models(asked: str, seen: collections.Counter) -> list[str]:
+    """The models the replies named (``seen``) that are not ``asked`` (a dated snapshot or a tag of it,
+    such as ``gpt-4o-mini-2024-07-18`` or ``llama3:latest`` for ``llama3``, is the same model).
+
+    >>> other_models("llama3", collections.Counter({"llama3:latest": 3, "smollm2": 1}))
+    ['smollm2']
+    """
+    asked = asked.lower()
+    return sorted(m for m in seen if m.lower() != asked and not m.lower().startswith((asked + "-", asked + ":", asked + "@")))
+
+
+def model_note(section: str, asked: str, seen: collections.Counter, prices: dict | None) -> str | None:
+    """One line when the replies name another model than ``asked``: an endpoint serving whatever it
+    has (a llama.cpp or Ollama server with one model loaded) answers as that model, and the run's
+    params, signature and prices would otherwise say the model asked for."""
+    others = other_models(asked, seen)
+    if not others:
+        return None
+    total = sum(seen.values())
+    named = ", ".join(f"'{m}' ({seen[m]} of {total} replies)" for m in others)
+    line = (f"{section}.model is '{asked}' but the endpoint's replies name {named}: the scores are "
+            f"that model's, while the run's params and signature say '{asked}' (tag ragmem.{section}.replied_model)")
+    if prices:
+        priced = "priced as" if asked in prices else "not priced: no price of"
+        line += f"; {section}_cost_usd is {priced} '{asked}' ({section}.prices), not as {', '.join(repr(m) for m in others)}"
+    return line
+
+
+def rerun_note(section: str, n: int) -> str | None:
+    """One line when ``n`` requests that failed in an earlier run were sent again: a failure is never
+    cached, so an "identical" rerun asks them again, and its numbers may move.
+
+    >>> rerun_note("judge", 1)[:60]
+    'judge: 1 request that failed in an earlier run was sent agai'
+    """
+    if not n:
+        return None
+    return (f"{section}: {n} {'request' if n == 1 else 'requests'} that failed in an earlier run "
+            f"{'was' if n == 1 else 'were'} sent again (a failure is never cached: the replies, and the "
+            f"numbers resting on them, may differ from that run's)")
+
+
 def combine(samples: Sequence[Result]) -> Result:
     """One verdict from the replies to its ``judge.samples`` requests: the majority of the valid
     ones (their 0/1 votes kept), with the reason of the first sample that voted with it. A tie is

@@ -211,18 +211,44 @@ def _latency_svg(seconds: pd.Series) -> str:
 
 
 def _metrics_table(summary: dict[str, Any], names: list[str]) -> str:
-    ci = summary.get("ci", {})
+    """Each metric with its interval and the examples it was scored on (``5 of 16``, marked partial
+    below ``report.min_coverage``, with the main reason)."""
+    ci, coverage, partial = summary.get("ci", {}), summary.get("coverage", {}), summary.get("partial", {})
     rows = []
     for name in names:
         value = summary["metrics"].get(name)
         interval = ci.get(name)
         shown_ci = f"[{_num(interval[0])}, {_num(interval[1])}]" if interval else ""
+        c = coverage.get(name)
+        scored = "" if c is None else f"{c['scored']} of {c['of']}"
+        if name in partial:
+            scored = f'<span class="fail" title="{_e(partial[name])}">{scored}, partial</span>'
         if "latency" in name and not _missing(value):  # seconds in MLflow, ms on the page
             rows.append([_e(name.replace("latency", "latency (ms)")), f"{value * 1000:.1f}",
-                         f"[{interval[0] * 1000:.1f}, {interval[1] * 1000:.1f}]" if interval else ""])
+                         f"[{interval[0] * 1000:.1f}, {interval[1] * 1000:.1f}]" if interval else "", scored])
         else:
-            rows.append([_e(name), _num(value), shown_ci])
-    return _table(["metric", "value", "95% interval"], rows, {1, 2})
+            rows.append([_e(name), _num(value), shown_ci, scored])
+    out = _table(["metric", "value", "95% interval", "scored on"], rows, {1, 2, 3})
+    if partial:
+        out += ('<p class="note"><span class="fail">partial</span>: scored on less than '
+                f'{_e(summary.get("params", {}).get("report.min_coverage", "0.9"))} of the examples: '
+                + "; ".join(f"{_e(n)} {_e(why)}" for n, why in partial.items()) + "</p>")
+    return out
+
+
+def _metric_failures(summary: dict[str, Any], table: pd.DataFrame) -> list[str]:
+    """The metrics whose judge replies failed: how many, and each example with its reason (the first
+    100; a streamed run's page holds the rows it kept)."""
+    failed = {k[: -len("_failures")]: int(v) for k, v in summary["metrics"].items()
+              if k.endswith("_failures") and v and not k.startswith(("judge_", "embeddings_"))}
+    out = []
+    for metric, n in failed.items():
+        column = f"{metric}_error"
+        rows = table[table[column].notna()].head(100) if column in table else table.head(0)
+        out += [f"<h3>{_e(metric)}: {n} failed {'reply' if n == 1 else 'replies'}</h3>",
+                _table(["id", "query", "reason"], [[_e(r["id"]), _e(r.get("query")), f'<span class="err">{_e(r.get(column))}</span>']
+                                                   for r in rows.to_dict("records")])]
+    return out
 
 
 def _signatures(params: dict[str, Any]) -> str:
@@ -266,13 +292,17 @@ def run_page(summary: dict[str, Any], table: pd.DataFrame, latency_s: pd.Series 
              '<span class="pass">passed</span>' if g["passed"] else '<span class="fail">failed</span>']
             for g in summary["gates"]], {1})]
     failed = table[table["error"].notna() | table["judge_error"].notna()] if "judge_error" in table else table[table["error"].notna()]
-    body.append(f"<h2>Failures ({summary['n_errors']})</h2>")
+    by_metric = _metric_failures(summary, table)
+    replies = sum(int(v) for k, v in summary["metrics"].items()
+                  if k.endswith("_failures") and v and not k.startswith(("judge_", "embeddings_")))
+    body.append(f"<h2>Failures ({summary['n_errors']}" + (f"; {replies} failed metric replies" if replies else "") + ")</h2>")
     if len(failed):
         body.append(_table(["id", "query", "agent error", "judge error"],
                            [[_e(r["id"]), _e(r.get("query")), f'<span class="err">{_e(r.get("error"))}</span>',
                              f'<span class="err">{_e(r.get("judge_error"))}</span>'] for r in failed.head(100).to_dict("records")]))
-    else:
-        body.append('<p class="note">none: every agent call and every judgement succeeded</p>')
+    body += by_metric
+    if not len(failed) and not by_metric:
+        body.append('<p class="note">none: every agent call, every judgement and every metric\'s reply succeeded</p>')
     shown = worst(table)
     passed = int((pd.to_numeric(shown["verdict"], errors="coerce") == 1).sum()) if "verdict" in shown else 0
     body += [f"<h2>Worst examples ({len(shown)} of {summary['n_examples']}"

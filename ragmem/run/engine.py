@@ -190,12 +190,13 @@ def _new_journal(run_id: str | None, cfg: RunConfig, dataset: Dataset, tracker: 
 def _endpoint_notes(components) -> tuple[list[str], dict[str, list[str]]]:
     """What the LLM endpoints say once the run is scored: every call failed alike (one line), the
     replies named another model than the one asked for (one line; and those models by section, for
-    the summary and the tag ``ragmem.<section>.replied_model``)."""
+    the summary and the tag ``ragmem.<section>.replied_model``), requests that had failed in an
+    earlier run sent again (one line)."""
     notes, replied = [], {}
     for client in (components.llm, components.embedder):
         if client is None:
             continue
-        notes.extend(line for line in (client.failure_summary(), client.model_note()) if line)
+        notes.extend(line for line in (client.failure_summary(), client.model_note(), client.rerun_note()) if line)
         if client.other_models():
             replied[client.section] = client.other_models()
     return notes, replied

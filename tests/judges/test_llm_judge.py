@@ -321,3 +321,27 @@ def test_replies_that_name_another_model_are_one_line_a_tag_and_a_price_note(tmp
         settings = judge_settings(stub, tmp_path, model="gpt-4o-mini", cache=False)
         quiet = ragmem.evaluate(data, track=False, judge=settings, metrics=["answer_correctness"])
     assert not [n for n in quiet.summary["notes"] if "replies name" in n] and "replied_models" not in quiet.summary
+
+
+def test_a_rerun_says_how_many_failed_requests_it_sent_again(tmp_path):
+    """A failure is never cached, so an identical rerun asks it again and its numbers may move: the
+    rerun says so, with how many; a third run, with everything cached, says nothing."""
+    data = _dataset(tmp_path, n=6)
+    flaky = {"first": True}
+
+    def chat(request):  # the first run: every faithfulness claim list is no JSON, even after the repair
+        if flaky["first"] and task_of(request) in ("claims", "repair"):
+            return "no json"
+        return _scripted_chat(request)
+
+    with Stub(chat=chat) as stub:
+        settings = judge_settings(stub, tmp_path)
+        first = ragmem.evaluate(data, track=False, judge=settings, metrics=["faithfulness"])
+        flaky["first"] = False
+        second = ragmem.evaluate(data, track=False, judge=settings, metrics=["faithfulness"])
+        third = ragmem.evaluate(data, track=False, judge=settings, metrics=["faithfulness"])
+    assert first.metrics["faithfulness_failures"] == 6 and not [n for n in first.summary["notes"] if "sent again" in n]
+    (line,) = [n for n in second.summary["notes"] if "sent again" in n]
+    assert line.startswith("judge: 6 requests that failed in an earlier run were sent again")
+    assert second.metrics["faithfulness_failures"] == 0 and second.metrics["faithfulness"] is not None
+    assert not [n for n in third.summary["notes"] if "sent again" in n] and third.metrics["judge_calls"] == 0

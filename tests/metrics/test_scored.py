@@ -11,7 +11,7 @@ from mlflow import MlflowClient
 
 import ragmem
 from ragmem.metrics.scored import chunk_coverage, merged
-from ragmem.report import terminal
+from ragmem.report import html as report_html, terminal
 from tests.openai_stub import Stub, data_block, user_text
 
 N, FAILED = 16, 11
@@ -68,6 +68,12 @@ def test_a_score_from_5_of_16_examples_is_shown_as_partial_everywhere(tmp_path, 
     shown = " ".join(capsys.readouterr().out.split())
     assert "16 examples, 0 errors, 11 failed metric replies" in shown and "faithfulness (partial)" in shown
     assert f"partial (scored on less than 0.9 of the examples): faithfulness 5 of 16 (11: {reason[:20]}" in shown
+    # report.html: the row says 5 of 16, partial; the failures section lists the 11 with their reason
+    page = report_html.run_page(summary, held.table)
+    assert "5 of 16, partial</span>" in page and "<h2>Failures (0; 11 failed metric replies)</h2>" in page
+    section = page[page.index("<h3>faithfulness: 11 failed replies</h3>"):]
+    section = section[:section.index("</table>")]
+    assert section.count('<span class="err">') == 11 and "none: every agent call" not in page
 
 
 def test_chunks_add_up_and_classification_rests_on_the_labelled_examples():
