@@ -34,16 +34,16 @@ def _column(name: str, table: pd.DataFrame) -> str | None:
 
 def _why(table: pd.DataFrame, column: str, missing: pd.Series) -> collections.Counter:
     """Why each of the ``missing`` rows has no value: the first cause that applies to it."""
-    reasons: collections.Counter = collections.Counter()
     error_column = f"{column}_error" if f"{column}_error" in table.columns else (
         "judge_error" if column == "verdict" else None)
-    for index in missing[missing].index:
-        if pd.notna(table.at[index, "error"]):
-            reasons["agent call failed"] += 1
-        elif error_column is not None and pd.notna(table.at[index, error_column]):
-            reasons[str(table.at[index, error_column])[:80]] += 1
-        else:
-            reasons["undefined (0/0 or an input missing)"] += 1
+    agent = missing & table["error"].notna()
+    reply = missing & ~agent & (table[error_column].notna() if error_column is not None else False)
+    reasons = collections.Counter(table.loc[reply, error_column].astype(str).str[:80].tolist() if reply.any() else [])
+    if agent.any():
+        reasons["agent call failed"] = int(agent.sum())
+    undefined = int((missing & ~agent & ~reply).sum())
+    if undefined:
+        reasons["undefined (0/0 or an input missing)"] = undefined
     return reasons
 
 
@@ -76,6 +76,17 @@ def merged(first: dict[str, dict[str, Any]], second: dict[str, dict[str, Any]]) 
         for reason, n in c["reasons"].items():
             mine["reasons"][reason] = mine["reasons"].get(reason, 0) + n
     return out
+
+
+def failed_replies(metrics: dict[str, Any]) -> dict[str, int]:
+    """The metrics whose judge replies failed, with how many (``<metric>_failures``; the endpoint's own
+    ``judge_failures`` and ``embeddings_failures`` are its usage, not a metric's).
+
+    >>> failed_replies({"faithfulness_failures": 11.0, "judge_failures": 11.0, "f1": 0.5, "answer_correctness_failures": 0})
+    {'faithfulness': 11}
+    """
+    return {k[: -len("_failures")]: int(v) for k, v in metrics.items()
+            if k.endswith("_failures") and v and not k.startswith(("judge_", "embeddings_"))}
 
 
 def partial(coverage: dict[str, dict[str, Any]], min_share: float) -> dict[str, str]:

@@ -25,6 +25,7 @@ from typing import Any
 
 import pandas as pd
 
+from ragmem.metrics.scored import failed_replies
 from ragmem.schema import CONTEXT_SOURCES
 
 WORST = 25   # examples shown on a run's page
@@ -239,10 +240,8 @@ def _metrics_table(summary: dict[str, Any], names: list[str]) -> str:
 def _metric_failures(summary: dict[str, Any], table: pd.DataFrame) -> list[str]:
     """The metrics whose judge replies failed: how many, and each example with its reason (the first
     100; a streamed run's page holds the rows it kept)."""
-    failed = {k[: -len("_failures")]: int(v) for k, v in summary["metrics"].items()
-              if k.endswith("_failures") and v and not k.startswith(("judge_", "embeddings_"))}
     out = []
-    for metric, n in failed.items():
+    for metric, n in failed_replies(summary["metrics"]).items():
         column = f"{metric}_error"
         rows = table[table[column].notna()].head(100) if column in table else table.head(0)
         out += [f"<h3>{_e(metric)}: {n} failed {'reply' if n == 1 else 'replies'}</h3>",
@@ -293,8 +292,7 @@ def run_page(summary: dict[str, Any], table: pd.DataFrame, latency_s: pd.Series 
             for g in summary["gates"]], {1})]
     failed = table[table["error"].notna() | table["judge_error"].notna()] if "judge_error" in table else table[table["error"].notna()]
     by_metric = _metric_failures(summary, table)
-    replies = sum(int(v) for k, v in summary["metrics"].items()
-                  if k.endswith("_failures") and v and not k.startswith(("judge_", "embeddings_")))
+    replies = sum(failed_replies(summary["metrics"]).values())
     body.append(f"<h2>Failures ({summary['n_errors']}" + (f"; {replies} failed metric replies" if replies else "") + ")</h2>")
     if len(failed):
         body.append(_table(["id", "query", "agent error", "judge error"],

@@ -15,6 +15,7 @@ from rich.table import Table
 from ragmem.config.secrets import scrub
 from ragmem.memory.bench_data import DATASETS
 from ragmem.metrics.names import is_count
+from ragmem.metrics.scored import failed_replies
 from ragmem.text import plural  # noqa: F401  (also ragmem.report.terminal.plural)
 
 
@@ -95,8 +96,7 @@ RELIABILITY_ALL = RELIABILITY_SHOWN + ("accuracy", "recall")
 def print_summary(summary: dict[str, Any], show_all: bool = False, stored: bool = True) -> None:
     """The summary's table and lines; the last names the run, its store and its report (``stored=False``
     leaves it to the caller, for :func:`print_stored` to print last)."""
-    failures = int(sum(v for k, v in summary["metrics"].items() if k.endswith("_failures") and not k.startswith(
-        ("judge_", "embeddings_")) and v))  # a metric's replies that failed (the endpoint's calls are usage)
+    failures = sum(failed_replies(summary["metrics"]).values())
     table = Table(title=f"{summary['experiment']}: {plural(summary['n_examples'], 'example')}, "
                         f"{plural(summary['n_errors'], 'error')}"
                         + (f", {plural(failures, 'failed metric reply', 'failed metric replies')}" if failures else ""),

@@ -197,8 +197,9 @@ def _endpoint_notes(components) -> tuple[list[str], dict[str, list[str]]]:
         if client is None:
             continue
         notes.extend(line for line in (client.failure_summary(), client.model_note(), client.rerun_note()) if line)
-        if client.other_models():
-            replied[client.section] = client.other_models()
+        others = client.other_models()
+        if others:
+            replied[client.section] = others
     return notes, replied
 
 
