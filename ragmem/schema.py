@@ -51,6 +51,7 @@ class Example:
     relevance: dict[str, float] | None = None
     source_file: str = ""
     record: int = 0
+    cluster: str | None = None  # stats.cluster_by's value: examples resampled together
 
     def gold_relevance(self) -> dict[str, float] | None:
         """Graded gold relevance by context id: ``relevance`` if given, else ``relevant_context_ids``

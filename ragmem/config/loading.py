@@ -190,7 +190,7 @@ class RunConfig(Settings):
     @property
     def files(self) -> tuple[DataFile, ...]:
         return tuple(DataFile(Path(f.path), f.label, f.format or self.data.format, self.data.coerce_numbers,
-                              self.data.encoding) for f in self.data.files)
+                              self.data.encoding, self.stats.cluster_by) for f in self.data.files)
 
     @property
     def ks(self) -> tuple[int, ...]:

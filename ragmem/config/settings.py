@@ -246,6 +246,10 @@ class StatsSettings(Section):
         "poisson", "how examples are resampled: poisson (a Poisson(1) weight per example and resample, "
                    "drawn from its id: the same intervals whatever the chunks or workers) or classic "
                    "(index vectors drawn with replacement, as before 2026-12)")
+    cluster_by: Optional[str] = setting(
+        None, "a record field whose examples belong together (conversation_id, session_id, document, user): "
+              "intervals, paired comparisons and gates resample these clusters, not examples, and the design "
+              "effect is reported; a record without the field is a cluster of its own")
 
 
 class ReportSettings(Section):

@@ -42,6 +42,7 @@ class DataFile:
     format: str = "auto"
     coerce_numbers: bool = False  # data.coerce_numbers: a number where text is expected is read as text
     encoding: str = "utf-8"       # data.encoding of the text formats (JSON, JSONL, CSV)
+    cluster_by: str | None = None  # stats.cluster_by: the field that names each example's cluster
 
 
 @dataclass
@@ -99,7 +100,7 @@ def read_examples(data_file: DataFile, require_answer: bool, skip: int = 0, coun
                 return
             record += 1
             example, problems = parse_record(raw, str(data_file.path), record, data_file.label,
-                                             require_answer, data_file.coerce_numbers, tabular)
+                                             require_answer, data_file.coerce_numbers, tabular, data_file.cluster_by)
             if problems:  # validated when loaded: the file changed since
                 raise DataError(str(data_file.path), "changed since it was loaded: " + problems[0].detail,
                                 record, problems[0].field)
@@ -286,9 +287,11 @@ class _RecordReader:
 
 def parse_record(raw: Any, file: str, record: int, file_label: int | None = None,
                  require_answer: bool = True, coerce_numbers: bool = False,
-                 tabular: bool = False) -> tuple[Example | None, list[DataError]]:
+                 tabular: bool = False, cluster_by: str | None = None) -> tuple[Example | None, list[DataError]]:
     """Validate one raw record; return the Example (None when invalid) and every problem found.
-    ``tabular``: the record is a CSV/Parquet row (a plain-text contexts cell is one context)."""
+    ``tabular``: the record is a CSV/Parquet row (a plain-text contexts cell is one context);
+    ``cluster_by``: the field naming the example's cluster (``stats.cluster_by``; absent or empty:
+    a cluster of its own)."""
     reader = _RecordReader(file, record, raw, coerce_numbers, tabular)
     if not isinstance(raw, dict):
         reader.problem(None, f"expected an object, got {type(raw).__name__}")
@@ -299,12 +302,13 @@ def parse_record(raw: Any, file: str, record: int, file_label: int | None = None
     contexts = reader.contexts()
     optional = reader.optional(file_label)
     rid = reader.identifier("id", raw.get("id"))
+    cluster = reader.identifier(cluster_by, raw.get(cluster_by)) if cluster_by else None
     if reader.problems:
         return None, reader.problems
     example = Example(
         id=rid if rid is not None else f"{Path(file).stem}:{record}",
         query=query or "", reference_answer=reference, contexts=contexts,
-        generated_answer=answer, source_file=file, record=record, **optional)
+        generated_answer=answer, source_file=file, record=record, cluster=cluster or None, **optional)
     return example, []
 
 
@@ -327,7 +331,7 @@ def check_file(data_file: DataFile, require_answer: bool = True) -> FileReport:
     examples: list[Example] = []
     for index, raw in enumerate(records, 1):
         example, found = parse_record(raw, file, index, data_file.label, require_answer, data_file.coerce_numbers,
-                                      tabular)
+                                      tabular, data_file.cluster_by)
         problems.extend(found)
         if example is not None:
             examples.append(example)
@@ -380,7 +384,7 @@ def _scan(data_file: DataFile, require_answer: bool, kept: list[Example], keys: 
         for raw in batch:
             record += 1
             example, problems = parse_record(raw, file, record, data_file.label, require_answer,
-                                             data_file.coerce_numbers, tabular)
+                                             data_file.coerce_numbers, tabular, data_file.cluster_by)
             if problems:
                 more += len(problems) - (first is None)
                 first = first or problems[0]

@@ -12,7 +12,11 @@ scored::
     diff = mean(layer) - mean(baseline)
 
 with its paired-bootstrap interval and approximate-randomization p-value, the test of ``ragmem
-compare`` (:func:`ragmem.stats.intervals.paired`), seeded. A layer has up to 11 such figures against the
+compare`` (:func:`ragmem.stats.intervals.paired`), seeded. The questions of one conversation (of one
+haystack in LongMemEval) are not independent: they are resampled and swapped together, a cluster
+bootstrap with expanded percentile levels (:mod:`ragmem.stats.clusters`), when there are at least
+``MIN_CLUSTERS`` (5) of them; with fewer (LoCoMo's first conversation alone) the questions are
+resampled alone, and each row says which (``resampled``: clusters or questions, ``n_clusters``). A layer has up to 11 such figures against the
 baseline, and at 95% each is "significant" by noise alone one time in twenty: on LoCoMo's first
 conversation, three pairs of the same noisy layer with different seeds had 2, 1 and 1 of their 11
 category figures outside 0. So a difference is **marked** when its interval excludes 0 *and* its
@@ -31,6 +35,7 @@ import pandas as pd
 from ragmem.config.secrets import mask
 from ragmem.memory.bench_data import BenchData, DATASETS
 from ragmem.metrics.base import mean_aggregator
+from ragmem.stats import clusters
 from ragmem.stats import intervals as stats
 from ragmem.stats.multiplicity import holm
 
@@ -77,14 +82,19 @@ def paired_layers(rows: dict[str, list[dict[str, Any]]], baseline: str, categori
             for label, column in SCORES:
                 if scope == "abstention" and column != "judge_score":
                     continue  # an abstention has no answer to overlap with
-                pairs = [(a[column], b[column]) for a, b in aligned if a["category"] in members
+                pairs = [(a[column], b[column], a) for a, b in aligned if a["category"] in members
                          and a[column] is not None and b[column] is not None]
                 if not pairs:
                     continue
                 first = mean_aggregator(pd.Series([p[0] for p in pairs], dtype=float))
                 second = mean_aggregator(pd.Series([p[1] for p in pairs], dtype=float))
-                result = stats.paired(label, first, second, resamples, seed, confidence).to_dict()
-                out.append({"method": method, "baseline": baseline, "scope": scope, "score": label, **result})
+                ids = [f"{_key(row)}#{n}" for n, (_, _, row) in enumerate(pairs)]
+                groups = [row.get("cluster", row["conversation"]) for _, _, row in pairs]
+                count = clusters.resampled(len(set(groups)))
+                keys = clusters.resampling_keys(ids, groups) if count else None  # (too few: classic, as before)
+                result = stats.paired(label, first, second, resamples, seed, confidence, keys, clusters=count).to_dict()
+                unit = {"resampled": "clusters" if count else "questions", "n_clusters": len(set(groups))}
+                out.append({"method": method, "baseline": baseline, "scope": scope, "score": label, **result, **unit})
     for method in dict.fromkeys(r["method"] for r in out):
         holm([r for r in out if r["method"] == method], 1 - confidence)
     return out

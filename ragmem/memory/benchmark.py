@@ -155,6 +155,7 @@ class Answered:
     search_s: float | None
     answer_s: float | None
     error: str | None = None
+    cluster: str | None = None  # the conversation's cluster (LongMemEval: its haystack); None: the conversation
 
 
 @dataclass
@@ -203,9 +204,11 @@ def run_conversation(layer, conversation: Conversation, qas: Sequence[QA], top_k
             search_s = time.perf_counter() - start
             asked = f"(Today is {qa.date}.) {qa.question}" if qa.date else qa.question
             answer = generate(asked, [str(m.get("text", "")) for m in memories])
-            answered.append(Answered(conversation.id, qa, answer, memories, search_s, time.perf_counter() - start))
+            answered.append(Answered(conversation.id, qa, answer, memories, search_s, time.perf_counter() - start,
+                                     cluster=conversation.cluster))
         except Exception as exc:  # one failing call is recorded for that question; the run goes on
-            answered.append(Answered(conversation.id, qa, None, [], None, None, failure_message(exc)))
+            answered.append(Answered(conversation.id, qa, None, [], None, None, failure_message(exc),
+                                     cluster=conversation.cluster))
     return answered, ingested
 
 
@@ -236,7 +239,7 @@ def score(answered: Sequence[Answered], ingested: Ingested, scorer, judge_verdic
         # an abstention has no answer to overlap with, nor has a rubric (a LongMemEval preference)
         scored = ok and not qa.abstain and qa.category not in data.rubrics
         rows.append({
-            "conversation": item.conversation, "question_id": qa.id, "question_type": qa.kind,
+            "conversation": item.conversation, "cluster": item.cluster or item.conversation, "question_id": qa.id, "question_type": qa.kind,
             "question": qa.question, "gold_answer": qa.answer, "category": qa.category, "answer": item.answer,
             "token_f1": scorer.token_f1(item.answer or "", qa.answer) if scored else None,
             "bleu_1": scorer.bleu_1(item.answer or "", qa.answer) if scored else None,

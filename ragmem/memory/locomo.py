@@ -82,6 +82,7 @@ class Conversation:
     speakers: tuple[str, str]
     sessions: list[Session]
     qa: list[QA] = field(default_factory=list)
+    cluster: str | None = None  # what its questions are resampled with (default: the conversation itself)
 
     @property
     def n_turns(self) -> int:

@@ -22,6 +22,7 @@ carries the benchmark's published rules (its ``evaluate_qa.py``), in prompts wri
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -98,7 +99,9 @@ def _question(item: Any, n: int, file: str) -> Conversation:
     abstain = qid.endswith("_abs")
     qa = QA(item["question"], str(item["answer"]), tuple(evidence), ABSTENTION if abstain else _TYPES[kind],
             id=qid, evidence_sessions=tuple(item["answer_session_ids"]), date=date, abstain=abstain, kind=kind)
-    return Conversation(qid, ("user", "assistant"), parsed, [qa])
+    # questions asked of the same haystack are one cluster (stats: resampled together)
+    haystack = hashlib.blake2b("\x1f".join(sorted(str(i) for i in ids)).encode("utf-8"), digest_size=8).hexdigest()
+    return Conversation(qid, ("user", "assistant"), parsed, [qa], cluster="haystack:" + haystack)
 
 
 def load_longmemeval(path: str | Path) -> list[Conversation]:

@@ -37,6 +37,9 @@ class MetricResult:
     # that need the family's settings or figures it keeps to itself (a RAG metric's pass rate, the
     # per-source shares, the PPI estimate); what a run's chunks add up (ragmem.stats.run_statistics) and intervals
     statistics: dict[str, "Aggregator"] = field(default_factory=dict)
+    # stats.cluster_by's run: the unit of resampling, how many, and the design effects
+    # (ragmem.stats.clusters.describe); None when examples are resampled alone
+    clusters: dict[str, Any] | None = None
 
 
 def nanmean(values: Iterable[float | None]) -> float | None:

@@ -16,6 +16,7 @@ from ragmem.config.secrets import scrub
 from ragmem.memory.bench_data import DATASETS
 from ragmem.metrics.names import is_count
 from ragmem.metrics.scored import failed_replies
+from ragmem.stats import clusters
 from ragmem.text import plural  # noqa: F401  (also ragmem.report.terminal.plural)
 
 
@@ -107,7 +108,7 @@ def print_summary(summary: dict[str, Any], show_all: bool = False, stored: bool 
     intervals = summary.get("ci", {})
     ks = [int(k) for k in str(summary.get("params", {}).get("ranking.k", "")).split(",") if k.strip().isdigit()]
     hidden = 0
-    nulls, rows, judging = [], [], []
+    nulls, rows, judging, listed = [], [], [], []
     for name, value in summary["metrics"].items():
         in_section = name in (RELIABILITY_ALL if show_all else RELIABILITY_SHOWN)
         if not show_all and not in_section and (name in RELIABILITY_ALL or not _headline(name, max(ks) if ks else None)):
@@ -122,6 +123,7 @@ def print_summary(summary: dict[str, Any], show_all: bool = False, stored: bool 
         shown = f"[{fmt(name, interval[0])}, {fmt(name, interval[1])}]" if interval else ""
         partial = " (partial)" if name in summary.get("partial", {}) else ""  # the line below says how much
         (judging if in_section else rows).append((label(name) + partial, fmt(name, value), shown))
+        listed += [] if in_section else [name]
     for row in rows:
         table.add_row(*row)
     if judging:  # below the system's metrics, under their own heading: they measure the judge
@@ -132,6 +134,8 @@ def print_summary(summary: dict[str, Any], show_all: bool = False, stored: bool 
     out.print(table)
     say("CI: bootstrap intervals (stats.confidence); pass_rate_ppi's is the prediction-powered one"
         if "pass_rate_ppi" in intervals else "CI: bootstrap intervals (stats.confidence)")
+    if summary.get("clusters"):  # the unit of resampling, how many, and what the clusters cost
+        say(clusters.line(summary["clusters"], listed))
     if judging:
         say("judge reliability: how far the judge can be trusted (agreement with the labels, with itself), "
             "not the system's quality (pass_rate is the system as judged)")
@@ -300,6 +304,10 @@ def print_paired(result: dict[str, Any]) -> None:
     finer = result.get("permutations", result["resamples"])
     each = f"{result['resamples']} permutations" + (f", {finer} for those below {alpha:.2g} before the correction"
                                                      if finer > result["resamples"] else "")
+    unit = result.get("resampled") or {}
+    if unit.get("unit") == "clusters":  # (stats.cluster_by: whole clusters weighed and swapped together)
+        say(f"resampled: {plural(unit['n'], 'cluster')} ({unit.get('by')}) of the {result['n_shared']} examples, "
+            f"not the examples alone; expanded percentile intervals")
     say(f"* marked: the {level} paired-bootstrap interval excludes 0 and p stays below {alpha:.2g} after Holm's "
         f"correction over the metrics compared (approximate randomization test, two-sided, {each})")
     say("detectable: beside a difference not marked, the smallest |B - A| this comparison would detect 80% of "
@@ -360,6 +368,15 @@ def print_bench_paired(paired: list[dict[str, Any]], baseline: str) -> None:
     out.print(view)
     say("* marked: the 95% paired-bootstrap interval excludes 0 and p stays below 0.05 after Holm's correction "
         "over the layer's figures (p: approximate randomization, two-sided, uncorrected); abstention has J only")
+    for unit in ("clusters", "questions"):  # the unit of resampling, and how many clusters there were
+        counts = sorted({row["n_clusters"] for row in paired if row.get("resampled") == unit})
+        if not counts:
+            continue
+        many = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
+        say(f"resampled: whole clusters of questions, each a conversation (in LongMemEval a haystack): {many} "
+            f"clusters a figure; expanded percentile intervals" if unit == "clusters"
+            else f"resampled: questions alone ({many} {'cluster' if counts[-1] == 1 else 'clusters'} a figure: fewer "
+                 f"than 5 are too few to resample; the intervals may be too narrow)")
 
 
 def print_rerun(rerun: list[dict[str, Any]], first: str) -> None:

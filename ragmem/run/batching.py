@@ -36,6 +36,7 @@ from ragmem.run.plain_steps import Steps
 from ragmem.runtime import interrupts, progress
 from ragmem.runtime.parallel import EarlyMaps, mapper_for, ProcessPool
 from ragmem.schema import AgentOutput, Example
+from ragmem.stats import clusters
 from ragmem.stats.run_statistics import RunStatistics
 from ragmem.tracking import files
 from ragmem.tracking.store import traced_calls
@@ -207,6 +208,8 @@ def score_in_chunks(cfg: RunConfig, steps: Steps, components: pipeline.Component
     names = [n for n, v in values.items() if v is not None]
     with progress.stage("bootstrap"):
         result.ci = run.intervals(names)
+        if run.n_clusters is not None and cfg.stats.cluster_by:
+            result.clusters = clusters.describe(cfg.stats.cluster_by, run.n_clusters, run.n, run.design_effects(names))
     result.values.update(pipeline.usage_metrics(components))
     counts.update({f"undefined_{k}": int(v) for k, v in run.undefined.items()})
     table_path = join_parts(parts, Path(journal.folder) / TABLE)

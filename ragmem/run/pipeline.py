@@ -10,6 +10,7 @@ from collections import namedtuple
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
+import numpy as np
 import pandas as pd
 
 from ragmem.agents import build_agent
@@ -23,6 +24,7 @@ from ragmem.metrics import compute_metrics, MetricContext, MetricResult, start_m
 from ragmem.metrics.generation import scorer_for
 from ragmem.runtime import progress
 from ragmem.schema import AgentOutput, Example
+from ragmem.stats import clusters
 from ragmem.stats import intervals as stats
 from ragmem.text.keywords import KeywordExtractor
 
@@ -158,6 +160,8 @@ def build_table(examples: Sequence[Example], outputs: Sequence[AgentOutput],
             "latency_s": out.latency_s, "attempts": out.attempts, "error": out.error,
             "source_file": ex.source_file, "record": ex.record,
         }
+        if ex.cluster is not None:
+            row[clusters.COLUMN] = ex.cluster
         for stage, seconds in out.timings_s.items():
             row[f"stage_{stage}_s"] = seconds
         rows.append(row)
@@ -214,7 +218,8 @@ def score(table: pd.DataFrame, cfg: RunConfig, components: Components, mapper=No
     """:func:`scored`, with intervals and LLM usage; text-heavy work on ``mapper`` (:mod:`ragmem.runtime.parallel`;
     default: this process), taking what :func:`start_scoring` began."""
     table, result = scored(table, cfg, components, mapper)
-    result.ci = {**confidence_intervals(table, result, cfg), **result.ci}  # a family's own intervals kept (pass_rate_ppi)
+    ci, result.clusters = confidence_intervals(table, result, cfg)
+    result.ci = {**ci, **result.ci}  # a family's own intervals kept (pass_rate_ppi)
     result.values.update(usage_metrics(components))
     return table, result
 
@@ -242,13 +247,26 @@ def run_aggregators(table: pd.DataFrame, result: MetricResult, cfg: RunConfig, n
     return {**extra, **aggs}
 
 
-def confidence_intervals(table: pd.DataFrame, result: MetricResult, cfg: RunConfig) -> dict[str, tuple[float, float] | None]:
-    """Seeded bootstrap intervals (``stats.resamples``, ``stats.confidence``) of every aggregate."""
+def confidence_intervals(table: pd.DataFrame, result: MetricResult,
+                         cfg: RunConfig) -> tuple[dict[str, tuple[float, float] | None], dict[str, Any] | None]:
+    """Seeded bootstrap intervals (``stats.resamples``, ``stats.confidence``) of every aggregate, and
+    with ``stats.cluster_by`` what the clusters did (:func:`ragmem.stats.clusters.describe`: the
+    intervals resample clusters, with expanded levels, and each metric's design effect)."""
     names = [n for n, v in result.values.items() if v is not None and n not in result.ci]
     aggs = run_aggregators(table, result, cfg, names)
-    keys = stats.example_keys(table["id"]) if cfg.stats.bootstrap == "poisson" else None
+    if cfg.stats.cluster_by is None or cfg.stats.bootstrap != "poisson" or cfg.stats.resamples <= 0 or table.empty:
+        keys = stats.example_keys(table["id"]) if cfg.stats.bootstrap == "poisson" else None
+        with progress.stage("bootstrap"):
+            return stats.bootstrap(aggs, len(table), cfg.stats.resamples, cfg.seed, cfg.stats.confidence, keys), None
+    keys = clusters.table_keys(table)
+    groups = len(np.unique(keys))
     with progress.stage("bootstrap"):
-        return stats.bootstrap(aggs, len(table), cfg.stats.resamples, cfg.seed, cfg.stats.confidence, keys)
+        draws = stats.resample_all(aggs, len(table), cfg.stats.resamples, cfg.seed, keys)
+        alone = stats.resample_all(aggs, len(table), cfg.stats.resamples, cfg.seed, stats.example_keys(table["id"]))
+    used = draws if clusters.resampled(groups) else alone  # (too few clusters: the examples, and the summary says so)
+    ci = {name: stats.percentile(values, cfg.stats.confidence, clusters.resampled(groups)) for name, values in used.items()}
+    effects = {name: clusters.design_effect(draws[name], alone[name]) for name in draws}
+    return ci, clusters.describe(cfg.stats.cluster_by, groups, len(table), effects)
 
 
 def usage_metrics(components: Components) -> dict[str, float]:

@@ -14,6 +14,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
+
 from ragmem.clients.endpoints import check_store
 from ragmem.judges import labels
 from ragmem.metrics import classification, reliability, verdicts
@@ -21,6 +23,7 @@ from ragmem.metrics._division import parse_zero_division
 from ragmem.report import html as report_html
 from ragmem.run.summary import clean_number
 from ragmem.runtime import progress
+from ragmem.stats import clusters
 from ragmem.stats import intervals as stats
 from ragmem.tracking import record_labels, Tracker
 from ragmem.tracking.runs import load_run_table, resolve_run_id, run_summary
@@ -61,9 +64,10 @@ def recompute(table, s: SimpleNamespace, logged: set[str]) -> tuple[dict[str, fl
             table[column] = cells
     names = [n for n, v in values.items() if v is not None and n not in own_ci]
     with progress.stage("bootstrap"):
-        keys = stats.example_keys(table["id"]) if s.method == "poisson" else None
+        keys = clusters.table_keys(table) if s.method == "poisson" else None
+        groups = len(np.unique(keys)) if keys is not None and clusters.COLUMN in table else None
         ci = stats.bootstrap(stats.aggregators(table, names, s.zero_division), len(table), s.resamples, s.seed,
-                             s.confidence, keys)
+                             s.confidence, keys, groups)
     return values, {**ci, **own_ci}, notes
 
 

@@ -80,7 +80,8 @@ def run_params(cfg: RunConfig, dataset: Dataset, components: Components) -> dict
                              f"|dup:first|no_rel:excluded",
         "generation.signature": generation_signature(cfg),
         "stats.signature": f"bootstrap:{cfg.stats.resamples}|conf:{cfg.stats.confidence}"
-                           f"|seed:{cfg.seed}|method:{cfg.stats.bootstrap}",
+                           f"|seed:{cfg.seed}|method:{cfg.stats.bootstrap}"
+                           + (f"|cluster:{cfg.stats.cluster_by}" if cfg.stats.cluster_by else ""),
         "keywords.stopwords": components.keywords.stopword_signature(),
         "keywords.signature": components.keywords.signature(),
         "metrics": ",".join(cfg.metrics),
@@ -138,7 +139,7 @@ def summary(run_id: str | None, cfg: RunConfig, result: MetricResult, table: pd.
             params: dict[str, str], run_counts: dict[str, int] | None = None,
             run_coverage: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The summary JSON contract: run_id, experiment, n_examples, n_errors, metrics, ci, params, counts,
-    coverage, partial, notes, judge_unreliable, tracking_uri. ``run_counts`` and ``run_coverage``: a
+    coverage, partial, notes, clusters, judge_unreliable, tracking_uri. ``run_counts`` and ``run_coverage``: a
     streamed run's, its chunks' added up."""
     c = counts(table, result) if run_counts is None else run_counts
     defined = [name for name, value in result.values.items() if clean_number(value) is not None]
@@ -157,6 +158,8 @@ def summary(run_id: str | None, cfg: RunConfig, result: MetricResult, table: pd.
         "coverage": {name: {"scored": v["scored"], "of": v["of"]} for name, v in reached.items()},
         "partial": scored.partial(reached, cfg.report.min_coverage),
         "notes": [str(note) for note in result.notes],
+        # stats.cluster_by: the unit the intervals resample, how many, the method, the design effects; else null
+        "clusters": result.clusters,
         # one line when the judge agrees with the labels no better than chance (judge.min_kappa), else null
         "judge_unreliable": unreliable(result.values, result.ci, cfg.judge.min_kappa),
         # where the run is stored (a database file by its absolute path; a URL's secrets masked); null untracked

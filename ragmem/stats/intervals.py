@@ -41,6 +41,7 @@ import pandas as pd
 from ragmem.metrics import registry
 from ragmem.metrics.base import Aggregator, WeightedSample
 from ragmem.runtime.forking import release_freed_memory
+from ragmem.stats.clusters import levels
 from ragmem.schema import example_keys  # noqa: F401  (also ragmem.stats.intervals.example_keys)
 
 _BLOCK_ELEMENTS = 1_000_000  # resamples are processed in blocks of at most this many (resample, example) cells
@@ -242,18 +243,27 @@ def by_chunk(agg: Aggregator) -> bool:
     return agg.resum is None
 
 
+def percentile(values: np.ndarray, confidence: float, clusters: int | None = None) -> tuple[float, float] | None:
+    """The percentile interval of resampled ``values`` (NaN left out; ``None`` when none is left):
+    at ``α / 2`` and ``1 - α / 2``, or with ``clusters`` the expanded levels of a cluster bootstrap
+    (:func:`ragmem.stats.clusters.levels`)."""
+    values = values[~np.isnan(values)]
+    if values.size == 0:
+        return None
+    low, high = levels(confidence, clusters)
+    return float(np.quantile(values, low)), float(np.quantile(values, high))
+
+
 def bootstrap(aggs: dict[str, Aggregator], n: int, resamples: int = 1000, seed: int = 0,
-              confidence: float = 0.95, keys: np.ndarray | None = None) -> dict[str, tuple[float, float] | None]:
+              confidence: float = 0.95, keys: np.ndarray | None = None,
+              clusters: int | None = None) -> dict[str, tuple[float, float] | None]:
     """Percentile bootstrap interval of every aggregator, all on the same resamples (Poisson-weighted
-    by the examples' ``keys``, classic without them)."""
+    by the examples' ``keys``, classic without them); ``clusters``: how many clusters the ``keys``
+    name, when they are clusters' (:mod:`ragmem.stats.clusters`: expanded percentile levels)."""
     if n == 0 or resamples <= 0:
         return {name: None for name in aggs}
-    alpha = (1 - confidence) / 2
-    out: dict[str, tuple[float, float] | None] = {}
-    for name, values in resample_all(aggs, n, resamples, seed, keys).items():
-        values = values[~np.isnan(values)]
-        out[name] = None if values.size == 0 else (float(np.quantile(values, alpha)),
-                                                   float(np.quantile(values, 1 - alpha)))
+    out = {name: percentile(values, confidence, clusters)
+           for name, values in resample_all(aggs, n, resamples, seed, keys).items()}
     release_freed_memory()  # the blocks' arrays: what glibc keeps of them (about 40 MB at 10k examples)
     return out
 
@@ -267,6 +277,7 @@ class PairedResult:
     ci: tuple[float, float] | None
     p_value: float | None
     n: int
+    clusters: int | None = None  # the clusters the examples were resampled in (stats.cluster_by); None: examples
 
     def to_dict(self) -> dict[str, Any]:
         def f(v):
@@ -275,26 +286,26 @@ class PairedResult:
         return {"metric": self.metric, "a": f(self.a), "b": f(self.b), "diff": f(self.diff),
                 "ci_low": None if self.ci is None else f(self.ci[0]),
                 "ci_high": None if self.ci is None else f(self.ci[1]),
-                "p_value": f(self.p_value), "n_shared": self.n}
+                "p_value": f(self.p_value), "n_shared": self.n,
+                **({} if self.clusters is None else {"n_clusters": self.clusters})}
 
 
 def paired(name: str, a: Aggregator, b: Aggregator, resamples: int = 1000, seed: int = 0,
-           confidence: float = 0.95, keys: np.ndarray | None = None, permutations: int | None = None) -> PairedResult:
+           confidence: float = 0.95, keys: np.ndarray | None = None, permutations: int | None = None,
+           clusters: int | None = None) -> PairedResult:
     """``B - A`` on aligned examples: paired-bootstrap interval (Poisson-weighted by the examples'
     ``keys``, classic without them) and randomization-test p-value (``permutations``, default
-    ``resamples``)."""
+    ``resamples``). With ``clusters`` the ``keys`` are the clusters' (whole clusters weighed and
+    swapped together) and the interval's levels expanded (:func:`ragmem.stats.clusters.levels`)."""
     n = len(a.data)
     va, vb = a.value(), b.value()
     if va is None or vb is None or n == 0:
-        return PairedResult(name, va, vb, None, None, None, n)
+        return PairedResult(name, va, vb, None, None, None, n, clusters)
     diff = vb - va
     both = resample_all({"a": a, "b": b}, n, resamples, seed, keys)
-    boot = both["b"] - both["a"]
-    boot = boot[~np.isnan(boot)]
-    alpha = (1 - confidence) / 2
-    ci = None if boot.size == 0 else (float(np.quantile(boot, alpha)), float(np.quantile(boot, 1 - alpha)))
+    ci = percentile(both["b"] - both["a"], confidence, clusters)
     p = randomization_p(a, b, diff, resamples if permutations is None else permutations, seed, keys)
-    return PairedResult(name, va, vb, diff, ci, p, n)
+    return PairedResult(name, va, vb, diff, ci, p, n, clusters)
 
 
 def randomization_p(a: Aggregator, b: Aggregator, diff: float, permutations: int, seed: int,

@@ -25,6 +25,7 @@ import pandas as pd
 
 from ragmem.metrics.base import MetricResult
 from ragmem.schema import example_keys
+from ragmem.stats import clusters
 from ragmem.stats import intervals as stats
 from ragmem.stats.run_statistics import RunStatistics
 
@@ -109,7 +110,9 @@ def _whole(a: pd.DataFrame, b: pd.DataFrame, names: list[str], zero_division: fl
     a = a.set_index("id").loc[shared].reset_index()
     b = b.set_index("id").loc[shared].reset_index()
     aggs_a, aggs_b = stats.aggregators(a, names, zero_division, scorer), stats.aggregators(b, names, zero_division, scorer)
-    keys = stats.example_keys(shared) if bootstrap == "poisson" else None
-    out = [stats.paired(n, aggs_a[n], aggs_b[n], resamples, seed, confidence, keys, permutations).to_dict()
+    keys = clusters.table_keys(a) if bootstrap == "poisson" else None
+    groups = clusters.resampled(len(np.unique(keys))) if keys is not None and clusters.COLUMN in a else None
+    keys = stats.example_keys(a["id"]) if keys is not None and groups is None else keys
+    out = [stats.paired(n, aggs_a[n], aggs_b[n], resamples, seed, confidence, keys, permutations, groups).to_dict()
            for n in names if n in aggs_a and n in aggs_b]
     return out, len(shared)

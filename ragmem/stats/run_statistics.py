@@ -19,6 +19,12 @@ of the Poisson bootstrap to ~12 digits (sums added in another order), whatever t
 A two-stage aggregator (``judge.samples`` > 1: its second stage draws by position) and the classic
 bootstrap (one generator over the whole table) cannot be summed by chunk: :meth:`RunStatistics.add`
 refuses the first, and the classic bootstrap is not offered here.
+
+Clustered runs (``stats.cluster_by``: the table has a ``cluster`` column) draw every weight and swap
+from the example's cluster's key instead (:func:`ragmem.stats.clusters.resampling_keys`), keep the
+clusters' keys (how many there are sets the expanded levels of :func:`ragmem.stats.clusters.levels`)
+and the weighted sums of the example bootstrap beside the cluster one, for the design effects
+(:meth:`RunStatistics.design_effects`).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 
 from ragmem.metrics.base import Aggregator, MetricResult
+from ragmem.stats import clusters
 from ragmem.stats import intervals as stats
 
 __all__ = ["RunStatistics", "additive"]
@@ -60,6 +67,9 @@ class RunStatistics:
         self._boot: dict[str, np.ndarray] = {}
         self._swapped: dict[str, np.ndarray] = {}     # permutation p's sums of the examples it swaps
         self._keys: list[np.ndarray] = []             # the examples' keys, when apply-kind values are kept
+        self._wkeys: list[np.ndarray] = []            # ... and the keys their weights are drawn from (clusters')
+        self._alone: dict[str, np.ndarray] = {}       # clustered: each resample's sums of the example bootstrap
+        self._groups: np.ndarray | None = None        # clustered: the clusters' keys
         self._applied: dict[str, list[np.ndarray]] = {}
 
     def add(self, table: pd.DataFrame, result: MetricResult, aggs: dict[str, Aggregator]) -> None:
@@ -92,13 +102,17 @@ class RunStatistics:
         if staged:
             raise ValueError(f"{', '.join(staged)}: two-stage intervals (judge.samples > 1) are not summed by chunk")
         keys = stats.example_keys(table["id"]) if keys is None else keys
+        weighed = clusters.table_keys(table) if clusters.COLUMN in table else keys
+        if clusters.COLUMN in table:
+            one._groups = np.unique(weighed)
         for name, agg in aggs.items():
             width = agg.data.reshape(n, -1).shape[1] if agg.kind == "sum" else 1
             one._reducers[name] = agg.with_data(np.zeros((0, width)) if agg.kind == "sum" else np.zeros(0))
-        one._add_sums({name: agg for name, agg in aggs.items() if agg.kind == "sum"}, keys, n)
+        one._add_sums({name: agg for name, agg in aggs.items() if agg.kind == "sum"}, weighed, n,
+                      keys if one._groups is not None else None)
         applied = {name: np.asarray(agg.data, dtype=float) for name, agg in aggs.items() if agg.kind != "sum"}
         if applied or permutations:  # (a paired comparison aligns the two runs' values by key)
-            one._keys = [keys]
+            one._keys, one._wkeys = [keys], [weighed]
             shared: dict[bytes, np.ndarray] = {}  # one array per distinct column (latency's five metrics)
             for name, data in applied.items():
                 digest = hashlib.blake2b(np.ascontiguousarray(data).tobytes(), digest_size=16).digest()
@@ -121,6 +135,15 @@ class RunStatistics:
                 self._counted[key] = tuple(a + b for a, b in zip(mine, theirs))
         for name, agg in other._reducers.items():
             self._reducers.setdefault(name, agg)
+        if self._groups is not None or other._groups is not None:
+            for name in {*self._boot, *other._boot}:  # (a chunk without clusters: its weights are the examples')
+                if name in self._boot or name in other._boot:
+                    mine = self._alone.get(name, self._boot.get(name))
+                    theirs = other._alone.get(name, other._boot.get(name))
+                    self._alone[name] = theirs.copy() if mine is None else mine if theirs is None else mine + theirs
+            self._groups = np.union1d(*(g for g in (self._groups, other._groups) if g is not None)) \
+                if self._groups is not None and other._groups is not None else \
+                (self._groups if self._groups is not None else other._groups)
         for name, totals in other._sums.items():
             if name in self._sums:
                 self._sums[name] = self._sums[name] + totals
@@ -133,14 +156,17 @@ class RunStatistics:
                     self._swapped[name] = other._swapped[name].copy()
         if other._keys or self._keys:  # apply-kind values: NaN (weighing nothing) where a side had none
             self._keys = (self._keys or [np.zeros(self.n, dtype=np.uint64)]) + (other._keys or [np.zeros(other.n, dtype=np.uint64)])
+            self._wkeys = (self._wkeys or [np.zeros(self.n, dtype=np.uint64)]) + (other._wkeys or [np.zeros(other.n, dtype=np.uint64)])
             for name in {*self._applied, *other._applied}:
                 mine = self._applied.get(name) or [np.full(self.n, np.nan)]
                 self._applied[name] = mine + (other._applied.get(name) or [np.full(other.n, np.nan)])
         self.n += other.n
 
-    def _add_sums(self, summed: dict[str, Aggregator], keys: np.ndarray, n: int) -> None:
+    def _add_sums(self, summed: dict[str, Aggregator], keys: np.ndarray, n: int, alone: np.ndarray | None = None) -> None:
         """The column sums, and each resample's weighted sums (one product per block of resamples
-        over the chunk's side-by-side data, as :func:`ragmem.stats.intervals.resample_all`)."""
+        over the chunk's side-by-side data, as :func:`ragmem.stats.intervals.resample_all`); the
+        weights drawn from ``keys`` (clusters' in a clustered run, whose examples' own ``alone``
+        weigh the example bootstrap's sums too)."""
         if not summed:
             return
         columns = np.hstack([agg.data.reshape(n, -1) for agg in summed.values()])
@@ -154,9 +180,14 @@ class RunStatistics:
                 boot[start:start + len(weights)] = weights @ columns
             for start, swaps in stats.swap_blocks(keys, self.permutations, self.seed):
                 swapped[start:start + len(swaps)] = swaps.astype(float) @ columns
+            single = np.zeros((self.resamples, columns.shape[1])) if alone is not None else None
+            for start, weights in stats.poisson_blocks(alone, self.resamples, self.seed) if alone is not None else ():
+                single[start:start + len(weights)] = weights @ columns
         totals = columns.sum(axis=0)
         for name, low, high in zip(summed, edges[:-1], edges[1:]):
             self._sums[name], self._boot[name] = totals[low:high].copy(), boot[:, low:high].copy()
+            if single is not None:
+                self._alone[name] = single[:, low:high].copy()
             if self.permutations:
                 self._swapped[name] = swapped[:, low:high].copy()
 
@@ -207,7 +238,8 @@ class RunStatistics:
         (pass_rate_ppi's), else the percentile interval of the Poisson bootstrap."""
         names = [n for n in (names if names is not None else self._reducers) if n in self._reducers]
         out: dict[str, tuple[float, float] | None] = {}
-        alpha = (1 - self.confidence) / 2
+        groups = clusters.resampled(self.n_clusters)
+        boot = self._boot if groups is not None or self.n_clusters is None else self._alone  # too few: examples
         applied = {}
         for name in names:
             agg = self._reducers[name]
@@ -216,16 +248,35 @@ class RunStatistics:
             elif agg.interval is not None:
                 out[name] = agg.interval(self._sums[name]) if self._value(name) is not None else None
             elif self.resamples > 0 and self.n:
-                boot = agg.reduce_many(self._boot[name])
-                boot = boot[~np.isnan(boot)]
-                out[name] = None if boot.size == 0 else (float(np.quantile(boot, alpha)),
-                                                         float(np.quantile(boot, 1 - alpha)))
+                out[name] = stats.percentile(agg.reduce_many(boot[name]), self.confidence, groups)
             else:
                 out[name] = None
         if applied:
-            keys = np.concatenate(self._keys)
-            out.update(stats.bootstrap(applied, len(keys), self.resamples, self.seed, self.confidence, keys))
+            keys = np.concatenate(self._wkeys if groups is not None else self._keys)
+            out.update(stats.bootstrap(applied, len(keys), self.resamples, self.seed, self.confidence, keys, groups))
         return {name: out[name] for name in names}
+
+    @property
+    def n_clusters(self) -> int | None:
+        """How many clusters the examples came in (``stats.cluster_by``); ``None`` unclustered."""
+        return None if self._groups is None else len(self._groups)
+
+    def design_effects(self, names) -> dict[str, float | None]:
+        """Each of ``names``' design effect (:func:`ragmem.stats.clusters.design_effect`): its cluster
+        bootstrap's variance over its example bootstrap's; empty unclustered."""
+        if self._groups is None or self.resamples <= 0:
+            return {}
+        out: dict[str, float | None] = {}
+        for name in (n for n in names if n in self._reducers):
+            agg = self._reducers[name]
+            if agg.kind == "sum" and agg.interval is None and name in self._alone:
+                out[name] = clusters.design_effect(agg.reduce_many(self._boot[name]), agg.reduce_many(self._alone[name]))
+            elif agg.kind != "sum":
+                data = np.concatenate(self._applied[name])
+                both = [stats.resample_all({name: agg.with_data(data)}, len(data), self.resamples, self.seed,
+                                           np.concatenate(keys))[name] for keys in (self._wkeys, self._keys)]
+                out[name] = clusters.design_effect(*both)
+        return out
 
     def __contains__(self, name: str) -> bool:
         """Whether some chunk had an aggregator of ``name``."""
@@ -241,25 +292,28 @@ class RunStatistics:
         mine, theirs = self._reducers[name], other._reducers[name]
         if mine.kind != "sum" or theirs.kind != "sum":
             (keys, a), (_, b) = self._aligned(name), other._aligned(name)
-            return stats.paired(name, a, b, self.resamples, self.seed, self.confidence, keys, self.permutations or None)
+            return stats.paired(name, a, b, self.resamples, self.seed, self.confidence, keys, self.permutations or None,
+                                clusters.resampled(self.n_clusters))
         va, vb = self._value(name), other._value(name)
         if va is None or vb is None or self.n == 0:
-            return stats.PairedResult(name, va, vb, None, None, None, self.n)
-        alpha, diff = (1 - self.confidence) / 2, vb - va
-        boot = theirs.reduce_many(other._boot[name]) - mine.reduce_many(self._boot[name])
-        boot = boot[~np.isnan(boot)]
-        ci = None if boot.size == 0 else (float(np.quantile(boot, alpha)), float(np.quantile(boot, 1 - alpha)))
+            return stats.PairedResult(name, va, vb, None, None, None, self.n, self.n_clusters)
+        diff = vb - va
+        groups = clusters.resampled(self.n_clusters)
+        drawn = (self._boot, other._boot) if groups is not None or self.n_clusters is None else (self._alone, other._alone)
+        ci = stats.percentile(theirs.reduce_many(drawn[1][name]) - mine.reduce_many(drawn[0][name]), self.confidence, groups)
         moved = other._swapped[name] - self._swapped[name]
         a_star = mine.reduce_many(self._sums[name] + moved)
         b_star = theirs.reduce_many(other._sums[name] - moved)
         defined = ~np.isnan(a_star) & ~np.isnan(b_star)
         extreme = int((np.abs(b_star - a_star)[defined] >= abs(diff) - 1e-12).sum())
         p = (1 + extreme) / (1 + int(defined.sum())) if defined.any() else None
-        return stats.PairedResult(name, va, vb, diff, ci, p, self.n)
+        return stats.PairedResult(name, va, vb, diff, ci, p, self.n, self.n_clusters)
 
     def _aligned(self, name: str) -> tuple[np.ndarray, Aggregator]:
-        """The examples' keys in order, and an apply-kind aggregator with its values in that order."""
+        """The keys the examples' weights are drawn from (their clusters' when clustered), in the
+        order of the examples' own keys, and an apply-kind aggregator with its values in that order."""
         keys = np.concatenate(self._keys) if self._keys else np.zeros(0, dtype=np.uint64)
+        weighed = np.concatenate(self._wkeys) if self._wkeys and clusters.resampled(self.n_clusters) else keys
         values = np.concatenate(self._applied[name]) if self._applied.get(name) else np.zeros(0)
         order = np.argsort(keys, kind="stable")
-        return keys[order], self._reducers[name].with_data(values[order])
+        return weighed[order], self._reducers[name].with_data(values[order])

@@ -164,7 +164,10 @@ def compare_tables(a: Any, b: Any, names: list[str], resamples: int = 1000, seed
         warnings.append(f"compared on the {n_shared} examples the runs share")
     differing = {k: [settings_a.get(k), settings_b.get(k)] for k in sorted(set(settings_a) | set(settings_b))
                  if settings_a.get(k) != settings_b.get(k) and k not in _VOLATILE}
-    return {"run_a": run_a, "run_b": run_b, "n_shared": n_shared, "resamples": resamples, "seed": seed,
+    groups = next((r["n_clusters"] for r in rows if r.get("n_clusters") is not None), None)
+    unit = ({"unit": "examples", "n": n_shared} if groups is None else
+            {"unit": "clusters", "n": groups, "by": settings_a.get("stats.cluster_by")})
+    return {"run_a": run_a, "run_b": run_b, "n_shared": n_shared, "resampled": unit, "resamples": resamples, "seed": seed,
             "confidence": confidence, "permutations": max([resamples, *(r["permutations"] for r in rows)]),
             "test": "paired bootstrap CI; approximate randomization p-value (two-sided)",
             "correction": f"Holm over the {sum(r['p_value'] is not None for r in rows)} metrics with a p-value",

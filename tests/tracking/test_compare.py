@@ -92,3 +92,28 @@ def test_the_detectable_difference_is_the_normal_theorys_for_data_of_known_sprea
     truth = z * sigma / np.sqrt(n)
     assert min_detectable(*result.ci) == pytest.approx(truth, rel=0.08)
     assert min_detectable(None, None) is None
+
+
+def test_clustered_runs_are_compared_cluster_by_cluster_and_the_output_says_so(capsys):
+    """Two runs of ``stats.cluster_by``: their tables carry the cluster column; the comparison
+    resamples and swaps whole clusters (wider than the examples' interval on clustered data) and
+    says the unit and how many."""
+    rng = np.random.default_rng(3)
+    groups, size = 20, 10
+    ids = [f"q{i}" for i in range(groups * size)]
+    cluster = [f"conv{i // size}" for i in range(groups * size)]
+    shift = np.repeat(rng.random(groups) < 0.5, size)  # a conversation B gets right or wrong wholly
+    a = pd.DataFrame({"id": ids, "cluster": cluster, "rubric_x": np.repeat(rng.random(groups) < 0.5, size).astype(float)})
+    b = pd.DataFrame({"id": ids, "cluster": cluster, "rubric_x": shift.astype(float)})
+    params = {"zero_division": "0", "stats.cluster_by": "conversation_id"}
+    a.attrs["run"], b.attrs["run"] = _run("a" * 32), _run("b" * 32)
+    a.attrs["run"].data.params = b.attrs["run"].data.params = params
+    result = compare_tables(a, b, ["rubric_x"], resamples=500, seed=0)
+    assert result["resampled"] == {"unit": "clusters", "n": 20, "by": "conversation_id"}
+    row = result["metrics"][0]
+    assert row["n_clusters"] == 20
+    plain = compare_tables(a.drop(columns="cluster"), b.drop(columns="cluster"), ["rubric_x"], resamples=500, seed=0)
+    assert plain["resampled"] == {"unit": "examples", "n": 200}
+    assert row["ci_high"] - row["ci_low"] > 2 * (plain["metrics"][0]["ci_high"] - plain["metrics"][0]["ci_low"])
+    terminal.print_paired(result)
+    assert "resampled: 20 clusters (conversation_id) of the 200 examples" in capsys.readouterr().out
