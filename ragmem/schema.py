@@ -52,6 +52,7 @@ class Example:
     source_file: str = ""
     record: int = 0
     cluster: str | None = None  # stats.cluster_by's value: examples resampled together
+    label_answer: str | None = None  # answer_digest of the answer the label judged (None: not known)
 
     def gold_relevance(self) -> dict[str, float] | None:
         """Graded gold relevance by context id: ``relevance`` if given, else ``relevant_context_ids``
@@ -80,6 +81,21 @@ class AgentOutput:
     error: str | None = None
     started_at_ns: int | None = None   # wall clock (time.time_ns) when the last attempt started
     attempts: int = 1
+
+
+#: the per-example table's columns of labels that do not judge the answer they sit beside: a label set
+#: aside (it judged another answer: its value, the ``label`` cell then empty), and a label that names
+#: no answer (True: no ``generated_answer`` nor ``label_answer_sha256`` in its record)
+LABEL_SET_ASIDE, LABEL_UNBOUND = "label_set_aside", "label_unbound"
+
+
+def answer_digest(text: str) -> str:
+    """What binds a label to the answer it judged: the SHA-256 of the answer's text (UTF-8, as it is).
+
+    >>> answer_digest("Paris")[:12]
+    '5dd272b4f316'
+    """
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def example_keys(ids: Iterable[Any]) -> np.ndarray:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,7 @@ import numpy as np
 
 from ragmem.data.readers import check_path, detect_format, iter_records, parse_embedded, read_records
 from ragmem.errors import DataError
-from ragmem.schema import Context, CONTEXT_SOURCES, Example, example_keys
+from ragmem.schema import answer_digest, Context, CONTEXT_SOURCES, Example, example_keys
 from ragmem.text import plural
 
 #: Canonical field -> accepted names, first match wins. ragmem/original, RAGAS, DeepEval/eval-lib.
@@ -303,13 +304,28 @@ def parse_record(raw: Any, file: str, record: int, file_label: int | None = None
     optional = reader.optional(file_label)
     rid = reader.identifier("id", raw.get("id"))
     cluster = reader.identifier(cluster_by, raw.get(cluster_by)) if cluster_by else None
+    label_answer = _label_answer(reader, optional.get("label"), answer)
     if reader.problems:
         return None, reader.problems
     example = Example(
         id=rid if rid is not None else f"{Path(file).stem}:{record}",
         query=query or "", reference_answer=reference, contexts=contexts,
-        generated_answer=answer, source_file=file, record=record, cluster=cluster or None, **optional)
+        generated_answer=answer, source_file=file, record=record, cluster=cluster or None,
+        label_answer=label_answer, **optional)
     return example, []
+
+
+def _label_answer(reader: _RecordReader, label: int | None, answer: str | None) -> str | None:
+    """The digest of the answer a record's label judged (:func:`ragmem.schema.answer_digest`):
+    ``label_answer_sha256`` when the record gives it (64 hex digits), else its ``generated_answer``'s;
+    ``None`` without a label, or when neither says which answer it judged."""
+    given = reader.raw.get("label_answer_sha256")
+    if given is not None:
+        if not (isinstance(given, str) and re.fullmatch(r"[0-9a-fA-F]{64}", given)):
+            reader.problem("label_answer_sha256", f"expected the 64 hex digits of a SHA-256, got {json.dumps(given, default=str)[:80]}")
+            return None
+        return given.lower() if label is not None else None
+    return answer_digest(answer) if label is not None and answer is not None else None
 
 
 @dataclass

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ragmem.errors import ConfigError
+from ragmem.schema import LABEL_SET_ASIDE
 
 SHEET = "labels_to_fill.csv"
 COLUMNS = ("example_id", "label", "query", "generated_answer", "reference_answer", "judge_verdict", "judge_reason")
@@ -99,8 +100,11 @@ def label_sheet(table: pd.DataFrame, k: int | None, seed: int, folder: Path, run
     return notes + [f"labels: {len(rows)} examples to label in {path} (fill the label column with 1 or 0), then: {then}"]
 
 
-def read_sheet(path: str | Path, known: set[str], run: str) -> tuple[dict[str, int], int]:
-    """The labels of a filled sheet: ``{example_id: 0 or 1}`` and the number of rows left blank.
+def read_sheet(path: str | Path, known: set[str], run: str,
+               answers: dict[str, str] | None = None) -> tuple[dict[str, int], int]:
+    """The labels of a filled sheet: ``{example_id: 0 or 1}`` and the number of rows left blank;
+    ``answers``, when given, is filled with the ``generated_answer`` each labelled row shows (the
+    answer its label judged: :func:`attach` binds the label to it).
     Any problem is a :class:`ConfigError` of one line naming the file, the row and the field; nothing
     is attached when one row is wrong. ``known``: the example ids of run ``run``."""
     path = Path(path)
@@ -136,15 +140,33 @@ def read_sheet(path: str | Path, known: set[str], run: str) -> tuple[dict[str, i
             raise ConfigError(f"{path}: row {number} (example {example}), field label: {verdict} contradicts "
                               f"{labels[example]} on an earlier row")
         labels[example] = verdict
+        if answers is not None and "generated_answer" in header:
+            answers[example] = row.get("generated_answer") or ""
     if not labels:
         raise ConfigError(f"{path}: no row has a label (fill the label column with 1 or 0)")
     return labels, blank
 
 
-def attach(table: pd.DataFrame, labels: dict[str, int]) -> pd.DataFrame:
-    """A copy of the run's table with ``labels`` in its ``label`` column (by example id)."""
+def _words(text) -> str:
+    """An answer as a sheet keeps it: its words (a spreadsheet may change line ends and spaces)."""
+    return "" if text is None or (isinstance(text, float) and np.isnan(text)) else " ".join(str(text).split())
+
+
+def attach(table: pd.DataFrame, labels: dict[str, int], answers: dict[str, str] | None = None) -> pd.DataFrame:
+    """A copy of the run's table with ``labels`` in its ``label`` column (by example id). A label
+    whose row showed another answer than the run's (``answers``, from :func:`read_sheet`; compared
+    word by word) judged that other answer: it is set aside (``label_set_aside``), never compared
+    with this run's verdict."""
     out = table.copy()
     ids = out["id"].astype(str)
+    run_answers = dict(zip(ids, out["generated_answer"])) if "generated_answer" in out else {}
+    other = {i for i, text in (answers or {}).items() if i in labels and _words(text) != _words(run_answers.get(i))}
+    kept = {i: v for i, v in labels.items() if i not in other}
     current = pd.to_numeric(out["label"], errors="coerce") if "label" in out else pd.Series(np.nan, index=out.index)
-    out["label"] = ids.map(labels).astype(float).where(ids.isin(labels), current).astype("Int64")
+    out["label"] = ids.map(kept).astype(float).where(ids.isin(kept), current.where(~ids.isin(other))).astype("Int64")
+    if other:
+        before = (pd.to_numeric(out[LABEL_SET_ASIDE], errors="coerce") if LABEL_SET_ASIDE in out
+                  else pd.Series(np.nan, index=out.index))
+        aside = {i: labels[i] for i in other}
+        out[LABEL_SET_ASIDE] = ids.map(aside).astype(float).where(ids.isin(aside), before).astype("Int64")
     return out

@@ -31,6 +31,7 @@ import pandas as pd
 from ragmem.metrics import names
 from ragmem.metrics._division import divide
 from ragmem.metrics.base import Family, MetricResult, ratio_aggregator, scored_mask, unless_note
+from ragmem.schema import LABEL_SET_ASIDE
 
 NAMES = names.CLASSIFICATION.selectable
 COMPANIONS = ("confusion_tp", "confusion_fn", "confusion_fp", "confusion_tn", "n_classified")
@@ -80,6 +81,10 @@ def _classified(table: pd.DataFrame) -> pd.Series:
 
 def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
     """The selected metrics of the judge against the labels, with the confusion counts."""
+    if table["label"].isna().all() and LABEL_SET_ASIDE in table and table[LABEL_SET_ASIDE].notna().any():
+        return MetricResult(values={n: None for n in wanted},  # (the reliability family's note says why)
+                            notes=[unless_note("every label was set aside (they judged other answers): "
+                                               "accuracy/precision/recall/f1 not computed", *wanted)])
     if table["label"].isna().all():
         return MetricResult(values={n: None for n in wanted},
                             notes=[unless_note("no labels in the dataset: accuracy/precision/recall/f1 not computed",

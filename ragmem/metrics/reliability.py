@@ -38,10 +38,12 @@ import numpy as np
 import pandas as pd
 
 from ragmem.metrics import names
-from ragmem.metrics.base import (Aggregator, Family, MetricResult, mean_aggregator, ratio_aggregator, scored_mask,
-                                 unless_note)
+from ragmem.metrics.base import (Aggregator, counted_note, Family, MetricResult, mean_aggregator, ratio_aggregator,
+                                 scored_mask, unless_note)
 from ragmem.metrics.classification import confusion_indicators
 from ragmem.metrics.estimators import binary_kappa, majority_odds, ppi_from_sums, ppi_statistics, vbinary_kappa
+from ragmem.schema import LABEL_SET_ASIDE, LABEL_UNBOUND
+from ragmem.text import plural
 
 __all__ = ["majority_aggregator", "items_aggregator", "unreliable", "FAMILY", "NAMES"]
 
@@ -268,12 +270,15 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
     ci: dict[str, tuple[float, float] | None] = {}
     tp, fn, fp, tn = (float(c.sum()) for c in confusion_indicators(table))
     n_labelled = tp + fn + fp + tn
+    notes += label_notes(table)
     if n_labelled:
         values["n_labelled"] = n_labelled
         values["judge_label_kappa"] = binary_kappa(tp, fn, fp, tn)
         for name, (num, den) in (("judge_label_agreement", (tp + tn, n_labelled)),
                                  ("judge_sensitivity", (tp, tp + fn)), ("judge_specificity", (tn, tn + fp))):
             values[name] = num / den if den else None
+    elif _count(table, LABEL_SET_ASIDE):  # labels there were, but for other answers: null, never a kappa of nothing
+        values.update({"n_labelled": 0.0, "judge_label_kappa": None})
     ppi, why = _ppi(table, getattr(ctx, "confidence", 0.95))
     if why:
         notes.append(why)
@@ -301,6 +306,28 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
         for name, (column, _) in _MOVED.items():
             values[name] = mean_aggregator(pd.Series(columns[column], dtype=float)).value()
     return MetricResult(values=values, columns=columns, notes=notes, ci=ci, statistics=statistics)
+
+
+def _count(table: pd.DataFrame, column: str) -> int:
+    return int(table[column].notna().sum()) if column in table else 0
+
+
+def label_notes(table: pd.DataFrame) -> list[str]:
+    """Counted notes (a chunked run adds them up) on the labels that do not judge the answer beside
+    them: set aside, because the agent answered something else than the answer they judged; or
+    naming no answer (compared with whatever the agent answered)."""
+    notes = []
+    aside, unbound = _count(table, LABEL_SET_ASIDE), _count(table, LABEL_UNBOUND)
+    if aside:
+        notes.append(counted_note("labels.set_aside", lambda n: (
+            f"labels: {plural(n, 'label')} set aside: the agent's answer differs from the answer the label judged "
+            f"(the record's generated_answer or label_answer_sha256); judge_label_kappa, the agreement figures, "
+            f"precision/recall and pass_rate_ppi use only the labels of the answers they judged"), aside))
+    if unbound:
+        notes.append(counted_note("labels.unbound", lambda n: (
+            f"labels: {plural(n, 'label')} name no answer (a record without generated_answer or "
+            f"label_answer_sha256): compared with whatever the agent answered"), unbound))
+    return notes
 
 
 def _undecided(table: pd.DataFrame) -> pd.Series:

@@ -36,7 +36,7 @@ def _why(table: pd.DataFrame, column: str, missing: pd.Series) -> collections.Co
     """Why each of the ``missing`` rows has no value: the first cause that applies to it."""
     error_column = f"{column}_error" if f"{column}_error" in table.columns else (
         "judge_error" if column == "verdict" else None)
-    agent = missing & table["error"].notna()
+    agent = missing & (table["error"].notna() if "error" in table.columns else False)  # (a bare table: none)
     reply = missing & ~agent & (table[error_column].notna() if error_column is not None else False)
     reasons = collections.Counter(table.loc[reply, error_column].astype(str).str[:80].tolist() if reply.any() else [])
     if agent.any():

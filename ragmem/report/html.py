@@ -5,7 +5,7 @@ A run's page: headline metrics with their intervals (pass rate first), the failu
 errors, with their reasons), the worst examples (failed verdicts first, then the lowest reference
 coverage) with query, answer, reference and contexts side by side, the keywords the judge matched
 highlighted, and every per-example score; the per-source breakdown (what each context source
-brought) and the latency distribution (an inline SVG histogram, in ms).
+brought) and the latency distribution (an inline SVG histogram, in seconds, as every latency ragmem shows).
 
 The diff page (``ragmem report RUN_A RUN_B``, built in :mod:`ragmem.report.pages` from these parts):
 the paired comparison of the headline metrics (the test of ``ragmem compare``), the examples whose
@@ -181,14 +181,14 @@ def _example_rows(rows: pd.DataFrame, columns: list[str]) -> list[list[str]]:
 
 
 def _latency_svg(seconds: pd.Series) -> str:
-    """A histogram of the measured latencies (ms), 30 bins, p50 and p95 marked."""
-    values = (seconds.dropna().astype(float) * 1000).tolist()
+    """A histogram of the measured latencies (s), 30 bins, p50 and p95 marked."""
+    values = seconds.dropna().astype(float).tolist()
     if not values:
         return '<p class="note">latency not measured (answers replayed from the data)</p>'
     values.sort()
     low, high = values[0], values[-1]
     width, height, bins = 640, 160, 30
-    span = (high - low) or 1.0
+    span = (high - low) or 1e-3
     counts = [0] * bins
     for v in values:
         counts[min(bins - 1, int((v - low) / span * bins))] += 1
@@ -205,10 +205,10 @@ def _latency_svg(seconds: pd.Series) -> str:
                     f'y1="0" y2="{height}" stroke="{color}" stroke-dasharray="4 3"/>' for q, color in ((0.5, "#137333"), (0.95, "#b3261e")))
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height + 18}" role="img">'
             f'<rect width="{width}" height="{height}" fill="#fafbfc"/>{rects}{marks}'
-            f'<text x="0" y="{height + 14}" font-size="11">{low:.1f} ms</text>'
-            f'<text x="{width}" y="{height + 14}" font-size="11" text-anchor="end">{high:.1f} ms</text></svg>'
-            f'<p class="note">{len(values)} calls; p50 {quantile(0.5):.1f} ms (green), p95 {quantile(0.95):.1f} ms (red), '
-            f'max {high:.1f} ms</p>')
+            f'<text x="0" y="{height + 14}" font-size="11">{low:.4g} s</text>'
+            f'<text x="{width}" y="{height + 14}" font-size="11" text-anchor="end">{high:.4g} s</text></svg>'
+            f'<p class="note">{len(values)} calls; p50 {quantile(0.5):.4g} s (green), p95 {quantile(0.95):.4g} s (red), '
+            f'max {high:.4g} s</p>')
 
 
 def _metrics_table(summary: dict[str, Any], names: list[str]) -> str:
@@ -224,9 +224,9 @@ def _metrics_table(summary: dict[str, Any], names: list[str]) -> str:
         scored = "" if c is None else f"{c['scored']} of {c['of']}"
         if name in partial:
             scored = f'<span class="fail" title="{_e(partial[name])}">{scored}, partial</span>'
-        if "latency" in name and not _missing(value):  # seconds in MLflow, ms on the page
-            rows.append([_e(name.replace("latency", "latency (ms)")), f"{value * 1000:.1f}",
-                         f"[{interval[0] * 1000:.1f}, {interval[1] * 1000:.1f}]" if interval else "", scored])
+        if "latency" in name and not _missing(value):  # seconds, as everywhere
+            rows.append([_e(f"{name} (s)"), f"{value:.4g}",
+                         f"[{interval[0]:.4g}, {interval[1]:.4g}]" if interval else "", scored])
         else:
             rows.append([_e(name), _num(value), shown_ci, scored])
     out = _table(["metric", "value", "95% interval", "scored on"], rows, {1, 2, 3})

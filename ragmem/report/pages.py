@@ -25,15 +25,26 @@ def diff_page(comparison: dict[str, Any], a: pd.DataFrame, b: pd.DataFrame,
     body = [f"<h1>Run {_e(comparison['run_b'][:8])} (B) against {_e(comparison['run_a'][:8])} (A)</h1>",
             f'<p class="meta">{comparison["n_shared"]} shared examples; {_e(comparison["test"])}, '
             f'{comparison["resamples"]} resamples</p>']
+    def scored_on(r) -> str:  # the examples each side was scored on; a partial side in red, with why
+        cells = []
+        for side in ("a", "b"):
+            c = r.get(f"coverage_{side}")
+            why = (r.get("partial") or {}).get(side.upper())
+            text = "" if c is None else f"{side.upper()} {c['scored']} of {c['of']}"
+            cells.append(f'<span class="fail" title="{_e(why)}">{_e(text)}, partial</span>' if why else _e(text))
+        return "; ".join(c for c in cells if c)
+
     rows = [[_e(r["metric"]), _num(r["a"]), _num(r["b"]),
              "n/a" if r["diff"] is None else f'<span class="{"up" if r["diff"] > 0 else "down" if r["diff"] < 0 else ""}">{r["diff"]:+.4f}</span>',
              "n/a" if r["ci_low"] is None else f"[{r['ci_low']:+.4f}, {r['ci_high']:+.4f}]",
              "n/a" if r["p_value"] is None else f"{r['p_value']:.4f}",
              "n/a" if r.get("p_holm") is None else f"{r['p_holm']:.4f}{' *' if r.get('marked') else ''}",
-             "" if r.get("marked") or r.get("min_detectable") is None else f"{r['min_detectable']:.4f}"]
+             "" if r.get("marked") or r.get("min_detectable") is None else f"{r['min_detectable']:.4f}",
+             scored_on(r)]
             for r in comparison["metrics"]]
     body += ["<h2>Metrics, B - A</h2>",
-             _table(["metric", "A", "B", "B - A", "95% CI", "p-value", "p (Holm)", "detectable"], rows, {1, 2, 3, 4, 5, 6, 7}),
+             _table(["metric", "A", "B", "B - A", "95% CI", "p-value", "p (Holm)", "detectable", "scored on"], rows,
+                    {1, 2, 3, 4, 5, 6, 7}),
              '<p class="note">* marked: the paired-bootstrap interval excludes 0 and p stays below 0.05 after Holm\'s '
              'correction over the metrics compared (approximate randomization test, two-sided). detectable: beside a '
              'difference not marked, the smallest |B - A| the comparison would detect 80% of the time (from the '

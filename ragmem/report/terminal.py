@@ -53,13 +53,20 @@ def is_latency(name: str) -> bool:
 
 
 def label(name: str) -> str:
-    """A metric's name as shown: latencies are shown in ms (MLflow and the JSON keep seconds)."""
-    return f"{name} (ms)" if is_latency(name) else name
+    """A metric's name as shown: a latency with its unit, seconds, as everywhere (the summary JSON,
+    MLflow, sweep constraints, gates, report.html)."""
+    return f"{name} (s)" if is_latency(name) else name
 
 
 def say(text: str) -> None:  # (a URL's secrets masked: ragmem.config.secrets.scrub)
     """A line of text: never hard-wrapped (a long one wraps in the terminal), no markup."""
     out.print(scrub(text), markup=False, highlight=False, soft_wrap=True)
+
+
+def seconds(value: float, sign: str = "") -> str:
+    """A latency in seconds to 4 significant digits (0.000213, 0.01235, 1.5, 12.35): a 0.2 ms
+    memory search and a 3 s LLM call both keep their digits."""
+    return f"{value:{sign}.4g}"
 
 
 def fmt(name: str, value: Any) -> str:
@@ -68,7 +75,7 @@ def fmt(name: str, value: Any) -> str:
     if is_count(name) and isinstance(value, (int, float)) and float(value).is_integer():
         return str(int(value))
     if is_latency(name) and isinstance(value, (int, float)):
-        return f"{value * 1000:.1f}"
+        return seconds(value)
     if isinstance(value, float):
         return f"{value:.4f}" if abs(value) < 1e5 else f"{value:.4g}"
     return str(value)
@@ -289,7 +296,7 @@ def print_paired(result: dict[str, Any]) -> None:
         _column(view, column, numeric=column != "metric")
 
     def signed(name: str, value: float | None) -> str:
-        return "n/a" if value is None else (f"{value * 1000:+.1f}" if is_latency(name) else f"{value:+.4f}")
+        return "n/a" if value is None else (seconds(value, "+") if is_latency(name) else f"{value:+.4f}")
 
     for row in result["metrics"]:
         name = row["metric"]
@@ -297,13 +304,18 @@ def print_paired(result: dict[str, Any]) -> None:
         adjusted, detectable = row.get("p_holm"), row.get("min_detectable")
         mark = " *" if row.get("marked") else "  "
         shown = "" if row.get("marked") or detectable is None else signed(name, detectable).lstrip("+")
-        view.add_row(label(name), fmt(name, row["a"]), fmt(name, row["b"]), signed(name, row["diff"]), ci,
+        view.add_row(label(name) + (" (partial)" if row.get("partial") else ""), fmt(name, row["a"]), fmt(name, row["b"]), signed(name, row["diff"]), ci,
                      "n/a" if adjusted is None else f"{adjusted:.4f}{mark}", *([shown] if wide else []))
     out.print(view)
     alpha = 1 - result.get("confidence", 0.95)
     finer = result.get("permutations", result["resamples"])
     each = f"{result['resamples']} permutations" + (f", {finer} for those below {alpha:.2g} before the correction"
                                                      if finer > result["resamples"] else "")
+    partial = [(row["metric"], row["partial"]) for row in result["metrics"] if row.get("partial")]
+    if partial:  # a difference that rests on part of a run's data says so, with how much and why
+        out.print("partial (scored on less than report.min_coverage of a run's examples): " + "; ".join(
+            f"{name} " + ", ".join(f"{side} {why}" for side, why in sides.items()) for name, sides in partial),
+            style="bold yellow", markup=False, highlight=False, soft_wrap=True)
     unit = result.get("resampled") or {}
     if unit.get("unit") == "clusters":  # (stats.cluster_by: whole clusters weighed and swapped together)
         say(f"resampled: {plural(unit['n'], 'cluster')} ({unit.get('by')}) of the {result['n_shared']} examples, "
@@ -405,8 +417,8 @@ def print_bench(result: dict[str, Any]) -> None:
             empty.append(column)
             continue
         kind = f"n_{column}" if column.endswith(("errors", "tokens", " n")) and column != "context tokens" else column
-        if column.endswith("(s)"):  # the JSON keeps seconds; shown in ms
-            view.add_row(column.replace("(s)", "(ms)"), *[fmt("latency", v) for v in values])
+        if column.endswith("(s)"):  # seconds, as everywhere
+            view.add_row(column, *[fmt("latency", v) for v in values])
         else:
             view.add_row(column, *[fmt(kind, v) for v in values])
     out.print(view)

@@ -23,7 +23,7 @@ from ragmem.judges import Judge, JudgeItem, Judgement, judging
 from ragmem.metrics import compute_metrics, MetricContext, MetricResult, start_metrics
 from ragmem.metrics.generation import scorer_for
 from ragmem.runtime import progress
-from ragmem.schema import AgentOutput, Example
+from ragmem.schema import AgentOutput, answer_digest, Example, LABEL_SET_ASIDE, LABEL_UNBOUND
 from ragmem.stats import clusters
 from ragmem.stats import intervals as stats
 from ragmem.text.keywords import KeywordExtractor
@@ -139,14 +139,27 @@ def _votes(judgement: Judgement | None) -> dict[str, Any]:
     return {"judge_yes": yes, "judge_votes": len(votes), "judge_agreement": max(yes, len(votes) - yes) / len(votes)}
 
 
+def bound_label(example: Example, output: AgentOutput) -> tuple[int | None, int | None]:
+    """``(label, set aside)``: an example's label holds for the answer it judged
+    (``example.label_answer``); when the agent answered something else, the label is set aside (its
+    value second, the label ``None``) and nothing compares the new answer's verdict with it. A label
+    that names no answer, or an example whose call failed, keeps its label."""
+    if example.label is None or example.label_answer is None or output.answer is None:
+        return example.label, None
+    if answer_digest(output.answer) == example.label_answer:
+        return example.label, None
+    return None, example.label
+
+
 def build_table(examples: Sequence[Example], outputs: Sequence[AgentOutput],
                 judgements: Sequence[Judgement | None], keywords: KeywordExtractor) -> pd.DataFrame:
     """The per-example results table (one row per example, input order)."""
     rows = []
     for ex, out, jd in zip(examples, outputs, judgements):
+        label, aside = bound_label(ex, out)
         row = {
             "id": ex.id, "query": ex.query, "generated_answer": out.answer,
-            "reference_answer": ex.reference_answer, "label": ex.label,
+            "reference_answer": ex.reference_answer, "label": label,
             "contexts": [c.to_dict() for c in out.contexts], "n_contexts": len(out.contexts),
             "gold_relevance": ex.gold_relevance(),
             "kw_reference": _keywords_text(keywords, ex.reference_answer),
@@ -162,6 +175,10 @@ def build_table(examples: Sequence[Example], outputs: Sequence[AgentOutput],
         }
         if ex.cluster is not None:
             row[clusters.COLUMN] = ex.cluster
+        if aside is not None:
+            row[LABEL_SET_ASIDE] = aside
+        elif label is not None and ex.label_answer is None:
+            row[LABEL_UNBOUND] = True
         for stage, seconds in out.timings_s.items():
             row[f"stage_{stage}_s"] = seconds
         rows.append(row)
@@ -170,7 +187,7 @@ def build_table(examples: Sequence[Example], outputs: Sequence[AgentOutput],
         table = table.drop(columns=["judge_yes", "judge_votes", "judge_agreement"])
     if table["keyword_verdict"].isna().all():
         table = table.drop(columns="keyword_verdict")
-    for column in ("label", "verdict", "keyword_verdict", "judge_yes", "judge_votes"):
+    for column in ("label", LABEL_SET_ASIDE, "verdict", "keyword_verdict", "judge_yes", "judge_votes"):
         if column in table:
             table[column] = table[column].astype("Int64")
     for column in ("overlap", "latency_s"):

@@ -23,6 +23,7 @@ from ragmem.metrics._division import parse_zero_division
 from ragmem.report import html as report_html
 from ragmem.run.summary import clean_number
 from ragmem.runtime import progress
+from ragmem.schema import LABEL_SET_ASIDE
 from ragmem.stats import clusters
 from ragmem.stats import intervals as stats
 from ragmem.tracking import record_labels, Tracker
@@ -65,7 +66,8 @@ def recompute(table, s: SimpleNamespace, logged: set[str]) -> tuple[dict[str, fl
     names = [n for n, v in values.items() if v is not None and n not in own_ci]
     with progress.stage("bootstrap"):
         keys = clusters.table_keys(table) if s.method == "poisson" else None
-        groups = len(np.unique(keys)) if keys is not None and clusters.COLUMN in table else None
+        groups = clusters.resampled(len(np.unique(keys))) if keys is not None and clusters.COLUMN in table else None
+        keys = stats.example_keys(table["id"]) if keys is not None and groups is None else keys  # (too few: examples)
         ci = stats.bootstrap(stats.aggregators(table, names, s.zero_division), len(table), s.resamples, s.seed,
                              s.confidence, keys, groups)
     return values, {**ci, **own_ci}, notes
@@ -80,10 +82,11 @@ def import_labels(tracking_uri: str, run_ref: str, sheet: str | Path) -> dict[st
     run_id = resolve_run_id(client, run_ref)
     table = load_run_table(client, run_id)
     sheet = Path(sheet)
-    found, blank = labels.read_sheet(sheet, set(table["id"].astype(str)), run_id[:8])
+    answers: dict[str, str] = {}  # the answer each label judged, as the sheet shows it
+    found, blank = labels.read_sheet(sheet, set(table["id"].astype(str)), run_id[:8], answers)
     summary = run_summary(client, run_id)  # every check is done before anything is written
     run = table.attrs["run"]
-    table = labels.attach(table, found)
+    table = labels.attach(table, found, answers)
     settings = _settings(summary.get("params") or run.data.params)
     values, ci, notes = recompute(table, settings, set(summary.get("metrics", {})))
     before = summary["metrics"]  # the recomputed figures where a run puts them: after pass_rate
@@ -94,8 +97,10 @@ def import_labels(tracking_uri: str, run_ref: str, sheet: str | Path) -> dict[st
     for name in [k for k in summary["ci"] if k in values and ci.get(k) is None]:
         del summary["ci"][name]
     summary["counts"]["n_unlabelled"] = int(table["label"].isna().sum())
+    if LABEL_SET_ASIDE in table:
+        summary["counts"]["n_labels_set_aside"] = int(table[LABEL_SET_ASIDE].notna().sum())
     summary["notes"] = [n for n in summary.get("notes", [])
-                        if not re.match(r"(no labels in the dataset|pass_rate_ppi|labels: )", n)] + notes + [
+                        if not re.match(r"(no labels in the dataset|every label was set aside|pass_rate_ppi|labels: )", n)] + notes + [
         f"labels: {len(found)} imported from {sheet}" + (f" ({blank} rows left blank)" if blank else "")]
     summary["judge_unreliable"] = reliability.unreliable(values, ci, settings.min_kappa)
     summary["labels_imported"] = {"file": str(sheet), "n_labels": len(found), "n_blank": blank}

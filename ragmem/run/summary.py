@@ -18,6 +18,7 @@ from ragmem.metrics.generation import scorer_for
 from ragmem.metrics.rag import OfflineEntities
 from ragmem.metrics.reliability import unreliable
 from ragmem.prompts import templates as prompts
+from ragmem.schema import LABEL_SET_ASIDE
 from ragmem.version import __version__
 
 if TYPE_CHECKING:
@@ -125,6 +126,8 @@ def table_counts(table: pd.DataFrame) -> dict[str, int]:
         "n_judge_errors": int(table["judge_error"].notna().sum()),
         "n_unlabelled": int(table["label"].isna().sum()),
         "n_errors": int((table["error"].notna() | table["judge_error"].notna()).sum()),
+        # labels that judged another answer than the agent gave (ragmem.run.pipeline.bound_label)
+        **({"n_labels_set_aside": int(table[LABEL_SET_ASIDE].notna().sum())} if LABEL_SET_ASIDE in table else {}),
     }
 
 

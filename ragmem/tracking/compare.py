@@ -15,11 +15,11 @@ from typing import Any
 import pandas as pd
 
 from ragmem.errors import ConfigError, RagmemError
-from ragmem.metrics import expand_selection
+from ragmem.metrics import expand_selection, scored
 from ragmem.metrics.names import DEFAULT_METRICS, FAMILY_NAMES
 from ragmem.metrics.ranking import DEFAULT_KS
 from ragmem.stats.multiplicity import holm, min_detectable, permutations_for
-from ragmem.stats.paired_runs import paired_rows
+from ragmem.stats.paired_runs import chunks_of, paired_rows
 from ragmem.tracking.lifecycle import metric_key, metric_name
 from ragmem.tracking.runs import judge_of, known_metrics, resolve_run_id, run_status, run_table, scoring_of
 
@@ -132,6 +132,33 @@ def paired_comparison(client, run_a: str, run_b: str, metrics: list[str] | None 
                           resamples, seed, confidence)
 
 
+def _coverage(table: Any, names: list[str]) -> dict[str, dict[str, Any]]:
+    """How many examples each metric was scored on in one run's table, of how many it could have
+    been (:func:`ragmem.metrics.scored.chunk_coverage`, chunk by chunk)."""
+    out: dict[str, dict[str, Any]] = {}
+    for chunk in chunks_of(table):
+        out = scored.merged(out, scored.chunk_coverage(chunk, names))
+    return out
+
+
+def _add_coverage(rows: list[dict[str, Any]], a: Any, b: Any, min_share: float) -> None:
+    """Each row's coverage in A and B (``coverage_a``, ``coverage_b``: ``{scored, of}``) and, when a
+    side was scored on less than ``min_share`` of its examples (``report.min_coverage``), ``partial``:
+    that side's count and main reason, as a run's summary says it."""
+    names = [r["metric"] for r in rows]
+    sides = {"a": _coverage(a, names), "b": _coverage(b, names)}
+    for row in rows:
+        partial = {}
+        for side, found in sides.items():
+            c = found.get(row["metric"])
+            if c is None:
+                continue
+            row[f"coverage_{side}"] = {"scored": c["scored"], "of": c["of"]}
+            partial.update({side.upper(): why for why in scored.partial({row["metric"]: c}, min_share).values()})
+        if partial:
+            row["partial"] = partial
+
+
 def compare_tables(a: Any, b: Any, names: list[str], resamples: int = 1000, seed: int = 0,
                    confidence: float = 0.95) -> dict[str, Any]:
     """:func:`paired_comparison` of two per-example tables already found (:func:`run_table`, read
@@ -159,6 +186,7 @@ def compare_tables(a: Any, b: Any, names: list[str], resamples: int = 1000, seed
     holm(rows, alpha)
     for row in rows:
         row["min_detectable"] = min_detectable(row["ci_low"], row["ci_high"], confidence)
+    _add_coverage(rows, a, b, float(settings_a.get("report.min_coverage", 0.9)))
     warnings = signature_warnings([settings_a, settings_b])
     if n_shared < max(len(a), len(b)):
         warnings.append(f"compared on the {n_shared} examples the runs share")

@@ -40,16 +40,17 @@ def confusion_matrix_figure(counts: dict[str, float]) -> Figure:
 
 
 def latency_histogram_figure(table: pd.DataFrame) -> Figure:
-    """Histogram of measured call latencies in ms (measured in seconds) with p50/p95 marked."""
-    ms = table["latency_s"].dropna() * 1000
+    """Histogram of measured call latencies in seconds (the unit of every latency ragmem shows) with
+    p50/p95 marked."""
+    seconds = table["latency_s"].dropna()
     fig, (ax,) = _subplots(5, 3.6)
-    ax.hist(ms, bins=min(30, max(5, len(ms) // 2)), color="#4c72b0")
+    ax.hist(seconds, bins=min(30, max(5, len(seconds) // 2)), color="#4c72b0")
     for q, style in ((0.5, "--"), (0.95, ":")):
-        value = ms.quantile(q)
-        ax.axvline(value, color="k", linestyle=style, label=f"p{int(q * 100)} = {value:.1f} ms")
-    ax.set_xlabel("latency (ms)")
+        value = seconds.quantile(q)
+        ax.axvline(value, color="k", linestyle=style, label=f"p{int(q * 100)} = {value:.4g} s")
+    ax.set_xlabel("latency (s)")
     ax.set_ylabel("examples")
-    ax.set_title(f"Agent latency (n = {len(ms)})")
+    ax.set_title(f"Agent latency (n = {len(seconds)})")
     ax.legend()
     fig.subplots_adjust(**_RUN_PLOT_MARGINS)
     return fig
@@ -84,11 +85,10 @@ def metric_by_setting_figure(table: pd.DataFrame, metric: str, keys: list[str], 
 def pareto_figure(latency: list[float], quality: list[float], labels: list[str], front: list[int],
                   quality_name: str, latency_name: str, latency_ci=None, quality_ci=None, tied=None,
                   chosen: int | None = None) -> Figure:
-    """Quality against mean latency (ms), each point with its 95% intervals as bars (so a difference
+    """Quality against mean latency (s), each point with its 95% intervals as bars (so a difference
     within the bars reads as noise); the Pareto front (no child faster and better) is joined and
     ringed; the configurations tied for best are filled green; the chosen one (index ``chosen``) is a star."""
     fig, (ax,) = _subplots(6.4, 4.4)
-    latency = [v * 1000 for v in latency]
     n = len(latency)
 
     def bars(values, intervals, scale):
@@ -97,7 +97,7 @@ def pareto_figure(latency: list[float], quality: list[float], labels: list[str],
                 [max(0.0, (ci[1] * scale if ci else v) - v) for v, ci in zip(values, intervals)]]
 
     if latency_ci or quality_ci:
-        ax.errorbar(latency, quality, xerr=bars(latency, latency_ci, 1000), yerr=bars(quality, quality_ci, 1),
+        ax.errorbar(latency, quality, xerr=bars(latency, latency_ci, 1), yerr=bars(quality, quality_ci, 1),
                     fmt="none", ecolor="#9aa7b5", elinewidth=0.8, capsize=2, zorder=1)
     colors = ["#2e9d4b" if tied and tied[i] else "#4c72b0" for i in range(n)]
     ax.scatter(latency, quality, color=colors, alpha=0.8, zorder=2)
@@ -110,7 +110,7 @@ def pareto_figure(latency: list[float], quality: list[float], labels: list[str],
             label="Pareto front")
     for i in front:
         ax.annotate(labels[i], (latency[i], quality[i]), fontsize=7, xytext=(4, 4), textcoords="offset points")
-    ax.set_xlabel(f"{latency_name} (ms), 95% interval bars")
+    ax.set_xlabel(f"{latency_name} (s), 95% interval bars")
     ax.set_ylabel(quality_name)
     ax.set_title("Quality against latency")
     ax.legend()

@@ -55,15 +55,15 @@ def test_the_sweep_table_fits_and_keeps_its_headers_whole(screen, width):
     start = next(i for i, line in enumerate(lines) if line.startswith("sweep "))
     table = [line for line in lines[start + 1:start + 7] if line.strip()]  # header, rule, 3 rows
     assert max(len(line.rstrip()) for line in table) <= width
-    assert table[0].split() == ["type", "top_k", "window", "ndcg@10", "ref_cov", "lat", "(ms)", "Δ", "top", "p", "status"]
+    assert table[0].split() == ["type", "top_k", "window", "ndcg@10", "ref_cov", "lat", "(s)", "Δ", "top", "p", "status"]
     assert "hybrid" in text and "…" not in text
-    assert "4.2" in text  # avg_latency 0.0042 s, shown in ms
+    assert "0.0042" in text and "4.2" not in text.replace("0.0042", "")  # avg_latency 0.0042 s, in seconds
     assert "ref_cov = reference_coverage, ndcg@k = ndcg_at_k, window = short_window, lat = avg_latency" \
         in " ".join(text.split())
     assert "3 configurations tied for best; chosen by tie_break (minimize retriever.top_k)" in " ".join(text.split())
 
 
-def test_the_summary_shows_ms_plurals_and_hides_nulls(screen, tmp_path):
+def test_the_summary_shows_seconds_plurals_and_hides_nulls(screen, tmp_path):
     console = screen(100)
     data = tmp_path / "one.json"
     data.write_text(json.dumps([{"id": "a", "query": "q?", "reference_answer": "r", "generated_answer": "r",
@@ -71,8 +71,8 @@ def test_the_summary_shows_ms_plurals_and_hides_nulls(screen, tmp_path):
     result = ragmem.evaluate(str(data), track=False)
     report.print_summary(result.summary)
     text = " ".join(console.export_text().split())
-    assert "1 example, 0 errors" in text and "latency_p95 (ms) │ 12.5000" not in text
-    assert "latency_p50 (ms) │ 12.5" in text
+    assert "1 example, 0 errors" in text and "(ms)" not in text  # latency_ms in, seconds out, as everywhere
+    assert "latency_p50 (s) │ 0.0125" in text
     # no labels: the judge's agreement with them is hidden, said once in a note
     assert "note: no labels in the dataset: accuracy/precision/recall/f1 not computed" in text
     assert "│ accuracy" not in text and "│ judge_label_kappa" not in text and "not computed (null): accuracy" not in text
@@ -86,7 +86,7 @@ def test_the_bench_table_hides_rows_that_are_n_a_everywhere(screen):
                         "results_table": [{"method": "a", "F1": 0.5, "J": None, "add p50 (s)": 0.0123},
                                           {"method": "b", "F1": 0.25, "J": None, "add p50 (s)": 0.5}]})
     text = " ".join(console.export_text().split())
-    assert "1 conversation, 2 questions" in text and "add p50 (ms) │ 12.3 │ 500.0" in text
+    assert "1 conversation, 2 questions" in text and "add p50 (s) │ 0.0123 │ 0.5" in text
     assert "n/a for every method (not shown): J" in text and "│ J " not in text
 
 

@@ -117,3 +117,22 @@ def test_clustered_runs_are_compared_cluster_by_cluster_and_the_output_says_so(c
     assert row["ci_high"] - row["ci_low"] > 2 * (plain["metrics"][0]["ci_high"] - plain["metrics"][0]["ci_low"])
     terminal.print_paired(result)
     assert "resampled: 20 clusters (conversation_id) of the 200 examples" in capsys.readouterr().out
+
+
+def test_compare_says_how_many_examples_each_side_rests_on_and_marks_a_partial_one(capsys):
+    """B's faithfulness replies failed on 11 of 16 examples: the row says 16 of 16 against 5 of 16,
+    is marked partial with the reason, in the terminal and diff.html."""
+    ids = [f"q{i}" for i in range(16)]
+    a = pd.DataFrame({"id": ids, "error": [None] * 16, "faithfulness": [1.0] * 16, "faithfulness_error": [None] * 16})
+    b = a.copy()
+    b.loc[5:, "faithfulness"] = np.nan
+    b.loc[5:, "faithfulness_error"] = "reply cut off at 256 tokens"
+    a.attrs["run"], b.attrs["run"] = _run("a" * 32), _run("b" * 32)
+    result = compare_tables(a, b, ["faithfulness"], resamples=200, seed=0)
+    row = result["metrics"][0]
+    assert row["coverage_a"] == {"scored": 16, "of": 16} and row["coverage_b"] == {"scored": 5, "of": 16}
+    assert row["partial"] == {"B": "5 of 16 (11: reply cut off at 256 tokens)"}
+    terminal.print_paired(result)
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "(partial)" in shown.split("partial (scored")[0]  # the row's mark (80 columns wrap it below the name)
+    assert "faithfulness B 5 of 16 (11: reply cut off at 256 tokens)" in shown
