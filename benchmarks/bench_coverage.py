@@ -13,7 +13,9 @@ The families (truth in brackets):
 - ``mean 0/1``: a pass rate, examples Bernoulli(0.7) [0.7];
 - ``ratio``: a precision, Σ TP / Σ predicted positive, each example predicted positive with
   probability 0.6 and then right with probability 0.8 [0.8];
-- ``p95 latency``: latencies lognormal(0, 0.5) [exp(0.5 · z_0.95)];
+- ``p95 latency``: latencies lognormal(0, 0.5) [exp(0.5 · z_0.95)], the order-statistic interval
+  a run gives a percentile (:func:`ragmem.stats.intervals.quantile_interval`); and the percentile
+  bootstrap of the same (what runs gave it before 2026-12-03, and what clustered runs still do);
 - ``paired diff``: B - A of two 0/1 metrics of the same examples (A = u < 0.6, B = u < 0.65 for one
   uniform u per example) [0.05], the paired bootstrap of ``ragmem compare``;
 - ``PPI``: the prediction-powered pass rate, a third of the examples (at least 10) labelled
@@ -44,8 +46,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ragmem.metrics.base import apply_aggregator, mean_aggregator, ratio_aggregator  # noqa: E402
-from ragmem.metrics.estimators import ppi_from_sums, ppi_statistics  # noqa: E402
-from ragmem.metrics.latency import STATISTICS  # noqa: E402
+from ragmem.metrics.estimators import pass_rate_ppi, ppi_statistics  # noqa: E402
+from ragmem.metrics import latency  # noqa: E402
 from ragmem.stats import intervals  # noqa: E402
 from ragmem.stats.clusters import resampling_keys  # noqa: E402
 
@@ -83,7 +85,14 @@ def _ratio(rng, n, resamples, dataset):
 
 
 def _p95(rng, n, resamples, dataset):
-    agg = apply_aggregator(rng.lognormal(0.0, 0.5, n), *STATISTICS["p95"])
+    import pandas as pd
+    aggs = latency.aggregators(pd.DataFrame({"latency_s": rng.lognormal(0.0, 0.5, n)}), ["latency_p95"], math.nan)
+    keys = resampling_keys(_ids(n, dataset))
+    return intervals.bootstrap(aggs, n, resamples, dataset, CONFIDENCE, keys)["latency_p95"]
+
+
+def _p95_bootstrap(rng, n, resamples, dataset):
+    agg = apply_aggregator(rng.lognormal(0.0, 0.5, n), *latency.STATISTICS["p95"])  # (no order statistics)
     keys = resampling_keys(_ids(n, dataset))
     return intervals.bootstrap({"m": agg}, n, resamples, dataset, CONFIDENCE, keys)["m"]
 
@@ -102,7 +111,7 @@ def _ppi(rng, n, resamples, dataset):
     judged = np.where(rng.random(n) < 0.85, labels, 1 - labels)
     labelled = np.arange(n) < n_labelled
     rows = ppi_statistics(labels, judged, labelled, ~labelled)
-    estimate = ppi_from_sums(rows.sum(axis=0), CONFIDENCE, (0.0, 1.0))
+    estimate = pass_rate_ppi(rows.sum(axis=0), CONFIDENCE)
     return None if estimate is None else (estimate.low, estimate.high)
 
 
@@ -129,6 +138,7 @@ FAMILIES = [
     Family("mean 0/1", 0.7, _mean01),
     Family("ratio (precision)", 0.8, _ratio),
     Family("p95 latency", P95_TRUTH, _p95),
+    Family("p95 latency, percentile bootstrap", P95_TRUTH, _p95_bootstrap),
     Family("paired diff", 0.05, _paired),
     Family("PPI (1/3 labelled)", 0.7, _ppi),
     *(Family(f"clustered, {g} clusters", 0.7, clustered(g), g) for g in (10, 30, 100)),

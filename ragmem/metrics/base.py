@@ -200,6 +200,9 @@ class Aggregator:
     interval: Callable[[np.ndarray], tuple[float, float] | None] | None = None
     # sum kind, an aggregate that is 0/0 as a whole (precision): its undefined count (0 or 1) from the sums
     undefined: Callable[[np.ndarray], int] | None = None
+    # apply kind, a percentile (0.95 for a p95): its interval is the order statistics' (distribution-free:
+    # ragmem.stats.intervals.quantile_interval) rather than the bootstrap's, unless clusters are resampled
+    quantile: float | None = None
 
     def value(self) -> float | None:
         value = self.reduce(self.data.sum(axis=0) if self.kind == "sum" else self.data)
@@ -218,7 +221,7 @@ class Aggregator:
 
     def with_data(self, data: np.ndarray) -> "Aggregator":
         return Aggregator(self.kind, data, self.reduce, self.vreduce, wreduce=self.wreduce, interval=self.interval,
-                          undefined=self.undefined)
+                          undefined=self.undefined, quantile=self.quantile)
 
 
 def _mean(s):

@@ -32,6 +32,9 @@ _SUFFIXES = names.LATENCY_SUFFIXES
 _STAGE_NAME = names.STAGE_LATENCY
 
 
+_QUANTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
+
+
 def _percentile(q):
     def vfn(v):  # nanpercentile is ~50x slower: use it only when something is missing
         return np.percentile(v, q, axis=1) if not np.isnan(v).any() else np.nanpercentile(v, q, axis=1)
@@ -96,6 +99,8 @@ def aggregators(table: pd.DataFrame, names, zero_division: float, scorer=None) -
         if found and found[0] in table:
             values = pd.to_numeric(table[found[0]], errors="coerce").to_numpy(dtype=float)
             out[name] = apply_aggregator(values, *STATISTICS[found[1]])
+            if found[1] in _QUANTILES:  # (its interval: the order statistics', distribution-free)
+                out[name].quantile = _QUANTILES[found[1]]
     return out
 
 

@@ -41,7 +41,7 @@ from ragmem.metrics import names
 from ragmem.metrics.base import (Aggregator, counted_note, Family, MetricResult, mean_aggregator, ratio_aggregator,
                                  scored_mask, unless_note)
 from ragmem.metrics.classification import confusion_indicators
-from ragmem.metrics.estimators import binary_kappa, majority_odds, ppi_from_sums, ppi_statistics, vbinary_kappa
+from ragmem.metrics.estimators import binary_kappa, majority_odds, pass_rate_ppi, ppi_statistics, vbinary_kappa
 from ragmem.schema import LABEL_SET_ASIDE, LABEL_UNBOUND
 from ragmem.text import plural
 
@@ -237,7 +237,7 @@ def _moved_verdicts(table: pd.DataFrame, threshold: float) -> dict[str, list[flo
 
 def _ppi(table: pd.DataFrame, confidence: float) -> tuple[Aggregator | None, str | None]:
     """The prediction-powered pass rate's per-example statistics (:func:`ppi_statistics`, its value
-    and interval from their sums: :func:`ppi_from_sums`), or ``None`` with the reason it is not
+    and interval from their sums: :func:`ragmem.metrics.estimators.pass_rate_ppi`), or ``None`` with the reason it is not
     defined. Its interval is its own, not the bootstrap's."""
     verdict, judged = _judged(table)
     label = _numeric(table, "label")
@@ -248,11 +248,11 @@ def _ppi(table: pd.DataFrame, confidence: float) -> tuple[Aggregator | None, str
     def reduce(s):
         if s[0] == 0 or s[6] == 0:  # all labelled: the labels' mean is the human pass rate
             return None
-        estimate = ppi_from_sums(s, confidence, (0.0, 1.0))
+        estimate = pass_rate_ppi(s, confidence)
         return None if estimate is None else estimate.estimate
 
-    def interval(s):  # (within [0, 1], the range of a pass rate: ppi_from_sums says why)
-        estimate = ppi_from_sums(s, confidence, (0.0, 1.0)) if s[6] else None
+    def interval(s):  # (within [0, 1], the range of a pass rate: pass_rate_ppi says why, and the small-sample correction)
+        estimate = pass_rate_ppi(s, confidence) if s[6] else None
         return None if estimate is None else (estimate.low, estimate.high)
 
     agg = Aggregator("sum", data, reduce, interval=interval)

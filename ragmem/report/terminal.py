@@ -150,8 +150,7 @@ def print_summary(summary: dict[str, Any], show_all: bool = False, stored: bool 
         out.print(summary["judge_unreliable"], style="bold red", markup=False, highlight=False, soft_wrap=True)
     if summary.get("partial"):  # a score that rests on part of the data says so, with how much and why
         share = summary.get("params", {}).get("report.min_coverage", "0.9")
-        out.print(f"partial (scored on less than {share} of the examples): "
-                  + "; ".join(f"{name} {why}" for name, why in summary["partial"].items()),
+        out.print(f"partial (scored on less than {share} of the examples): " + partial_text(summary["partial"]),
                   style="bold yellow", markup=False, highlight=False, soft_wrap=True)
     if nulls:
         say(f"not computed (null): {', '.join(nulls)}")
@@ -285,6 +284,16 @@ def judge_line(side: str, judge: dict[str, Any]) -> str:
     if judge.get("unreliable"):
         parts.append("JUDGE UNRELIABLE (its judged numbers should not be trusted)")
     return f"judge of {side}: " + ("; ".join(parts) if parts else "no labels, one sample per verdict")
+
+
+def partial_text(partial: dict[str, str], shown: int = 4) -> str:
+    """The partial metrics, those with the same count and reason together (a ranking family at
+    every k is one entry, not 24): ``hit_rate_at_1, mrr_at_1, ... (+20 more) 32 of 36 (4: ...)``."""
+    groups: dict[str, list[str]] = {}
+    for name, why in partial.items():
+        groups.setdefault(why, []).append(name)
+    return "; ".join(", ".join(names[:shown]) + (f" (+{len(names) - shown} more)" if len(names) > shown else "")
+                     + f" {why}" for why, names in groups.items())
 
 
 def print_paired(result: dict[str, Any]) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 from mlflow import MlflowClient
@@ -93,12 +94,15 @@ def test_labels_drawn_filled_and_imported_give_the_prediction_powered_pass_rate(
     assert m["count/n_labelled"] == 12 and "judge/label_kappa" in m and "pass_rate_ppi_ci_high" in m
     labelled = [r for r in rows]
     judged = result.table.set_index("id")["verdict"].astype(float)
-    from ragmem.metrics.estimators import ppi_mean_ci
+    from ragmem.metrics.estimators import pass_rate_ppi, ppi_mean_ci, ppi_statistics
 
     unlabelled = [judged[i] for i in judged.index if i not in {r["example_id"] for r in labelled}]
-    expected = ppi_mean_ci([float(r["label"]) for r in labelled], [judged[r["example_id"]] for r in labelled], unlabelled)
+    ys, fs = [float(r["label"]) for r in labelled], [judged[r["example_id"]] for r in labelled]
+    expected = ppi_mean_ci(ys, fs, unlabelled)
     assert m["pass_rate_ppi"] == pytest.approx(expected.estimate, abs=1e-12)
-    assert (m["pass_rate_ppi_ci_low"], m["pass_rate_ppi_ci_high"]) == pytest.approx((expected.low, expected.high), abs=1e-12)
+    mask = np.r_[[True] * len(ys), [False] * len(unlabelled)]  # the run's interval: the small-sample one
+    ppi = pass_rate_ppi(ppi_statistics(np.r_[ys, np.zeros(len(unlabelled))], np.r_[fs, unlabelled], mask, ~mask).sum(axis=0))
+    assert (m["pass_rate_ppi_ci_low"], m["pass_rate_ppi_ci_high"]) == pytest.approx((ppi.low, ppi.high), abs=1e-12)
     assert m["answer_correctness_ppi"] == m["pass_rate_ppi"]
     traces = MlflowClient(uri).search_traces(locations=[run.info.experiment_id], run_id=result.run_id, max_results=100)
     human = [a for t in traces for a in t.info.assessments or () if a.name == "human_label"]

@@ -126,11 +126,26 @@ def _table(labels, verdicts):
                          "error": [None] * len(labels)})
 
 
-def test_pass_rate_ppi_of_a_run_is_ppi_pythons_on_50_random_tables():
+def _small_sample(y, yhat, yhat_u, lam, confidence=0.95):
+    """PPI's interval with the labels' variance divided by n - 1 and Student's t on n - 1 degrees of
+    freedom (ragmem.metrics.estimators.pass_rate_ppi), written out with numpy and scipy.stats."""
+    from scipy import stats as scipy_stats
+
+    n, big_n = len(y), len(yhat_u)
+    estimate = lam * yhat_u.mean() + np.mean(y - lam * yhat)
+    se = np.sqrt(lam ** 2 * np.var(yhat_u) / big_n + np.var(y - lam * yhat, ddof=1) / n)
+    t = scipy_stats.t.ppf((1 + confidence) / 2, n - 1)
+    return max(0.0, estimate - t * se), min(1.0, estimate + t * se)
+
+
+def test_pass_rate_ppi_of_a_run_is_ppi_pythons_estimate_with_a_small_sample_interval_on_50_random_tables():
     """The run's path (a results table, some rows labelled, through the reliability family) gives
-    ppi-python's interval to 1e-9, cut at [0, 1] (the range of a pass rate)."""
+    ppi-python's estimate to 1e-12 and, from the same sums without the correction, its interval to
+    1e-9; the run's interval is the small-sample one (labels' variance over n - 1, Student's t),
+    cut at [0, 1] (the range of a pass rate), and holds ppi-python's inside it."""
     ppi_py = pytest.importorskip("ppi_py", reason="ppi-python (the test extra) is the oracle")
     from ragmem.metrics import reliability
+    from ragmem.metrics.estimators import ppi_from_sums, ppi_statistics
 
     rng = np.random.default_rng(21)
     for _ in range(50):
@@ -138,9 +153,14 @@ def test_pass_rate_ppi_of_a_run_is_ppi_pythons_on_50_random_tables():
         y, yhat, yhat_u = _dataset(rng, n, big_n)
         table = _table([int(v) for v in y] + [None] * big_n, [int(v) for v in np.concatenate([yhat, yhat_u])])
         result = reliability.compute(table, _Ctx(), reliability.NAMES)
-        low, high = ppi_py.ppi_mean_ci(y, yhat, yhat_u, alpha=0.05)
-        expected = (max(0.0, float(np.squeeze(low))), min(1.0, float(np.squeeze(high))))
+        low, high = (float(np.squeeze(v)) for v in ppi_py.ppi_mean_ci(y, yhat, yhat_u, alpha=0.05))
+        labelled = np.r_[[True] * n, [False] * big_n]
+        plain = ppi_from_sums(ppi_statistics(np.r_[y, np.zeros(big_n)], np.r_[yhat, yhat_u], labelled, ~labelled).sum(axis=0))
+        assert (plain.low, plain.high) == pytest.approx((low, high), abs=1e-9)
+        assert result.values["pass_rate_ppi"] == pytest.approx(float(np.squeeze(ppi_py.ppi_mean_pointestimate(y, yhat, yhat_u))), abs=1e-9)
+        expected = _small_sample(y, yhat, yhat_u, plain.lam)
         assert result.ci["pass_rate_ppi"] == pytest.approx(expected, abs=1e-9)
+        assert result.ci["pass_rate_ppi"][0] <= max(0.0, low) + 1e-12 and result.ci["pass_rate_ppi"][1] >= min(1.0, high) - 1e-12
         assert result.ci["answer_correctness_ppi"] == result.ci["pass_rate_ppi"]
         assert result.values["n_labelled"] == n
         assert result.values["judge_label_kappa"] == pytest.approx(binary_kappa(
@@ -149,7 +169,8 @@ def test_pass_rate_ppi_of_a_run_is_ppi_pythons_on_50_random_tables():
 
 def test_the_ppi_interval_of_a_pass_rate_near_1_stops_at_1():
     """19 of 20 labels pass, the judge passes 48 of 50 unlabelled: ppi-python's normal interval
-    reaches 1.0455; the run's pass_rate_ppi stops at 1, the lower end and the estimate unchanged."""
+    reaches 1.0455; the run's pass_rate_ppi stops at 1, its lower end the small-sample one and the
+    estimate unchanged."""
     ppi_py = pytest.importorskip("ppi_py", reason="ppi-python (the test extra) is the oracle")
     from ragmem.metrics import reliability
 
@@ -159,7 +180,10 @@ def test_the_ppi_interval_of_a_pass_rate_near_1_stops_at_1():
     assert high > 1.04
     table = _table([int(v) for v in y] + [None] * 50, [int(v) for v in np.concatenate([yhat, yhat_u])])
     result = reliability.compute(table, _Ctx(), reliability.NAMES)
-    assert result.ci["pass_rate_ppi"] == pytest.approx((low, 1.0), abs=1e-9)
+    from ragmem.metrics.estimators import ppi_mean_ci
+
+    expected = _small_sample(y, yhat, yhat_u, ppi_mean_ci(y, yhat, yhat_u).lam)
+    assert expected[0] < low and result.ci["pass_rate_ppi"] == pytest.approx((expected[0], 1.0), abs=1e-9)
     assert result.values["pass_rate_ppi"] == pytest.approx(float(np.squeeze(ppi_py.ppi_mean_pointestimate(y, yhat, yhat_u))))
 
 

@@ -67,7 +67,8 @@ def test_a_score_from_5_of_16_examples_is_shown_as_partial_everywhere(tmp_path, 
     terminal.print_summary(summary, stored=False)
     shown = " ".join(capsys.readouterr().out.split())
     assert "16 examples, 0 errors, 11 failed metric replies" in shown and "faithfulness (partial)" in shown
-    assert f"partial (scored on less than 0.9 of the examples): faithfulness 5 of 16 (11: {reason[:20]}" in shown
+    assert (f"partial (scored on less than 0.9 of the examples): faithfulness, faithfulness_pass_rate 5 of 16 "
+            f"(11: {reason[:20]}") in shown  # (the metrics with the same count and reason, together)
     # report.html: the row says 5 of 16, partial; the failures section lists the 11 with their reason
     page = report_html.run_page(summary, held.table)
     assert "5 of 16, partial</span>" in page and "<h2>Failures (0; 11 failed metric replies)</h2>" in page

@@ -24,7 +24,8 @@ def bench():
     sys.modules.pop("bench_coverage", None)
 
 
-@pytest.mark.parametrize("name", ["mean 0/1", "ratio (precision)", "paired diff", "clustered, 30 clusters"])
+@pytest.mark.parametrize("name", ["mean 0/1", "ratio (precision)", "p95 latency", "paired diff", "PPI (1/3 labelled)",
+                                  "clustered, 30 clusters"])
 def test_a_95_percent_interval_holds_the_truth_about_95_percent_of_the_time(bench, name):
     family = next(f for f in bench.FAMILIES if f.name == name)
     share, counted, _ = bench.coverage(family, 100 if family.clusters is None else 120, 300, 400, seed=7)
@@ -35,3 +36,23 @@ def test_clustered_data_resampled_as_examples_falls_short(bench):
     family = next(f for f in bench.FAMILIES if f.name == "clustered (30) as examples")
     share, _, _ = bench.coverage(family, 300, 300, 400, seed=7)
     assert share < 0.85, share
+
+
+def test_a_percentiles_interval_is_the_pair_of_order_statistics_scipys_binomial_puts_nearest_the_tails():
+    import numpy as np
+    from scipy import stats as scipy_stats
+
+    from ragmem.stats.intervals import quantile_interval
+
+    values = np.random.default_rng(3).lognormal(0.0, 0.5, 200)
+    ordered = np.sort(values)
+    for q in (0.5, 0.95, 0.99):
+        cdf = scipy_stats.binom.cdf(np.arange(201), 200, q)  # B(k - 1) of the ranks k = 1..201
+        low, high = (int(np.argmin(np.abs(cdf - t))) + 1 for t in (0.025, 0.975))
+        assert quantile_interval(values, q) == (ordered[low - 1], ordered[min(high, 200) - 1])
+        exact = cdf[min(high, 200) - 1] - cdf[low - 1]  # its coverage, whatever the distribution
+        if high <= 200:
+            assert 0.93 <= exact <= 0.97
+        else:  # a p99 of 200 values: the largest is the upper end, and it covers less (the docstring says so)
+            assert q == 0.99 and exact < 0.9
+    assert quantile_interval(np.array([np.nan]), 0.5) is None
