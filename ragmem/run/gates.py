@@ -51,6 +51,7 @@ class GateResult:
     ci_high: float | None = None
     p_value: float | None = None
     min_detectable: float | None = None  # the smallest |diff| the comparison would detect 80% of the time
+    n_clusters: int | None = None  # stats.cluster_by: the clusters resampled (None: the examples)
 
     def line(self) -> str:
         if self.max_regression is not None:
@@ -59,7 +60,8 @@ class GateResult:
                         "(null in either run, or no shared examples)")
             return (f"gate failed: {self.metric} {self.value:.4g} vs baseline {self.baseline[:8]} {self.baseline_value:.4g}: "
                     f"{self.diff:+.4g} [{self.ci_low:+.4g}, {self.ci_high:+.4g}] (p={self.p_value:.3g}), "
-                    f"worse by more than max_regression {self.max_regression:g}")
+                    f"worse by more than max_regression {self.max_regression:g}"
+                    + (f"; {self.n_clusters} clusters resampled" if self.n_clusters else ""))
         if self.value is None:
             return f"gate failed: {self.metric} could not be computed (null)"
         if self.min is not None and self.value < self.min:
@@ -144,8 +146,12 @@ def regressions(cfg, table, params: dict[str, str], metrics: dict[str, Any], bas
         out.append(GateResult(metric, metrics.get(metric), None, None, passed, max_regression=delta,
                               baseline=info.info.run_id, baseline_value=row.get("a"), diff=row.get("diff"),
                               ci_low=low, ci_high=high, p_value=row.get("p_value"),
-                              min_detectable=min_detectable(low, high, cfg.stats.confidence)))
+                              min_detectable=min_detectable(low, high, cfg.stats.confidence),
+                              n_clusters=row.get("n_clusters")))
     return out
+
+
+CLUSTERED = "stats.cluster_by: whole clusters weighed and swapped together"
 
 
 def passed_line(gate: dict[str, Any]) -> str | None:
@@ -156,7 +162,8 @@ def passed_line(gate: dict[str, Any]) -> str | None:
         return None
     return (f"{gate['metric']} vs baseline {gate['baseline'][:8]}: {gate['diff']:+.4f} [{gate['ci_low']:+.4f}, "
             f"{gate['ci_high']:+.4f}]; the comparison would detect a change of {gate['min_detectable']:.4f} 80% of "
-            f"the time (a smaller one may be there, unseen)")
+            f"the time (a smaller one may be there, unseen)"
+            + (f"; {gate['n_clusters']} clusters resampled ({CLUSTERED})" if gate.get("n_clusters") else ""))
 
 
 def as_dicts(results: list[GateResult]) -> list[dict[str, Any]]:

@@ -49,6 +49,12 @@ def frame_of(table: Any) -> pd.DataFrame:
     return table if isinstance(table, pd.DataFrame) else table.frame()
 
 
+def _clustered(table: Any) -> bool:
+    """Whether a run's table names each example's cluster (``stats.cluster_by``)."""
+    names = table.columns if isinstance(table, pd.DataFrame) else table.column_names()
+    return clusters.COLUMN in names
+
+
 def _ids(table: Any) -> list:
     return table["id"].tolist() if isinstance(table, pd.DataFrame) else table.ids()
 
@@ -64,6 +70,9 @@ def paired_rows(a: Any, b: Any, names: list[str], zero_division: float, scorer,
     randomization test (default ``resamples``; a family corrected for multiplicity needs more,
     :func:`ragmem.stats.multiplicity.permutations_for`)."""
     permutations = resamples if permutations is None else permutations
+    # both runs clustered: whole clusters weighed and swapped together; else (one of them ran without
+    # stats.cluster_by) the examples alone for both, the same weights on either side
+    alone = not (_clustered(a) and _clustered(b))
     keys_a, keys_b = example_keys(_ids(a)), example_keys(_ids(b))
     in_b = np.isin(keys_a, keys_b)
     n_shared = int(in_b.sum())
@@ -73,19 +82,24 @@ def paired_rows(a: Any, b: Any, names: list[str], zero_division: float, scorer,
         names = [n for n in names if n not in ("bleu", "chrf")]
     if bootstrap == "poisson":
         shared = np.unique(keys_a[in_b])
-        first = _summed(a, keys_a, shared, names, zero_division, scorer, resamples, seed, confidence, rows, permutations)
+        first = _summed(a, keys_a, shared, names, zero_division, scorer, resamples, seed, confidence, rows, permutations,
+                        alone)
         second = None if first is None else _summed(b, keys_b, shared, names, zero_division, scorer, resamples, seed,
-                                                    confidence, rows, permutations)  # (not summed once A is two-stage)
+                                                    confidence, rows, permutations, alone)  # (not once A is two-stage)
         if second is not None:
             return [first.paired(second, n).to_dict() for n in names if n in first and n in second], n_shared
-    return _whole(frame_of(a), frame_of(b), names, zero_division, scorer, resamples, seed, confidence, bootstrap,
-                  permutations)
+    first, second = frame_of(a), frame_of(b)
+    if alone:
+        first, second = (t.drop(columns=clusters.COLUMN, errors="ignore") for t in (first, second))
+    return _whole(first, second, names, zero_division, scorer, resamples, seed, confidence, bootstrap, permutations)
 
 
 def _summed(table: Any, keys: np.ndarray, shared: np.ndarray, names: list[str], zero_division: float, scorer,
-            resamples: int, seed: int, confidence: float, rows: int, permutations: int) -> RunStatistics | None:
+            resamples: int, seed: int, confidence: float, rows: int, permutations: int,
+            alone: bool = False) -> RunStatistics | None:
     """One run's statistics over the ``shared`` examples, chunk by chunk (``keys``: of its rows, in
-    the order the chunks come); ``None`` when an aggregator is two-stage (it cannot be summed by chunk)."""
+    the order the chunks come); ``None`` when an aggregator is two-stage (it cannot be summed by chunk).
+    ``alone``: its clusters ignored (the other run has none)."""
     summed, start = RunStatistics(resamples, seed, confidence, permutations=permutations), 0
     for chunk in chunks_of(table, rows):
         mine = keys[start:start + len(chunk)]
@@ -95,6 +109,8 @@ def _summed(table: Any, keys: np.ndarray, shared: np.ndarray, names: list[str], 
             chunk, mine = chunk[keep].reset_index(drop=True), mine[keep]
         if chunk.empty:
             continue
+        if alone and clusters.COLUMN in chunk:
+            chunk = chunk.drop(columns=clusters.COLUMN)
         aggs = stats.aggregators(chunk, names, zero_division, scorer)
         if not all(stats.by_chunk(agg) for agg in aggs.values()):  # two-stage: read whole
             return None

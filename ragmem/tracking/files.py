@@ -133,6 +133,12 @@ class ParquetTable:
 
         return pq.ParquetFile(self.path).metadata.num_rows
 
+    def column_names(self) -> list[str]:
+        """The table's columns, from the file's schema (nothing read)."""
+        import pyarrow.parquet as pq
+
+        return list(pq.read_schema(self.path).names)
+
     def ids(self) -> list:
         """The ``id`` column alone."""
         import pyarrow.parquet as pq

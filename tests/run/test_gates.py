@@ -148,3 +148,31 @@ def test_a_sweep_of_streamed_children_marks_its_ties_as_a_held_one_does(tmp_path
         assert {k: b[k] for k in ("diff", "ci_low", "ci_high", "p_value")} == pytest.approx(
             {k: a[k] for k in ("diff", "ci_low", "ci_high", "p_value")}, abs=1e-12)
         assert (a["is_best"], a["significantly_worse"]) == (b["is_best"], b["significantly_worse"])
+
+
+def test_a_baseline_gate_of_clustered_runs_resamples_the_clusters_and_says_how_many(tmp_path, shared_store):
+    """Twelve conversations of ten questions; B answers two whole conversations wrong: the gate's
+    comparison resamples the 12 clusters (a wider interval than the examples' on the same runs)."""
+    tracking = {"uri": shared_store["uri"], "artifact_root": shared_store["artifact_root"]}
+
+    def data(name, wrong):
+        path = tmp_path / name
+        path.write_text(json.dumps([{"id": f"e{i}", "query": f"Which city hosts site {i}?", "conversation_id": f"c{i // 10}",
+                                     "reference_answer": f"Site {i} is in Lisbon harbour.",
+                                     "generated_answer": (f"Site {i} is in Oslo fjord." if i // 10 in wrong
+                                                          else f"Site {i} is in Lisbon harbour.")} for i in range(120)]))
+        return str(path)
+
+    clustered = {"cluster_by": "conversation_id"}
+    base = ragmem.evaluate(data("a.json", set()), tracking=tracking, experiment="gates-clusters", stats=clustered)
+    worse = ragmem.evaluate(data("b.json", {3, 7}), tracking=tracking, experiment="gates-clusters", stats=clustered,
+                            baseline=base.run_id, gates={"pass_rate": {"max_regression": 0.3}})
+    [gate] = worse.summary["gates"]
+    assert gate["passed"] and gate["n_clusters"] == 12 and gate["diff"] == pytest.approx(-20 / 120)
+    assert gates.passed_line(gate).endswith("; 12 clusters resampled (stats.cluster_by: whole clusters weighed and "
+                                            "swapped together)")
+    plain = ragmem.evaluate(data("c.json", {3, 7}), tracking=tracking, experiment="gates-clusters",
+                            baseline=base.run_id, gates={"pass_rate": {"max_regression": 0.3}})
+    [alone] = plain.summary["gates"]
+    assert alone["n_clusters"] is None
+    assert gate["ci_high"] - gate["ci_low"] > 1.5 * (alone["ci_high"] - alone["ci_low"])
