@@ -62,3 +62,10 @@ class Stopped(Exception):
 
 class Terminated(KeyboardInterrupt):
     """The process was asked to stop (SIGTERM) during a tracked run; handled like Ctrl+C."""
+
+
+class RunFailed(RagmemError):
+    """A run that ended and was stored, but in which nothing could be measured: every agent call or
+    every judge reply failed (exit code 3, as an endpoint that stopped answering)."""
+
+    exit_code = 3

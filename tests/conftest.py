@@ -89,6 +89,8 @@ def _command_environment():
         os.environ.pop("RAGMEM_SOURCE_NAME", None)
     else:
         os.environ["RAGMEM_SOURCE_NAME"] = saved
+    if "ragmem.config.secrets" in sys.modules:  # the secret values a test's configs gave: not the next test's
+        sys.modules["ragmem.config.secrets"].forget()
 
 
 @pytest.fixture(scope="session")

@@ -139,3 +139,8 @@ class StopsAfter:
         if type(self).calls == self.after:
             interrupts.STOP.set()
         return f"answer to {query}"
+
+
+def always_fails(query):
+    """Every call raises: a run with nothing answered."""
+    raise RuntimeError("backend unavailable")

@@ -19,7 +19,7 @@ from ragmem.config.loading import data_path
 from ragmem.data.hashing import file_sha256
 from ragmem.data.loaders import check_file, DataFile
 from ragmem.data.readers import check_encoding
-from ragmem.errors import RagmemError, Stopped
+from ragmem.errors import RagmemError, RunFailed, Stopped
 from ragmem.exits import check_environment, finish as finish_command, leave, prepare_environment
 from ragmem.judges import pairwise
 from ragmem.memory import bench_compare
@@ -28,6 +28,7 @@ from ragmem.orchestration.server import resolve_api_url
 from ragmem.report.terminal import (out, plural, print_bench, print_paired, print_pairwise, print_rerun, print_runs, print_stored,
                                     print_stored_parent, print_summary, print_sweep, say)
 from ragmem.run import dryrun, gates, prepare
+from ragmem.run.summary import nothing_measured
 from ragmem.tracking import record_pairwise, Tracker
 from ragmem.tracking.compare import latest_experiment, list_runs, paired_comparison
 from ragmem.tracking.runs import artifact_json, bench_rows, load_run_table, resolve_run_id
@@ -102,6 +103,9 @@ def run(
             for line in filter(None, map(gates.passed_line, summary["gates"])):
                 out.print(f"  {line}")
         print_stored(summary)  # the last line: where the run is and how to see it
+        nothing = nothing_measured(summary)
+        if nothing:  # stored, but nothing in it can be trusted: one line, exit 3 (a scheduled job sees it)
+            raise RunFailed(nothing)
         if failed:  # the run is complete and logged: now the verdict, one line per failed gate, exit 3
             raise gates.GateFailed([gates.GateResult(**g) for g in failed])
 

@@ -104,6 +104,23 @@ def _probe_tcp(address: str, timeout: float) -> str | None:
         return f"cannot connect ({exc.strerror or exc})"
 
 
+def sdk_target(base_url: str | None) -> tuple[str | None, dict[str, str] | None]:
+    """A ``base_url`` as the OpenAI SDK takes it: without its query string, which becomes the
+    ``default_query`` of every request (the SDK appends a request's path to the URL's text, so
+    ``.../v1?api_key=k`` would ask for ``/v1/?api_key=kchat/completions``).
+
+    >>> sdk_target("http://127.0.0.1:8080/v1?api_key=k&x=1")
+    ('http://127.0.0.1:8080/v1', {'api_key': 'k', 'x': '1'})
+    >>> sdk_target("http://127.0.0.1:8080/v1")
+    ('http://127.0.0.1:8080/v1', None)
+    """
+    if not base_url or "?" not in base_url:
+        return base_url, None
+    parts = urllib.parse.urlsplit(base_url)
+    query = dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path, "", parts.fragment)), query or None
+
+
 def without_userinfo(url: str) -> tuple[str, str | None]:
     """``url`` without its ``user:password@`` part, and that part as an HTTP Basic Authorization
     header (urllib would take it for a host name); ``None`` without one.

@@ -23,15 +23,14 @@ import collections
 import hashlib
 import json
 import os
-import re
 import threading
 from pathlib import Path
 from typing import Any, Sequence
 
 from ragmem.clients import calls, replies
 from ragmem.clients.calls import describe as _describe
-from ragmem.clients.endpoints import Breaker, EndpointDown, OPENAI_URL
-from ragmem.clients.replies import Result, Usage, combine, combine_scores  # noqa: F401  (also here: ragmem.clients.llm_client.Result)
+from ragmem.clients.endpoints import Breaker, EndpointDown, OPENAI_URL, sdk_target
+from ragmem.clients.replies import parse_json, Result, Usage, combine, combine_scores  # noqa: F401  (also here: ...Result)
 from ragmem.config.loading import as_section
 from ragmem.config.settings import EmbeddingSettings, JudgeSettings
 from ragmem.errors import ConfigError
@@ -41,7 +40,6 @@ from ragmem.runtime.home import ragmem_home
 
 RESPONSE_MODES = ("json_schema", "json_object", "text")
 SHORT_REPLY_TOKENS = 256  # a verdict with its reason, or a question: far below this
-_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
 
 
 def _completion():
@@ -65,16 +63,6 @@ def _rejects_format(exc: Exception) -> bool:
     """An HTTP 400 that names the response format: the cue to fall back to the next format."""
     text = str(exc).lower()
     return calls.status_of(exc) == 400 and ("response_format" in text or "json_schema" in text or "json_object" in text)
-
-
-def parse_json(content: str | None) -> tuple[Any, str | None]:
-    if not content or not content.strip():
-        return None, "empty reply"
-    text = _FENCE.sub("", content.strip())
-    try:
-        return json.loads(text), None
-    except json.JSONDecodeError as exc:
-        return None, f"not valid JSON ({exc.msg} at char {exc.pos})"
 
 
 class _Endpoint:
@@ -114,7 +102,9 @@ class _Endpoint:
 
         key = os.environ.get(self.api_key_env) if self.api_key_env else None
         # a local server (Ollama, vLLM) needs no key, but the SDK wants a string
-        return AsyncOpenAI(base_url=self.base_url, api_key=key or "not-needed", timeout=self.timeout_s, max_retries=0)
+        base_url, query = sdk_target(self.base_url)  # (a ?api_key= of the URL: every request's query)
+        return AsyncOpenAI(base_url=base_url, api_key=key or "not-needed", default_query=query, timeout=self.timeout_s,
+                           max_retries=0)
 
     def _failed(self, reason: str) -> Result:
         """An item that ended without a valid reply: counted, its reason kept for the summary."""

@@ -4,12 +4,51 @@
 from __future__ import annotations
 
 import collections
+import json
+import re
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ragmem.metrics.estimators import majority
 from ragmem.prompts import rubrics as rubric_prompts
+
+_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose every key is given once: ``{"verdict": "no", "verdict": "yes"}`` would
+    otherwise be read as its last value, a pass the reply never clearly gave."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(f"key {key!r} given twice")
+        out[key] = value
+    return out
+
+
+def parse_json(content: str | None) -> tuple[Any, str | None]:
+    """A reply's JSON value, or ``None`` with why it is not one: empty, not valid JSON, or an object
+    with a key given twice (an invalid reply: repaired once, then a recorded failure, never a verdict).
+
+    >>> parse_json('{"verdict": "no", "verdict": "yes"}')
+    (None, "invalid reply: key 'verdict' given twice")
+    >>> parse_json('```json {"verdict": "yes"} ```')
+    ({'verdict': 'yes'}, None)
+    """
+    if not content or not content.strip():
+        return None, "empty reply"
+    text = _FENCE.sub("", content.strip())
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys), None
+    except json.JSONDecodeError as exc:
+        return None, f"not valid JSON ({exc.msg} at char {exc.pos})"
+    except _DuplicateKey as exc:
+        return None, f"invalid reply: {exc}"
 
 
 @dataclass

@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
+from ragmem.config import secrets
 from ragmem.config.settings import Settings
 from ragmem.data import published
 from ragmem.data.loaders import DataFile
@@ -180,6 +181,7 @@ class RunConfig(Settings):
         """Validate a config dict (any subset of the settings); errors are one-line ConfigErrors."""
         if not isinstance(config, dict):
             raise ConfigError(f"expected a mapping of settings, got {type(config).__name__}")
+        secrets.remember(config)  # its secrets masked by value in every text written from now on
         return as_section(cls, config, "")
 
     @property

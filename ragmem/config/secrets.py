@@ -17,6 +17,15 @@ in memory.
 Masked (``***``): MLflow params, the ``config.json`` artifact, the summary, the journal's
 ``run.json``, the resume hint, the parameters of every Prefect flow run and deployment, and (URLs)
 every line ragmem prints or logs.
+
+Masked by value, too: a value derived from a secret (a signature that names the judge's URL, an
+error line that quotes it) would carry it out past every rule above, which read names and URLs.
+So every config this process loads gives its secrets to :func:`remember` (the values of secret
+settings, the passwords and secret query values of its URLs, the values of the environment
+variables its ``*_env`` settings name), and :func:`scrub`, which every written text goes through,
+replaces each of them, wherever it stands, by ``***``. The values are held in this process's memory
+only; one shorter than 4 characters is too short to find safely and is not held (the rules above
+still mask it in its setting and its URL).
 The real values reach a flow through this process's environment (``RAGMEM_SECRETS``, inherited by
 the subprocesses that run a served deployment's flow runs), never through the Prefect API.
 """
@@ -29,7 +38,7 @@ import logging
 import os
 import re
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 MASK = "***"
 ENV = "RAGMEM_SECRETS"
@@ -38,7 +47,10 @@ _WORDS = {"key", "apikey", "token", "secret", "password", "passwd", "pwd", "cred
 
 
 _QUERY_WORDS = _WORDS | {"sig", "signature", "code"}
-_URL = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
+_URL = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>|]+")
+MIN_VALUE = 4  # a secret value shorter than this is not searched for in texts (it would match too much)
+_VALUES: set[str] = set()
+_FOUND: list[re.Pattern | None] = [None]  # every held value, longest first, as one pattern
 
 
 def _words(name: str) -> list[str]:
@@ -80,8 +92,62 @@ def mask_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
+def _url_secrets(text: str) -> set[str]:
+    """The password and the secret query values of every URL in ``text``."""
+    found = set()
+    for match in _URL.finditer(text):
+        try:
+            parts = urlsplit(match.group(0).rstrip(":,;.)]"))
+        except ValueError:
+            continue
+        if "@" in parts.netloc:
+            password = parts.netloc.rsplit("@", 1)[0].partition(":")[2]
+            found |= {password, unquote(password)} if password else set()
+        for name, eq, value in (pair.partition("=") for pair in parts.query.split("&") if parts.query):
+            if eq and value and any(w in _QUERY_WORDS for w in _words(name)):
+                found |= {value, unquote(value)}
+    return found
+
+
+def remember(config: Any) -> None:
+    """Hold the secrets of ``config`` (a config's settings as plain data, at any depth) so that
+    :func:`scrub` masks them by value: secret settings' values, their URLs' passwords and secret
+    query values, and the values of the environment variables that ``*_env`` settings name."""
+    found: set[str] = set()
+
+    def walk(value: Any, key: str = "") -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, str(k))
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                walk(v, key)
+        elif isinstance(value, str):
+            if key and is_secret(key):
+                found.add(value)
+            elif key and _words(key)[-1:] == ["env"] and os.environ.get(value):
+                found.add(os.environ[value])
+            if "://" in value:
+                found.update(_url_secrets(value))
+        elif key and is_secret(key) and value is not None and not isinstance(value, bool):
+            found.add(str(value))
+
+    walk(config)
+    fresh = {v for v in found if len(v) >= MIN_VALUE and v != MASK} - _VALUES
+    if fresh:
+        _VALUES.update(fresh)
+        _FOUND[0] = re.compile("|".join(re.escape(v) for v in sorted(_VALUES, key=len, reverse=True)))
+
+
+def forget() -> None:
+    """Let go of every held value (tests)."""
+    _VALUES.clear()
+    _FOUND[0] = None
+
+
 def scrub(text: str) -> str:
-    """``text`` with every URL in it masked (:func:`mask_url`): for lines printed or logged.
+    """``text`` with every secret value held (:func:`remember`) and every URL's secrets masked
+    (:func:`mask_url`): for every text ragmem writes, prints or logs.
 
     >>> scrub("agent.url http://u:pw@h/a?token=t: cannot connect")
     'agent.url http://u:***@h/a?token=***: cannot connect'
@@ -91,7 +157,20 @@ def scrub(text: str) -> str:
         kept = url.rstrip(":,;.)]")  # the punctuation of the sentence around it
         return mask_url(kept) + url[len(kept):]
 
+    text = text if not isinstance(text, str) else _FOUND[0].sub(MASK, text) if _FOUND[0] is not None else text
     return _URL.sub(one, text) if "://" in str(text) else text
+
+
+def scrub_all(value: Any) -> Any:
+    """``value`` (plain data: a summary, a row) with :func:`scrub` applied to every text in it, keys
+    kept as they are."""
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, dict):
+        return {k: scrub_all(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [scrub_all(v) for v in value]
+    return value
 
 
 class ScrubFilter(logging.Filter):
@@ -99,8 +178,10 @@ class ScrubFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        if "://" in message:
-            record.msg, record.args = scrub(message), ()
+        if "://" in message or _FOUND[0] is not None:
+            cleaned = scrub(message)
+            if cleaned != message:
+                record.msg, record.args = cleaned, ()
         return True
 
 
@@ -158,6 +239,7 @@ def restore(config: dict[str, Any]) -> dict[str, Any]:
     held = _held()
     if not held:
         return config
+    remember({json.loads(path)[-1] if json.loads(path) else "": value for path, value in held.items()})
     out = copy.deepcopy(config)
     for path_text, value in held.items():
         node, path = out, json.loads(path_text)

@@ -8,7 +8,7 @@ import threading
 from typing import Sequence
 
 from ragmem.clients import calls
-from ragmem.clients.endpoints import Breaker, OPENAI_URL
+from ragmem.clients.endpoints import Breaker, OPENAI_URL, sdk_target
 from ragmem.config.loading import as_section
 from ragmem.config.settings import GeneratorSettings
 from ragmem.text.keywords import KeywordExtractor
@@ -58,7 +58,8 @@ class ChatGenerator:
         self.temperature = settings.temperature
         self.max_tokens = settings.max_tokens
         # the SDK's own retries are off: the one call policy retries, and feeds the breaker
-        self.client = OpenAI(base_url=settings.base_url, api_key=os.environ.get(key_env) or "not-needed",
+        base_url, query = sdk_target(settings.base_url)  # (a ?api_key= of the URL: every request's query)
+        self.client = OpenAI(base_url=base_url, api_key=os.environ.get(key_env) or "not-needed", default_query=query,
                              timeout=settings.timeout_s, max_retries=0)
         self.policy = calls.policy_of(settings)
         self.breaker = Breaker("generator.base_url", settings.base_url or OPENAI_URL)

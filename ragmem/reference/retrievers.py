@@ -15,7 +15,7 @@ from typing import Any, Protocol, Sequence
 import numpy as np
 
 from ragmem.clients import calls
-from ragmem.clients.endpoints import Breaker, OPENAI_URL
+from ragmem.clients.endpoints import Breaker, OPENAI_URL, sdk_target
 from ragmem.errors import ConfigError
 from ragmem.reference.corpus import Chunk
 from ragmem.text.keywords import KeywordExtractor
@@ -118,7 +118,8 @@ def make_embedder(settings):
 
     key_env = settings.api_key_env or "OPENAI_API_KEY"
     # the SDK's own retries are off: the one call policy retries, and feeds the breaker
-    client = OpenAI(base_url=settings.base_url, api_key=os.environ.get(key_env) or "not-needed",
+    base_url, query = sdk_target(settings.base_url)  # (a ?api_key= of the URL: every request's query)
+    client = OpenAI(base_url=base_url, api_key=os.environ.get(key_env) or "not-needed", default_query=query,
                     timeout=settings.timeout_s, max_retries=0)
     policy = calls.policy_of(settings)
     breaker = Breaker("embeddings.base_url", settings.base_url or OPENAI_URL)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from ragmem.config.loading import RunConfig
-from ragmem.config.secrets import mask, scrub
+from ragmem.config.secrets import mask, scrub, scrub_all
 from ragmem.data.loaders import Dataset
 from ragmem.metrics import MetricResult, scored
 from ragmem.metrics.generation import scorer_for
@@ -69,7 +69,7 @@ def run_params(cfg: RunConfig, dataset: Dataset, components: Components) -> dict
     versions. Secret-looking values are masked. (The git commit is the tag
     ``mlflow.source.git.commit``, see :mod:`ragmem.tracking.record`.)"""
     params = {key: _param_text(key, value) for key, value in flatten(cfg.raw).items() if _is_param(key, value, cfg)}
-    return params | {
+    return scrub_all(params | {  # (a signature that names a URL: its secrets masked by value)
         "data.path": ";".join(str(f.path) for f in dataset.files),
         "data.labels": ";".join("-" if f.label is None else str(f.label) for f in dataset.files),
         "data.sha256": dataset.sha256,
@@ -88,8 +88,8 @@ def run_params(cfg: RunConfig, dataset: Dataset, components: Components) -> dict
         "metrics": ",".join(cfg.metrics),
         "ranking.k": ",".join(map(str, cfg.ks)),
         "ragmem.version": __version__,
-    } | ({"judge.response_format_used": components.llm.mode} if components.llm is not None else {}) \
-      | _entity_param(cfg, components) | rubric_params(cfg)
+    } | ({"judge.response_format_used": components.llm.mode} if components.llm is not None else {})
+      | _entity_param(cfg, components) | rubric_params(cfg))
 
 
 def rubric_params(cfg: RunConfig) -> dict[str, str]:
@@ -148,7 +148,7 @@ def summary(run_id: str | None, cfg: RunConfig, result: MetricResult, table: pd.
     defined = [name for name, value in result.values.items() if clean_number(value) is not None]
     reached = (scored.chunk_coverage(table, defined) if run_coverage is None
                else {k: v for k, v in run_coverage.items() if k in defined})
-    return {
+    return scrub_all({  # every text of it, as every copy of it is written (artifact, --output, report.html)
         "run_id": run_id,
         "experiment": cfg.experiment,
         "n_examples": c["n_examples"],
@@ -167,7 +167,25 @@ def summary(run_id: str | None, cfg: RunConfig, result: MetricResult, table: pd.
         "judge_unreliable": unreliable(result.values, result.ci, cfg.judge.min_kappa),
         # where the run is stored (a database file by its absolute path; a URL's secrets masked); null untracked
         "tracking_uri": store_location(cfg.tracking_uri) if run_id else None,
-    }
+    })
+
+
+def nothing_measured(summary: dict[str, Any]) -> str | None:
+    """Why a finished run measured nothing, in one line, or ``None``: every agent call failed, or
+    every judge reply failed (every verdict of the examples the agent answered, or every request to
+    the judge's endpoint). The run is stored; the command then exits 3 with this line."""
+    counts, metrics = summary.get("counts", {}), summary.get("metrics", {})
+    n, agent = counts.get("n_examples", 0), counts.get("n_agent_errors", 0)
+    answered, judged_failed = n - agent, counts.get("n_judge_errors", 0)
+    calls, failures = metrics.get("judge_calls") or 0, metrics.get("judge_failures") or 0
+    where = f"; the run is stored as {summary['run_id']}" if summary.get("run_id") else ""
+    if n and agent == n:
+        return f"every agent call failed ({agent} of {n}): nothing was measured{where}"
+    if answered and judged_failed == answered:
+        return f"every judge verdict failed ({judged_failed} of {answered} answered examples): nothing was judged{where}"
+    if calls and failures == calls and not metrics.get("judge_cache_hits"):
+        return f"every judge reply failed ({int(failures)} of {int(calls)} requests): the judged metrics are null{where}"
+    return None
 
 
 def store_location(uri: str) -> str:
@@ -182,5 +200,6 @@ def store_location(uri: str) -> str:
 
 
 def write_json(path: str | Path, payload: dict[str, Any]) -> None:
+    """``payload`` as JSON at ``path``, every text in it scrubbed of the secrets held (:func:`scrub_all`)."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(payload, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    Path(path).write_text(json.dumps(scrub_all(payload), ensure_ascii=False, indent=2) + "\n", encoding="utf-8")

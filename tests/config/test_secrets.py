@@ -59,3 +59,32 @@ def test_a_dead_agent_url_is_named_without_its_secrets(tmp_path, ragmem_main):
     assert "SECRET" not in done.stdout + done.stderr
 
 
+
+
+def test_a_value_derived_from_a_secret_is_masked_by_value(monkeypatch):
+    """A signature that names the judge's URL, a line that quotes the key an environment variable
+    holds, a log record without a URL: each is masked by the values a loaded config held, not by
+    the names around them."""
+    import logging
+
+    from ragmem.config.loading import RunConfig
+
+    monkeypatch.setenv("MY_JUDGE_KEY", "sk-env-7731")
+    RunConfig.from_dict({"metrics": ["pass_rate"], "judge": {"type": "llm", "model": "m", "api_key_env": "MY_JUDGE_KEY",
+                                   "base_url": "http://alice:pw-9911@h:1/v1?api_key=k-4471"},
+                         "agent": {"type": "python", "target": "m:f", "params": {"token": "tok-5521", "pin": "ab"}}})
+    signature = "judge:llm|model:m|endpoint:http://alice:pw-9911@h:1/v1?api_key=k-4471|prompts:v3"
+    assert masking.scrub(signature) == "judge:llm|model:m|endpoint:http://alice:***@h:1/v1?api_key=***|prompts:v3"
+    assert masking.scrub("401 for key sk-env-7731 (token tok-5521)") == "401 for key *** (token ***)"
+    assert masking.scrub_all({"notes": ["pw-9911"], "n": 3, "k": {"x": "k-4471!"}}) == {"notes": ["***"], "n": 3,
+                                                                                      "k": {"x": "***!"}}
+    assert masking.scrub("ab cd") == "ab cd"  # shorter than 4 characters: not held (its setting is still masked)
+    record = logging.LogRecord("ragmem", logging.INFO, __file__, 1, "calling with %s", ("sk-env-7731",), None)
+    masking.ScrubFilter().filter(record)
+    assert record.getMessage() == "calling with ***"
+    masking.forget()
+    assert masking.scrub("sk-env-7731") == "sk-env-7731"
+
+
+def test_a_url_in_a_signature_ends_at_the_next_field():
+    assert masking.scrub("base:http://h/v1?api_key=SEC|temp:0") == "base:http://h/v1?api_key=***|temp:0"

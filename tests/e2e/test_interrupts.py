@@ -76,6 +76,10 @@ def _configs(folder: Path, endpoint: str) -> dict[str, Path]:
     rows = [{"id": f"q{i}", "query": f"question {i} about memory", "reference_answer": f"question {i} about memory",
              "generated_answer": f"answer {i} about memory", "contexts": [f"memory note {i}", "other"]} for i in range(N)]
     (folder / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    # the logging moment's run: 4,200 examples, so that logging them lasts past the 0.2 s of its first
+    # line (700 took 0.1-0.2 s on a quiet machine, and the run ended before the moment)
+    (folder / "data-light.jsonl").write_text("".join(json.dumps({**r, "id": f"{r['id']}-{k}"}) + "\n"
+                                                     for k in range(6) for r in rows))
     agent = folder / "agent.yaml"
     agent.write_text("""experiment: interrupts
 data: {files: [data.jsonl]}
@@ -87,9 +91,9 @@ tracking: {max_traces: 0}
     # the later moments: no agent to wait for; the logging moment's run scores in its own process; the
     # bootstrap's 20,000 resamples last ~0.8 s here, so that its running line comes at 0.2 s (at 3,000
     # it lasted 0.12-0.25 s: on a fast machine it printed nothing and the run ended before the moment)
-    for name, resamples, workers in (("replay", 20000, 2), ("replay-light", 200, 1)):
+    for name, resamples, workers, data in (("replay", 20000, 2, "data.jsonl"), ("replay-light", 200, 1, "data-light.jsonl")):
         (folder / f"{name}.yaml").write_text(f"""experiment: interrupts
-data: {{files: [data.jsonl]}}
+data: {{files: [{data}]}}
 agent: {{type: replay}}
 orchestration: {{workers: {workers}}}
 stats: {{resamples: {resamples}}}

@@ -60,3 +60,41 @@ def test_secrets_inside_an_agent_url_reach_the_agent_and_nothing_else(prefect_en
     assert any(p.name == "mlflow.db" for p in written)
     leaks = [str(p) for p in written if p != config and (key.encode() in p.read_bytes() or password.encode() in p.read_bytes())]
     assert leaks == []
+
+
+@pytest.mark.e2e
+def test_secrets_in_the_judge_embeddings_and_agent_urls_are_masked_in_every_derived_value(prefect_env, tmp_path):
+    """A password (user:password@) and an ?api_key= in the agent's, the judge's and the embeddings'
+    URLs, and the judge's key in an environment variable (judge.api_key_env): the endpoints receive
+    them; the judge's signature and every other value derived from a URL are masked by value, so no
+    file of the store, the artifacts, the report, the journal, the --output file or the Prefect
+    database, and no line printed, holds any of the three."""
+    from tests.openai_stub import Stub
+
+    key, password, env_key = "SECRET-KEY-u53k", "SECRET-PW-w19q", "SECRET-ENV-h44c"
+    with Stub(agent=lambda body: {"answer": "Answer 1.", "contexts": ["Answer 1."]},
+              chat=lambda request: {"verdict": "yes", "reason": "supported"}, embed=lambda text: [1.0, 0.5]) as stub:
+        secret_url = stub.base_url.replace("http://", f"http://bob:{password}@") + f"?api_key={key}"
+        config = tmp_path / "urls.yaml"
+        config.write_text(json.dumps({
+            "experiment": "derived-secrets",
+            "agent": {"type": "http", "url": secret_url.replace("/v1?", "/agent?")},
+            "judge": {"type": "llm", "model": "judge-model", "base_url": secret_url, "api_key_env": "RAGMEM_TEST_JUDGE_KEY"},
+            "embeddings": {"model": "embed-model", "base_url": secret_url},
+            "metrics": ["pass_rate", "faithfulness", "answer_relevancy"],
+            "data": {"files": [{"path": write_replayed(tmp_path, 3)}]}}), encoding="utf-8")
+        env = {**prefect_env, "RAGMEM_TEST_JUDGE_KEY": env_key}
+        done = run_cli(["run", str(config), "-o", "s.json"], env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert summary["n_errors"] == 0 and summary["metrics"]["pass_rate"] is not None
+    assert "judge:llm|model:judge-model|endpoint:http://bob:***@" in summary["params"]["judge.signature"]
+    auth = {({k.lower(): v for k, v in h.items()}.get("authorization") or "")[:6] for h in stub.headers}
+    assert len(stub.paths) > 6 and auth == {"Basic "}, auth  # user:password@ reaches every endpoint as HTTP Basic
+    assert {p.split("?")[0] for p in stub.paths} >= {"/agent", "/v1/chat/completions", "/v1/embeddings"}, set(stub.paths)
+    printed = done.stdout + done.stderr
+    assert not [s for s in (key, password, env_key) if s in printed]
+    written = [p for folder in (tmp_path, Path(prefect_env["RAGMEM_HOME"])) for p in folder.rglob("*") if p.is_file()]
+    assert any(p.name == "mlflow.db" for p in written) and any(p.name == "report.html" for p in written)
+    leaks = [(str(p), s) for p in written if p != config for s in (key, password, env_key) if s.encode() in p.read_bytes()]
+    assert leaks == []

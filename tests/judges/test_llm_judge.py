@@ -345,3 +345,22 @@ def test_a_rerun_says_how_many_failed_requests_it_sent_again(tmp_path):
     assert line.startswith("judge: 6 requests that failed in an earlier run were sent again")
     assert second.metrics["faithfulness_failures"] == 0 and second.metrics["faithfulness"] is not None
     assert not [n for n in third.summary["notes"] if "sent again" in n] and third.metrics["judge_calls"] == 0
+
+
+def test_a_verdict_given_twice_is_an_invalid_reply_and_a_run_of_only_failed_verdicts_says_so():
+    """``{"verdict": "no", "verdict": "yes"}`` read as its last key was a pass: it is an invalid reply
+    (repaired once, then a recorded failure); a run in which every verdict failed has the one line
+    the command ends with, exit 3 (through the command: tests/e2e/test_nothing_measured.py)."""
+    from ragmem.run.summary import nothing_measured
+
+    def chat(request):
+        return '{"verdict": "no", "verdict": "yes", "reason": "both"}'
+
+    import tempfile
+    with tempfile.TemporaryDirectory() as folder, Stub(chat=chat) as stub:
+        data = _dataset(Path(folder), n=4)
+        result = ragmem.evaluate(data, track=False, judge=judge_settings(stub, Path(folder)), metrics=["pass_rate"])
+    assert result.metrics["pass_rate"] is None and result.summary["counts"]["n_judge_errors"] == 4
+    assert set(result.table["judge_error"]) == {"invalid reply after one repair: invalid reply: key 'verdict' given twice"}
+    assert nothing_measured(result.summary) == "every judge verdict failed (4 of 4 answered examples): nothing was judged"
+    assert nothing_measured({**result.summary, "counts": {**result.summary["counts"], "n_judge_errors": 3}}) is None
