@@ -2,6 +2,7 @@
 
     a user mistake (RagmemError)             error: <message>                      2
     an endpoint dead during a run            error: <message>                      3
+    a run stored with nothing measured       error: every ... failed (N of M) ...  3
     a command-line mistake (click)           click's usage line and Error: ...     2 (bare ``ragmem``: help, 0)
     Ctrl+C / SIGTERM                         interrupted: N of M done; resume ...  130 / 143
     anything else (a bug)                    error: internal error: ... (traceback in .ragmem/last-error.log)  1

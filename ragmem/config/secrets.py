@@ -47,7 +47,10 @@ _WORDS = {"key", "apikey", "token", "secret", "password", "passwd", "pwd", "cred
 
 
 _QUERY_WORDS = _WORDS | {"sig", "signature", "code"}
-_URL = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>|]+")
+# a scheme of at most 32 characters that starts where a word does: each position is tried against at most
+# 33 characters, so a scrub is linear (an unbounded scheme tried every start of a long run of letters to
+# its end: a 10 MB value never finished printing)
+_URL = re.compile(r"(?<![a-zA-Z0-9+.-])[a-zA-Z][a-zA-Z0-9+.-]{0,31}://[^\s'\"<>|]+")
 MIN_VALUE = 4  # a secret value shorter than this is not searched for in texts (it would match too much)
 _VALUES: set[str] = set()
 _FOUND: list[re.Pattern | None] = [None]  # every held value, longest first, as one pattern

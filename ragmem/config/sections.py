@@ -14,6 +14,12 @@ Positive = Annotated[int, Ge(1)]       # 1, 2, ...
 Seconds = Annotated[float, Gt(0)]      # > 0
 Backoff = Annotated[float, Ge(0)]      # >= 0
 Share = Annotated[float, Ge(0), Le(1)]  # 0..1
+# bounds where an unbounded value would exhaust memory, threads or time before any work is done
+# (checked with the rest of the settings, a one-line error naming the setting)
+Threads = Annotated[int, Ge(1), Le(1024)]            # calls or requests in flight: a thread or socket each
+Retries = Annotated[int, Ge(0), Le(100)]
+Resamples = Annotated[int, Ge(0), Le(1_000_000)]      # bootstrap resamples (a million: minutes at 10k examples)
+Processes = Annotated[int, Ge(1), Le(512)]
 
 
 def setting(default: Any, description: str, **kwargs: Any) -> Any:

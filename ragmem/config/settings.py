@@ -22,7 +22,8 @@ from typing import Annotated, Any, Literal, Optional, Union
 from annotated_types import Ge, Gt, Le, Lt
 from pydantic import Field, field_serializer, field_validator, model_validator
 
-from ragmem.config.sections import Backoff, Count, Positive, Seconds, Section, Share, setting  # noqa: F401  (also here)
+from ragmem.config.sections import (Backoff, Count, Positive, Processes, Resamples, Retries, Seconds, Section,  # noqa: F401
+                                    Share, setting, Threads)
 from ragmem.runtime.home import DEFAULT_ARTIFACT_ROOT
 # the sections of sweeps, memory benchmarks and gates (their own module), also importable from here
 from ragmem.config.sweep_settings import BenchSettings, Bounds, Constraint, Gate, MethodSpec  # noqa: F401
@@ -74,9 +75,9 @@ class AgentSettings(Section):
     params: dict[str, Any] = setting({}, "constructor arguments of a class target")
     url: Optional[str] = setting(None, "endpoint of an http agent")
     api_key_env: Optional[str] = setting(None, "environment variable holding the http agent's key")
-    concurrency: Positive = setting(4, "calls in flight at once")
+    concurrency: Threads = setting(4, "calls in flight at once (at most 1024)")
     timeout_s: Optional[Seconds] = setting(60.0, "per call; null for none")
-    retries: Count = setting(2, "retries of a failed call")
+    retries: Retries = setting(2, "retries of a failed call (at most 100)")
     retry_backoff_s: Backoff = setting(0.5, "first backoff, doubling, jittered")
     batch_size: Union[Positive, Literal["auto"]] = setting(
         "auto", "examples per Prefect task (auto: 256 first, then grown while a batch takes under 2 s)")
@@ -131,7 +132,7 @@ class EndpointSettings(Section):
     base_url: Optional[str] = setting(None, "endpoint URL (default: OpenAI)")
     api_key_env: Optional[str] = setting(None, "environment variable holding the key (never the key)")
     timeout_s: Seconds = setting(60.0, "per request")
-    max_retries: Count = setting(4, "retries on 429/5xx/timeouts/connection errors")
+    max_retries: Retries = setting(4, "retries on 429/5xx/timeouts/connection errors (at most 100)")
     retry_backoff_s: Backoff = setting(1.0, "first backoff, doubling, jittered")
 
 
@@ -144,7 +145,7 @@ class GeneratorSettings(EndpointSettings):
 
 
 class ClientSettings(EndpointSettings):
-    max_concurrency: Positive = setting(8, "requests in flight")
+    max_concurrency: Threads = setting(8, "requests in flight (at most 1024)")
     cache: bool = setting(True, "persistent cache of replies")
     cache_dir: Optional[str] = setting(None, "default $RAGMEM_HOME/judge-cache")
 
@@ -175,7 +176,7 @@ class JudgeSettings(ClientSettings):
     max_tokens: Positive = setting(1024, "reply limit sent with every request (fits a claims list of the wire "
                                          "contract); a reply cut off by it is invalid: one repair, then a failure")
     prices: dict[str, Price] = setting({}, "{model: {input, output}} in USD per million tokens")
-    samples: Positive = setting(1, "times every LLM verdict (or rubric score) is asked (the majority decides, a tie "
+    samples: Annotated[int, Ge(1), Le(100)] = setting(1, "times every LLM verdict (or rubric score) is asked (the majority decides, a tie "
                                    "is undecided; a rubric: the mean score)")
     batch_rubrics: bool = setting(False, "judge every rubric of one example in one request (a score per rubric)")
     prompt_variant: Literal["default", "strict"] = setting("default", "the built-in prompts, or their stricter "
@@ -240,7 +241,7 @@ class GenerationSettings(Section):
 
 
 class StatsSettings(Section):
-    resamples: Count = setting(1000, "bootstrap resamples (0: no intervals)")
+    resamples: Resamples = setting(1000, "bootstrap resamples (0: no intervals; at most 1,000,000)")
     confidence: Annotated[float, Gt(0), Lt(1)] = setting(0.95, "interval level")
     bootstrap: Literal["poisson", "classic"] = setting(
         "poisson", "how examples are resampled: poisson (a Poisson(1) weight per example and resample, "
@@ -271,11 +272,11 @@ class OrchestrationSettings(Section):
     task_runner: Literal["threads", "dask"] = setting(
         "threads", "where scoring batches and sweep children run: this process (threads, with a local "
                    "process pool for scoring) or Dask (prefect-dask's DaskTaskRunner)")
-    workers: Union[Positive, Literal["auto"]] = setting(
+    workers: Union[Processes, Literal["auto"]] = setting(
         "auto", "local processes that score examples (auto: the cores this process may use; 1: none)")
     dask_address: Optional[str] = setting(None, "scheduler of an existing Dask cluster (tcp://HOST:8786); "
                                                 "default: a LocalCluster on this machine")
-    dask_workers: Optional[Positive] = setting(None, "workers of the LocalCluster (default: the cores)")
+    dask_workers: Optional[Processes] = setting(None, "workers of the LocalCluster (default: the cores; at most 512)")
 
 
 
@@ -302,8 +303,10 @@ class ReferenceSettings(Section):
 class Settings(ReferenceSettings):
     """The whole config: the reference agent's sections (inherited) and every other one."""
 
-    experiment: Annotated[str, Field(min_length=1)] = setting("ragmem", "MLflow experiment name")
-    run_name: Optional[str] = setting(None, "MLflow run name and Prefect flow-run name")
+    experiment: Annotated[str, Field(min_length=1, max_length=500)] = setting(
+        "ragmem", "MLflow experiment name (MLflow keeps at most 500 characters)")
+    run_name: Optional[Annotated[str, Field(max_length=250)]] = setting(
+        None, "MLflow run name and Prefect flow-run name (at most 250 characters)")
     seed: Count = setting(0, "logged; used by sampling steps")
     data: DataSettings = setting(DataSettings, "the dataset")
     agent: AgentSettings = setting(AgentSettings, "the system under test")

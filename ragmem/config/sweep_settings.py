@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, ClassVar, Literal, Optional, Union
 
-from annotated_types import Ge
+from annotated_types import Ge, Le
 from pydantic import Field, field_validator, model_validator
 
 from ragmem.config.sections import Positive, Seconds, Section, setting
@@ -73,7 +73,7 @@ class SweepSettings(Section):
     constraints: list[Constraint] = setting([], "[{metric, max?, min?}]")
     tie_break: list[TieBreak] = setting([], "secondary objectives, in order, among the configurations tied "
                                             "for best (not significantly worse than the top one)")
-    max_parallel: Positive = setting(2, "children at once")
+    max_parallel: Annotated[int, Ge(1), Le(64)] = setting(2, "children at once (at most 64)")
     plot_metrics: Optional[list[str]] = setting(None, "metrics plotted against each swept key")
 
 

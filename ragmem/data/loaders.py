@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,9 +17,10 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
+from ragmem.data import fields
 from ragmem.data.readers import check_path, detect_format, iter_records, parse_embedded, read_records
 from ragmem.errors import DataError
-from ragmem.schema import answer_digest, Context, CONTEXT_SOURCES, Example, example_keys
+from ragmem.schema import Context, CONTEXT_SOURCES, Example, example_keys
 from ragmem.text import plural
 
 #: Canonical field -> accepted names, first match wins. ragmem/original, RAGAS, DeepEval/eval-lib.
@@ -138,6 +138,10 @@ class _RecordReader:
         """``value`` when it is a string; a finite number as its JSON text with ``data.coerce_numbers``;
         anything else (NaN, Infinity, null, true, a list) is a problem, never silently stringified."""
         if isinstance(value, str):
+            problem = fields.text_problem(value)
+            if problem:
+                self.problem(name, problem)
+                return None
             return value
         if isinstance(value, float) and not math.isfinite(value):
             self.problem(name, f"expected a string, got {json.dumps(value)}")
@@ -182,6 +186,10 @@ class _RecordReader:
         if value is None and optional:
             return None
         if isinstance(value, str):
+            problem = fields.id_problem(value)
+            if problem:
+                self.problem(name, problem)
+                return None
             return value
         if isinstance(value, int) and not isinstance(value, bool):
             return str(value)
@@ -304,7 +312,9 @@ def parse_record(raw: Any, file: str, record: int, file_label: int | None = None
     optional = reader.optional(file_label)
     rid = reader.identifier("id", raw.get("id"))
     cluster = reader.identifier(cluster_by, raw.get(cluster_by)) if cluster_by else None
-    label_answer = _label_answer(reader, optional.get("label"), answer)
+    label_answer, problem = fields.label_answer(raw, optional.get("label"), answer)
+    if problem:
+        reader.problem("label_answer_sha256", problem)
     if reader.problems:
         return None, reader.problems
     example = Example(
@@ -313,19 +323,6 @@ def parse_record(raw: Any, file: str, record: int, file_label: int | None = None
         generated_answer=answer, source_file=file, record=record, cluster=cluster or None,
         label_answer=label_answer, **optional)
     return example, []
-
-
-def _label_answer(reader: _RecordReader, label: int | None, answer: str | None) -> str | None:
-    """The digest of the answer a record's label judged (:func:`ragmem.schema.answer_digest`):
-    ``label_answer_sha256`` when the record gives it (64 hex digits), else its ``generated_answer``'s;
-    ``None`` without a label, or when neither says which answer it judged."""
-    given = reader.raw.get("label_answer_sha256")
-    if given is not None:
-        if not (isinstance(given, str) and re.fullmatch(r"[0-9a-fA-F]{64}", given)):
-            reader.problem("label_answer_sha256", f"expected the 64 hex digits of a SHA-256, got {json.dumps(given, default=str)[:80]}")
-            return None
-        return given.lower() if label is not None else None
-    return answer_digest(answer) if label is not None and answer is not None else None
 
 
 @dataclass

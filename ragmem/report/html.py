@@ -50,8 +50,13 @@ td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 """
 
 
+#: control characters (not tab, line feed, carriage return) shown as their Unicode pictures (NUL as ␀):
+#: invalid in HTML, and invisible where they are kept
+_PICTURES = {c: 0x2400 + c for c in (*range(0x00, 0x09), 0x0b, 0x0c, *range(0x0e, 0x20))} | {0x7f: 0x2421}
+
+
 def _e(value: Any) -> str:
-    return html.escape("" if _missing(value) else str(value))
+    return html.escape("" if _missing(value) else str(value)).translate(_PICTURES)
 
 
 def _missing(value: Any) -> bool:

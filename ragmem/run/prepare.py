@@ -32,6 +32,7 @@ from ragmem.errors import ConfigError, RagmemError
 from ragmem.memory import bench_data, layers as memory_layers
 from ragmem.memory.locomo import Conversation
 from ragmem.run import environment, gates, pipeline, resume as resumes, sweep as sweeps
+from ragmem.run.summary import check_param_sizes
 from ragmem.runtime.forking import release_freed_memory
 from ragmem.tracking import runs as compare
 
@@ -76,6 +77,7 @@ def resolve(path: str | Path | None = None, overrides: list[str] | None = None, 
     grid point is checked by the ``for_*`` that follows: :func:`sweep_plan`.)"""
     cfg = resolve_settings(path, overrides=overrides, data=data, extra=extra)
     gates.check_names(cfg.gates, cfg.ks)
+    check_param_sizes(cfg)
     names = [spec.name for spec in memory_layers.method_specs(cfg.bench.methods)]
     if cfg.bench.baseline is not None and cfg.bench.baseline not in names:
         raise ConfigError(f"bench.baseline: {cfg.bench.baseline!r} is not one of bench.methods ({', '.join(names)})")

@@ -13,6 +13,7 @@ import pandas as pd
 from ragmem.config.loading import RunConfig
 from ragmem.config.secrets import mask, scrub, scrub_all
 from ragmem.data.loaders import Dataset
+from ragmem.errors import ConfigError
 from ragmem.metrics import MetricResult, scored
 from ragmem.metrics.generation import scorer_for
 from ragmem.metrics.rag import OfflineEntities
@@ -34,6 +35,25 @@ def flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             out[dotted] = value
     return out
+
+
+#: the longest param value MLflow keeps (mlflow.utils.validation.MAX_PARAM_VAL_LENGTH)
+MAX_PARAM_CHARS = 6000
+
+
+def check_param_sizes(cfg: RunConfig) -> None:
+    """Every setting a tracked run logs as an MLflow param fits MLflow's limit, checked before any
+    work (MLflow refuses a longer one only when the run logs it, after every paid call): a
+    ConfigError naming the setting otherwise."""
+    if not cfg.tracking.enabled:
+        return
+    for key, value in flatten(cfg.raw).items():
+        if isinstance(value, str) and len(value) <= MAX_PARAM_CHARS:
+            continue  # (the common case, without writing the value out)
+        if _is_param(key, value, cfg) and len(_param_text(key, value)) > MAX_PARAM_CHARS:
+            raise ConfigError(f"{key}: {len(_param_text(key, value)):,} characters as an MLflow param, which keeps "
+                              f"at most {MAX_PARAM_CHARS:,} (pass a long value as a file the agent reads, or set "
+                              f"tracking.enabled: false)")
 
 
 def _param_text(key: str, value: Any) -> str:

@@ -17,8 +17,8 @@ from tests.conftest import ROOT
 
 BAD_SETTINGS = [
     ("judge.timeout_s=abc", "judge.timeout_s: expected a number > 0, got 'abc'"),
-    ("judge.max_retries=many", "judge.max_retries: expected an integer >= 0, got 'many'"),
-    ("judge.max_concurrency=0", "judge.max_concurrency: expected an integer >= 1, got 0"),
+    ("judge.max_retries=many", "judge.max_retries: expected an integer between 0 and 100, got 'many'"),
+    ("judge.max_concurrency=0", "judge.max_concurrency: expected an integer between 1 and 1024, got 0"),
     ("judge.threshold=2", "judge.threshold: expected a number between 0 and 1, got 2"),
     ("judge.type=gpt", "judge.type: expected one of keyword, llm, got 'gpt'"),
     ("judge.type=llm", "judge.model: required with judge.type llm"),
@@ -32,7 +32,7 @@ BAD_SETTINGS = [
     ("keywords.stopwords=none", "keywords.stopwords: expected a list of text, got 'none'"),
     ("ranking.k=[1, 0]", "ranking.k[1]: expected an integer >= 1, got 0"),
     ("stats.confidence=1", "stats.confidence: expected a number > 0 and < 1, got 1"),
-    ("agent.concurrency='4'", "agent.concurrency: expected an integer >= 1, got '4'"),
+    ("agent.concurrency='4'", "agent.concurrency: expected an integer between 1 and 1024, got '4'"),
     ("agent.timeout_s=0", "agent.timeout_s: expected a number > 0 or null, got 0"),
     ("corpus.chunk_overlap=300", "corpus.chunk_overlap: must be smaller than corpus.chunk_size (200), got 300"),
     ("zero_division=2", "zero_division: expected 0, 1 or nan, got 2"),
@@ -42,7 +42,7 @@ BAD_SETTINGS = [
     ("bench.limit_questions=0", "bench.limit_questions: expected an integer >= 1 or null, got 0"),
     ("sweep.grid={retriever.top_k: [1, 0]}", "sweep.grid (top_k=0): retriever.top_k: expected an integer >= 1, got 0"),
     ("sweep.objective.goal=up", "sweep.objective.goal: expected one of maximize, minimize, got 'up'"),
-    ("sweep.max_parallel=0", "sweep.max_parallel: expected an integer >= 1, got 0"),
+    ("sweep.max_parallel=0", "sweep.max_parallel: expected an integer between 1 and 64, got 0"),
 ]
 
 

@@ -212,3 +212,36 @@ def test_a_gbk_csv_from_excel_is_named_and_read_with_data_encoding(tmp_path):
     assert [f.encoding for f in cfg.files] == ["gb18030"]
     with pytest.raises(ConfigError, match="data.encoding: unknown text encoding 'gbk2'"):
         validate({"data": {"files": [str(path)], "encoding": "gbk2"}})
+
+
+def test_lone_surrogates_and_control_characters_are_named_where_they_enter(tmp_path):
+    """A lone surrogate (a JSON ``\\ud800``) cannot be written as UTF-8: refused in any text and id,
+    with its record and field; a control character is refused in an id (NUL included), kept in a text
+    (and shown as its picture in report.html)."""
+    from ragmem.data.loaders import check_file, DataFile, load_dataset
+    from ragmem.errors import DataError
+    from ragmem.report.html import _e
+
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"id": "q1", "query": "ok", "reference_answer": "r", "generated_answer": "a"}\n'
+                    '{"id": "q\\ud800", "query": "ok", "reference_answer": "r", "generated_answer": "a"}\n'
+                    '{"id": "q3", "query": "half \\udc00 pair", "reference_answer": "r", "generated_answer": "a"}\n'
+                    '{"id": "q\\u0000", "query": "ok", "reference_answer": "r", "generated_answer": "a"}\n'
+                    '{"id": "q5", "query": "a NUL \\u0000 in a text", "reference_answer": "r", "generated_answer": "a"}\n',
+                    encoding="utf-8")
+    report = check_file(DataFile(path))
+    found = [(p.record, p.field, p.detail) for p in report.problems]
+    assert found == [(2, "id", "U+D800 at character 2: an id is printable text (no control character, no lone surrogate)"),
+                     (3, "query", "a lone surrogate U+DC00 at character 6: not Unicode text (a JSON \\u escape of half "
+                                  "a character pair?)"),
+                     (4, "id", "U+0000 at character 2: an id is printable text (no control character, no lone surrogate)")]
+    assert [e.id for e in report.examples] == ["q1", "q5"] and report.examples[1].query == "a NUL \x00 in a text"
+    with pytest.raises(DataError) as refused:  # a run refuses the file at load, before any call
+        load_dataset([DataFile(path)])
+    assert refused.value.record == 2 and refused.value.field == "id"
+    assert _e("a NUL \x00 and a bell \x07, a\ttab") == "a NUL \u2400 and a bell \u2407, a\ttab"
+
+    csv_path = tmp_path / "bad.csv"  # a CSV cell: the same rule for an id
+    csv_path.write_text("id,query,reference_answer,generated_answer\nq\x01,ok,r,a\n", encoding="utf-8")
+    (problem,) = check_file(DataFile(csv_path)).problems
+    assert (problem.record, problem.field) == (1, "id") and problem.detail.startswith("U+0001 at character 2")
