@@ -16,8 +16,9 @@ from ragmem.cli.services import data_app, init, labels_app, report, server_app, 
 from ragmem.clients import endpoints
 from ragmem.clients.llm_client import JudgeClient
 from ragmem.config.loading import data_path
+from ragmem.data.checking import check_file
 from ragmem.data.hashing import file_sha256
-from ragmem.data.loaders import check_file, DataFile
+from ragmem.data.loaders import DataFile
 from ragmem.data.readers import check_encoding
 from ragmem.errors import RagmemError, RunFailed, Stopped
 from ragmem.exits import check_environment, finish as finish_command, leave, prepare_environment
@@ -29,6 +30,7 @@ from ragmem.report.terminal import (out, plural, print_bench, print_paired, prin
                                     print_stored_parent, print_summary, print_sweep, say)
 from ragmem.run import dryrun, gates, prepare
 from ragmem.run.summary import nothing_measured
+from ragmem.runtime import progress
 from ragmem.tracking import record_pairwise, Tracker
 from ragmem.tracking.compare import latest_experiment, list_runs, paired_comparison
 from ragmem.tracking.runs import artifact_json, bench_rows, load_run_table, resolve_run_id
@@ -299,7 +301,10 @@ def validate(
         check_encoding(encoding)
     except ValueError as exc:
         raise RagmemError(f"--encoding: {exc}") from None
-    report = check_file(DataFile(data, label, format, coerce_numbers, encoding), require_answer=not no_answer)
+    setup_logging(False)  # (the progress lines go to the ragmem logger)
+    with progress.stage("validate", unit="records") as stage:  # (a long file: a line every 10 s)
+        report = check_file(DataFile(data, label, format, coerce_numbers, encoding), require_answer=not no_answer,
+                            keep=False, on_batch=stage.advance)
     for problem in report.problems:
         print(f"invalid: {problem}", file=sys.stderr)
     n_bad = len({p.record for p in report.problems})

@@ -18,7 +18,7 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 
 from ragmem.data import fields
-from ragmem.data.readers import check_path, detect_format, iter_records, parse_embedded, read_records
+from ragmem.data.readers import check_path, detect_format, iter_records, parse_embedded
 from ragmem.errors import DataError
 from ragmem.schema import Context, CONTEXT_SOURCES, Example, example_keys
 from ragmem.text import plural
@@ -323,40 +323,6 @@ def parse_record(raw: Any, file: str, record: int, file_label: int | None = None
         generated_answer=answer, source_file=file, record=record, cluster=cluster or None,
         label_answer=label_answer, **optional)
     return example, []
-
-
-@dataclass
-class FileReport:
-    """What validating one file found."""
-
-    file: str
-    n_records: int
-    problems: list[DataError]
-    examples: list[Example]
-
-
-def check_file(data_file: DataFile, require_answer: bool = True) -> FileReport:
-    """Read and validate every record of one file; never raises for a bad record."""
-    file = str(data_file.path)
-    records = read_records(data_file.path, data_file.format, data_file.encoding)
-    tabular = detect_format(data_file.path, data_file.format) in ("csv", "parquet")
-    problems: list[DataError] = []
-    examples: list[Example] = []
-    for index, raw in enumerate(records, 1):
-        example, found = parse_record(raw, file, index, data_file.label, require_answer, data_file.coerce_numbers,
-                                      tabular, data_file.cluster_by)
-        problems.extend(found)
-        if example is not None:
-            examples.append(example)
-    seen: dict[str, int] = {}
-    for example in examples:  # (ids across files: load_dataset)
-        if example.id in seen:
-            problems.append(DataError(file, f"duplicate id {example.id!r} (also record {seen[example.id]})",
-                                      example.record, "id"))
-        seen.setdefault(example.id, example.record)
-    if not records:
-        problems.append(DataError(file, "holds no records"))
-    return FileReport(file, len(records), problems, examples)
 
 
 def load_dataset(files: Iterable[DataFile], require_answer: bool = True, chunk_size: int | None = None) -> Dataset:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ragmem.errors import RagmemError
-from ragmem.runtime.home import ragmem_home
+from ragmem.runtime.home import file_lock, ragmem_home
 from ragmem.runtime.processes import bind_error
 
 DEFAULT_PORT = 4200
@@ -195,7 +195,18 @@ def server_owner(port: int) -> dict[str, Any] | None:
 
 
 def ensure_managed_server(port: int | None = None, log=print) -> ManagedServer:
-    """Reuse or start the local Prefect server on 127.0.0.1 and wait until it answers."""
+    """Reuse or start the local Prefect server on 127.0.0.1 and wait until it answers. Under a lock
+    on the home: of several ragmem processes started at once, one starts the server and the others
+    wait for it and use it (eight runs on a new project started eight servers, and the losers of the
+    port failed)."""
+    try:
+        with file_lock(ragmem_home() / "prefect-server.lock", wait_s=START_TIMEOUT_S + 30, what="the Prefect server"):
+            return _reuse_or_start(port, log)
+    except TimeoutError as exc:
+        raise RagmemError(str(exc)) from None
+
+
+def _reuse_or_start(port: int | None, log) -> ManagedServer:
     port = port or choose_port()
     api_url = _api_url(port)
     if healthy(api_url):
@@ -232,10 +243,15 @@ def ensure_managed_server(port: int | None = None, log=print) -> ManagedServer:
 def stop_managed_server() -> bool:
     """Stop the server this project started; False when none was running. The pid file is checked
     against the process it names (its start time) before any signal: a stale file is removed and
-    nothing is signalled."""
+    nothing is signalled. Without a pid file that names it, the server this home started is found by
+    its port and its ``PREFECT_HOME`` (the process that runs there, started with this home's)."""
     pid = _server_pid()
     if pid is None:
-        return False
+        recorded = _recorded_port()
+        owner = server_owner(recorded) if recorded else None
+        if owner is None or owner["home"] is None or Path(owner["home"]).resolve() != ragmem_home().resolve():
+            return False
+        pid = owner["pid"]
     _pid_file().unlink(missing_ok=True)
     try:
         os.killpg(pid, signal.SIGTERM)

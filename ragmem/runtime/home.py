@@ -13,8 +13,11 @@ directory. Everything a run keeps belongs to the home, wherever in the project i
 
 from __future__ import annotations
 
+import contextlib
 import os
+import time
 from pathlib import Path
+from typing import Iterator
 
 MARKER = "ragmem.toml"
 STORE_FOLDER = "mlruns"
@@ -68,3 +71,34 @@ def artifact_root(given: str | None = None) -> str:
     if "://" in root:
         return root
     return str(in_home(root))
+
+
+@contextlib.contextmanager
+def file_lock(path: str | Path, wait_s: float = 180.0, what: str = "") -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (created if need be) for the block: what makes creating the
+    MLflow store and starting the Prefect server safe when several ragmem processes start at once on
+    one project (the loser waits for the winner, then finds its store or server). Waits up to
+    ``wait_s`` seconds, then raises ``TimeoutError`` naming ``what``; a platform without ``fcntl``
+    locks nothing (Windows: one process at a time is the user's to keep)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover (not on POSIX)
+        yield
+        return
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+b") as handle:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{what or path}: another ragmem process held {path} for more than "
+                                       f"{wait_s:.0f} s") from None
+                time.sleep(0.05)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)

@@ -37,9 +37,23 @@ def _slug(name: str) -> str:
 
 
 def prepare_local_store(uri: str) -> None:
-    """Create the folder of a relative or absolute sqlite file so MLflow can open it."""
-    if uri.startswith("sqlite:///"):
-        Path(uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+    """Create the folder of a relative or absolute sqlite file so MLflow can open it, and a new
+    store's tables under a lock beside it: eight runs started at once on a new project each created
+    the schema, and four failed (``table ... already exists``). The first creates it; the others
+    wait, then find it made (MLflow keeps the store it opened for this process)."""
+    if not uri.startswith("sqlite:///"):
+        return
+    db = Path(uri[len("sqlite:///"):])
+    db.parent.mkdir(parents=True, exist_ok=True)
+    if db.is_file() and db.stat().st_size > 0 and not db.with_name(db.name + ".creating").exists():
+        return
+    from mlflow.tracking._tracking_service.utils import _get_store
+
+    with home.file_lock(db.with_name(db.name + ".lock"), what="the MLflow store"):
+        marker = db.with_name(db.name + ".creating")  # (a creation that died half-way is finished by the next)
+        marker.touch()
+        _get_store(uri)  # creates the tables (MLflow's migrations) once, and is cached for this process
+        marker.unlink(missing_ok=True)
 
 
 def is_transient(exc: BaseException) -> bool:

