@@ -4,6 +4,7 @@ the MLflow UI (``ui``), triggering a served deployment (``trigger``) and the HTM
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import List, Optional
 
@@ -15,6 +16,7 @@ from ragmem.data import published
 from ragmem.errors import RagmemError
 from ragmem.report import pages as report_pages
 from ragmem.run import relabel
+from ragmem.run.summary import store_location
 from ragmem.runtime import home
 from ragmem.runtime.home import ragmem_home
 from ragmem.orchestration.server import (
@@ -129,6 +131,10 @@ def ui(
     uri = home.tracking_uri(tracking_uri)
     if workers < 1:
         raise RagmemError(f"--workers: expected a positive integer, got {workers}")
+    if host not in ("127.0.0.1", "localhost", "::1"):  # the UI has no login: anyone who reaches it sees every run
+        print(f"warning: --host {host}: the MLflow UI has no login, and anyone who can reach this machine on port "
+              f"{port} can read and delete every run of {store_location(uri)}; --host 127.0.0.1 keeps it local",
+              file=sys.stderr)
     try:
         serve_ui(uri, home.artifact_root(), host=host, port=port, workers=workers,
                  announce=lambda line: out.print(line, markup=False, highlight=False, soft_wrap=True))

@@ -64,6 +64,24 @@ def check_path(path: Path) -> None:
         raise DataError(file, f"cannot be read ({exc.strerror or exc})") from None
 
 
+def _looks_like(path: Path) -> str:
+    """What a file that is not its suffix's format looks like from its first bytes, as a hint for
+    its error line: CSV, JSONL or Parquet given a .json name (``data.format`` says which)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return ""
+    if head.startswith(b"PAR1"):
+        return " (it looks like Parquet: name it .parquet or set data.format: parquet)"
+    first = head.split(b"\n", 1)[0].strip()
+    if first.startswith(b"{") and head.count(b"\n") > 1:
+        return " (it looks like JSON Lines, one object per line: name it .jsonl or set data.format: jsonl)"
+    if b"," in first and not first.startswith((b"{", b"[")):
+        return " (it looks like CSV: name it .csv or set data.format: csv)"
+    return ""
+
+
 def not_utf8_message(path: Path, exc: UnicodeDecodeError, encoding: str = "utf-8") -> str:
     """Where a file stops being text of ``encoding``: line and byte, and the setting that names
     another encoding (Chinese files saved by Excel are often GBK)."""
@@ -128,7 +146,8 @@ def read_records(path: Path, format: str = "auto", encoding: str = "utf-8") -> l
     except DataError:
         raise
     except json.JSONDecodeError as exc:
-        raise DataError(file, f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        raise DataError(file, f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+                              + _looks_like(path)) from None
     except UnicodeDecodeError as exc:
         raise DataError(file, not_utf8_message(path, exc, encoding)) from None
     except Exception as exc:  # pandas/pyarrow parse errors have many types

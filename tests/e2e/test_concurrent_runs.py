@@ -4,6 +4,7 @@ run and every example is in the store; ``ragmem server stop`` stops the server t
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -38,8 +39,11 @@ def test_eight_runs_started_at_once_on_a_new_project_all_finish_with_one_server(
     from mlflow import MlflowClient
 
     home = tmp_path / ".ragmem"
-    (tmp_path / "c.yaml").write_text(f"experiment: fan-out\ndata: {{files: [{ROOT / 'ragmem/datasets/demo_bilingual.json'}]}}\n"
-                                     "stats: {resamples: 200}\n")
+    rows = json.loads((ROOT / "ragmem" / "datasets" / "demo_bilingual.json").read_text(encoding="utf-8"))[:6]
+    (tmp_path / "d.json").write_text(json.dumps(rows, ensure_ascii=False), encoding="utf-8")
+    # what is under test is starting together, not scoring: six examples, few metrics, no intervals
+    (tmp_path / "c.yaml").write_text("experiment: fan-out\ndata: {files: [d.json]}\nstats: {resamples: 0}\n"
+                                     "metrics: [pass_rate, token_f1]\ntracking: {max_traces: 0}\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "MLFLOW_", "RAGMEM_"))}
     env.update(RAGMEM_HOME=str(home), RAGMEM_PROGRESS="off")
     started = time.monotonic()
@@ -58,7 +62,7 @@ def test_eight_runs_started_at_once_on_a_new_project_all_finish_with_one_server(
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}")
     runs = client.search_runs([client.get_experiment_by_name("fan-out").experiment_id])
     assert len(runs) == RUNS and {r.info.status for r in runs} == {"FINISHED"}
-    assert {r.data.metrics["count/n_examples"] for r in runs} == {36.0}
+    assert {r.data.metrics["count/n_examples"] for r in runs} == {6.0}
     servers = _servers_of(home)
     assert len(servers) == 1, servers
     stopped = subprocess.run([sys.executable, "-m", "ragmem.cli", "server", "stop"], cwd=tmp_path, env=env,
