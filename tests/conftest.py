@@ -225,7 +225,7 @@ def pytest_sessionstart(session):
     if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
         return
     marks = config.getoption("markexpr") or ""
-    if "not e2e" in marks or "wheel" in marks or config.args_source != pytest.Config.ArgsSource.TESTPATHS:
+    if "not e2e" in marks or any(lane in marks for lane in OWN_LANES) or config.args_source != pytest.Config.ArgsSource.TESTPATHS:
         return
     import threading
 
@@ -283,15 +283,21 @@ def pytest_ignore_collect(collection_path, config):
     return None
 
 
+#: lanes that run only when ``-m`` names them, each a CI step of its own: the wheel lane (minutes of
+#: installing into a fresh environment) and the stress lane (eight runs started at once: 16 processes
+#: on a 2-core machine, which slowed every test beside it by a third)
+OWN_LANES = ("wheel", "stress")
+
+
 def pytest_collection_modifyitems(config, items):
-    """The wheel lane runs only when ``-m`` names it (``pytest -m wheel``): minutes of installing into a
-    fresh environment, a CI step of its own, in no other lane. The rest start longest first."""
+    """The wheel and stress lanes run only when ``-m`` names them (``pytest -m wheel``, ``pytest -m
+    stress``), in no other lane. The rest start longest first."""
     items.sort(key=_start_order)  # (a stable sort: the collection's order within each group)
-    if "wheel" in (config.getoption("markexpr") or ""):
-        return
-    kept = [item for item in items if item.get_closest_marker("wheel") is None]
+    marks = config.getoption("markexpr") or ""
+    left_out = [lane for lane in OWN_LANES if lane not in marks]
+    kept = [item for item in items if not any(item.get_closest_marker(lane) for lane in left_out)]
     if len(kept) != len(items):
-        config.hook.pytest_deselected(items=[item for item in items if item.get_closest_marker("wheel") is not None])
+        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
         items[:] = kept
 
 

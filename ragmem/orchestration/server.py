@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -194,6 +195,25 @@ def server_owner(port: int) -> dict[str, Any] | None:
     return None
 
 
+_ERROR_LINE = re.compile(r"^\s*(?:[\w.]+\.)?\w*(?:Error|Exception|Exit)\b.*|^\s*ERROR\b.*|.*\b(?:error|failed)\b.*",
+                         re.IGNORECASE)
+
+
+def last_error(log_text: str) -> str:
+    r"""The line of a server's log that says why it stopped: the last line that reads as an error (an
+    exception's line, an ERROR record), else its last line; a server's last line is often only its
+    shutdown notice ("Application shutdown complete.").
+
+    >>> last_error("INFO: starting\nOSError: [Errno 98] address already in use\nINFO: Application shutdown complete.")
+    'OSError: [Errno 98] address already in use'
+    """
+    lines = [line.strip() for line in log_text.strip().splitlines() if line.strip()]
+    if not lines:
+        return "(no output)"
+    found = [line for line in lines if _ERROR_LINE.match(line)]
+    return (found or lines)[-1][:300]
+
+
 def ensure_managed_server(port: int | None = None, log=print) -> ManagedServer:
     """Reuse or start the local Prefect server on 127.0.0.1 and wait until it answers. Under a lock
     on the home: of several ragmem processes started at once, one starts the server and the others
@@ -232,8 +252,8 @@ def _reuse_or_start(port: int | None, log) -> ManagedServer:
         if healthy(api_url, timeout=1.0):
             return ManagedServer(api_url, proc.pid, started=True)
         if proc.poll() is not None:
-            tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
-            raise RagmemError(f"the local Prefect server exited with code {proc.returncode}: {tail[0]} "
+            tail = last_error(log_path.read_text(errors="replace"))
+            raise RagmemError(f"the local Prefect server exited with code {proc.returncode}: {tail} "
                               f"(see {log_path}; is port {port} taken? set RAGMEM_PREFECT_PORT)")
         time.sleep(0.5)
     proc.terminate()

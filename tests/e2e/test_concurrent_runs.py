@@ -34,6 +34,7 @@ def _servers_of(home: Path) -> list[int]:
     return found
 
 
+@pytest.mark.stress  # (a lane of its own: pytest -m stress)
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="counts the Prefect servers through /proc (Linux)")
 def test_eight_runs_started_at_once_on_a_new_project_all_finish_with_one_server(tmp_path):
     from mlflow import MlflowClient
