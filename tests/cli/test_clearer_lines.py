@@ -40,3 +40,20 @@ def test_a_ui_bound_beyond_this_machine_is_warned_about(monkeypatch, capsys, tmp
     assert served == ["0.0.0.0", "127.0.0.1"] and len(warnings) == 1
     assert warnings[0].startswith("warning: --host 0.0.0.0: the MLflow UI has no login, and anyone who can reach this "
                                   "machine on port 5123 can read and delete every run of sqlite:///")
+
+
+def test_an_interrupt_wrapped_by_the_import_machinery_is_still_an_interrupt():
+    """SIGTERM landing while threadpoolctl made a dataclass at import came out as ``RuntimeError:
+    Error calling __set_name__`` with the interrupt as its cause, and printed a traceback; the entry
+    point finds the interrupt in the chain."""
+    from ragmem.cli.entry import _interrupt_in
+    from ragmem.errors import Terminated
+
+    try:
+        try:
+            raise Terminated("terminated by signal 15")
+        except Terminated as cause:
+            raise RuntimeError("Error calling __set_name__ on 'Field' instance") from cause
+    except RuntimeError as wrapped:
+        assert isinstance(_interrupt_in(wrapped), Terminated)
+    assert _interrupt_in(ValueError("a bug")) is None and isinstance(_interrupt_in(KeyboardInterrupt()), KeyboardInterrupt)
