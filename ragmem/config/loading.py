@@ -158,8 +158,7 @@ def describe_error(exc: ValidationError, root: type[BaseModel] = Settings, prefi
     if kind == "string_too_long":
         return f"{dotted}: at most {error['ctx']['max_length']} characters, got {len(given):,}"
     if kind in ("too_short", "list_too_short") and not given:
-        return f"{dotted}: expected {expected(tp)}, got {given_text(given)}" if given else \
-            f"{dotted}: expected {expected(tp)}, got an empty list"
+        return f"{dotted}: expected {expected(tp)}, got an empty list"
     return f"{dotted}: expected {expected(tp)}, got {given_text(given)}"
 
 

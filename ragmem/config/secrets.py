@@ -242,7 +242,7 @@ def restore(config: dict[str, Any]) -> dict[str, Any]:
     held = _held()
     if not held:
         return config
-    remember({json.loads(path)[-1] if json.loads(path) else "": value for path, value in held.items()})
+    remember([{str((json.loads(path) or [""])[-1]): value} for path, value in held.items()])
     out = copy.deepcopy(config)
     for path_text, value in held.items():
         node, path = out, json.loads(path_text)

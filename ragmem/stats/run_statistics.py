@@ -141,9 +141,8 @@ class RunStatistics:
                     mine = self._alone.get(name, self._boot.get(name))
                     theirs = other._alone.get(name, other._boot.get(name))
                     self._alone[name] = theirs.copy() if mine is None else mine if theirs is None else mine + theirs
-            self._groups = np.union1d(*(g for g in (self._groups, other._groups) if g is not None)) \
-                if self._groups is not None and other._groups is not None else \
-                (self._groups if self._groups is not None else other._groups)
+            groups = [g for g in (self._groups, other._groups) if g is not None]
+            self._groups = np.union1d(*groups) if len(groups) == 2 else groups[0]
         for name, totals in other._sums.items():
             if name in self._sums:
                 self._sums[name] = self._sums[name] + totals
