@@ -14,6 +14,7 @@ from ragmem.config import secrets as masking
 from ragmem.config.loading import RunConfig
 from ragmem.orchestration.prefect_api import work_done
 from ragmem.run import engine, prepare
+from ragmem.runtime import interrupts
 from ragmem.tasks.steps import PrefectSteps
 
 
@@ -23,7 +24,8 @@ def bench_memory_flow(config: dict[str, Any], preflight: bool = True, prepared: 
     """Memory layers compared on ``bench.dataset`` (LoCoMo or LongMemEval; see ragmem.memory.benchmark); ``prepared``:
     the token of the benchmark the command made ready (without one the flow prepares it)."""
     ready = prepare.take(prepared) if prepared else prepare.for_bench(RunConfig.from_dict(masking.restore(config)))
-    result = engine.bench_memory(ready.config, PrefectSteps(), conversations=ready.conversations,
-                                 preflight=preflight, tags={"prefect.flow_run_id": str(flow_run.id)})
+    with interrupts.kept_under("prefect"):  # Prefect's SIGTERM handler: the signal still kept
+        result = engine.bench_memory(ready.config, PrefectSteps(), conversations=ready.conversations,
+                                     preflight=preflight, tags={"prefect.flow_run_id": str(flow_run.id)})
     work_done(result)  # complete now, whatever happens to the Prefect API from here on
     return result

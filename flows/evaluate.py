@@ -17,6 +17,7 @@ from ragmem.config.loading import RunConfig
 from ragmem.flows.runners import task_runner_for
 from ragmem.orchestration.prefect_api import work_done
 from ragmem.run import engine, prepare
+from ragmem.runtime import interrupts
 from ragmem.tasks.steps import PrefectSteps
 
 
@@ -34,9 +35,10 @@ def evaluate_flow(config: dict[str, Any], resume: str | None = None, preflight: 
     (:mod:`ragmem.run.prepare`); without one (a scheduled run) the flow prepares it."""
     ready = prepare.take(prepared) if prepared else prepare.for_run(
         RunConfig.from_dict(masking.restore(config)), resume=resume)  # the secrets masked in the parameters
-    result = engine.evaluate(ready.config, PrefectSteps(), dataset=ready.dataset, baseline=ready.baseline,
-                             resume=resume, preflight=preflight,
-                             tags={"ragmem.entry": "flow", "prefect.flow_run_id": str(flow_run.id)})
+    with interrupts.kept_under("prefect"):  # Prefect's SIGTERM handler: the signal still kept
+        result = engine.evaluate(ready.config, PrefectSteps(), dataset=ready.dataset, baseline=ready.baseline,
+                                 resume=resume, preflight=preflight,
+                                 tags={"ragmem.entry": "flow", "prefect.flow_run_id": str(flow_run.id)})
     work_done(result.summary)  # complete now, whatever happens to the Prefect API from here on
     return result.summary
 

@@ -18,6 +18,7 @@ from ragmem.config.loading import RunConfig
 from ragmem.flows.runners import task_runner_for
 from ragmem.orchestration.prefect_api import work_done
 from ragmem.run import engine, prepare
+from ragmem.runtime import interrupts
 from ragmem.run.sweep import parse_sweep
 from ragmem.tasks.steps import PrefectSteps
 
@@ -34,8 +35,9 @@ def sweep_flow(config: dict[str, Any], preflight: bool = True, resume: str | Non
     """Evaluate every configuration of the sweep grid and pick the best one (``prepared``: the token
     of the sweep the command made ready; without one the flow prepares it)."""
     ready = prepare.take(prepared) if prepared else prepare.for_sweep(RunConfig.from_dict(masking.restore(config)))
-    result = engine.sweep(ready.config, PrefectSteps(), plan=ready.sweep, preflight=preflight, resume=resume,
-                          tags={"prefect.flow_run_id": str(flow_run.id)})
+    with interrupts.kept_under("prefect"):  # Prefect's SIGTERM handler: the signal still kept
+        result = engine.sweep(ready.config, PrefectSteps(), plan=ready.sweep, preflight=preflight, resume=resume,
+                              tags={"prefect.flow_run_id": str(flow_run.id)})
     work_done(result)  # complete now, whatever happens to the Prefect API from here on
     return result
 

@@ -13,6 +13,7 @@ import os
 import sys
 
 from ragmem.errors import Terminated
+from ragmem.runtime import interrupts
 from ragmem.runtime.interrupts import sigterm_raises
 
 
@@ -33,6 +34,7 @@ def main() -> None:
     sigterm_raises()
     try:
         from ragmem.cli.app import main as command  # the slow import, inside the interrupt's reach
+        interrupts.check()  # a signal that landed in a finalizer of the import: its exception was lost
     except BaseException as exc:  # noqa: BLE001  (an interrupt, possibly wrapped by the import machinery)
         interrupt = _interrupt_in(exc)
         if interrupt is None:

@@ -8,19 +8,39 @@ to the end while the process waits to exit.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
+from collections.abc import Iterator
 
 from ragmem.errors import Terminated
 
 STOP = threading.Event()
+#: the signal a ``ragmem`` command received (SIGINT or SIGTERM), kept: the exception its handler raises
+#: can be lost. Python prints "Exception ignored" and goes on when a signal lands while a weakref
+#: callback or a ``__del__`` runs (seen: Prefect's SIGTERM handler during the worker pool's start, a
+#: run that then finished with exit 0); :func:`check` raises it again at the next check
+_RECEIVED: list[int] = []
 
 
 def check() -> None:
-    """Raise ``KeyboardInterrupt`` when a stop was requested (called between batches and calls)."""
+    """Raise ``KeyboardInterrupt`` when a stop was requested, or when the command received Ctrl+C or
+    SIGTERM (:class:`Terminated`) whose exception was lost (called between batches and calls, at the
+    start of each stage and after the command's import)."""
     if STOP.is_set():
         raise KeyboardInterrupt("stop requested")
+    if _RECEIVED:
+        raise _as_exception(_RECEIVED[-1])
+
+
+def received() -> int | None:
+    """The signal the command received, or ``None``."""
+    return _RECEIVED[-1] if _RECEIVED else None
+
+
+def _as_exception(signum: int) -> KeyboardInterrupt:
+    return Terminated(f"terminated by signal {signum}") if signum == signal.SIGTERM else KeyboardInterrupt()
 
 
 def interrupt_in(exc: BaseException) -> KeyboardInterrupt | None:
@@ -76,6 +96,8 @@ def raise_terminated(signum, frame) -> None:
     """The SIGTERM handler of a command and of a tracked run: Ctrl+C's way, as :class:`Terminated`.
     In a ``ragmem`` command the process ends within :data:`WIND_DOWN_S` whatever the interrupted
     code does (never in a library user's process: there the exception is theirs to handle)."""
+    if _COMMAND.is_set():
+        _RECEIVED.append(signum)
     if _COMMAND.is_set() and not _ENDING.is_set():  # (armed once: the first signal's bound holds)
         _ENDING.set()
         exit_after(WIND_DOWN_S, 143, f"interrupted: the command did not wind down within {WIND_DOWN_S:.0f} s of the "
@@ -83,13 +105,46 @@ def raise_terminated(signum, frame) -> None:
     raise Terminated(f"terminated by signal {signum}")
 
 
+def raise_interrupt(signum, frame) -> None:
+    """The SIGINT handler of a command: Python's own (``KeyboardInterrupt``), the signal kept for :func:`check`."""
+    _RECEIVED.append(signum)
+    raise KeyboardInterrupt
+
+
 def sigterm_raises() -> None:
     """From now on SIGTERM raises :class:`ragmem.errors.Terminated` in the main thread, as Ctrl+C
-    raises ``KeyboardInterrupt``: the command ends through the same line and code (143). Not in
-    another thread or where signals cannot be set (an embedded interpreter): nothing changes."""
+    raises ``KeyboardInterrupt``: the command ends through the same line and code (143); both signals
+    are kept for :func:`check`. Not in another thread or where signals cannot be set (an embedded
+    interpreter): nothing changes."""
     if threading.current_thread() is threading.main_thread():
         _COMMAND.set()
         try:
             signal.signal(signal.SIGTERM, raise_terminated)
+            if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+                signal.signal(signal.SIGINT, raise_interrupt)
         except ValueError:
             pass
+
+
+@contextlib.contextmanager
+def kept_under(library: str) -> Iterator[None]:
+    """For the block (run by ``library``, which set SIGTERM handlers of its own: Prefect's flow engine
+    raises its ``TerminationSignal``), the signals a command receives are still kept for :func:`check`:
+    the library's handlers are wrapped, and put back afterwards. Nothing changes outside a command."""
+    if not _COMMAND.is_set() or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        handler = signal.getsignal(sig)
+        if callable(handler) and handler not in (raise_terminated, raise_interrupt):
+            def keeping(signum, frame, _handler=handler):
+                _RECEIVED.append(signum)
+                return _handler(signum, frame)
+            keeping.__qualname__ = f"kept_under({library}).{getattr(handler, '__name__', 'handler')}"
+            previous[sig] = signal.signal(sig, keeping)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -23,6 +23,8 @@ import threading
 import time
 from typing import Iterator
 
+from ragmem.runtime import interrupts
+
 log = logging.getLogger("ragmem")
 
 
@@ -172,6 +174,8 @@ def folded() -> bool:
 def stage(name: str, total: int | None = None, unit: str = "") -> Iterator[Stage]:
     """A stage for the block: ``with stage("judge", 300) as s: ... s.advance(1, failed=0)``;
     ``unit`` names the items in its lines (``sweep: 3/18 configurations (17%), ETA 40 s``)."""
+    if threading.current_thread() is threading.main_thread():
+        interrupts.check()  # Ctrl+C or SIGTERM received, its exception lost: no stage starts
     mode = _mode()
     current = Stage(name, total, unit)
     if mode == "off" or _FOLDS:

@@ -208,6 +208,7 @@ def test_a_command_that_hangs_after_sigterm_ends_within_its_bound_with_one_line(
     monkeypatch.setattr(interrupts.os, "_exit", lambda code: (written.append(code), ended.set()))
     monkeypatch.setattr(interrupts.os, "write", lambda fd, data: written.append((fd, data.decode())))
     monkeypatch.setattr(interrupts, "WIND_DOWN_S", 0.05)
+    monkeypatch.setattr(interrupts, "_RECEIVED", [])  # (the signals kept: this test's own)
     for command in (False, True):
         monkeypatch.setattr(interrupts, "_ENDING", threading.Event())
         monkeypatch.setattr(interrupts, "_COMMAND", threading.Event())
