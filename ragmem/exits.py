@@ -3,6 +3,7 @@
     a user mistake (RagmemError)             error: <message>                      2
     an endpoint dead during a run            error: <message>                      3
     a run stored with nothing measured       error: every ... failed (N of M) ...  3
+    a full disk (ragmem.runtime.space)       error: the disk is full: PATH (N free ...  3
     a command-line mistake (click)           click's usage line and Error: ...     2 (bare ``ragmem``: help, 0)
     Ctrl+C / SIGTERM                         interrupted: N of M done; resume ...  130 / 143
     anything else (a bug)                    error: internal error: ... (traceback in .ragmem/last-error.log)  1
@@ -23,7 +24,7 @@ import typer
 
 from ragmem.config.secrets import is_secret, MASK, scrub
 from ragmem.errors import RagmemError, Stopped, Terminated
-from ragmem.runtime import interrupts
+from ragmem.runtime import interrupts, space
 from ragmem.runtime.home import ragmem_home
 from ragmem.runtime.parallel import stop_pool
 
@@ -185,10 +186,17 @@ def finish(exc: BaseException, argv: list[str]) -> int:
         return 130
     if not isinstance(exc, Exception):
         raise exc
+    full = space.as_disk_full(exc, [ragmem_home(), os.getcwd()])
+    if full is not None:  # a full disk the command met outside a run (a run names its own: ragmem.run.engine)
+        full.ragmem_progress = getattr(exc, "ragmem_progress", None)
+        return finish(full, argv)
 
     path = ragmem_home() / "last-error.log"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(scrub("".join(traceback.format_exception(exc))))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(scrub("".join(traceback.format_exception(exc))))
+    except OSError as unwritable:  # (the home unwritable: the line still says what went wrong)
+        path = f"not kept: {path}: {unwritable.strerror or unwritable}"
     print(scrub(f"error: internal error: {type(exc).__name__}: {exc} (traceback in {path}){_resume_hint(exc, argv)}"),
           file=sys.stderr)
     return 1

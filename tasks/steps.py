@@ -16,7 +16,7 @@ from ragmem.config.loading import RunConfig
 from ragmem.data.loaders import Dataset
 from ragmem.run import engine
 from ragmem.run.batching import score_bounds
-from ragmem.runtime import interrupts
+from ragmem.runtime import interrupts, space
 from ragmem.runtime.parallel import chunks, local_workers
 from ragmem.schema import AgentOutput, Example
 
@@ -222,6 +222,9 @@ class PrefectSteps(engine.Steps):
             try:
                 outcome = future.result()
                 outcomes.append(("ok", outcome))
+            except space.DiskFull:  # not the child's own failure: the sweep stops (the others wind down)
+                interrupts.STOP.set()
+                raise
             except Exception as exc:  # the child's own exception, recorded as its reason
                 outcome = exc
                 outcomes.append(("failed", engine.failure_message(exc)))

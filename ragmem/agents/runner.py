@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence
 from ragmem.clients import calls
 from ragmem.clients.endpoints import EndpointDown
 from ragmem.errors import failure_message
-from ragmem.runtime import interrupts
+from ragmem.runtime import interrupts, space
 from ragmem.schema import AgentOutput, Context, Example
 
 
@@ -159,10 +159,9 @@ def run_live(agent: Callable[[Example], Any], examples: Sequence[Example], concu
     ``error`` set (its latency is what was measured, the timeout for a timed-out call). A timed-out
     call cannot be killed: it is abandoned to its daemon thread and its result discarded.
 
-    On Ctrl+C (or SIGTERM, :class:`ragmem.errors.Terminated`) no new call starts, the calls in flight
-    get ``GRACE_S`` to finish (their outputs are handed to ``on_output``), and the interrupt is
-    re-raised. The same happens when the agent's endpoint breaker opens (an HTTP agent that stopped
-    answering), with :class:`ragmem.clients.endpoints.EndpointDown`; the call that tripped it is not kept.
+    On Ctrl+C (SIGTERM: :class:`ragmem.errors.Terminated`), a full disk (:class:`ragmem.runtime.space.DiskFull`)
+    or the agent's endpoint breaker opening (:class:`ragmem.clients.endpoints.EndpointDown`: the call that tripped
+    it is not kept) no new call starts, the calls in flight get ``GRACE_S`` to finish (their outputs go to ``on_output``), and the stop is re-raised.
     """
     breaker = getattr(agent, "breaker", None)
     outputs: list[AgentOutput | None] = [None] * len(examples)
@@ -187,6 +186,7 @@ def run_live(agent: Callable[[Example], Any], examples: Sequence[Example], concu
     try:
         while remaining:
             interrupts.check()  # a sweep interrupted on the main thread stops its children here
+            space.check()  # the disk filled: wound down below like an interrupt (what is in flight kept)
             try:
                 i, result = workers.done.get(timeout=0.05)
             except queue.Empty:
@@ -214,7 +214,7 @@ def run_live(agent: Callable[[Example], Any], examples: Sequence[Example], concu
                     n += 1
             if on_done and n:
                 on_done(n)
-    except (KeyboardInterrupt, EndpointDown):
+    except (KeyboardInterrupt, EndpointDown, space.DiskFull):
         workers.stop(n_workers)
         deadline = time.monotonic() + GRACE_S
         while starts.keys() & remaining and time.monotonic() < deadline:

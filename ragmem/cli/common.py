@@ -18,7 +18,7 @@ from ragmem.orchestration.prefect_api import run_flow as start
 from ragmem.report.terminal import out
 from ragmem.run import prepare
 from ragmem.run.summary import write_json
-from ragmem.runtime import home
+from ragmem.runtime import home, space
 from ragmem.tracking import Tracker
 
 log = logging.getLogger("ragmem")
@@ -98,5 +98,13 @@ def store_client(tracking_uri: str | None):
 
 
 def write(path: Path, payload: dict[str, Any], what: str) -> None:
-    write_json(path, payload)
+    try:
+        write_json(path, payload)
+    except OSError as exc:  # (checked writable before the run: the disk filled, or the folder went)
+        if space.disk_full(exc) is not None:
+            run = payload.get("run_id")
+            raise space.DiskFull(path, f"; the {what} was not written", way_out=(
+                f"the run {run} is stored whole, the summary as its artifact summary.json (ragmem report {run} "
+                "shows it)" if run else "free some space, then run the command again")) from None
+        raise RagmemError(f"--output {path}: cannot be written ({exc.strerror or exc})") from None
     out.print(f"{what} written to {path}", markup=False, highlight=False, soft_wrap=True)  # a long path: one line

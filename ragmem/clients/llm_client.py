@@ -35,7 +35,7 @@ from ragmem.config.loading import as_section
 from ragmem.config.settings import EmbeddingSettings, JudgeSettings
 from ragmem.errors import ConfigError
 from ragmem.prompts import rubrics as rubric_prompts, templates as prompts
-from ragmem.runtime import progress
+from ragmem.runtime import progress, space
 from ragmem.runtime.home import ragmem_home
 
 RESPONSE_MODES = ("json_schema", "json_object", "text")
@@ -135,6 +135,11 @@ class _Endpoint:
         if count == failed:
             return f"{self.section}: all {failed} requests failed the same way: {reason}"
         return f"{self.section}: all {failed} requests failed ({len(self.reasons)} reasons); most often ({count}): {reason}"
+
+    def _keep(self, key: str, value: Any) -> None:
+        """``value`` cached under ``key``; on a full disk, on the home's reserve (a reply paid for is
+        kept, and the run stops at its next check: :mod:`ragmem.runtime.space`)."""
+        space.kept(lambda: self.cache.set(key, value), self.cache.directory)
 
     def _cached(self, key: str) -> Any:
         """The cached reply for ``key`` (counted as a hit), or None; every lookup counts one item."""
@@ -336,7 +341,7 @@ class JudgeClient(_Endpoint):
                 self.asked_again += 1
         result = await self._asked(client, semaphore, task, messages, key, fields, sample)
         if self.cache is not None and result.error is not None:  # marked, never used as a reply
-            self.cache.set(f"failed:{key}", result.error)
+            self._keep(f"failed:{key}", result.error)
         elif failed_before:
             self.cache.delete(f"failed:{key}")
         return result
@@ -356,7 +361,7 @@ class JudgeClient(_Endpoint):
             except Exception as exc:
                 return self._failed(_describe(exc))
         if self.cache is not None:
-            self.cache.set(key, value)
+            self._keep(key, value)
         return Result(value)
 
     async def _attempts(self, client, messages, task, limit, seed) -> tuple[Any, str | None]:
@@ -423,7 +428,7 @@ class EmbeddingClient(_Endpoint):
             except Exception as exc:
                 return self._failed(_describe(exc))
         if self.cache is not None:
-            self.cache.set(key, vector)
+            self._keep(key, vector)
         return Result(vector)
 
     def embed(self, texts: Sequence[str]) -> list[Result]:

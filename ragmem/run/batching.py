@@ -33,7 +33,7 @@ from ragmem.report import html as report_html
 from ragmem.run import pipeline, summary as summaries
 from ragmem.run.journal import Journal
 from ragmem.run.plain_steps import Steps
-from ragmem.runtime import interrupts, progress
+from ragmem.runtime import interrupts, progress, space
 from ragmem.runtime.parallel import EarlyMaps, mapper_for, ProcessPool
 from ragmem.schema import AgentOutput, Example
 from ragmem.stats import clusters
@@ -68,6 +68,7 @@ def answer_and_judge(cfg: RunConfig, steps: Steps, components: pipeline.Componen
     components.early = EarlyMaps(local) if live and isinstance(local, ProcessPool) else None
     for i, batch in enumerate(sized):
         interrupts.check()
+        space.check()  # a write found the disk full: the run stops, what it paid for kept
         started = time.perf_counter()
         todo = [e for e in batch if e.id not in kept]
         answered = {o.example_id: o for o in steps.time_agent(components.agent, todo, cfg, i, record)} if todo else {}

@@ -44,7 +44,7 @@ from ragmem.run import (
 from ragmem.run.journal import Journal
 from ragmem.run.plain_steps import PLAIN, Steps  # noqa: F401  (also ragmem.run.engine.Steps, PLAIN)
 from ragmem.run.prepare import SweepPlan
-from ragmem.runtime import interrupts, progress
+from ragmem.runtime import interrupts, progress, space
 from ragmem.schema import AgentOutput
 from ragmem.text import plural
 from ragmem.tracking import end_unfinished, files, is_transient, process_tracking_uri, tracked_run, TrackedRun, Tracker
@@ -104,6 +104,7 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
     """
     components = pipeline.build_components(cfg)  # a bad agent or judge setting fails here, before any call
     dataset = steps.load(cfg, dataset)
+    space.reset()  # no write has found the disk full yet (on a sweep's child thread: kept from the sweep's start)
     if preflight:
         endpoints.preflight(endpoints.configured(cfg), log=log.info)
     tracker = _tracker(cfg)
@@ -133,9 +134,10 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
             if run.id is not None:
                 _log_run(steps, run, cfg, dataset, outputs, table, result, params, summary, journal, streamed)
         except BaseException as exc:  # what is done, and how to go on, for the one-line message
-            journal.close()
-            exc.ragmem_progress = (journal.key, len(kept) + journal.written, len(dataset))
-            raise
+            stopped = resumes.stopped(exc, journal, len(kept), len(dataset), cfg)
+            if stopped is exc:
+                raise
+            raise stopped from exc  # a full disk: one line naming the path, exit 3
         journal.close()
     return _handed_over(EvaluationResult(result.values, None if streamed else table, summary, run.id, params,
                                          components.index_builds(), journal.key), journal, streamed, keep_journal)
@@ -259,6 +261,7 @@ def sweep(config: dict[str, Any] | RunConfig, steps: Steps = PLAIN, *, plan: Swe
     meta = {"config": resumes.flat_config(cfg.raw), "data.sha256": ";".join(shas), "experiment": cfg.experiment}
     existing = resumes.reopen_sweep(tracker, resume, meta, len(points)) if resume else {}
     interrupts.STOP.clear()
+    space.reset()
     with tracked_run(tracker, cfg.experiment, cfg.run_name or f"sweep-{uuid.uuid4().hex[:6]}", run_id=resume,
                      tags={"ragmem.entry": "sweep", **(tags or {})}) as parent:
         if parent.id is not None and not resume:

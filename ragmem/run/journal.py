@@ -4,7 +4,9 @@
 
 - ``agent_outputs.jsonl``: one JSON line per agent output, written (and flushed) the moment the
   output is known, and fsync'd at the end of every batch, so a power cut loses at most one batch and
-  a Ctrl+C loses nothing that was answered. Logged as an artifact of the run at the end.
+  a Ctrl+C loses nothing that was answered. Logged as an artifact of the run at the end. A line the
+  disk had no room for is taken back and written again on the home's reserve (:mod:`ragmem.runtime.space`),
+  and a line cut short by a crash is cut off when the journal is opened again.
 - ``run.json``: what the run was started with (the resolved config, secrets masked, and the data's
   sha256), so ``--resume`` can refuse a different config.
 """
@@ -18,6 +20,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from ragmem.runtime import space
 from ragmem.runtime.home import ragmem_home
 from ragmem.schema import AgentOutput, Context
 
@@ -47,7 +50,10 @@ class Journal:
         self.folder.mkdir(parents=True, exist_ok=True)
         if not resume:
             self.path.unlink(missing_ok=True)
-        self._file = open(self.path, "a", encoding="utf-8")
+        elif self.path.is_file():
+            _cut_torn_line(self.path)
+        space.hold_reserve()  # room for what is in flight when the disk fills
+        self._file = open(self.path, "ab", buffering=0)
         self.written = 0
 
     # -- what the run started with --------------------------------------------------------------
@@ -83,9 +89,20 @@ class Journal:
     # -- outputs --------------------------------------------------------------------------------
 
     def append(self, output: AgentOutput) -> None:
-        self._file.write(json.dumps(_as_record(output), ensure_ascii=False) + "\n")
-        self._file.flush()
+        self._write((json.dumps(_as_record(output), ensure_ascii=False) + "\n").encode("utf-8"))
         self.written += 1
+
+    def _write(self, data: bytes) -> None:
+        """``data`` at the journal's end, whole: a write the disk had no room for is cut back to where
+        it began and made again on the reserve (:func:`ragmem.runtime.space.kept`), never left half."""
+        start = os.fstat(self._file.fileno()).st_size
+
+        def write() -> None:
+            view = memoryview(data)
+            while view:
+                view = view[self._file.write(view):]
+
+        space.kept(write, self.path, undo=lambda: os.ftruncate(self._file.fileno(), start))
 
     def adopt(self, key: str) -> dict[str, AgentOutput]:
         """The answered outputs of the journal ``key`` (another run's), journaled as this run's own
@@ -95,8 +112,8 @@ class Journal:
             outputs = {k: v for k, v in other.outputs().items() if v.error is None}
         finally:
             other.close()
-        for output in outputs.values():
-            self._file.write(json.dumps(_as_record(output), ensure_ascii=False) + "\n")
+        self._write("".join(json.dumps(_as_record(output), ensure_ascii=False) + "\n"
+                            for output in outputs.values()).encode("utf-8"))
         self.sync()
         return outputs
 
@@ -118,7 +135,7 @@ class Journal:
         journal.key, journal.folder = folder.name, folder
         journal.path = folder / PARTS_NAME / f"chunk-{index:05d}.jsonl"
         journal.path.parent.mkdir(parents=True, exist_ok=True)
-        journal._file = open(journal.path, "w", encoding="utf-8")
+        journal._file = open(journal.path, "wb", buffering=0)
         journal.written = 0
         return journal
 
@@ -128,9 +145,9 @@ class Journal:
     def absorb_parts(self) -> None:
         """The chunks' journals (:meth:`part`) appended to this one, in their order, and removed."""
         for path in self._parts():
-            with open(path, encoding="utf-8") as part:
+            with open(path, "rb") as part:
                 for line in part:
-                    self._file.write(line)
+                    self._write(line)
                     self.written += 1
             path.unlink()
         self.sync()
@@ -153,6 +170,25 @@ class Journal:
                 except (ValueError, TypeError):
                     continue  # the last line of a journal cut off mid-write
                 found[output.example_id] = output
+
+
+def _cut_torn_line(path: Path, block: int = 1 << 16) -> None:
+    """Cut off a last line the disk or a crash left without its end (what follows the last newline),
+    so the next line is not glued to it."""
+    with open(path, "rb+") as file:
+        size = file.seek(0, os.SEEK_END)
+        end = size
+        while end > 0:
+            start = max(0, end - block)
+            file.seek(start)
+            chunk = file.read(end - start)
+            at = chunk.rfind(b"\n")
+            if at >= 0:
+                end = start + at + 1
+                break
+            end = start
+        if end < size:
+            file.truncate(end)
 
 
 _OUTPUT_FIELDS = tuple(f.name for f in fields(AgentOutput))

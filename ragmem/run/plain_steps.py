@@ -12,7 +12,7 @@ from ragmem.data.loaders import Dataset
 from ragmem.errors import failure_message
 from ragmem.memory import bench_data, benchmark as memory_bench
 from ragmem.run import pipeline
-from ragmem.runtime import interrupts
+from ragmem.runtime import interrupts, space
 from ragmem.runtime.parallel import mapper_for
 from ragmem.schema import AgentOutput, Example
 from ragmem.tracking import log_results, record_run, TrackedRun
@@ -70,6 +70,8 @@ class Steps:
         def guarded(item):
             try:
                 return "ok", fn(*item)
+            except space.DiskFull:  # not one child's failure: the sweep stops (the others wind down)
+                raise
             except Exception as exc:  # one child's failure is recorded; the others go on
                 return "failed", failure_message(exc)
 

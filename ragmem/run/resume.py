@@ -13,11 +13,13 @@ import json
 from typing import Any
 
 from ragmem.clients.endpoints import EndpointDown
+from ragmem.config.loading import RunConfig
 from ragmem.config.secrets import mask
 from ragmem.config.settings import Settings
 from ragmem.errors import ConfigError, failure_message
 from ragmem.run import summary as summaries
 from ragmem.run.journal import Journal
+from ragmem.runtime import space
 from ragmem.runtime.processes import host, process_alive, run_is_dead  # noqa: F401  (also here)
 from ragmem.tracking.lifecycle import metric_name
 from ragmem.tracking.runs import run_table
@@ -146,3 +148,15 @@ def check_resume(cfg, dataset, resume: str):
     journal = Journal(resume, resume=True)
     journal.absorb_parts()
     return journal
+
+
+def stopped(exc: BaseException, journal: Journal, kept: int, total: int, cfg: RunConfig) -> BaseException:
+    """What stopped a run, with its progress for the resume hint; a full disk as the
+    :class:`ragmem.runtime.space.DiskFull` that names its path (SQLite's error does not)."""
+    try:
+        journal.close()
+    except OSError:  # (its last fsync, on a full disk: named below)
+        pass
+    stopped = space.as_disk_full(exc, space.places(cfg.tracking_uri, cfg.artifact_root)) or exc
+    stopped.ragmem_progress = (journal.key, kept + journal.written, total)
+    return stopped

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -220,6 +221,14 @@ def store_location(uri: str) -> str:
 
 
 def write_json(path: str | Path, payload: dict[str, Any]) -> None:
-    """``payload`` as JSON at ``path``, every text in it scrubbed of the secrets held (:func:`scrub_all`)."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(scrub_all(payload), ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    """``payload`` as JSON at ``path``, every text in it scrubbed of the secrets held (:func:`scrub_all`);
+    written whole or not at all (a file beside it, then renamed: a full disk leaves the old file as it was)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(scrub_all(payload), ensure_ascii=False, indent=2) + "\n"
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    try:
+        partial.write_text(text, encoding="utf-8")
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)

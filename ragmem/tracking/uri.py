@@ -17,6 +17,10 @@ from ragmem.errors import ConfigError
 DATABASE_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")  # MLflow's SQL store
 SCHEMES = (*DATABASE_SCHEMES, "http", "https", "databricks", "databricks-uc", "file")
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+#: a store up to this size gets SQLite's full ``integrity_check`` before each run (measured here: ~80 ms
+#: per MB on a 386 MB store, 31 s); a larger one the ``quick_check`` (~3 ms per MB: 1 s), which finds
+#: broken pages and trees but not an index that disagrees with its table
+FULL_CHECK_BYTES = 32 << 20
 
 
 def writable_folder(folder: Path, what: str) -> None:
@@ -56,10 +60,24 @@ def check_sqlite(path: Path, what: str) -> None:
             connection.execute("PRAGMA schema_version").fetchone()
             connection.execute("BEGIN IMMEDIATE")  # a write lock: fails on a read-only file or file system
             connection.rollback()
+            check = "integrity_check" if path.stat().st_size <= FULL_CHECK_BYTES else "quick_check"
+            found = [row[0] for row in connection.execute(f"PRAGMA {check}(3)")]
         finally:
             connection.close()
     except sqlite3.DatabaseError as exc:
+        if "malformed" in str(exc) or "corrupt" in str(exc):
+            raise ConfigError(_damaged(what, path, str(exc))) from None
         raise ConfigError(f"{what}: {path} cannot be used as a store ({exc})") from None
+    if found != ["ok"]:
+        first = " ".join(found[0].replace("*** in database main ***", "").split())[:200]
+        raise ConfigError(_damaged(what, path, f"SQLite's {check}: {first}"))
+
+
+def _damaged(what: str, path: Path, problem: str) -> str:
+    """The line for a store that fails SQLite's check, with the ways out; nothing was written to it."""
+    return (f"{what}: {path} is damaged ({problem}); nothing was written to it. Keep it aside and start a "
+            f"new store (mv {path} {path}.damaged), or recover what it holds: sqlite3 {path} .recover | "
+            f"sqlite3 {path.with_name(path.stem + '-recovered.db')}")
 
 
 def tracking_scheme(uri: str) -> str:

@@ -85,3 +85,26 @@ def test_a_dask_scheduler_that_does_not_answer_stops_the_run_before_any_call():
         assert "expected tcp://HOST:PORT" in probe(endpoint.__class__(endpoint.setting, "nonsense", "dask"))
     finally:
         listening.close()
+
+
+@pytest.mark.parametrize("damage", ["index page", "table page"])
+def test_a_store_that_fails_sqlite_s_integrity_check_is_named_with_the_way_out(tmp_path, damage):
+    db = tmp_path / "mlflow.db"
+    connection = sqlite3.connect(db)
+    connection.executescript("CREATE TABLE runs (id INTEGER PRIMARY KEY, name TEXT); CREATE INDEX by_name ON runs (name);")
+    connection.executemany("INSERT INTO runs (name) VALUES (?)", ((f"run {i:05d} " + "x" * 50,) for i in range(3000)))
+    connection.commit()
+    page_size = connection.execute("PRAGMA page_size").fetchone()[0]
+    root = connection.execute("SELECT rootpage FROM sqlite_master WHERE name = ?",
+                              ("by_name" if damage == "index page" else "runs",)).fetchone()[0]
+    connection.close()
+    check_tracking(f"sqlite:///{db}", "tracking.uri")  # whole: passes
+    with open(db, "r+b") as file:  # one page of the tree garbled (a torn write, a bad sector)
+        file.seek((root - 1) * page_size)
+        file.write(b"\xa5" * page_size)
+    with pytest.raises(ConfigError) as refused:
+        check_tracking(f"sqlite:///{db}", "tracking.uri")
+    line = str(refused.value)
+    assert line.startswith(f"tracking.uri sqlite:///{db}: {db} is damaged (") and "\n" not in line
+    assert f"nothing was written to it. Keep it aside and start a new store (mv {db} {db}.damaged)" in line
+    assert f"sqlite3 {db} .recover | sqlite3 {tmp_path / 'mlflow-recovered.db'}" in line
