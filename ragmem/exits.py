@@ -90,11 +90,12 @@ _MLFLOW_INTEGERS = ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_BACK
 
 
 def check_environment() -> None:
-    """The environment variables ragmem sets defaults for hold what MLflow can read: one line, exit 2."""
-    for name in _MLFLOW_INTEGERS:
+    """The environment variables ragmem sets defaults for (and ``RAGMEM_DISK_RESERVE``) hold whole numbers: one line, exit 2."""
+    for name in (*_MLFLOW_INTEGERS, "RAGMEM_DISK_RESERVE"):
         value = os.environ.get(name, "").strip()
         if value and not value.isdigit():
-            raise RagmemError(f"{name}: expected a whole number (MLflow reads it as one), got {value!r}")
+            why = "MLflow reads it as one" if name in _MLFLOW_INTEGERS else "bytes"
+            raise RagmemError(f"{name}: expected a whole number ({why}), got {value!r}")
 
 
 def _click_errors() -> tuple[tuple[type, ...], tuple[type, ...]]:

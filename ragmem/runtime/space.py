@@ -122,6 +122,13 @@ def places(tracking_uri: str, artifact_root: str) -> list[Path]:
     return found
 
 
+def reserve_bytes() -> int:
+    """``RAGMEM_DISK_RESERVE`` (bytes; ``0``: no reserve), else :data:`RESERVE_BYTES`; checked by
+    :func:`ragmem.exits.check_environment` (another value is one line, exit 2)."""
+    given = os.environ.get("RAGMEM_DISK_RESERVE", "").strip()
+    return int(given) if given.isdigit() else RESERVE_BYTES
+
+
 def reserve_path() -> Path:
     return ragmem_home() / RESERVE_NAME
 
@@ -136,7 +143,7 @@ def hold_reserve() -> None:
             if path.is_file() and path.stat().st_size > 0:
                 return
             free = free_bytes(path.parent) or 0
-            size = min(RESERVE_BYTES, free // 2) // 4096 * 4096
+            size = min(reserve_bytes(), free // 2) // 4096 * 4096
             if size <= 0:
                 return
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -148,3 +148,19 @@ def test_an_output_file_on_a_full_disk_names_the_stored_run_and_keeps_the_old_fi
         common.write(target, {"run_id": "abc123", "metrics": {}}, "summary")
     assert "the summary was not written; the run abc123 is stored whole" in str(stopped.value)
     assert target.read_text() == '{"old": true}\n' and [p.name for p in tmp_path.iterdir()] == ["summary.json"]
+
+
+def test_the_reserve_is_sized_by_ragmem_disk_reserve_and_a_bad_value_is_one_line(home, monkeypatch):
+    from ragmem import exits
+    from ragmem.errors import RagmemError
+
+    monkeypatch.setenv("RAGMEM_DISK_RESERVE", "0")
+    space.hold_reserve()
+    assert not space.reserve_path().exists()  # none asked for
+    monkeypatch.setenv("RAGMEM_DISK_RESERVE", "65536")
+    space.hold_reserve()
+    assert space.reserve_path().stat().st_size == 65536
+    assert space.release_reserve() == 65536 and not space.reserve_path().exists()
+    monkeypatch.setenv("RAGMEM_DISK_RESERVE", "8MB")
+    with pytest.raises(RagmemError, match=r"^RAGMEM_DISK_RESERVE: expected a whole number \(bytes\), got '8MB'$"):
+        exits.check_environment()
