@@ -25,6 +25,7 @@ from ragmem.exits import check_environment, finish as finish_command, leave, pre
 from ragmem.judges import pairwise
 from ragmem.memory import bench_compare
 from ragmem.memory.bench_data import DATASETS
+from ragmem.metrics import needs
 from ragmem.orchestration.server import resolve_api_url
 from ragmem.report.terminal import (out, plural, print_bench, print_paired, print_pairwise, print_rerun, print_runs, print_stored,
                                     print_stored_parent, print_summary, print_sweep, say)
@@ -313,6 +314,8 @@ def validate(
               file=sys.stderr)
         raise typer.Exit(2)
     print(f"{data}: {plural(report.n_records, 'record')}, all valid")
+    for line in needs.fed(report.held, report.n_records):  # (a live agent's contexts are its own)
+        print(line)
 
 
 app.add_typer(server_app, name="server")

@@ -5,7 +5,7 @@ example before: 6.9 GB)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -23,6 +23,19 @@ class FileReport:
     n_records: int
     problems: list[DataError]
     examples: list[Example]
+    #: how many valid records hold each optional input (:data:`HELD`), for what the metrics can be computed on
+    held: dict[str, int] = field(default_factory=dict)
+
+
+#: the optional inputs counted per valid record (``ragmem validate``: :func:`ragmem.metrics.needs.fed`)
+HELD = {
+    "reference_answer": lambda e: isinstance(e.reference_answer, str) and bool(e.reference_answer.strip()),
+    "contexts": lambda e: bool(e.contexts),
+    "reference_answer+contexts": lambda e: bool(e.contexts) and isinstance(e.reference_answer, str)
+                                           and bool(e.reference_answer.strip()),
+    "gold_ids": lambda e: e.gold_relevance() is not None,
+    "label": lambda e: e.label is not None,
+}
 
 
 def check_file(data_file: DataFile, require_answer: bool = True, keep: bool = True,
@@ -37,6 +50,7 @@ def check_file(data_file: DataFile, require_answer: bool = True, keep: bool = Tr
     problems: list[DataError] = []
     examples: list[Example] = []
     keys, records, record = [], [], 0
+    held = dict.fromkeys(HELD, 0)
     for batch in iter_records(data_file.path, data_file.format, data_file.encoding):
         ids, numbers = [], []
         for raw in batch:
@@ -45,6 +59,8 @@ def check_file(data_file: DataFile, require_answer: bool = True, keep: bool = Tr
                                           tabular, data_file.cluster_by)
             problems.extend(found)
             if example is not None:
+                for name, holds in HELD.items():
+                    held[name] += holds(example)
                 ids.append(example.id)
                 numbers.append(record)
                 if keep:
@@ -57,7 +73,7 @@ def check_file(data_file: DataFile, require_answer: bool = True, keep: bool = Tr
                             np.concatenate(records) if records else np.zeros(0, dtype=np.int64))
     if not record:
         problems.append(DataError(file, "holds no records"))
-    return FileReport(file, record, problems, examples)
+    return FileReport(file, record, problems, examples, held)
 
 
 def _duplicates(data_file: DataFile, keys: np.ndarray, records: np.ndarray) -> list[DataError]:

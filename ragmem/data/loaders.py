@@ -306,7 +306,10 @@ def parse_record(raw: Any, file: str, record: int, file_label: int | None = None
         reader.problem(None, f"expected an object, got {type(raw).__name__}")
         return None, reader.problems
     query = reader.text("query", required=True)
-    reference = reader.text("reference_answer", required=True)
+    # optional (production traffic has none): the metrics that need it say so; null or blank is none
+    name, value = reader.pick("reference_answer")
+    reference = reader.as_text(name, value) if value is not None else None
+    reference = reference if reference is not None and reference.strip() else None
     answer = reader.text("generated_answer", required=require_answer)
     contexts = reader.contexts()
     optional = reader.optional(file_label)

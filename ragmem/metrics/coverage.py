@@ -11,7 +11,9 @@ keywords of all retrieved contexts of an example:
 An example whose answer (reference) has no keyword is undefined: it takes ``zero_division``
 (default ``nan``: null for the example and left out of the mean; 0 or 1 when set) and is counted in
 ``undefined_<metric>``.
-Examples whose agent call failed are left out and counted in ``n_errors``.
+Examples whose agent call failed are left out and counted in ``n_errors``; an example without
+contexts has neither value, one without a reference answer no ``reference_coverage`` (null, counted
+for the field it lacks: :mod:`ragmem.metrics.needs`).
 
 >>> from ragmem.metrics.coverage import coverage
 >>> coverage({"a", "b"}, {"a", "c"}, zero_division=0.0)
@@ -26,7 +28,7 @@ from typing import AbstractSet
 
 import pandas as pd
 
-from ragmem.metrics import names
+from ragmem.metrics import names, needs
 from ragmem.metrics._division import divide
 from ragmem.metrics.base import failed, Family, mean_aggregator, MetricResult, nanmean, scored_mask
 
@@ -51,6 +53,9 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
             continue
         context_kw = K.union(c["text"] for c in row.contexts)
         for name, text in (("avg_coverage", row.generated_answer), ("reference_coverage", row.reference_answer)):
+            if needs.lacks(row, name):
+                columns[name].append(None)
+                continue
             value, was_undefined = coverage(K(text or ""), context_kw, ctx.zero_division)
             columns[name].append(value)
             undefined[name] += was_undefined

@@ -21,6 +21,9 @@ multi-sentence answer is one segment, never just its first sentence.
 Tokens for bleu_1, ROUGE, token_f1 and exact_match: NFKC + lowercase, CJK runs segmented by the
 configured tokenizer (``generation.tokenizer``, default jieba), other runs split into words and
 numbers, punctuation dropped; stopwords are kept (they are part of an answer's wording).
+
+An example without a reference answer (production traffic) has none of these scores: null, counted
+as not scored for ``no reference answer`` (:mod:`ragmem.metrics.needs`), and left out of the corpus sums.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from ragmem.metrics import names
+from ragmem.metrics import names, needs
 from ragmem.metrics.base import Aggregator, failed, Family, mean_aggregator, MetricResult, nanmean, scored_mask
 from ragmem.metrics.scorer import GenerationScorer, score_pairs, scorer_for  # noqa: F401  (also here)
 
@@ -48,7 +51,7 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
     rows = ctx.rows(table)
     scores = iter(ctx.map(score_pairs, _pairs(rows), scorer.tokenizer.name, scorer.bleu_tokenize))
     for row in rows:
-        if failed(row):
+        if _left_out(row):
             for values in columns.values():
                 values.append(None)
             continue
@@ -67,8 +70,13 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
     return MetricResult(values=values, columns={k: v for k, v in columns.items() if k in keep}, statistics=means)
 
 
+def _left_out(row) -> bool:
+    """A row with no scores: its agent call failed, or it has no reference answer."""
+    return failed(row) or not needs.has(row, needs.REFERENCE)
+
+
 def _pairs(rows) -> list[tuple[str, str]]:
-    return [(row.generated_answer or "", row.reference_answer or "") for row in rows if not failed(row)]
+    return [(row.generated_answer or "", row.reference_answer) for row in rows if not _left_out(row)]
 
 
 def start(table: pd.DataFrame, ctx, wanted) -> None:
@@ -88,8 +96,10 @@ def _stats_matrix(values: pd.Series, width: int) -> np.ndarray:
 
 def aggregators(table: pd.DataFrame, names, zero_division: float, scorer=None) -> dict:
     """Corpus BLEU/chrF from summed sacrebleu statistics (with the run's scorer: its tokenizer);
-    the other scores as means."""
+    the other scores as means (over the examples with a reference answer)."""
     ok = scored_mask(table)
+    if "reference_answer" in table:
+        ok = ok & table["reference_answer"].map(lambda r: isinstance(r, str) and bool(r.strip()))
     out = {}
     for name in names:
         if name in CORPUS and CORPUS[name][0] in table:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ragmem.metrics import names
+from ragmem.metrics import names, needs
 from ragmem.metrics.base import Aggregator, failed, Family, MetricResult, unless_note
 from ragmem.metrics.ranking import is_gold
 from ragmem.schema import CONTEXT_SOURCES
@@ -40,7 +40,7 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
             continue
         by_source = {s: [c for c in row.contexts if c.get("source") == s] for s in CONTEXT_SOURCES}
         has = float(any(by_source.values()))
-        answer, reference = K(row.generated_answer or ""), K(row.reference_answer or "")
+        answer, reference = K(row.generated_answer or ""), K(needs.reference(row))
         kws = {s: K.union(c["text"] for c in cs) for s, cs in by_source.items()}
         gold = row.gold_relevance if isinstance(row.gold_relevance, dict) else None
         for s in CONTEXT_SOURCES:

@@ -27,6 +27,11 @@ examples with a value >= ``rag_metrics.threshold`` (default 0.5).
 - ``faithfulness``: claims of the answer (LLM, or offline: its sentences), each judged supported by
   the contexts (LLM verdict, or offline: the contexts hold at least half of its keywords); supported /
   all claims. An answer without claims is undefined (``zero_division``).
+
+An example without the fields a metric needs (:mod:`ragmem.metrics.needs`: contexts for
+faithfulness and contextual_precision, a reference answer and contexts for context_entity_recall) is
+not asked about: null for that metric, counted as not scored with the field it lacks, never 0.
+contextual_precision also needs what its verdicts rest on: gold ids, else a reference answer.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from ragmem.errors import ConfigError
-from ragmem.metrics import names
+from ragmem.metrics import names, needs
 from ragmem.metrics.base import Family, mean_aggregator, MetricResult, nanmean, scored_mask
 from ragmem.metrics.ranking import is_gold, keyword_relevant
 from ragmem.metrics.reliability import items_aggregator, majority_aggregator
@@ -113,10 +118,14 @@ class RagMetrics:
         return MetricResult(values=out, columns=columns, undefined={name: undefined},
                             statistics={f"{name}_pass_rate": mean_aggregator(pd.Series(passed, dtype=float))})
 
-    def _rows(self, table: pd.DataFrame):
+    def _rows(self, table: pd.DataFrame, metric: str | None = None):
+        """The rows ``metric`` is computed on: ``None`` for a failed agent call and for an example that
+        lacks a field the metric needs (:mod:`ragmem.metrics.needs`)."""
         if self._rows_of is None or self._rows_of[0] is not table:  # once per table, not per metric
             self._rows_of = (table, _rows(table, self.ctx))
-        return self._rows_of[1]
+        if metric is None:
+            return self._rows_of[1]
+        return [None if row is None or needs.lacks(row, metric) else row for row in self._rows_of[1]]
 
     # -- metrics -----------------------------------------------------------------------------
     def answer_correctness(self, table: pd.DataFrame) -> MetricResult:
@@ -133,7 +142,8 @@ class RagMetrics:
         return result
 
     def contextual_precision(self, table: pd.DataFrame) -> MetricResult:
-        rows = self._rows(table)
+        rows = [None if row is None or not (isinstance(row.gold_relevance, dict) or needs.has(row, needs.REFERENCE))
+                else row for row in self._rows(table, "contextual_precision")]  # (its verdicts: gold ids or the reference)
         plan: list[Any] = []
         requests = []
         for row in rows:
@@ -146,12 +156,12 @@ class RagMetrics:
                 plan.append([int(is_gold(c, gold)) for c in contexts])
             elif self.llm is not None:
                 start = len(requests)
-                requests += [("chunk_relevance", {"question": row.query, "reference": row.reference_answer or "",
+                requests += [("chunk_relevance", {"question": row.query, "reference": needs.reference(row),
                                                   "context": c["text"]}) for c in contexts]
                 plan.append(("llm", start, len(contexts)))
             else:
                 K = self.ctx.keywords
-                ref = K(row.reference_answer or "")
+                ref = K(needs.reference(row))
                 plan.append([int(keyword_relevant(K, c["text"], ref, self.ctx.keyword_threshold)) for c in contexts])
         answers = self._ask(requests)
         values, errors, votes = [], [], []
@@ -243,7 +253,7 @@ class RagMetrics:
         return self.embedder.embed(texts)
 
     def context_entity_recall(self, table: pd.DataFrame) -> MetricResult:
-        rows = self._rows(table)
+        rows = self._rows(table, "context_entity_recall")
         unique = _entity_texts(rows)
         entities: dict[str, set[str] | str] = {}
         if self.llm is not None:
@@ -257,7 +267,7 @@ class RagMetrics:
             if row is None:
                 values.append(None), errors.append(None)
                 continue
-            parts = [entities[row.reference_answer or ""]] + [entities[c["text"]] for c in row.contexts]
+            parts = [entities[needs.reference(row)]] + [entities[c["text"]] for c in row.contexts]
             failed = [p for p in parts if isinstance(p, str)]
             if failed:
                 values.append(None), errors.append(failed[0])
@@ -271,7 +281,7 @@ class RagMetrics:
         return self._finish("context_entity_recall", values, errors, undefined)
 
     def faithfulness(self, table: pd.DataFrame) -> MetricResult:
-        rows = self._rows(table)
+        rows = self._rows(table, "faithfulness")
         values, errors, undefined = [], [], 0
         if self.llm is None:
             K = self.ctx.keywords
@@ -344,7 +354,7 @@ def _entity_texts(rows) -> list[str]:
     texts: list[str] = []
     for row in rows:
         if row is not None:
-            texts += [row.reference_answer or ""] + [c["text"] for c in row.contexts]
+            texts += [needs.reference(row)] + [c["text"] for c in row.contexts]
     return list(dict.fromkeys(texts))
 
 
@@ -358,8 +368,9 @@ def start(table: pd.DataFrame, ctx, wanted) -> None:
     if ctx.llm is not None:
         return
     K, rows = ctx.keywords, _rows(table, ctx)
-    if "context_entity_recall" in wanted:
-        ctx.start(offline_entities, _entity_texts(rows), K.tokenizer_name, K.stopword_specs)
+    if "context_entity_recall" in wanted:  # (the rows it is computed on: those with a reference and contexts)
+        needing = [None if r is None or needs.lacks(r, "context_entity_recall") else r for r in rows]
+        ctx.start(offline_entities, _entity_texts(needing), K.tokenizer_name, K.stopword_specs)
     if "answer_relevancy" in wanted and ctx.embedder is None:
         ctx.start(keyword_cosines, _relevancy_pairs(rows), K.tokenizer_name, K.stopword_specs)
 

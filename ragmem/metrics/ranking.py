@@ -30,7 +30,7 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from ragmem.metrics import names
+from ragmem.metrics import names, needs
 from ragmem.metrics.base import counted_note, failed, Family, mean_aggregator, MetricResult, nanmean, scored_mask
 from ragmem.metrics.names import DEFAULT_KS
 from ragmem.text import plural
@@ -116,7 +116,7 @@ def example_relevance(row, ctx) -> tuple[list[str | None], dict[str, float]] | N
     if ctx.relevance == "ids":
         return None
     # R counts the relevant contexts among those retrieved
-    reference = ctx.keywords(row.reference_answer or "")
+    reference = ctx.keywords(needs.reference(row))
     if not reference:
         return None
     ids, rel = [], {}

@@ -34,7 +34,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from ragmem.metrics import names
+from ragmem.metrics import names, needs
 from ragmem.metrics.base import counted_note, failed, Family, mean_aggregator, MetricResult, nanmean, scored_mask
 from ragmem.prompts import rubrics as rubric_prompts
 
@@ -55,7 +55,7 @@ def score_rubrics(rows: Any, rubrics: Sequence[rubric_prompts.Rubric], llm: Any,
             row = rows[i]
             contexts = [c["text"] if isinstance(c, dict) else str(c) for c in (row.contexts or [])]
             requests.append((task, rubric_prompts.fields_of(group, row.query or "", row.generated_answer or "",
-                                                            row.reference_answer or "", contexts)))
+                                                            needs.reference(row), contexts)))
             plan.append((group, i))
     replies = llm.run(requests) if requests else []
     values = {r.name: [None] * len(rows) for r in rubrics}

@@ -5,8 +5,9 @@ A mean over 5 of 16 examples printed under "16 examples, 0 errors" reads as the 
 metric with a per-example value counts the examples that value is defined on (``scored``) among
 those it could have been computed for (``of``: every example; for accuracy, precision, recall and
 f1 the labelled ones), and why the others were not scored: the agent call failed, the judge's reply
-for that metric failed (its ``<metric>_error``), the judge's verdict failed, or the value is
-undefined (0/0, an input missing). Counts of chunks add up (:func:`merged`), so a streamed run's
+for that metric failed (its ``<metric>_error``), the judge's verdict failed, the example lacks a
+field the metric needs (``no reference answer``, ``no contexts``: :mod:`ragmem.metrics.needs`), or the
+value is undefined (0/0). Counts of chunks add up (:func:`merged`), so a streamed run's
 coverage is its chunks' sum.
 """
 
@@ -16,6 +17,8 @@ import collections
 from typing import Any
 
 import pandas as pd
+
+from ragmem.metrics import needs
 
 _CLASSIFICATION = ("accuracy", "precision", "recall", "f1")
 _COLUMN = {"avg_coverage": "coverage", "pass_rate": "verdict"}  # a metric whose column has another name
@@ -41,7 +44,16 @@ def _why(table: pd.DataFrame, column: str, missing: pd.Series) -> collections.Co
     reasons = collections.Counter(table.loc[reply, error_column].astype(str).str[:80].tolist() if reply.any() else [])
     if agent.any():
         reasons["agent call failed"] = int(agent.sum())
-    undefined = int((missing & ~agent & ~reply).sum())
+    rest = missing & ~agent & ~reply
+    # an input the metric needs is not in the example (production traffic: no reference answer); a
+    # verdict the judge was not asked for lacks the reference (the keyword judge needs one)
+    for field in (needs.REFERENCE,) if column == "verdict" else needs.needs(column):
+        if field in table.columns:
+            lacking = rest & ~table[field].map(lambda value, f=field: needs.holds(f, value))
+            if lacking.any():
+                reasons[needs.WHY[field]] = int(lacking.sum())
+                rest = rest & ~lacking
+    undefined = int(rest.sum())
     if undefined:
         reasons["undefined (0/0 or an input missing)"] = undefined
     return reasons

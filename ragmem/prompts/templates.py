@@ -39,6 +39,14 @@ TASKS: dict[str, dict[str, Any]] = {
                         "words is correct; one that contradicts it or misses its key point is not."),
         "fields": ("question", "reference", "answer"),
     },
+    "answer_supported": {  # the reference-free verdict (production traffic: no reference answer)
+        "kind": "verdict",
+        "instruction": ("Decide whether the answer is correct for the question and supported by the contexts: it "
+                        "answers what was asked, and what it states is stated in the contexts or follows from them. "
+                        "An answer that contradicts the contexts, adds facts they do not hold, or does not answer "
+                        "the question is not."),
+        "fields": ("question", "contexts", "answer"),
+    },
     "chunk_relevance": {
         "kind": "verdict",
         "instruction": ("Decide whether the context passage is useful for arriving at the reference answer to "
@@ -132,6 +140,10 @@ STRICT: dict[str, str] = {
     "answer_correctness": ("Decide whether the generated answer is correct for the question, judged strictly "
                            "against the reference answer: it must state every key fact of the reference and "
                            "nothing that contradicts it; a partial, hedged or vague answer is not correct."),
+    "answer_supported": ("Decide whether the answer is correct for the question and entirely supported by the "
+                         "contexts: it answers exactly what was asked, and every fact it states is stated in the "
+                         "contexts; a partial, hedged or vague answer, or one with any fact the contexts do not "
+                         "hold, is not."),
     "chunk_relevance": ("Decide whether the context passage explicitly states a fact the reference answer to the "
                         "question relies on; a passage that is only on the same topic is not relevant."),
     "claim_support": ("Decide whether the claim follows directly and entirely from the contexts, with no outside "

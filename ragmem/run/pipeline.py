@@ -21,6 +21,7 @@ from ragmem.data.loaders import Dataset, load_dataset
 from ragmem.errors import ConfigError
 from ragmem.judges import Judge, JudgeItem, Judgement, judging
 from ragmem.metrics import compute_metrics, MetricContext, MetricResult, start_metrics
+from ragmem.metrics import needs
 from ragmem.metrics.generation import scorer_for
 from ragmem.runtime import progress
 from ragmem.schema import AgentOutput, answer_digest, Example, LABEL_SET_ASIDE, LABEL_UNBOUND
@@ -114,12 +115,19 @@ def time_agent(agent: Any, examples: Sequence[Example], cfg: RunConfig,
 
 
 def judge(judge_: Judge, examples: Sequence[Example], outputs: Sequence[AgentOutput]) -> list[Judgement | None]:
-    """Judge every answered example; ``None`` where the agent call failed (nothing to judge)."""
-    todo = [i for i, o in enumerate(outputs) if o.error is None]
+    """Judge every answered example; ``None`` where the agent call failed (nothing to judge). An example
+    without a reference answer is not asked of a judge that needs one (the keyword judge), nor of the
+    LLM judge when it has no contexts either: no verdict, its reason ``no reference answer`` (not a
+    failure: :mod:`ragmem.metrics.needs`)."""
+    answered = [i for i, o in enumerate(outputs) if o.error is None]
+    free = getattr(judge_, "reference_free", False)  # (the LLM judge: on the contexts, when there are some)
+    todo = [i for i in answered if needs.has(examples[i], needs.REFERENCE) or (free and outputs[i].contexts)]
     items = [JudgeItem(examples[i].query, outputs[i].answer or "", examples[i].reference_answer or "",
                        tuple(c.text for c in outputs[i].contexts)) for i in todo]
     verdicts = judge_.judge(items) if items else []
     out: list[Judgement | None] = [None] * len(outputs)
+    for i in answered:
+        out[i] = Judgement(None, reason=needs.WHY[needs.REFERENCE])
     for i, verdict in zip(todo, verdicts):
         out[i] = verdict
     return out

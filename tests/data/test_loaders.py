@@ -91,7 +91,6 @@ def test_context_objects_and_optional_fields(tmp_path):
 
 BAD_RECORDS = [
     ({"reference_answer": "r", "generated_answer": "g"}, "record 1: field 'query': missing"),
-    ({"query": "q", "generated_answer": "g"}, "record 1: field 'reference_answer': missing"),
     ({"query": "q", "reference_answer": "r"}, "record 1: field 'generated_answer': missing"),
     ({"query": "q", "reference_answer": [], "generated_answer": "g"}, "field 'reference_answer': expected a string"),
     ({"query": 3.5, "reference_answer": "r", "generated_answer": "g"},
@@ -131,8 +130,7 @@ def test_validation_reports_every_problem(tmp_path):
     path = _write(tmp_path, "json", [good, {"query": "q"}, good | {"id": "c", "label": 3}])
     report = check_file(DataFile(path))
     assert report.n_records == 3
-    assert [(p.record, p.field) for p in report.problems] == [
-        (2, "reference_answer"), (2, "generated_answer"), (3, "label")]
+    assert [(p.record, p.field) for p in report.problems] == [(2, "generated_answer"), (3, "label")]
 
 
 @pytest.mark.parametrize("content, suffix, message", [
@@ -268,3 +266,16 @@ def test_validate_streams_holds_no_example_and_still_names_every_id_given_twice(
         (25_001, "id", "duplicate id 'q7' (also record 8)"), (25_002, "id", "duplicate id 'q24999' (also record 25000)")]
     held = check_file(DataFile(path))  # holding the examples: the same problems
     assert [(p.record, p.detail) for p in held.problems] == [(p.record, p.detail) for p in report.problems]
+
+
+@pytest.mark.parametrize("reference", ["absent", None, "", "   "])
+def test_a_record_without_a_reference_answer_is_valid_and_has_none(tmp_path, reference):
+    """Production traffic has no reference (absent, null or blank): the metrics that need one say so
+    (ragmem.metrics.needs)."""
+    record = {"query": "q", "generated_answer": "g"}
+    if reference != "absent":
+        record["reference_answer"] = reference
+    path = tmp_path / "d.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    (example,) = load_dataset([DataFile(path)]).examples
+    assert example.reference_answer is None

@@ -1,0 +1,114 @@
+"""What each metric reads from an example beyond its query and answer.
+
+An example needs a query and an answer; its reference answer and its contexts are optional
+(production traffic has no reference, a chat turn may retrieve nothing). A metric that needs a field
+an example lacks has no value for that example: null, counted among the examples it was not scored on
+with the reason (``no reference answer``, ``no contexts``; :mod:`ragmem.metrics.scored`), never 0 and
+never a rejected file. ``ragmem validate`` counts, per metric, the records that can feed it.
+
+=========================================  ===============================
+metric                                      needs
+=========================================  ===============================
+bleu, bleu_1, chrf, rouge_*, token_f1,      reference answer
+exact_match, answer_correctness
+pass_rate (keyword judge)                   reference answer
+faithfulness, avg_coverage                  contexts
+contextual_precision                        contexts (its verdicts: gold ids, else the reference)
+context_entity_recall, reference_coverage   reference answer and contexts
+answer_relevancy                            nothing more
+ranking (hit_rate_at_k, ...)                contexts and gold ids (counted in ``n_ranking_no_relevant``)
+=========================================  ===============================
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ragmem.metrics import names
+
+REFERENCE = "reference_answer"
+CONTEXTS = "contexts"
+#: the reason an example is not scored for want of a field (the coverage line's words)
+WHY = {REFERENCE: "no reference answer", CONTEXTS: "no contexts"}
+
+_NEEDS: dict[str, tuple[str, ...]] = {
+    **{name: (REFERENCE,) for name in (*names.GENERATION.selectable, *names.GENERATION_COMPANIONS)},
+    "answer_correctness": (REFERENCE,),
+    "faithfulness": (CONTEXTS,),
+    "avg_coverage": (CONTEXTS,),
+    "contextual_precision": (CONTEXTS,),
+    "context_entity_recall": (REFERENCE, CONTEXTS),
+    "reference_coverage": (REFERENCE, CONTEXTS),
+}
+_COLUMNS = {"coverage": "avg_coverage"}  # a per-example column named otherwise than its metric
+
+
+def needs(metric: str) -> tuple[str, ...]:
+    """The fields ``metric`` (or its per-example column, its ``_pass_rate``) needs beyond query and answer.
+
+    >>> needs("rouge_l"), needs("faithfulness_pass_rate"), needs("answer_relevancy")
+    (('reference_answer',), ('contexts',), ())
+    """
+    metric = _COLUMNS.get(metric, metric)
+    return _NEEDS.get(metric, _NEEDS.get(metric.removesuffix("_pass_rate"), ()))
+
+
+def has(row: Any, field: str) -> bool:
+    """Whether a results-table row (or an example) holds ``field``: a reference answer that is text,
+    at least one context."""
+    return holds(field, getattr(row, field, None))
+
+
+def holds(field: str, value: Any) -> bool:
+    """Whether ``value`` is a ``field`` an example holds (:func:`has`)."""
+    if field == REFERENCE:
+        return isinstance(value, str) and bool(value.strip())
+    try:
+        return value is not None and len(value) > 0
+    except TypeError:
+        return False
+
+
+def reference(row: Any) -> str:
+    """A row's reference answer, ``""`` when it has none (a table's missing cell may read as NaN)."""
+    value = getattr(row, REFERENCE, None)
+    return value if isinstance(value, str) else ""
+
+
+def lacks(row: Any, metric: str) -> str | None:
+    """The first field ``metric`` needs that ``row`` lacks, or ``None``."""
+    for field in needs(metric):
+        if not has(row, field):
+            return field
+    return None
+
+
+#: what ``ragmem validate`` says the metrics can be computed on: (metrics, the input they need, the
+#: :data:`ragmem.data.checking.HELD` count that feeds them; ``None``: every valid record)
+FED = (
+    ("answer_relevancy", "a query and an answer", None),
+    ("faithfulness, avg_coverage", "contexts", "contexts"),
+    ("bleu, chrf, rouge_*, token_f1, exact_match, answer_correctness, pass_rate with the keyword judge",
+     "a reference answer", "reference_answer"),
+    ("context_entity_recall, reference_coverage, contextual_precision", "a reference answer and contexts",
+     "reference_answer+contexts"),
+    ("hit_rate_at_k, mrr_at_k, ndcg_at_k, recall_at_k, precision_at_k, map_at_k", "gold context ids", "gold_ids"),
+    ("accuracy, precision, recall, f1, judge_label_kappa", "a label", "label"),
+)
+
+
+def fed(held: dict[str, int], valid: int) -> list[str]:
+    """The lines of ``ragmem validate`` that say, per metric, how many of the ``valid`` records can feed it.
+
+    >>> print("\\n".join(fed({"contexts": 12, "reference_answer": 0, "reference_answer+contexts": 0,
+    ...                        "gold_ids": 0, "label": 0}, 20)[:3]))
+    what each metric can be computed on (records that hold what it needs):
+      20 of 20  answer_relevancy (a query and an answer)
+      12 of 20  faithfulness, avg_coverage (contexts)
+    """
+    width = len(f"{valid:,} of {valid:,}")
+    lines = ["what each metric can be computed on (records that hold what it needs):"]
+    for metrics, what, key in FED:
+        n = valid if key is None else held.get(key, 0)
+        lines.append(f"  {f'{n:,} of {valid:,}':<{width}}  {metrics} ({what})")
+    return lines
