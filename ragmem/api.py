@@ -10,27 +10,35 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ragmem.agents.python import give
+from ragmem.data import given
 from ragmem.run import dryrun, engine, prepare
 from ragmem.run.engine import EvaluationResult
 
 __all__ = ["evaluate", "dry_run", "EvaluationResult"]
 
 
-def evaluate(data: str | Path | list[dict[str, Any]] | None = None, config: str | Path | dict | None = None,
-             *, track: bool = True, resume: str | None = None, preflight: bool = True,
-             journal: bool | None = None, **overrides: Any) -> EvaluationResult:
+def evaluate(data: Any = None, config: str | Path | dict | None = None, *, agent: Any = None, track: bool = True,
+             resume: str | None = None, preflight: bool = True, journal: bool | None = None,
+             **overrides: Any) -> EvaluationResult:
     """Evaluate a dataset and (unless ``track=False``) record the run in MLflow.
 
-    ``data`` is a dataset file, or a list of ``{path, label?}`` entries; ``config`` a YAML file or a
-    dict of settings; keyword arguments override top-level settings (``judge={"threshold": 0.5}``,
-    ``metrics=["f1"]``, ``experiment="nightly"``). The run is the same as ``ragmem run``'s: same
-    steps, same artifacts (the journal included), equal metrics. ``resume`` continues an
-    interrupted run by its id or a unique prefix of it (see ``ragmem run --resume``); ``preflight=False`` skips checking the
+    ``data``: a dataset file, a list of ``{path, label?}`` entries, or the records themselves: a list
+    of dicts, a pandas DataFrame, a pyarrow Table or any iterable of records (checked as a file's
+    records are, and named ``the records given to ragmem.evaluate`` in messages). ``agent``: a
+    function (or ``async`` function, or object with ``__call__``) that takes the query and returns
+    the answer (``{"answer", "contexts"}``, or text), as ``agent.type: python``; or a dict of agent
+    settings. ``config``: a YAML file or a dict of settings; without one, the home's ``ragmem.yaml``
+    when it has one, as ``ragmem run ragmem.yaml`` reads it (:func:`ragmem.run.prepare.home_config`).
+    Keyword arguments override top-level settings (``judge={"threshold": 0.5}``, ``metrics=["f1"]``,
+    ``experiment="nightly"``). The run is the same as ``ragmem run``'s: same steps, same artifacts
+    (the journal included), equal metrics. ``resume`` continues an interrupted run by its id or a
+    unique prefix of it (see ``ragmem run --resume``); ``preflight=False`` skips checking the
     endpoints before the first call. ``journal``: keep the run's journal of agent outputs in
     ``$RAGMEM_HOME/runs/`` once it has ended well (default: when the run is tracked; an untracked run
     leaves nothing behind unless ``journal=True``; a run that stopped keeps it for its resume).
     """
-    ready = _prepared(data, config, track, overrides, resume)
+    ready = _prepared(data, config, track, {**overrides, **({"agent": agent} if agent is not None else {})}, resume)
     return engine.evaluate(ready.config, dataset=ready.dataset, baseline=ready.baseline,
                            tags={"ragmem.entry": "python-api"}, resume=ready.resume, preflight=preflight,
                            keep_journal=track if journal is None else journal)
@@ -49,11 +57,18 @@ def dry_run(data: str | Path | list[dict[str, Any]] | None = None, config: str |
 def _prepared(data, config, track: bool, overrides: dict[str, Any], resume: str | None) -> prepare.Prepared:
     """The run made ready as ``ragmem run`` makes it (:mod:`ragmem.run.prepare`)."""
     extra = dict(overrides)
+    agent = extra.get("agent")
+    if agent is not None and not isinstance(agent, dict):  # a function as the agent
+        extra["agent"] = {"type": "python", "target": give(agent)}
     if isinstance(config, dict):
         extra = {**config, **extra}
         config = None
+    elif config is None:
+        config = prepare.home_config()  # the home's ragmem.yaml, as the command line reads it
     data_path = None
-    if isinstance(data, list):
+    if given.is_records(data):
+        data_path = str(given.records_file(data))
+    elif isinstance(data, list):
         extra.setdefault("data", {})["files"] = data
     elif data is not None:
         data_path = str(data)

@@ -1,12 +1,15 @@
-"""A Python callable as the agent: ``module:function`` or ``module:Class``."""
+"""A Python callable as the agent: ``module:function`` or ``module:Class``, or a function or object
+given to ``ragmem.evaluate(agent=...)`` (:func:`give`); sync or ``async``."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib
 import inspect
 import os
 import sys
+import threading
 from typing import Any, Callable, Iterator, Sequence
 
 from ragmem.errors import AgentLoadError, failure_message
@@ -26,10 +29,40 @@ def _importable(folder: str) -> Iterator[None]:
             sys.path.remove(folder)
 
 
+#: the callables given to ``ragmem.evaluate(agent=...)`` in this process, by their target (:func:`give`)
+GIVEN: dict[str, Any] = {}
+GIVEN_PREFIX = "given:"
+_GIVING = threading.Lock()
+
+
+def give(obj: Any) -> str:
+    """The target that names ``obj`` (a callable given as the agent) in this process: ``given:`` and its
+    qualified name (``given:my_notebook.answer``), made unique when two differ under one name. It is
+    what ``agent.target``, the run's params and the journal's config hold."""
+    if not callable(obj):
+        raise AgentLoadError(f"agent: expected a callable (a function, an async function or an object with "
+                             f"__call__), got {type(obj).__name__}")
+    name = f"{GIVEN_PREFIX}{getattr(obj, '__module__', None) or 'object'}." \
+           f"{getattr(obj, '__qualname__', None) or type(obj).__qualname__}"
+    with _GIVING:
+        target, n = name, 1
+        while GIVEN.get(target, obj) is not obj:
+            n += 1
+            target = f"{name}#{n}"
+        GIVEN[target] = obj
+    return target
+
+
 def resolve(target: str, folders: Sequence[str] = ()) -> Any:
     """Import ``module:attr`` (``attr`` may be dotted). The working directory is importable, as it is
     for ``python -m``, then ``folders`` (``import_paths``: the config file's folder and any listed),
-    so a user's own ``my_agent.py`` next to the config just works wherever the command is run."""
+    so a user's own ``my_agent.py`` next to the config just works wherever the command is run. A
+    ``given:`` target is the callable given in this process (:func:`give`)."""
+    if target.startswith(GIVEN_PREFIX):
+        if target not in GIVEN:
+            raise AgentLoadError(f"agent.target: {target} is a callable given to ragmem.evaluate in another "
+                                 f"process; name it as module:function to run it here")
+        return GIVEN[target]
     module_name, sep, attr = target.partition(":")
     if not sep or not module_name or not attr:
         raise AgentLoadError(f"agent.target: expected 'module:function', got {target!r}")
@@ -46,6 +79,22 @@ def resolve(target: str, folders: Sequence[str] = ()) -> Any:
         except AttributeError:
             raise AgentLoadError(f"agent.target: module {module_name!r} has no attribute {attr!r}") from None
     return obj
+
+
+async def _awaited(reply: Any) -> Any:
+    return await reply
+
+
+_LOOPS = threading.local()
+
+
+def _thread_loop() -> asyncio.AbstractEventLoop:
+    """The event loop of the calling worker thread, made once and kept (an async agent's clients made
+    on a first call stay usable on the next ones of the same thread; ``agent.concurrency`` threads)."""
+    loop = getattr(_LOOPS, "loop", None)
+    if loop is None or loop.is_closed():
+        loop = _LOOPS.loop = asyncio.new_event_loop()
+    return loop
 
 
 class PythonAgent:
@@ -67,6 +116,8 @@ class PythonAgent:
         self._fn: Callable[..., Any] = obj
         self.instance = obj  # the function, or the object built from a class target
         self._kwargs = self._accepted_kwargs(obj)
+        call = getattr(obj, "__call__", None)
+        self._async = inspect.iscoroutinefunction(obj) or inspect.iscoroutinefunction(call)
 
     @staticmethod
     def _accepted_kwargs(fn: Callable[..., Any]) -> set[str]:
@@ -84,7 +135,10 @@ class PythonAgent:
             kwargs["session_id"] = example.session_id
         if "history" in self._kwargs:
             kwargs["history"] = example.history
-        return self._fn(example.query, **kwargs)
+        reply = self._fn(example.query, **kwargs)
+        if self._async or inspect.isawaitable(reply):  # an async agent: on this worker thread's own event loop
+            return _thread_loop().run_until_complete(_awaited(reply))
+        return reply
 
     @staticmethod
     def retryable(exc: BaseException) -> bool:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ragmem.data import given
 from ragmem.data.loaders import DataFile, Example, parse_record
 from ragmem.data.readers import check_path, detect_format, iter_records
 from ragmem.errors import DataError
@@ -33,7 +34,10 @@ HELD = {
     "contexts": lambda e: bool(e.contexts),
     "reference_answer+contexts": lambda e: bool(e.contexts) and isinstance(e.reference_answer, str)
                                            and bool(e.reference_answer.strip()),
-    "gold_ids": lambda e: e.gold_relevance() is not None,
+    "gold_or_reference": lambda e: e.gold_relevance() is not None or (
+        isinstance(e.reference_answer, str) and bool(e.reference_answer.strip())),
+    "gold_or_reference+contexts": lambda e: bool(e.contexts) and (e.gold_relevance() is not None or (
+        isinstance(e.reference_answer, str) and bool(e.reference_answer.strip()))),
     "label": lambda e: e.label is not None,
 }
 
@@ -44,7 +48,7 @@ def check_file(data_file: DataFile, require_answer: bool = True, keep: bool = Tr
     ``keep``: hold the valid examples in the report (``ragmem validate`` does not: a 1 GB file is
     read in bounded memory, its ids held as 8-byte keys for the duplicate check); ``on_batch(n)``:
     called with each batch's record count (progress)."""
-    file = str(data_file.path)
+    file = given.shown(data_file.path)
     check_path(data_file.path)
     tabular = detect_format(data_file.path, data_file.format) in ("csv", "parquet")
     problems: list[DataError] = []
@@ -90,7 +94,7 @@ def _duplicates(data_file: DataFile, keys: np.ndarray, records: np.ndarray) -> l
         for raw in batch:
             record += 1
             if record in wanted:
-                example, _ = parse_record(raw, str(data_file.path), record, data_file.label, False,
+                example, _ = parse_record(raw, given.shown(data_file.path), record, data_file.label, False,
                                           data_file.coerce_numbers, tabular, data_file.cluster_by)
                 ids[record] = example.id
     first: dict[str, int] = {}

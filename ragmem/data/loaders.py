@@ -17,7 +17,7 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from ragmem.data import fields
+from ragmem.data import fields, given
 from ragmem.data.readers import check_path, detect_format, iter_records, parse_embedded
 from ragmem.errors import DataError
 from ragmem.schema import Context, CONTEXT_SOURCES, Example, example_keys
@@ -100,10 +100,10 @@ def read_examples(data_file: DataFile, require_answer: bool, skip: int = 0, coun
             if count is not None and record == skip + count:
                 return
             record += 1
-            example, problems = parse_record(raw, str(data_file.path), record, data_file.label,
+            example, problems = parse_record(raw, given.shown(data_file.path), record, data_file.label,
                                              require_answer, data_file.coerce_numbers, tabular, data_file.cluster_by)
             if problems:  # validated when loaded: the file changed since
-                raise DataError(str(data_file.path), "changed since it was loaded: " + problems[0].detail,
+                raise DataError(given.shown(data_file.path), "changed since it was loaded: " + problems[0].detail,
                                 record, problems[0].field)
             yield example
 
@@ -357,7 +357,7 @@ def load_dataset(files: Iterable[DataFile], require_answer: bool = True, chunk_s
 def _scan(data_file: DataFile, require_answer: bool, kept: list[Example], keys: list, chunk_size: int | None) -> int:
     """Validate one file record by record; keep its examples while the dataset stays within
     ``chunk_size``, and each id's 64-bit key (duplicates: :func:`_refuse_duplicates`)."""
-    file = str(data_file.path)
+    file = given.shown(data_file.path)
     check_path(data_file.path)
     tabular = detect_format(data_file.path, data_file.format) in ("csv", "parquet")
     first, more, record = None, 0, 0
@@ -378,7 +378,7 @@ def _scan(data_file: DataFile, require_answer: bool, kept: list[Example], keys: 
     if first is None and record == 0:
         first = DataError(file, "holds no records")
     if first is not None:
-        suffix = f" (and {plural(more, 'more problem')}; run `ragmem validate {file}`)" if more else ""
+        suffix = f" (and {plural(more, 'more problem')}; run `ragmem validate {data_file.path}`)" if more else ""
         raise DataError(first.file, first.detail + suffix, first.record, first.field)
     return record
 

@@ -13,10 +13,10 @@ bleu, bleu_1, chrf, rouge_*, token_f1,      reference answer
 exact_match, answer_correctness
 pass_rate (keyword judge)                   reference answer
 faithfulness, avg_coverage                  contexts
-contextual_precision                        contexts (its verdicts: gold ids, else the reference)
+contextual_precision                        contexts, and gold ids or a reference answer (its verdicts)
 context_entity_recall, reference_coverage   reference answer and contexts
 answer_relevancy                            nothing more
-ranking (hit_rate_at_k, ...)                contexts and gold ids (counted in ``n_ranking_no_relevant``)
+ranking (hit_rate_at_k, ...)                gold ids or (offline) a reference answer
 =========================================  ===============================
 """
 
@@ -28,15 +28,17 @@ from ragmem.metrics import names
 
 REFERENCE = "reference_answer"
 CONTEXTS = "contexts"
+GOLD_OR_REFERENCE = "gold_or_reference"  # what a context's relevance is judged by: gold ids, else the reference
 #: the reason an example is not scored for want of a field (the coverage line's words)
-WHY = {REFERENCE: "no reference answer", CONTEXTS: "no contexts"}
+WHY = {REFERENCE: "no reference answer", CONTEXTS: "no contexts",
+       GOLD_OR_REFERENCE: "no gold ids nor reference answer"}
 
 _NEEDS: dict[str, tuple[str, ...]] = {
     **{name: (REFERENCE,) for name in (*names.GENERATION.selectable, *names.GENERATION_COMPANIONS)},
     "answer_correctness": (REFERENCE,),
     "faithfulness": (CONTEXTS,),
     "avg_coverage": (CONTEXTS,),
-    "contextual_precision": (CONTEXTS,),
+    "contextual_precision": (CONTEXTS, GOLD_OR_REFERENCE),
     "context_entity_recall": (REFERENCE, CONTEXTS),
     "reference_coverage": (REFERENCE, CONTEXTS),
 }
@@ -50,12 +52,19 @@ def needs(metric: str) -> tuple[str, ...]:
     (('reference_answer',), ('contexts',), ())
     """
     metric = _COLUMNS.get(metric, metric)
+    if names.RANKING.selects(metric):  # hit_rate_at_5, ...: what says which contexts are relevant (an
+        return (GOLD_OR_REFERENCE,)     # empty retrieval is a real miss, not a missing input)
     return _NEEDS.get(metric, _NEEDS.get(metric.removesuffix("_pass_rate"), ()))
 
 
 def has(row: Any, field: str) -> bool:
     """Whether a results-table row (or an example) holds ``field``: a reference answer that is text,
-    at least one context."""
+    at least one context, gold ids or a reference answer."""
+    if field == GOLD_OR_REFERENCE:
+        gold = getattr(row, "gold_relevance", None)
+        if callable(gold):  # an Example: its gold relevance from relevant_context_ids or relevance
+            gold = gold()
+        return isinstance(gold, dict) or has(row, REFERENCE)
     return holds(field, getattr(row, field, None))
 
 
@@ -90,9 +99,10 @@ FED = (
     ("faithfulness, avg_coverage", "contexts", "contexts"),
     ("bleu, chrf, rouge_*, token_f1, exact_match, answer_correctness, pass_rate with the keyword judge",
      "a reference answer", "reference_answer"),
-    ("context_entity_recall, reference_coverage, contextual_precision", "a reference answer and contexts",
-     "reference_answer+contexts"),
-    ("hit_rate_at_k, mrr_at_k, ndcg_at_k, recall_at_k, precision_at_k, map_at_k", "gold context ids", "gold_ids"),
+    ("context_entity_recall, reference_coverage", "a reference answer and contexts", "reference_answer+contexts"),
+    ("contextual_precision", "contexts, and gold context ids or a reference answer", "gold_or_reference+contexts"),
+    ("hit_rate_at_k, mrr_at_k, ndcg_at_k, recall_at_k, precision_at_k, map_at_k",
+     "gold context ids, or a reference answer for offline relevance", "gold_or_reference"),
     ("accuracy, precision, recall, f1, judge_label_kappa", "a label", "label"),
 )
 
@@ -101,7 +111,7 @@ def fed(held: dict[str, int], valid: int) -> list[str]:
     """The lines of ``ragmem validate`` that say, per metric, how many of the ``valid`` records can feed it.
 
     >>> print("\\n".join(fed({"contexts": 12, "reference_answer": 0, "reference_answer+contexts": 0,
-    ...                        "gold_ids": 0, "label": 0}, 20)[:3]))
+    ...                        "gold_or_reference": 0, "label": 0}, 20)[:3]))
     what each metric can be computed on (records that hold what it needs):
       20 of 20  answer_relevancy (a query and an answer)
       12 of 20  faithfulness, avg_coverage (contexts)

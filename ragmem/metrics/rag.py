@@ -142,8 +142,7 @@ class RagMetrics:
         return result
 
     def contextual_precision(self, table: pd.DataFrame) -> MetricResult:
-        rows = [None if row is None or not (isinstance(row.gold_relevance, dict) or needs.has(row, needs.REFERENCE))
-                else row for row in self._rows(table, "contextual_precision")]  # (its verdicts: gold ids or the reference)
+        rows = self._rows(table, "contextual_precision")  # (with contexts, and gold ids or a reference)
         plan: list[Any] = []
         requests = []
         for row in rows:

@@ -34,6 +34,7 @@ from ragmem.memory.locomo import Conversation
 from ragmem.run import environment, gates, pipeline, resume as resumes, sweep as sweeps
 from ragmem.run.summary import check_param_sizes
 from ragmem.runtime.forking import release_freed_memory
+from ragmem.runtime.home import project_root
 from ragmem.tracking import runs as compare
 
 __all__ = ["Prepared", "SweepPlan", "resolve", "sweep_plan", "for_run", "for_sweep", "for_bench",
@@ -68,6 +69,15 @@ class Prepared:
     sweep: SweepPlan | None = None             # ragmem sweep
     conversations: list[Conversation] | None = None  # ragmem bench-memory: its dataset, read
     resume: str | None = None
+
+
+def home_config() -> Path | None:
+    """The config a run uses when none is named: the home's ``ragmem.yaml`` (the one ``ragmem init``
+    writes, which ``ragmem run ragmem.yaml`` reads), else ``None`` (every default). The Python API
+    takes it (``ragmem.evaluate(data)``): on the same data and home the API and the command line give
+    the same numbers."""
+    found = project_root() / "ragmem.yaml"
+    return found if found.is_file() else None
 
 
 def resolve(path: str | Path | None = None, overrides: list[str] | None = None, data: str | None = None,

@@ -84,7 +84,9 @@ def test_validate_counts_per_metric_the_records_that_can_feed_it(tmp_path, ragme
     assert lines[3] == "  12 of 20  faithfulness, avg_coverage (contexts)"
     assert lines[4].startswith("  5 of 20   bleu, chrf, rouge_*") and lines[4].endswith("(a reference answer)")
     assert lines[5].startswith("  0 of 20   context_entity_recall")  # the 5 with a reference have no contexts
-    assert lines[7] == "  0 of 20   accuracy, precision, recall, f1, judge_label_kappa (a label)"
+    assert lines[6].startswith("  0 of 20   contextual_precision (contexts, and gold context ids or a reference")
+    assert lines[7].startswith("  5 of 20   hit_rate_at_k, mrr_at_k") and lines[7].endswith("(gold context ids, or a reference answer for offline relevance)")
+    assert lines[8] == "  0 of 20   accuracy, precision, recall, f1, judge_label_kappa (a label)"
 
 
 def test_the_llm_judge_gives_a_reference_free_verdict_on_the_contexts(tmp_path, monkeypatch):
