@@ -141,8 +141,8 @@ def test_validate(tmp_path, ragmem_main):
     done = ragmem_main(["validate", str(bad), "--label", "1"])
     assert done.returncode == 2
     problems = [line for line in done.stderr.splitlines() if line.startswith("invalid: ")]
-    assert len(problems) == 3 and "record 2: field 'label'" in problems[2]
-    assert "2 records, 2 invalid, 3 problems" in done.stderr
+    assert len(problems) == 2 and "record 2: field 'label'" in problems[1]  # (a reference answer is optional)
+    assert "2 records, 2 invalid, 2 problems" in done.stderr
 
 
 def _children(pid: int) -> list[int]:
