@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, PrivateAttr, ValidationError
 from pydantic.fields import FieldInfo
 
 from ragmem.config import secrets
@@ -190,6 +190,10 @@ def as_section(model: type[M], value: M | dict[str, Any] | None, name: str) -> M
 
 class RunConfig(Settings):
     """The validated config, with the derived values the steps read."""
+
+    #: a choice made for the data that the config does not say, as a note of the run
+    #: (:func:`ragmem.run.prepare.reference_free_defaults`)
+    _chosen: str | None = PrivateAttr(default=None)
 
     @classmethod
     def from_dict(cls, config: dict[str, Any]) -> "RunConfig":

@@ -61,6 +61,9 @@ class Dataset:
     chunk_size: int | None = None      # None: one chunk
     require_answer: bool = True
     records: list[int] | None = None   # each file's number of examples
+    #: how many examples hold a reference answer, and gold context ids (counted when loaded)
+    with_reference: int | None = None
+    with_gold: int | None = None
 
     def __len__(self) -> int:
         return len(self.examples) if self.n is None else self.n
@@ -341,22 +344,25 @@ def load_dataset(files: Iterable[DataFile], require_answer: bool = True, chunk_s
     keys: list = []
     digest = hashlib.sha256()
     records = []
+    held = {"reference": 0, "gold": 0}
     for data_file in files:
-        records.append(_scan(data_file, require_answer, kept, keys, chunk_size))
+        records.append(_scan(data_file, require_answer, kept, keys, chunk_size, held))
         with open(data_file.path, "rb") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
         digest.update(f"|label={data_file.label}|".encode())
     n = sum(records)
     dataset = Dataset(kept if chunk_size is None or n <= chunk_size else [], files, digest.hexdigest(), n,
-                      chunk_size, require_answer, records)
+                      chunk_size, require_answer, records, held["reference"], held["gold"])
     _refuse_duplicates(dataset, keys)
     return dataset
 
 
-def _scan(data_file: DataFile, require_answer: bool, kept: list[Example], keys: list, chunk_size: int | None) -> int:
+def _scan(data_file: DataFile, require_answer: bool, kept: list[Example], keys: list, chunk_size: int | None,
+          held: dict[str, int]) -> int:
     """Validate one file record by record; keep its examples while the dataset stays within
-    ``chunk_size``, and each id's 64-bit key (duplicates: :func:`_refuse_duplicates`)."""
+    ``chunk_size``, each id's 64-bit key (duplicates: :func:`_refuse_duplicates`), and count in
+    ``held`` the examples with a reference answer and with gold ids."""
     file = given.shown(data_file.path)
     check_path(data_file.path)
     tabular = detect_format(data_file.path, data_file.format) in ("csv", "parquet")
@@ -372,6 +378,8 @@ def _scan(data_file: DataFile, require_answer: bool, kept: list[Example], keys: 
                 first = first or problems[0]
                 continue
             ids.append(example.id)
+            held["reference"] += example.reference_answer is not None
+            held["gold"] += example.relevant_context_ids is not None or example.relevance is not None
             if chunk_size is None or len(kept) < chunk_size + 1:
                 kept.append(example)
         keys.append(example_keys(ids))

@@ -22,7 +22,7 @@ ranking (hit_rate_at_k, ...)                gold ids or (offline) a reference an
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from ragmem.metrics import names
 
@@ -55,6 +55,22 @@ def needs(metric: str) -> tuple[str, ...]:
     if names.RANKING.selects(metric):  # hit_rate_at_5, ...: what says which contexts are relevant (an
         return (GOLD_OR_REFERENCE,)     # empty retrieval is a real miss, not a missing input)
     return _NEEDS.get(metric, _NEEDS.get(metric.removesuffix("_pass_rate"), ()))
+
+
+def reference_free(selection: Sequence[str], ks: Sequence[int], gold: bool) -> list[str]:
+    """The names of ``selection`` that need no reference answer (with ``gold``: the data has gold ids,
+    so those that need gold ids or a reference stay): a dataset without references gets these by default.
+
+    >>> reference_free(["pass_rate", "bleu", "faithfulness", "ndcg_at_k", "contextual_precision"], (1,), gold=False)
+    ['pass_rate', 'faithfulness']
+    """
+    kept = []
+    for name in selection:
+        wanted = set().union(*(needs(n) for n in names.expand_selection([name], ks)))
+        if REFERENCE in wanted or (GOLD_OR_REFERENCE in wanted and not gold):
+            continue
+        kept.append(name)
+    return kept
 
 
 def has(row: Any, field: str) -> bool:

@@ -30,6 +30,7 @@ from ragmem.config.loading import resolve_settings, RunConfig
 from ragmem.data.loaders import Dataset
 from ragmem.errors import ConfigError, RagmemError
 from ragmem.memory import bench_data, layers as memory_layers
+from ragmem.metrics import needs
 from ragmem.memory.locomo import Conversation
 from ragmem.run import environment, gates, pipeline, resume as resumes, sweep as sweeps
 from ragmem.run.summary import check_param_sizes
@@ -128,9 +129,25 @@ def for_run(cfg: RunConfig, *, resume: str | None = None, load: bool = True) -> 
     orchestration = cfg.orchestration
     if dataset is not None and dataset.streamed and orchestration.task_runner == "dask" and orchestration.dask_address:
         environment.check_dask_workers(orchestration.dask_address, [f.path for f in dataset.files], len(dataset))
+    cfg = reference_free_defaults(cfg, dataset)
     if resume and dataset is not None:
         resumes.check_resume(cfg, dataset, resume).close()
     return Prepared(cfg, dataset, baseline, resume=resume)
+
+
+def reference_free_defaults(cfg: RunConfig, dataset: Dataset | None) -> RunConfig:
+    """A dataset in which no example has a reference answer (production traffic), with ``metrics``
+    left to its default: the metrics that need none (:func:`ragmem.metrics.needs.reference_free`),
+    said in a note of the run (``cfg._chosen``). A selection given in the config is kept as it is."""
+    if dataset is None or dataset.with_reference != 0 or "metrics" in cfg.model_fields_set:
+        return cfg
+    chosen = needs.reference_free(cfg.metrics, cfg.ks, gold=bool(dataset.with_gold))
+    if chosen == list(cfg.metrics):
+        return cfg
+    adjusted = cfg.model_copy(update={"metrics": chosen})
+    adjusted._chosen = (f"no example has a reference answer: the metrics that need none by default "
+                       f"({len(chosen)} of {len(cfg.metrics)}; metrics: in the config selects others)")
+    return adjusted
 
 
 def for_sweep(cfg: RunConfig, *, resume: str | None = None) -> Prepared:

@@ -181,7 +181,7 @@ def summary(run_id: str | None, cfg: RunConfig, result: MetricResult, table: pd.
         # how many examples each score rests on, of how many it could have; below report.min_coverage: why
         "coverage": {name: {"scored": v["scored"], "of": v["of"]} for name, v in reached.items()},
         "partial": scored.partial(reached, cfg.report.min_coverage),
-        "notes": [str(note) for note in result.notes],
+        "notes": [str(note) for note in result.notes] + ([cfg._chosen] if getattr(cfg, "_chosen", None) else []),
         # stats.cluster_by: the unit the intervals resample, how many, the method, the design effects; else null
         "clusters": result.clusters,
         # one line when the judge agrees with the labels no better than chance (judge.min_kappa), else null

@@ -47,11 +47,17 @@ def test_twenty_records_with_only_a_query_and_an_answer_get_what_they_can_feed(t
         assert all(v is None or math.isnan(v) for v in values[WITH_CONTEXTS:])  # null, never 0
         assert metrics[name] == pytest.approx(sum(values[:WITH_CONTEXTS]) / WITH_CONTEXTS)
     assert summary["coverage"]["answer_relevancy"] == {"scored": N, "of": N}  # needs nothing more
-    # the reference-needing ones: null, none of them 0
+    # no example has a reference: by default, only the metrics that need none are selected (and said so)
     for name in (*GENERATION, "reference_coverage", "context_entity_recall", "contextual_precision",
-                 "answer_correctness", "pass_rate"):
-        assert metrics[name] is None, name
+                 "answer_correctness", "hit_rate_at_5"):
+        assert name not in metrics, name
+    assert metrics["pass_rate"] is None  # (always computed: null, never 0)
     assert "no example was judged (no example has a reference answer): pass_rate not computed" in summary["notes"]
+    assert any(n.startswith("no example has a reference answer: the metrics that need none by default (")
+               for n in summary["notes"])
+    # asked for by name, a reference-needing metric is computed, and null
+    asked = ragmem.evaluate(_traffic(tmp_path), track=False, metrics=["rouge_l", "faithfulness"]).metrics
+    assert asked["rouge_l"] is None and asked["faithfulness"] == pytest.approx(metrics["faithfulness"])
     # streamed in chunks of 6: the same counts and values
     assert streamed.summary["coverage"] == summary["coverage"] and streamed.summary["partial"] == summary["partial"]
     assert streamed.metrics["faithfulness"] == pytest.approx(metrics["faithfulness"])

@@ -49,7 +49,7 @@ def _same(a: dict, b: dict) -> bool:
 
 def test_records_as_a_file_a_list_a_dataframe_a_table_or_a_generator_give_the_same_numbers(home):
     (home / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
-    (home / "agent_mod.py").write_text("from tests.test_api_objects import add\n")
+    (home / "agent_mod.py").write_text("from tests.data.test_given import add\n")
     from_file = ragmem.evaluate("data.jsonl", agent={"type": "python", "target": "agent_mod:add"}, track=False)
     assert from_file.metrics["pass_rate"] is not None
     for data, agent in ((RECORDS, add), (pd.DataFrame(RECORDS), add), (pa.Table.from_pylist(RECORDS), add_async),
@@ -57,7 +57,7 @@ def test_records_as_a_file_a_list_a_dataframe_a_table_or_a_generator_give_the_sa
         result = ragmem.evaluate(data, agent=agent, track=False)
         assert _same(from_file.metrics, result.metrics), type(data).__name__
         assert result.table["id"].tolist() == [r["id"] for r in RECORDS]
-    assert result.summary["params"]["agent.target"] == "given:tests.test_api_objects.add_async"
+    assert result.summary["params"]["agent.target"] == "given:tests.data.test_given.add_async"
 
 
 def test_a_missing_cell_of_a_dataframe_is_an_absent_field(home):
