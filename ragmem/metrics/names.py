@@ -85,8 +85,8 @@ GENERATION_COMPANIONS = ("bleu_sentence_mean", "chrf_sentence_mean")
 GENERATION = Names("generation", ("bleu", "bleu_1", "chrf", "rouge_1", "rouge_2", "rouge_l", "token_f1", "exact_match"),
                    owns_also=GENERATION_COMPANIONS.__contains__)
 
-RAG = Names("rag", ("answer_correctness", "contextual_precision", "answer_relevancy", "context_entity_recall",
-                    "faithfulness"))
+RAG = Names("rag", ("answer_correctness", "contextual_precision", "context_relevance", "answer_relevancy",
+                    "context_entity_recall", "faithfulness"))
 
 PER_SOURCE_KINDS = ("context_share", "coverage", "reference_coverage", "hit_rate", "answer_source_share")
 _PER_SOURCE = tuple(f"{kind}_{source}" for source in CONTEXT_SOURCES for kind in PER_SOURCE_KINDS)

@@ -12,7 +12,8 @@ metric                                      needs
 bleu, bleu_1, chrf, rouge_*, token_f1,      reference answer
 exact_match, answer_correctness
 pass_rate (keyword judge)                   reference answer
-faithfulness, avg_coverage                  contexts
+faithfulness, avg_coverage,                 contexts
+context_relevance
 contextual_precision                        contexts, and gold ids or a reference answer (its verdicts)
 context_entity_recall, reference_coverage   reference answer and contexts
 answer_relevancy                            nothing more
@@ -37,6 +38,7 @@ _NEEDS: dict[str, tuple[str, ...]] = {
     **{name: (REFERENCE,) for name in (*names.GENERATION.selectable, *names.GENERATION_COMPANIONS)},
     "answer_correctness": (REFERENCE,),
     "faithfulness": (CONTEXTS,),
+    "context_relevance": (CONTEXTS,),
     "avg_coverage": (CONTEXTS,),
     "contextual_precision": (CONTEXTS, GOLD_OR_REFERENCE),
     "context_entity_recall": (REFERENCE, CONTEXTS),
@@ -112,7 +114,7 @@ def lacks(row: Any, metric: str) -> str | None:
 #: :data:`ragmem.data.checking.HELD` count that feeds them; ``None``: every valid record)
 FED = (
     ("answer_relevancy", "a query and an answer", None),
-    ("faithfulness, avg_coverage", "contexts", "contexts"),
+    ("faithfulness, context_relevance, avg_coverage", "contexts", "contexts"),
     ("bleu, chrf, rouge_*, token_f1, exact_match, answer_correctness, pass_rate with the keyword judge",
      "a reference answer", "reference_answer"),
     ("context_entity_recall, reference_coverage", "a reference answer and contexts", "reference_answer+contexts"),
@@ -130,7 +132,7 @@ def fed(held: dict[str, int], valid: int) -> list[str]:
     ...                        "gold_or_reference": 0, "label": 0}, 20)[:3]))
     what each metric can be computed on (records that hold what it needs):
       20 of 20  answer_relevancy (a query and an answer)
-      12 of 20  faithfulness, avg_coverage (contexts)
+      12 of 20  faithfulness, context_relevance, avg_coverage (contexts)
     """
     width = len(f"{valid:,} of {valid:,}")
     lines = ["what each metric can be computed on (records that hold what it needs):"]

@@ -16,6 +16,11 @@ examples with a value >= ``rag_metrics.threshold`` (default 0.5).
   [relevant, irrelevant, relevant] -> (1 + 2/3) / 2 = 0.8333. Verdicts come from the dataset's gold
   ids when it has them (no LLM), else from the LLM, else (offline) keyword overlap with the reference
   above ``ranking.keyword_threshold``.
+- ``context_relevance`` (reference-free, as RAGAS's context relevance and DeepEval's contextual
+  relevancy): the share of the retrieved chunks (the top ``rag_metrics.contextual_precision_top_k``)
+  relevant to the question, one verdict per chunk: the LLM's (the passage helps answer the question),
+  or offline: the chunk holds more than ``ranking.keyword_threshold`` of the query's keywords (a query
+  without keywords is undefined: ``zero_division``).
 - ``answer_relevancy`` (as RAGAS/Athina): N questions (``rag_metrics.relevancy_questions``, 3)
   generated from the answer; mean cosine similarity between each one's embedding and the original
   question's; 0 when every generation flags the answer noncommittal. Offline: the cosine between the
@@ -129,8 +134,9 @@ class RagMetrics:
 
     # -- metrics -----------------------------------------------------------------------------
     def answer_correctness(self, table: pd.DataFrame) -> MetricResult:
-        every = self.ctx.rows(table)
-        values = [None if isinstance(r.error, str) or pd.isna(r.verdict) else float(r.verdict) for r in every]
+        every = self.ctx.rows(table)  # (a reference-free verdict is pass_rate's, not correctness against a reference)
+        values = [None if isinstance(r.error, str) or pd.isna(r.verdict) or needs.lacks(r, "answer_correctness")
+                  else float(r.verdict) for r in every]
         errors = [r.judge_error if isinstance(r.judge_error, str) else None for r in every]
         result = self._finish("answer_correctness", values, errors)
         if "keyword_verdict" in table:
@@ -162,11 +168,35 @@ class RagMetrics:
                 K = self.ctx.keywords
                 ref = K(needs.reference(row))
                 plan.append([int(keyword_relevant(K, c["text"], ref, self.ctx.keyword_threshold)) for c in contexts])
-        answers = self._ask(requests)
-        values, errors, votes = [], [], []
+        return self._chunk_scores("contextual_precision", plan, self._ask(requests), contextual_precision)
+
+    def context_relevance(self, table: pd.DataFrame) -> MetricResult:
+        rows = self._rows(table, "context_relevance")  # (with contexts: no reference needed)
+        plan: list[Any] = []
+        requests = []
+        for row in rows:
+            contexts = [] if row is None else list(row.contexts)[: self.top_k] if self.top_k else list(row.contexts)
+            if row is None:
+                plan.append(None)
+            elif self.llm is not None:
+                start = len(requests)
+                requests += [("context_relevance", {"question": row.query, "context": c["text"]}) for c in contexts]
+                plan.append(("llm", start, len(contexts)))
+            else:
+                K = self.ctx.keywords
+                query = K(row.query)
+                plan.append([int(keyword_relevant(K, c["text"], query, self.ctx.keyword_threshold)) for c in contexts]
+                            if query else "undefined")  # (a query without keywords: nothing to match)
+        return self._chunk_scores("context_relevance", plan, self._ask(requests), lambda v: sum(v) / len(v))
+
+    def _chunk_scores(self, name: str, plan: list, answers: list, score) -> MetricResult:
+        """``score(verdicts)`` per example from its chunks' verdicts: given (a list), the LLM's
+        (``("llm", start, count)`` into ``answers``), none (``None``: not computed) or ``"undefined"``."""
+        values, errors, votes, undefined = [], [], [], 0
         for item in plan:
-            if item is None:
-                values.append(None), errors.append(None), votes.append(None)
+            if item is None or item == "undefined":
+                undefined += item == "undefined"
+                values.append(None if item is None else self.ctx.zero_division), errors.append(None), votes.append(None)
                 continue
             if isinstance(item, tuple):
                 _, start, count = item
@@ -179,8 +209,8 @@ class RagMetrics:
                 votes.append(_votes(got, item))
             else:
                 votes.append(None)
-            values.append(contextual_precision(item)), errors.append(None)
-        return self._finish("contextual_precision", values, errors, votes=votes)
+            values.append(score(item)), errors.append(None)
+        return self._finish(name, values, errors, undefined, votes=votes)
 
     def answer_relevancy(self, table: pd.DataFrame) -> MetricResult:
         rows = self._rows(table)
@@ -394,7 +424,7 @@ def aggregators(table: pd.DataFrame, names, zero_division: float, scorer=None) -
     out = {n: mean_aggregator(table[n], ok) for n in names if n in table}
     if "answer_correctness" in out:  # the verdict of judge.samples: two-stage
         out["answer_correctness"] = majority_aggregator(table["answer_correctness"], ok, table)
-    for name, kind in (("contextual_precision", "precision"), ("faithfulness", "mean")):
+    for name, kind in (("contextual_precision", "precision"), ("context_relevance", "mean"), ("faithfulness", "mean")):
         if name in out and f"{name}_votes" in table:  # items of N samples each: two-stage
             out[name] = items_aggregator(table[name], ok, table[f"{name}_votes"], kind)
     return out

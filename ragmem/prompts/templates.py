@@ -53,6 +53,12 @@ TASKS: dict[str, dict[str, Any]] = {
                         "the question (it states a fact the reference answer relies on)."),
         "fields": ("question", "reference", "context"),
     },
+    "context_relevance": {  # reference-free: is the retrieved passage relevant to the question?
+        "kind": "verdict",
+        "instruction": ("Decide whether the context passage holds information that helps answer the question "
+                        "(a fact an answer to it needs)."),
+        "fields": ("question", "context"),
+    },
     "claim_support": {
         "kind": "verdict",
         "instruction": "Decide whether the claim can be directly inferred from the contexts.",
@@ -146,6 +152,8 @@ STRICT: dict[str, str] = {
                          "hold, is not."),
     "chunk_relevance": ("Decide whether the context passage explicitly states a fact the reference answer to the "
                         "question relies on; a passage that is only on the same topic is not relevant."),
+    "context_relevance": ("Decide whether the context passage explicitly states a fact that an answer to the "
+                          "question needs; a passage that is only on the same topic is not relevant."),
     "claim_support": ("Decide whether the claim follows directly and entirely from the contexts, with no outside "
                       "knowledge or assumption; a claim that is only partly supported is not supported."),
     "abstention": ("Decide whether the answer only declines to answer the question because the information is "

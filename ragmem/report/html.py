@@ -31,7 +31,7 @@ from ragmem.schema import CONTEXT_SOURCES
 WORST = 25   # examples shown on a run's page
 MOVED = 25   # examples shown per section of a diff
 SCORES = ("reference_coverage", "coverage", "token_f1", "rouge_l", "bleu", "chrf", "exact_match", "answer_correctness",
-          "faithfulness", "answer_relevancy", "contextual_precision", "context_entity_recall")
+          "faithfulness", "answer_relevancy", "contextual_precision", "context_relevance", "context_entity_recall")
 RELIABILITY = ("judge_label_kappa", "judge_label_agreement", "judge_sensitivity", "judge_specificity", "n_labelled",
                "pass_rate_ppi", "answer_correctness_ppi", "judge_self_agreement", "judge_flip_rate",
                "judge_fleiss_kappa", "n_judge_undecided", "judge_threshold_low_pass_rate",
@@ -269,7 +269,7 @@ def headline(summary: dict[str, Any]) -> list[str]:
     k = max(ks) if ks else 10
     wanted = ["pass_rate", "reference_coverage", "avg_coverage", f"hit_rate_at_{k}", f"ndcg_at_{k}", f"mrr_at_{k}",
               "token_f1", "rouge_l", "bleu", "chrf", "answer_correctness", "faithfulness", "answer_relevancy",
-              "contextual_precision", "context_entity_recall", "latency_p50", "latency_p95"]
+              "contextual_precision", "context_relevance", "context_entity_recall", "latency_p50", "latency_p95"]
     return [n for n in wanted if metrics.get(n) is not None]
 
 

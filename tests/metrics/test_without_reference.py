@@ -87,7 +87,7 @@ def test_validate_counts_per_metric_the_records_that_can_feed_it(tmp_path, ragme
     assert lines[0].endswith("traffic.jsonl: 20 records, all valid")
     assert lines[1] == "what each metric can be computed on (records that hold what it needs):"
     assert lines[2] == "  20 of 20  answer_relevancy (a query and an answer)"
-    assert lines[3] == "  12 of 20  faithfulness, avg_coverage (contexts)"
+    assert lines[3] == "  12 of 20  faithfulness, context_relevance, avg_coverage (contexts)"
     assert lines[4].startswith("  5 of 20   bleu, chrf, rouge_*") and lines[4].endswith("(a reference answer)")
     assert lines[5].startswith("  0 of 20   context_entity_recall")  # the 5 with a reference have no contexts
     assert lines[6].startswith("  0 of 20   contextual_precision (contexts, and gold context ids or a reference")
@@ -120,3 +120,30 @@ def test_the_llm_judge_gives_a_reference_free_verdict_on_the_contexts(tmp_path, 
     assert ("pass_rate: 3 examples have neither a reference answer nor contexts: not judged") in summary["notes"]
     assert (f"pass_rate: {WITH_CONTEXTS} verdicts are reference-free (no reference answer): the answer correct and "
             f"supported by its contexts (judge task answer_supported)") in summary["notes"]
+
+
+def test_context_relevance_needs_no_reference_and_is_the_share_of_relevant_chunks(tmp_path, monkeypatch):
+    from tests.openai_stub import Stub, data_block, user_text
+
+    monkeypatch.setenv("RAGMEM_TEST_KEY", "k")
+    offline = ragmem.evaluate(_traffic(tmp_path), track=False)
+    # offline: the first chunk holds the query's keywords, "Other." none of them: 1 of 2 on each of the 12
+    assert offline.summary["coverage"]["context_relevance"] == {"scored": WITH_CONTEXTS, "of": N}
+    assert offline.metrics["context_relevance"] == pytest.approx(0.5)
+    asked = []
+
+    def chat(request):
+        if "helps answer the question" in user_text(request):
+            asked.append(data_block(request, "context"))
+            return {"verdict": "no" if data_block(request, "context") == "Other." else "yes", "reason": "scripted"}
+        return {"verdict": "yes", "reason": "scripted"}
+
+    with Stub(chat=chat) as stub:
+        judge = {"type": "llm", "model": "m", "base_url": stub.base_url, "api_key_env": "RAGMEM_TEST_KEY",
+                 "cache_dir": str(tmp_path / "cache"), "retry_backoff_s": 0.01}
+        result = ragmem.evaluate(_traffic(tmp_path), track=False, judge=judge, metrics=["context_relevance"],
+                                 preflight=False)
+    assert len(asked) == 2 * WITH_CONTEXTS  # one verdict per chunk, none for the 8 without contexts
+    assert result.metrics["context_relevance"] == pytest.approx(0.5)
+    values = result.table["context_relevance"].tolist()
+    assert values[:WITH_CONTEXTS] == [0.5] * WITH_CONTEXTS and all(math.isnan(v) for v in values[WITH_CONTEXTS:])
