@@ -273,9 +273,12 @@ def test_secret_never_reaches_mlruns(tmp_path, monkeypatch, shared_store):
         result = ragmem.evaluate(data, judge=judge_settings(stub, tmp_path), metrics=LLM_METRICS,
                                  tracking=shared_store, experiment="secret")
     assert result.run_id and result.params["judge.api_key_env"] == "RAGMEM_TEST_KEY"
-    store = Path(shared_store["artifact_root"]).parent  # the sqlite file and every artifact
-    files = [p for p in store.rglob("*") if p.is_file()]
-    assert files and not any(SECRET.encode() in p.read_bytes() for p in files)
+    from mlflow import MlflowClient
+
+    # the store's database and this run's artifacts (the shared store's other runs are other tests')
+    artifacts = Path(MlflowClient(shared_store["uri"]).get_run(result.run_id).info.artifact_uri.removeprefix("file://"))
+    files = [Path(shared_store["uri"].removeprefix("sqlite:///"))] + [p for p in artifacts.rglob("*") if p.is_file()]
+    assert len(files) > 3 and not any(SECRET.encode() in p.read_bytes() for p in files)
     assert result.params["judge.prompt_hash"] and result.params["judge.model"] == "judge-test"
 
 
