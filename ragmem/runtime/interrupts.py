@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -111,13 +112,37 @@ def raise_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+def _lost_signal(unraisable) -> None:
+    """``sys.unraisablehook`` of a command: a Ctrl+C or SIGTERM whose exception a finalizer swallowed
+    (a weakref callback, a ``__del__``: Python would print "Exception ignored" with a traceback and
+    go on; seen inside importlib's module-lock callback while a judge's requests hung, and the run
+    went on until its wind-down bound) is sent again: it lands in the code the finalizer interrupted,
+    and the command ends through its one line. Anything else goes to the hook before it."""
+    exc = unraisable.exc_value
+    if isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "TerminationSignal":  # (Prefect's)
+        signum = signal.SIGINT if type(exc) is KeyboardInterrupt else signal.SIGTERM
+        # sent from another thread a moment later: sent from here, its handler would run inside this hook
+        timer = threading.Timer(0.005, os.kill, (os.getpid(), signum))
+        timer.daemon = True
+        timer.start()
+        return
+    _HOOKS[0](unraisable)
+
+
+_HOOKS: list = []
+
+
 def sigterm_raises() -> None:
     """From now on SIGTERM raises :class:`ragmem.errors.Terminated` in the main thread, as Ctrl+C
     raises ``KeyboardInterrupt``: the command ends through the same line and code (143); both signals
-    are kept for :func:`check`. Not in another thread or where signals cannot be set (an embedded
+    are kept for :func:`check`, and one whose exception a finalizer swallowed is sent again
+    (:func:`_lost_signal`). Not in another thread or where signals cannot be set (an embedded
     interpreter): nothing changes."""
     if threading.current_thread() is threading.main_thread():
         _COMMAND.set()
+        if sys.unraisablehook is not _lost_signal:
+            _HOOKS[:] = [sys.unraisablehook]
+            sys.unraisablehook = _lost_signal
         try:
             signal.signal(signal.SIGTERM, raise_terminated)
             if signal.getsignal(signal.SIGINT) is signal.default_int_handler:

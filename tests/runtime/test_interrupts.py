@@ -4,8 +4,9 @@ Python runs a signal's handler at the next instruction of the main thread; when 
 a finalizer (a ``__del__``, a weakref callback), the exception the handler raises is printed as
 "Exception ignored" and the code goes on. Seen in ``.ci/run``: SIGTERM during the worker pool's start
 landed in a weakref callback under Prefect's handler, and the run finished with exit 0. The command
-keeps the signal it received, and the next check (between batches and calls, at each stage's start,
-after the command's import) raises it again.
+sends such a signal again (its ``sys.unraisablehook``), so that it lands in the code the finalizer
+interrupted; and it keeps the signal it received, so that the next check (between batches and calls,
+at each stage's start, after the command's import) raises it should it be lost again.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import signal
 import sys
 import threading
+import time
 
 import pytest
 
@@ -48,8 +50,21 @@ def _lose_in_a_finalizer(sig: int) -> None:
 
 
 @pytest.mark.parametrize("sig,raised", [(signal.SIGTERM, Terminated), (signal.SIGINT, KeyboardInterrupt)])
-def test_a_signal_lost_in_a_finalizer_is_raised_at_the_next_check(command, sig, raised):
+def test_a_signal_lost_in_a_finalizer_is_sent_again_and_lands_after_it(command, sig, raised, monkeypatch):
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)  # (put back after the test)
     interrupts.sigterm_raises()
+    assert sys.unraisablehook is interrupts._lost_signal
+    with pytest.raises(raised):
+        _lose_in_a_finalizer(sig)
+        for _ in range(2000):  # the signal, sent again a moment later, is handled here: after the finalizer
+            time.sleep(0.001)
+    assert not command  # nothing reached the hook before (no "Exception ignored" printed)
+
+
+@pytest.mark.parametrize("sig,raised", [(signal.SIGTERM, Terminated), (signal.SIGINT, KeyboardInterrupt)])
+def test_a_signal_lost_in_a_finalizer_is_raised_at_the_next_check(command, sig, raised, monkeypatch):
+    interrupts.sigterm_raises()
+    monkeypatch.setattr(sys, "unraisablehook", interrupts._HOOKS[0])  # (another hook in its place: lost for good)
     _lose_in_a_finalizer(sig)
     assert command and issubclass(command[0], raised)  # Python lost it: the code went on
     assert interrupts.received() == sig
