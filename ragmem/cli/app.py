@@ -305,7 +305,7 @@ def validate(
     setup_logging(False)  # (the progress lines go to the ragmem logger)
     with progress.stage("validate", unit="records") as stage:  # (a long file: a line every 10 s)
         report = check_file(DataFile(data, label, format, coerce_numbers, encoding), require_answer=not no_answer,
-                            keep=False, on_batch=stage.advance)
+                            keep=False, on_batch=stage.advance, count=needs.fed_counters())
     for problem in report.problems:
         print(f"invalid: {problem}", file=sys.stderr)
     n_bad = len({p.record for p in report.problems})

@@ -17,26 +17,14 @@ from ragmem.runtime import interrupts
 from ragmem.runtime.interrupts import sigterm_raises
 
 
-def _interrupt_in(exc: BaseException) -> KeyboardInterrupt | None:
-    """The interrupt an exception is, or was raised from: a signal that lands while a class is being
-    made (a dataclass's ``__set_name__``, threadpoolctl's at import) comes out as ``RuntimeError``
-    with the interrupt as its cause."""
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, KeyboardInterrupt):
-            return exc
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return None
-
-
 def main() -> None:
     sigterm_raises()
     try:
         from ragmem.cli.app import main as command  # the slow import, inside the interrupt's reach
         interrupts.check()  # a signal that landed in a finalizer of the import: its exception was lost
     except BaseException as exc:  # noqa: BLE001  (an interrupt, possibly wrapped by the import machinery)
-        interrupt = _interrupt_in(exc)
+        interrupt = interrupts.interrupt_in(exc)  # (a signal landing as a class is made comes out as
+        # RuntimeError with the interrupt as its cause: a dataclass's __set_name__, threadpoolctl's at import)
         if interrupt is None:
             raise
         print("interrupted", file=sys.stderr)

@@ -6,6 +6,7 @@ example before: 6.9 GB)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -24,37 +25,26 @@ class FileReport:
     n_records: int
     problems: list[DataError]
     examples: list[Example]
-    #: how many valid records hold each optional input (:data:`HELD`), for what the metrics can be computed on
+    #: how many valid records each of ``count``'s predicates held for
     held: dict[str, int] = field(default_factory=dict)
 
 
-#: the optional inputs counted per valid record (``ragmem validate``: :func:`ragmem.metrics.needs.fed`)
-HELD = {
-    "reference_answer": lambda e: isinstance(e.reference_answer, str) and bool(e.reference_answer.strip()),
-    "contexts": lambda e: bool(e.contexts),
-    "reference_answer+contexts": lambda e: bool(e.contexts) and isinstance(e.reference_answer, str)
-                                           and bool(e.reference_answer.strip()),
-    "gold_or_reference": lambda e: e.gold_relevance() is not None or (
-        isinstance(e.reference_answer, str) and bool(e.reference_answer.strip())),
-    "gold_or_reference+contexts": lambda e: bool(e.contexts) and (e.gold_relevance() is not None or (
-        isinstance(e.reference_answer, str) and bool(e.reference_answer.strip()))),
-    "label": lambda e: e.label is not None,
-}
-
-
 def check_file(data_file: DataFile, require_answer: bool = True, keep: bool = True,
-               on_batch=None) -> FileReport:
+               on_batch=None, count: dict[str, Callable[[Example], bool]] | None = None) -> FileReport:
     """Read and validate every record of one file, a batch at a time; never raises for a bad record.
     ``keep``: hold the valid examples in the report (``ragmem validate`` does not: a 1 GB file is
     read in bounded memory, its ids held as 8-byte keys for the duplicate check); ``on_batch(n)``:
-    called with each batch's record count (progress)."""
+    called with each batch's record count (progress); ``count``: predicates of a valid example, each
+    counted in the report's ``held`` (what the metrics can be computed on:
+    :func:`ragmem.metrics.needs.fed_counters`)."""
     file = given.shown(data_file.path)
     check_path(data_file.path)
     tabular = detect_format(data_file.path, data_file.format) in ("csv", "parquet")
     problems: list[DataError] = []
     examples: list[Example] = []
     keys, records, record = [], [], 0
-    held = dict.fromkeys(HELD, 0)
+    count = count or {}
+    held = dict.fromkeys(count, 0)
     for batch in iter_records(data_file.path, data_file.format, data_file.encoding):
         ids, numbers = [], []
         for raw in batch:
@@ -63,7 +53,7 @@ def check_file(data_file: DataFile, require_answer: bool = True, keep: bool = Tr
                                           tabular, data_file.cluster_by)
             problems.extend(found)
             if example is not None:
-                for name, holds in HELD.items():
+                for name, holds in count.items():
                     held[name] += holds(example)
                 ids.append(example.id)
                 numbers.append(record)

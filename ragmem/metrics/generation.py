@@ -97,9 +97,7 @@ def _stats_matrix(values: pd.Series, width: int) -> np.ndarray:
 def aggregators(table: pd.DataFrame, names, zero_division: float, scorer=None) -> dict:
     """Corpus BLEU/chrF from summed sacrebleu statistics (with the run's scorer: its tokenizer);
     the other scores as means (over the examples with a reference answer)."""
-    ok = scored_mask(table)
-    if "reference_answer" in table:
-        ok = ok & table["reference_answer"].map(lambda r: isinstance(r, str) and bool(r.strip()))
+    ok = scored_mask(table) & needs.holding(table, needs.REFERENCE)
     out = {}
     for name in names:
         if name in CORPUS and CORPUS[name][0] in table:

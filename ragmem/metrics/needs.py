@@ -23,7 +23,10 @@ ranking (hit_rate_at_k, ...)                gold ids or (offline) a reference an
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import math
+from typing import Any, Callable, Sequence
+
+import pandas as pd
 
 from ragmem.metrics import names
 
@@ -87,13 +90,26 @@ def has(row: Any, field: str) -> bool:
 
 
 def holds(field: str, value: Any) -> bool:
-    """Whether ``value`` is a ``field`` an example holds (:func:`has`)."""
+    """Whether ``value`` is a ``field`` an example holds (:func:`has`): a reference answer that is
+    text, a list that is not empty, another value that is not missing (a label)."""
     if field == REFERENCE:
         return isinstance(value, str) and bool(value.strip())
     try:
         return value is not None and len(value) > 0
-    except TypeError:
-        return False
+    except TypeError:  # (a scalar: a table's missing cell reads as NaN)
+        return not (isinstance(value, float) and math.isnan(value))
+
+
+def holding(table: pd.DataFrame, field: str) -> pd.Series:
+    """Which rows of a results table hold ``field`` (:func:`has`, column by column; a column the table
+    lacks: every row)."""
+    if field == GOLD_OR_REFERENCE:
+        gold = table["gold_relevance"].map(lambda g: isinstance(g, dict)) if "gold_relevance" in table.columns \
+            else pd.Series(False, index=table.index)
+        return gold | holding(table, REFERENCE)
+    if field not in table.columns:
+        return pd.Series(True, index=table.index)
+    return table[field].map(lambda value: holds(field, value)).astype(bool)
 
 
 def reference(row: Any) -> str:
@@ -111,32 +127,38 @@ def lacks(row: Any, metric: str) -> str | None:
 
 
 #: what ``ragmem validate`` says the metrics can be computed on: (metrics, the input they need, the
-#: :data:`ragmem.data.checking.HELD` count that feeds them; ``None``: every valid record)
-FED = (
-    ("answer_relevancy", "a query and an answer", None),
-    ("faithfulness, context_relevance, avg_coverage", "contexts", "contexts"),
+#: fields of :func:`has` a record must hold for it)
+FED: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("answer_relevancy", "a query and an answer", ()),
+    ("faithfulness, context_relevance, avg_coverage", "contexts", (CONTEXTS,)),
     ("bleu, chrf, rouge_*, token_f1, exact_match, answer_correctness, pass_rate with the keyword judge",
-     "a reference answer", "reference_answer"),
-    ("context_entity_recall, reference_coverage", "a reference answer and contexts", "reference_answer+contexts"),
-    ("contextual_precision", "contexts, and gold context ids or a reference answer", "gold_or_reference+contexts"),
+     "a reference answer", (REFERENCE,)),
+    ("context_entity_recall, reference_coverage", "a reference answer and contexts", (REFERENCE, CONTEXTS)),
+    ("contextual_precision", "contexts, and gold context ids or a reference answer", (CONTEXTS, GOLD_OR_REFERENCE)),
     ("hit_rate_at_k, mrr_at_k, ndcg_at_k, recall_at_k, precision_at_k, map_at_k",
-     "gold context ids, or a reference answer for offline relevance", "gold_or_reference"),
-    ("accuracy, precision, recall, f1, judge_label_kappa", "a label", "label"),
+     "gold context ids, or a reference answer for offline relevance", (GOLD_OR_REFERENCE,)),
+    ("accuracy, precision, recall, f1, judge_label_kappa", "a label", ("label",)),
 )
 
 
-def fed(held: dict[str, int], valid: int) -> list[str]:
-    """The lines of ``ragmem validate`` that say, per metric, how many of the ``valid`` records can feed it.
+def fed_counters() -> dict[str, Callable[[Any], bool]]:
+    """For each line of :data:`FED`, by its metrics: whether a record (an example) can feed them
+    (:func:`ragmem.data.checking.check_file` counts the valid records with them)."""
+    return {metrics: (lambda example, f=fields: all(has(example, x) for x in f)) for metrics, _, fields in FED}
 
-    >>> print("\\n".join(fed({"contexts": 12, "reference_answer": 0, "reference_answer+contexts": 0,
-    ...                        "gold_or_reference": 0, "label": 0}, 20)[:3]))
+
+def fed(held: dict[str, int], valid: int) -> list[str]:
+    """The lines of ``ragmem validate`` that say, per metric, how many of the ``valid`` records can feed
+    it (``held``: counts by :data:`FED`'s metrics, as :func:`fed_counters` counted them).
+
+    >>> print("\\n".join(fed({"faithfulness, context_relevance, avg_coverage": 12}, 20)[:3]))
     what each metric can be computed on (records that hold what it needs):
       20 of 20  answer_relevancy (a query and an answer)
       12 of 20  faithfulness, context_relevance, avg_coverage (contexts)
     """
     width = len(f"{valid:,} of {valid:,}")
     lines = ["what each metric can be computed on (records that hold what it needs):"]
-    for metrics, what, key in FED:
-        n = valid if key is None else held.get(key, 0)
+    for metrics, what, fields in FED:
+        n = held.get(metrics, 0) if fields else valid
         lines.append(f"  {f'{n:,} of {valid:,}':<{width}}  {metrics} ({what})")
     return lines

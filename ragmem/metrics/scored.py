@@ -48,7 +48,7 @@ def _why(table: pd.DataFrame, column: str, missing: pd.Series) -> collections.Co
     # an input the metric needs is not in the example (production traffic: no reference answer); a
     # verdict the judge was not asked for lacks the reference (the keyword judge needs one)
     for field in (needs.REFERENCE,) if column == "verdict" else needs.needs(column):
-        lacking = rest & ~_holding(table, field) if rest.any() else rest
+        lacking = rest & ~needs.holding(table, field) if rest.any() else rest
         if lacking.any():
             reasons[needs.WHY[field]] = int(lacking.sum())
             rest = rest & ~lacking
@@ -56,17 +56,6 @@ def _why(table: pd.DataFrame, column: str, missing: pd.Series) -> collections.Co
     if undefined:
         reasons["undefined (0/0 or an input missing)"] = undefined
     return reasons
-
-
-def _holding(table: pd.DataFrame, field: str) -> pd.Series:
-    """Which rows hold ``field`` (:func:`ragmem.metrics.needs.holds`; a column the table lacks: all)."""
-    if field == needs.GOLD_OR_REFERENCE:
-        gold = table["gold_relevance"].map(lambda g: isinstance(g, dict)) if "gold_relevance" in table.columns \
-            else pd.Series(False, index=table.index)
-        return gold | _holding(table, needs.REFERENCE)
-    if field not in table.columns:
-        return pd.Series(True, index=table.index)
-    return table[field].map(lambda value: needs.holds(field, value)).astype(bool)
 
 
 def chunk_coverage(table: pd.DataFrame, names: list[str]) -> dict[str, dict[str, Any]]:

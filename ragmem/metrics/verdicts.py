@@ -40,8 +40,7 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
     unasked = _without_reference(table)
     notes = [counted_note("pass_rate-no-reference", _no_context_note if llm else _no_reference_note, unasked)
              ] if unasked else []
-    free = int((judged & ~table["reference_answer"].map(lambda v: needs.holds(needs.REFERENCE, v))).sum()
-               ) if "reference_answer" in table else 0
+    free = int((judged & ~needs.holding(table, needs.REFERENCE)).sum())  # (judged without a reference)
     if free:
         notes.append(counted_note("pass_rate-reference-free", _reference_free_note, free))
     if not n:

@@ -204,17 +204,19 @@ def kept(write: Callable[[], T], path: str | Path, undo: Callable[[], None] | No
     try:
         return write()
     except Exception as exc:
-        if disk_full(exc) is None:
-            raise
-        if undo is not None:
-            undo()
+        _undo_if_full(exc, undo)
         mark_full(path)  # (the space free now, before the reserve's is added)
         release_reserve()
     try:
         return write()
     except Exception as exc:
-        if disk_full(exc) is None:
-            raise
-        if undo is not None:
-            undo()
+        _undo_if_full(exc, undo)
         raise DiskFull(path, "; the reserve held for the work in flight was not enough") from exc
+
+
+def _undo_if_full(exc: Exception, undo: Callable[[], None] | None) -> None:
+    """Re-raise ``exc`` unless it is a full disk; then ``undo()`` what the write left half-done."""
+    if disk_full(exc) is None:
+        raise exc
+    if undo is not None:
+        undo()

@@ -45,9 +45,9 @@ def test_a_ui_bound_beyond_this_machine_is_warned_about(monkeypatch, capsys, tmp
 def test_an_interrupt_wrapped_by_the_import_machinery_is_still_an_interrupt():
     """SIGTERM landing while threadpoolctl made a dataclass at import came out as ``RuntimeError:
     Error calling __set_name__`` with the interrupt as its cause, and printed a traceback; the entry
-    point finds the interrupt in the chain."""
-    from ragmem.cli.entry import _interrupt_in
+    point finds the interrupt in the chain (ragmem.runtime.interrupts.interrupt_in, as the exits do)."""
     from ragmem.errors import Terminated
+    from ragmem.runtime.interrupts import interrupt_in as _interrupt_in
 
     try:
         try:
