@@ -53,6 +53,12 @@ class Example:
     record: int = 0
     cluster: str | None = None  # stats.cluster_by's value: examples resampled together
     label_answer: str | None = None  # answer_digest of the answer the label judged (None: not known)
+    #: production traffic (:mod:`ragmem.data.spans`): the agent call that failed when the answer was
+    #: made (replayed as a failed call), the trace it came from, its user and token usage
+    agent_error: str | None = None
+    trace_id: str | None = None
+    user_id: str | None = None
+    tokens: dict[str, int] | None = None
 
     def gold_relevance(self) -> dict[str, float] | None:
         """Graded gold relevance by context id: ``relevance`` if given, else ``relevant_context_ids``

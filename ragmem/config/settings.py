@@ -28,6 +28,7 @@ from ragmem.runtime.home import DEFAULT_ARTIFACT_ROOT
 # the sections of sweeps, memory benchmarks and gates (their own module), also importable from here
 from ragmem.config.sweep_settings import BenchSettings, Bounds, Constraint, Gate, MethodSpec  # noqa: F401
 from ragmem.config.sweep_settings import Objective, SweepSettings, TieBreak  # noqa: F401
+from ragmem.config.trace_settings import TracesSettings
 from ragmem.data.loaders import parse_label
 from ragmem.data.readers import check_encoding
 from ragmem.metrics._division import parse_zero_division
@@ -57,6 +58,8 @@ class DataSettings(Section):
                                           "as its JSON text (42 -> '42', 42.0 -> '42.0') instead of refusing it")
     encoding: str = setting("utf-8", "text encoding of JSON, JSONL and CSV files (e.g. gb18030 for a Chinese "
                                      "file saved by Excel); a byte-order mark is allowed")
+    traces: TracesSettings = setting(TracesSettings, "production traces as the data (instead of files): "
+                                                     "an MLflow experiment or OTLP JSON files")
     chunk_size: Positive = setting(10_000, "examples held at once: a larger dataset is read, answered, judged, "
                                            "scored and logged this many at a time, with the same metrics")
     _encoding = field_validator("encoding")(lambda cls, value: check_encoding(value))
@@ -372,4 +375,8 @@ class Settings(ReferenceSettings):
         if self.judge.type == "llm" and "answer_relevancy" in selected and not self.embeddings.model:
             raise ValueError("embeddings.model: answer_relevancy with judge.type llm needs an embeddings endpoint "
                              "(set embeddings.model and embeddings.base_url, or leave answer_relevancy out of metrics)")
+        if self.data.traces.given and (self.data.files or self.agent.type != "replay"):
+            raise ValueError("data.traces: the traces are the data and hold the answers: "
+                             + ("leave data.files empty" if self.data.files else
+                                f"agent.type must be replay (the agent is not called), got {self.agent.type}"))
         return self

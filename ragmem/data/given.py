@@ -15,6 +15,7 @@ import hashlib
 import json
 import math
 import os
+import threading
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -48,22 +49,37 @@ def is_records(data: Any) -> bool:
 
 def records_file(data: Any) -> Path:
     """The given records (:func:`is_records`) as a JSON Lines file in the ragmem home; its path."""
-    lines = [json.dumps(_plain_record(record, i), ensure_ascii=False, allow_nan=False)
-             for i, record in enumerate(_rows(data), 1)]
-    if not lines:
+    lines = (json.dumps(_plain_record(record, i), ensure_ascii=False, allow_nan=False)
+             for i, record in enumerate(_rows(data), 1))
+    path = write_lines(lines, FOLDER, "records")
+    if path is None:
         raise DataError(SHOWN, "holds no records")
-    text = "".join(line + "\n" for line in lines).encode("utf-8")
-    folder = ragmem_home() / FOLDER
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"records-{hashlib.sha256(text).hexdigest()[:16]}.jsonl"
-    if not (path.is_file() and path.stat().st_size == len(text)):
-        partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
-        try:
-            partial.write_bytes(text)
-            os.replace(partial, path)
-        finally:
-            partial.unlink(missing_ok=True)
     return path
+
+
+def write_lines(lines: Iterable[str], folder: str, prefix: str) -> Path | None:
+    """``lines`` (JSON texts) as a JSON Lines file ``<home>/<folder>/<prefix>-<sha256[:16]>.jsonl``,
+    named by the digest of its content (the same records: the same file, so a resume finds its
+    data), written as they come (memory stays bounded) and put in place whole. ``None``: no lines."""
+    target = ragmem_home() / folder
+    target.mkdir(parents=True, exist_ok=True)
+    partial = target / f".{prefix}.{os.getpid()}.{threading.get_ident()}.partial"
+    digest, written = hashlib.sha256(), 0
+    try:
+        with open(partial, "wb") as handle:
+            for line in lines:
+                data = (line + "\n").encode("utf-8")
+                digest.update(data)
+                handle.write(data)
+                written += 1
+        if not written:
+            return None
+        path = target / f"{prefix}-{digest.hexdigest()[:16]}.jsonl"
+        if not (path.is_file() and path.stat().st_size == partial.stat().st_size):
+            os.replace(partial, path)
+        return path
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def _rows(data: Any) -> Iterable[Any]:

@@ -269,10 +269,22 @@ class _RecordReader:
                 self.problem("timings_ms", "expected an object of stage -> milliseconds (numbers >= 0)")
             else:
                 out["timings_ms"] = {str(k): float(v) for k, v in value.items()}
-        if "session_id" in raw:
-            value = self.identifier("session_id", raw["session_id"])
+        for key in ("session_id", "trace_id", "user_id"):
+            if key in raw:
+                value = self.identifier(key, raw[key])
+                if value is not None:
+                    out[key] = value
+        if raw.get("agent_error") is not None:
+            value = self.as_text("agent_error", raw["agent_error"])
             if value is not None:
-                out["session_id"] = value
+                out["agent_error"] = value
+        if "tokens" in raw:
+            value = parse_embedded(raw["tokens"])
+            if not isinstance(value, dict) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                                                      for v in value.values()):
+                self.problem("tokens", "expected an object of kind -> count (integers >= 0)")
+            else:
+                out["tokens"] = {str(k): v for k, v in value.items()}
         if "history" in raw:
             value = parse_embedded(raw["history"])
             if not isinstance(value, list) or not all(
@@ -313,9 +325,10 @@ def parse_record(raw: Any, file: str, record: int, file_label: int | None = None
     name, value = reader.pick("reference_answer")
     reference = reader.as_text(name, value) if value is not None else None
     reference = reference if reference is not None and reference.strip() else None
-    answer = reader.text("generated_answer", required=require_answer)
-    contexts = reader.contexts()
     optional = reader.optional(file_label)
+    # a recorded failed call (agent_error: a trace that ended in error) has no answer to require
+    answer = reader.text("generated_answer", required=require_answer and "agent_error" not in optional)
+    contexts = reader.contexts()
     rid = reader.identifier("id", raw.get("id"))
     cluster = reader.identifier(cluster_by, raw.get(cluster_by)) if cluster_by else None
     label_answer, problem = fields.label_answer(raw, optional.get("label"), answer)

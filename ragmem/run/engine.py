@@ -39,7 +39,7 @@ from ragmem.memory import bench_compare, bench_data, benchmark as memory_bench, 
 from ragmem.prompts.templates import prompt_hash, PROMPT_VERSION
 from ragmem.report import html as report_html
 from ragmem.run import (
-    batching, gates, judge_sweep, pipeline, prepare, resume as resumes, summary as summaries, sweep as sweeps,
+    batching, gates, judge_sweep, pipeline, prepare, resume as resumes, summary as summaries, sweep as sweeps, traffic,
 )
 from ragmem.run.journal import Journal
 from ragmem.run.plain_steps import PLAIN, Steps  # noqa: F401  (also ragmem.run.engine.Steps, PLAIN)
@@ -219,6 +219,7 @@ def _log_run(steps: Steps, run: TrackedRun, cfg: RunConfig, dataset: Dataset, ou
                       max_traces=cfg.tracking.max_traces,
                       extra_files=tuple(p for p in (journal.path, journal.folder / labels.SHEET) if p.is_file()),
                       workers=cfg.orchestration.workers, copies_max_rows=cfg.tracking.table_copies_max_rows,
+                      write_back=traffic.write_back(cfg),
                       report=report_html.run_page(summary, table) if held else
                       report_html.run_page(summary, table, streamed.latency_s, streamed.by_file))
     except Exception as exc:

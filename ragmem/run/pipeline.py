@@ -183,6 +183,11 @@ def build_table(examples: Sequence[Example], outputs: Sequence[AgentOutput],
         }
         if ex.cluster is not None:
             row[clusters.COLUMN] = ex.cluster
+        for key in ("trace_id", "session_id", "user_id"):  # production traffic: where the example came from
+            if getattr(ex, key) is not None:
+                row[key] = getattr(ex, key)
+        for kind, count in (ex.tokens or {}).items():
+            row[f"tokens_{kind.removesuffix('_tokens')}"] = count
         if aside is not None:
             row[LABEL_SET_ASIDE] = aside
         elif label is not None and ex.label_answer is None:

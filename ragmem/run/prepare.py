@@ -32,7 +32,7 @@ from ragmem.errors import ConfigError, RagmemError
 from ragmem.memory import bench_data, layers as memory_layers
 from ragmem.metrics import needs
 from ragmem.memory.locomo import Conversation
-from ragmem.run import environment, gates, pipeline, resume as resumes, sweep as sweeps
+from ragmem.run import environment, gates, pipeline, resume as resumes, sweep as sweeps, traffic
 from ragmem.run.summary import check_param_sizes
 from ragmem.runtime.forking import release_freed_memory
 from ragmem.runtime.home import project_root
@@ -124,6 +124,8 @@ def for_run(cfg: RunConfig, *, resume: str | None = None, load: bool = True) -> 
     environment.check(cfg)
     baseline = read_baseline(cfg)
     resume = resumes.resolve_key(resume) if resume else None  # a unique prefix, as compare takes it
+    if load:
+        cfg = traffic.as_data(cfg, resume)  # data.traces: read into a data file, the window fixed
     dataset = pipeline.load(cfg) if load else None
     release_freed_memory()  # the files' parse: what glibc keeps of it (about 25 MB at 10k examples)
     orchestration = cfg.orchestration

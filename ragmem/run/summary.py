@@ -181,7 +181,8 @@ def summary(run_id: str | None, cfg: RunConfig, result: MetricResult, table: pd.
         # how many examples each score rests on, of how many it could have; below report.min_coverage: why
         "coverage": {name: {"scored": v["scored"], "of": v["of"]} for name, v in reached.items()},
         "partial": scored.partial(reached, cfg.report.min_coverage),
-        "notes": [str(note) for note in result.notes] + ([cfg._chosen] if getattr(cfg, "_chosen", None) else []),
+        "notes": [str(note) for note in result.notes] + ([cfg._chosen] if getattr(cfg, "_chosen", None) else [])
+        + failed_traces(table, c.get("n_agent_errors", 0)),
         # stats.cluster_by: the unit the intervals resample, how many, the method, the design effects; else null
         "clusters": result.clusters,
         # one line when the judge agrees with the labels no better than chance (judge.min_kappa), else null
@@ -189,6 +190,18 @@ def summary(run_id: str | None, cfg: RunConfig, result: MetricResult, table: pd.
         # where the run is stored (a database file by its absolute path; a URL's secrets masked); null untracked
         "tracking_uri": store_location(cfg.tracking_uri) if run_id else None,
     })
+
+
+def failed_traces(table: pd.DataFrame, n_failed: int, shown: int = 5) -> list[str]:
+    """A note naming the application traces (``data.traces``) that failed, by trace id with the reason:
+    the first ``shown`` of them (the per-example table's ``error`` column has every one)."""
+    if "trace_id" not in table.columns or not n_failed:
+        return []
+    failed = table[table["error"].notna()]
+    named = "; ".join(f"{t}: {e}" for t, e in zip(failed["trace_id"][:shown], failed["error"][:shown]))
+    more = f"; and {n_failed - min(shown, len(failed))} more (the error column of the per-example table)" \
+        if n_failed > min(shown, len(failed)) else ""
+    return [f"{n_failed} traces failed, not judged: {named}{more}"]
 
 
 def nothing_measured(summary: dict[str, Any]) -> str | None:

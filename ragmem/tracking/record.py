@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import json
 import math
 import tempfile
 from pathlib import Path
@@ -23,7 +24,8 @@ from typing import Any
 import pandas as pd
 
 from ragmem.runtime.parallel import mapper_for
-from ragmem.tracking import files
+from ragmem.prompts.templates import PROMPT_VERSION
+from ragmem.tracking import files, traces
 from ragmem.tracking.lifecycle import log_results, tracked_run, TrackedRun
 from ragmem.tracking.store import Feedback
 
@@ -81,6 +83,27 @@ def assessments(table: pd.DataFrame, params: dict[str, str], ids: list[str]) -> 
     return out
 
 
+def write_back_assessments(uri: str, table, params: dict[str, str], run_id: str) -> dict[str, int]:
+    """The verdict and headline scores of every example that came from an application trace (its
+    ``trace_id``), as assessments on that trace (:func:`ragmem.tracking.traces.write_back`): added,
+    or updated where this or an earlier evaluation put them. ``table``: the per-example table, or a
+    streamed run's rows (:class:`_TracedRows`)."""
+    if isinstance(table, _TracedRows):
+        import pyarrow.parquet as pq  # (pyarrow: read only for a streamed run's table)
+
+        ids_table = pq.read_table(table.path, columns=["id", "trace_id"]).to_pandas()
+    else:
+        ids_table = table[["id", "trace_id"]] if "trace_id" in table.columns else None
+    if ids_table is None or "trace_id" not in ids_table.columns:
+        return {"added": 0, "updated": 0}
+    pairs = {str(i): str(t) for i, t in zip(ids_table["id"], ids_table["trace_id"]) if not _missing(t)}
+    rows = table.rows(list(pairs)) if isinstance(table, _TracedRows) else table
+    feedback = assessments(rows, params, list(pairs))
+    metadata = {"ragmem.judge.signature": params.get("judge.signature", ""),
+                "ragmem.prompt_version": params.get("judge.prompt_version", PROMPT_VERSION)}
+    return traces.write_back(uri, {pairs[i]: items for i, items in feedback.items()}, run_id, metadata)
+
+
 def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
@@ -89,12 +112,14 @@ def record_run(run: TrackedRun, resolved_config: dict[str, Any], params: dict[st
                metrics: dict[str, float | None], counts: dict[str, int], table: pd.DataFrame,
                summary: dict[str, Any], examples=(), outputs=(), max_traces: int = 0,
                extra_files: tuple[Path, ...] = (), workers: int | str = 1, report: str | None = None,
-               copies_max_rows: int = files.COPIES_MAX_ROWS) -> int:
+               copies_max_rows: int = files.COPIES_MAX_ROWS, write_back: str | None = None) -> int:
     """Log one evaluation run: the dataset as its input, agent traces with assessments, params, metrics (+ counts and ``{metric}_ci_low/high``),
     the resolved config, ``summary.json``, ``report`` as ``report.html`` (the page is made by the caller:
     :func:`ragmem.report.html.run_page`), the per-example table (``examples.parquet``, and up to
     ``copies_max_rows`` rows ``examples.csv`` and the MLflow table ``examples.json``), the plots and ``extra_files`` (the journal). Idempotent (see
-    :func:`log_results`; traces are written once). Returns the number of traces.
+    :func:`log_results`; traces are written once). ``write_back``: the tracking URI of the
+    application traces the examples came from (``data.traces``), which get the verdicts and scores
+    as assessments (:func:`write_back_assessments`). Returns the number of traces.
 
     The plots and the table's two files are made meanwhile on the run's idle pool processes
     (``workers``, ``orchestration.workers``: :mod:`ragmem.tracking.files`)."""
@@ -119,6 +144,9 @@ def record_run(run: TrackedRun, resolved_config: dict[str, Any], params: dict[st
                 run.mark("traces", str(n_traces))
             else:
                 n_traces = int(traced)
+            if write_back and run.logged("assessed") is None:
+                added = write_back_assessments(write_back, table, params, run.id)
+                run.mark("assessed", json.dumps(added))
             intervals = {f"{name}_ci_{side}": bound for name, (low, high) in summary.get("ci", {}).items()
                          for side, bound in (("low", low), ("high", high))}
             tags = {"ragmem.judge.unreliable": "true"} if summary.get("judge_unreliable") else {}

@@ -1,0 +1,212 @@
+"""OpenTelemetry exports as data (``data.traces.files``): OTLP JSON files, one
+``ExportTraceServiceRequest`` (``{"resourceSpans": [...]}``) per file or per line (the collector's
+file exporter writes JSON Lines), read into :class:`ragmem.data.spans.Trace` for the same mapping
+as MLflow's traces.
+
+A span's type, inputs, outputs, documents, token counts and session are read from the attributes
+the usual instrumentations write, the first found:
+
+    type        mlflow.spanType; openinference.span.kind (Phoenix, OpenInference); traceloop.span.kind
+                (OpenLLMetry); gen_ai.operation.name (the OpenTelemetry GenAI conventions);
+                langfuse.observation.type
+    inputs      mlflow.spanInputs; input.value; traceloop.entity.input; gen_ai.input.messages;
+                langfuse.observation.input; gen_ai.prompt
+    outputs     mlflow.spanOutputs; output.value; traceloop.entity.output; gen_ai.output.messages;
+                langfuse.observation.output; gen_ai.completion
+    documents   retrieval.documents.N.document.{content,id,score} (OpenInference), else the outputs
+    tokens      llm.token_count.{prompt,completion,total}; gen_ai.usage.{input,output}_tokens
+    session     session.id; gen_ai.conversation.id; langfuse.session.id; mlflow.trace.session
+    user        user.id; enduser.id; langfuse.user.id; mlflow.trace.user
+
+Ids are OTLP/JSON's hex (base64, as protobuf's own JSON writes them, is read too); a trace's id is
+MLflow's for the same OTel trace (``tr-`` and the hex), so a trace exported to a file and the same
+trace sent to MLflow are the same example. A file is read whole (spans of one trace may be anywhere
+in it); a malformed file is one line naming it and where.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from ragmem.data.spans import Span, Trace
+from ragmem.errors import DataError
+
+_KINDS = {
+    "traceloop.span.kind": {"workflow": "CHAIN", "task": "CHAIN", "agent": "AGENT", "tool": "TOOL"},
+    "gen_ai.operation.name": {"chat": "LLM", "text_completion": "LLM", "generate_content": "LLM",
+                              "embeddings": "EMBEDDING", "execute_tool": "TOOL", "invoke_agent": "AGENT",
+                              "create_agent": "AGENT", "retrieval": "RETRIEVER", "retrieve": "RETRIEVER",
+                              "search": "RETRIEVER", "memory": "MEMORY"},
+    "langfuse.observation.type": {"generation": "LLM", "retriever": "RETRIEVER", "agent": "AGENT",
+                                  "tool": "TOOL", "embedding": "EMBEDDING", "chain": "CHAIN"},
+}
+_INPUTS = ("mlflow.spanInputs", "input.value", "traceloop.entity.input", "gen_ai.input.messages",
+           "langfuse.observation.input", "gen_ai.prompt")
+_OUTPUTS = ("mlflow.spanOutputs", "output.value", "traceloop.entity.output", "gen_ai.output.messages",
+            "langfuse.observation.output", "gen_ai.completion")
+_TOKENS = {"input_tokens": ("llm.token_count.prompt", "gen_ai.usage.input_tokens"),
+           "output_tokens": ("llm.token_count.completion", "gen_ai.usage.output_tokens"),
+           "total_tokens": ("llm.token_count.total",)}
+_SESSION = ("session.id", "gen_ai.conversation.id", "langfuse.session.id", "mlflow.trace.session")
+_USER = ("user.id", "enduser.id", "langfuse.user.id", "mlflow.trace.user")
+
+
+def any_value(value: dict[str, Any]) -> Any:
+    """An OTLP ``AnyValue`` as plain data."""
+    if not isinstance(value, dict) or not value:
+        return None
+    kind, inner = next(iter(value.items()))
+    if kind == "intValue":
+        return int(inner)
+    if kind == "doubleValue":
+        return float(inner)
+    if kind == "arrayValue":
+        return [any_value(v) for v in (inner or {}).get("values", [])]
+    if kind == "kvlistValue":
+        return {kv["key"]: any_value(kv.get("value", {})) for kv in (inner or {}).get("values", [])}
+    return inner  # stringValue, boolValue, bytesValue (base64 text)
+
+
+def attributes(items: list[dict[str, Any]] | None) -> dict[str, Any]:
+    return {item["key"]: any_value(item.get("value", {})) for item in items or () if "key" in item}
+
+
+def hex_id(value: Any) -> str:
+    """An OTLP id as lowercase hex: given as hex (OTLP/JSON) or base64 (protobuf's JSON)."""
+    text = str(value or "")
+    if text and len(text) in (16, 32) and all(c in "0123456789abcdefABCDEF" for c in text):
+        return text.lower()
+    try:
+        return base64.b64decode(text, validate=True).hex()
+    except (binascii.Error, ValueError):
+        return text
+
+
+def _first(attrs: dict[str, Any], keys: tuple[str, ...]) -> Any:
+    return next((attrs[k] for k in keys if attrs.get(k) not in (None, "")), None)
+
+
+def _loaded(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def span_type(attrs: dict[str, Any]) -> str:
+    if attrs.get("mlflow.spanType"):
+        return str(_loaded(attrs["mlflow.spanType"]))
+    if attrs.get("openinference.span.kind"):
+        return str(attrs["openinference.span.kind"]).upper()
+    for key, kinds in _KINDS.items():
+        if attrs.get(key):
+            return kinds.get(str(attrs[key]).lower(), "UNKNOWN")
+    return "UNKNOWN"
+
+
+def _documents(attrs: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """OpenInference's flattened ``retrieval.documents.N.document.*`` as documents, in N's order."""
+    found: dict[int, dict[str, Any]] = {}
+    for key, value in attrs.items():
+        if key.startswith("retrieval.documents."):
+            index, _, field = key[len("retrieval.documents."):].partition(".document.")
+            if index.isdigit() and field in ("content", "id", "score", "metadata"):
+                found.setdefault(int(index), {})["text" if field == "content" else field] = _loaded(value) \
+                    if field == "metadata" else value
+    return [found[i] for i in sorted(found)] or None
+
+
+def _status(span: dict[str, Any]) -> str:
+    code = (span.get("status") or {}).get("code", 0)
+    return {2: "ERROR", "STATUS_CODE_ERROR": "ERROR", 1: "OK", "STATUS_CODE_OK": "OK"}.get(code, "UNSET")
+
+
+def _error(span: dict[str, Any]) -> str | None:
+    for event in span.get("events") or ():
+        if event.get("name") == "exception":
+            attrs = attributes(event.get("attributes"))
+            shown = ": ".join(str(attrs[k]) for k in ("exception.type", "exception.message") if attrs.get(k))
+            if shown:
+                return shown
+    return (span.get("status") or {}).get("message") or None
+
+
+def as_span(span: dict[str, Any]) -> tuple[str, Span, dict[str, Any]]:
+    """One OTLP span: its trace's hex id, the :class:`Span`, its attributes."""
+    attrs = attributes(span.get("attributes"))
+    kind = span_type(attrs)
+    outputs = _loaded(_first(attrs, _OUTPUTS))
+    if kind == "RETRIEVER":
+        outputs = _documents(attrs) or outputs
+    tokens = {name: int(_first(attrs, keys)) for name, keys in _TOKENS.items() if _first(attrs, keys) is not None}
+    if not tokens and isinstance(_loaded(attrs.get("mlflow.chat.tokenUsage")), dict):
+        tokens = _loaded(attrs["mlflow.chat.tokenUsage"])
+    end = span.get("endTimeUnixNano")
+    return hex_id(span.get("traceId")), Span(
+        hex_id(span.get("spanId")), hex_id(span["parentSpanId"]) if span.get("parentSpanId") else None,
+        str(span.get("name", "")), kind, int(span.get("startTimeUnixNano", 0)), int(end) if end else None,
+        _status(span), _error(span), _loaded(_first(attrs, _INPUTS)), outputs, tokens or None), attrs
+
+
+def _requests(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The ExportTraceServiceRequests of a file: the whole file as one, else one per line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(str(path), f"cannot be read as OTLP JSON: {exc}") from None
+    try:
+        yield 1, json.loads(text)
+        return
+    except ValueError:
+        pass
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                yield number, json.loads(line)
+            except ValueError as exc:
+                raise DataError(str(path), f"line {number}: not JSON ({exc.msg})") from None
+
+
+def read(path: str | Path, *, since: datetime | None = None, until: datetime | None = None, share: float = 1.0,
+         seed: int = 0, keep: Callable[[str, float, int], bool] | None = None,
+         limit: int | None = None) -> Iterator[Trace]:
+    """The traces of an OTLP JSON file whose root started in ``[since, until)``, ordered by start,
+    at most ``limit`` of those ``keep(trace_id, share, seed)`` keeps."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(str(path), "no such file (data.traces.files)")
+    grouped: dict[str, list[Span]] = {}
+    meta: dict[str, dict[str, Any]] = {}
+    for number, request in _requests(path):
+        if not isinstance(request, dict) or not isinstance(request.get("resourceSpans"), list):
+            raise DataError(str(path), f"line {number}: expected OTLP JSON ({{\"resourceSpans\": [...]}})")
+        for resource in request["resourceSpans"]:
+            for scope in (resource or {}).get("scopeSpans") or ():
+                for raw in (scope or {}).get("spans") or ():
+                    trace_id, span, attrs = as_span(raw)
+                    grouped.setdefault(trace_id, []).append(span)
+                    found = meta.setdefault(trace_id, {})
+                    for key, names in (("session_id", _SESSION), ("user_id", _USER)):
+                        if key not in found and _first(attrs, names) is not None:
+                            found[key] = str(_first(attrs, names))
+    traces = sorted(((min(s.start_ns for s in spans), t) for t, spans in grouped.items()))
+    kept = 0
+    for start_ns, trace_id in traces:
+        start_ms = start_ns // 1_000_000
+        if (since is not None and start_ms < since.timestamp() * 1000) or \
+                (until is not None and start_ms >= until.timestamp() * 1000):
+            continue
+        mlflow_id = f"tr-{trace_id}"
+        if keep is not None and not keep(mlflow_id, share, seed):
+            continue
+        if limit is not None and kept >= limit:
+            return
+        kept += 1
+        yield Trace(mlflow_id, start_ms, grouped[trace_id], **meta.get(trace_id, {}))

@@ -1,0 +1,252 @@
+"""Traces as examples: the spans of one trace (read from MLflow by :mod:`ragmem.tracking.traces`, or
+from OTLP JSON files by :mod:`ragmem.data.otlp`) mapped to one record of ragmem's data format.
+
+The mapping (``data.traces.mapping``, each part overridable):
+
+    query        the root span's inputs: a path (``mapping.query``), else a lone text, else the first of
+                 query, question, input, user_input, prompt, else the last user message of ``messages``
+    answer       the root span's outputs: a path (``mapping.answer``), else a text, else the first of
+                 answer, output, response, content, text, result, else choices.0.message.content, else
+                 the last assistant message
+    contexts     the outputs of the spans whose type is in ``mapping.retriever`` (source ``rag``), then
+                 of those in ``mapping.memory`` (source ``mapping.memory_source``), in start order: a
+                 document's text (page_content, content, text, memory) with its id (id, else the
+                 metadata's id, chunk_id, doc_id, doc_uri), kept for the ranking metrics
+    latency_ms   the root span's duration (the agent is not called: the trace is the answer)
+    timings_ms   per stage (``mapping.stages``: span type -> stage), the durations of its spans, summed
+    tokens       the trace's token usage (input, output, total), else the spans' own, summed
+    session_id, user_id, trace_id
+                 from the trace's metadata; the trace id is the example's id
+
+A trace whose root span ended in error, or that has no root span or no answer in its root's outputs,
+is a failed agent call (``agent_error``, its reason): counted and named by its trace id in the run,
+never dropped. Nothing here imports MLflow: spans arrive as :class:`Span`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+QUERY_KEYS = ("query", "question", "input", "user_input", "prompt")
+ANSWER_KEYS = ("answer", "output", "response", "content", "text", "result")
+TEXT_KEYS = ("page_content", "content", "text", "memory", "document")
+ID_KEYS = ("id", "chunk_id", "doc_id", "document_id", "doc_uri", "source")
+
+
+@dataclass
+class Span:
+    """One span, whatever wrote it: its type as MLflow names them (``RETRIEVER``, ``MEMORY``,
+    ``LLM``, ...; ``UNKNOWN`` when nothing says), its inputs and outputs as plain data, its status
+    (``OK``, ``ERROR``, ``UNSET``) with the error's message, and its token usage when it reports one."""
+
+    span_id: str
+    parent_id: str | None
+    name: str
+    type: str
+    start_ns: int
+    end_ns: int | None
+    status: str = "OK"
+    error: str | None = None
+    inputs: Any = None
+    outputs: Any = None
+    tokens: dict[str, int] | None = None
+
+
+@dataclass
+class Trace:
+    """One trace: its id, start (ms since the epoch), spans, and what its metadata says."""
+
+    trace_id: str
+    start_ms: int
+    spans: list[Span]
+    session_id: str | None = None
+    user_id: str | None = None
+    tokens: dict[str, int] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def root_of(spans: Iterable[Span]) -> Span | None:
+    """The span without a parent among ``spans`` (the earliest, when several)."""
+    spans = list(spans)
+    ids = {s.span_id for s in spans}
+    roots = [s for s in spans if s.parent_id is None or s.parent_id not in ids]
+    return min(roots, key=lambda s: s.start_ns) if roots else None
+
+
+def at_path(value: Any, path: str) -> Any:
+    """The value at a dotted path of keys and list indices (``messages.-1.content``); None where
+    the path leads nowhere.
+
+    >>> at_path({"messages": [{"content": "a"}, {"content": "b"}]}, "messages.-1.content")
+    'b'
+    """
+    for part in path.split("."):
+        if isinstance(value, Mapping):
+            value = value.get(part)
+        elif isinstance(value, list):
+            try:
+                value = value[int(part)]
+            except (ValueError, IndexError):
+                return None
+        else:
+            return None
+    return value
+
+
+def _json(value: Any) -> Any:
+    """A JSON text (as OTel attributes carry inputs and outputs) as its value; anything else as it is."""
+    if isinstance(value, str) and value[:1] in "{[\"":
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _message(messages: Any, role: str) -> str | None:
+    if isinstance(messages, list):
+        for message in reversed(messages):
+            if isinstance(message, Mapping) and message.get("role") == role and isinstance(message.get("content"), str):
+                return message["content"]
+    return None
+
+
+def find_query(inputs: Any, path: str | None = None) -> str | None:
+    inputs = _json(inputs)
+    if path:
+        found = at_path(inputs, path)
+        return found if isinstance(found, str) else None
+    if isinstance(inputs, str):
+        return inputs
+    if not isinstance(inputs, Mapping):
+        return None
+    texts = [v for v in inputs.values() if isinstance(v, str)]
+    for key in QUERY_KEYS:
+        if isinstance(inputs.get(key), str):
+            return inputs[key]
+    if len(texts) == 1 and len(inputs) == 1:
+        return texts[0]
+    return _message(inputs.get("messages"), "user")
+
+
+def find_answer(outputs: Any, path: str | None = None) -> str | None:
+    outputs = _json(outputs)
+    if path:
+        found = at_path(outputs, path)
+        return found if isinstance(found, str) else None
+    if isinstance(outputs, str):
+        return outputs
+    if isinstance(outputs, list):
+        return _message(outputs, "assistant")
+    if not isinstance(outputs, Mapping):
+        return None
+    for key in ANSWER_KEYS:
+        if isinstance(outputs.get(key), str):
+            return outputs[key]
+    found = at_path(outputs, "choices.0.message.content")
+    return found if isinstance(found, str) else _message(outputs.get("messages"), "assistant")
+
+
+def documents(outputs: Any) -> list[dict[str, Any]]:
+    """A retriever's or a memory's outputs as ``{text, id?, score?}`` items: a list of texts or of
+    documents (``page_content``/``content``/``text``/``memory`` with ``id`` or an id in ``metadata``),
+    or an object holding such a list (``documents``, ``results``, ``memories``)."""
+    outputs = _json(outputs)
+    if isinstance(outputs, Mapping):
+        for key in ("documents", "results", "memories", "contexts", "chunks"):
+            if isinstance(outputs.get(key), list):
+                outputs = outputs[key]
+                break
+        else:
+            outputs = [outputs]
+    if isinstance(outputs, str):
+        outputs = [outputs]
+    items = []
+    for item in outputs if isinstance(outputs, list) else ():
+        if isinstance(item, str):
+            items.append({"text": item})
+            continue
+        if not isinstance(item, Mapping):
+            continue
+        text = next((item[k] for k in TEXT_KEYS if isinstance(item.get(k), str)), None)
+        if text is None:
+            continue
+        metadata = item.get("metadata") if isinstance(item.get("metadata"), Mapping) else {}
+        cid = next((v for v in [item.get("id"), *(metadata.get(k) for k in ID_KEYS)]
+                    if isinstance(v, (str, int)) and not isinstance(v, bool) and str(v)), None)
+        entry: dict[str, Any] = {"text": text}
+        if cid is not None:
+            entry["id"] = str(cid)
+        score = item.get("score", metadata.get("score"))
+        if isinstance(score, (int, float)) and not isinstance(score, bool):
+            entry["score"] = float(score)
+        items.append(entry)
+    return items
+
+
+def _error_of(root: Span | None, trace: Trace, answer: str | None, mapping: Any) -> str | None:
+    if root is None:
+        return "no root span"
+    if root.status == "ERROR":
+        return f"the trace ended in error: {root.error or 'no message'}"
+    if answer is None:
+        where = f" at {mapping.answer!r}" if getattr(mapping, "answer", None) else ""
+        return f"no answer in the root span's outputs{where}"
+    return None
+
+
+def to_record(trace: Trace, mapping: Any) -> dict[str, Any]:
+    """One record of ragmem's data format for ``trace`` (``mapping``: a
+    :class:`ragmem.config.trace_settings.TraceMapping`)."""
+    spans = sorted(trace.spans, key=lambda s: s.start_ns)
+    root = root_of(spans)
+    query = find_query(root.inputs, mapping.query) if root else None
+    answer = find_answer(root.outputs, mapping.answer) if root and root.status != "ERROR" else None
+    record: dict[str, Any] = {"id": trace.trace_id, "trace_id": trace.trace_id}
+    record["query"] = query if query and query.strip() else _shown(root.inputs if root else None)
+    error = _error_of(root, trace, answer, mapping)
+    if query is None or not query.strip():
+        error = error or f"no query in the root span's inputs{f' at {mapping.query!r}' if mapping.query else ''}"
+    if error:
+        record["agent_error"] = error
+    else:
+        record["answer"] = answer
+    contexts = []
+    for kinds, source in ((mapping.retriever, "rag"), (mapping.memory, mapping.memory_source)):
+        for span in spans:
+            if span.type in kinds and span is not root:
+                contexts.extend({**d, "source": source} for d in documents(span.outputs))
+    if contexts:
+        record["contexts"] = contexts
+    if root is not None and root.end_ns is not None:
+        record["latency_ms"] = (root.end_ns - root.start_ns) / 1e6
+    stages: dict[str, float] = {}
+    for span in spans:
+        stage = mapping.stages.get(span.type)
+        if stage and span is not root and span.end_ns is not None:
+            stages[stage] = stages.get(stage, 0.0) + (span.end_ns - span.start_ns) / 1e6
+    if stages:
+        record["timings_ms"] = stages
+    tokens = trace.tokens or _summed(s.tokens for s in spans)
+    if tokens:
+        record["tokens"] = tokens
+    for key in ("session_id", "user_id"):
+        if getattr(trace, key):
+            record[key] = getattr(trace, key)
+    record["trace_start_ms"] = trace.start_ms
+    return record
+
+
+def _shown(inputs: Any) -> str:
+    text = inputs if isinstance(inputs, str) else json.dumps(inputs, ensure_ascii=False, default=str)
+    return text if text and text.strip() and text != "null" else "(no input)"
+
+
+def _summed(usages: Iterable[dict[str, int] | None]) -> dict[str, int] | None:
+    total: dict[str, int] = {}
+    for usage in usages:
+        for key, value in (usage or {}).items():
+            total[key] = total.get(key, 0) + int(value)
+    return total or None

@@ -1,0 +1,104 @@
+"""Production traffic as a run's data: ``data.traces`` read (an MLflow experiment, page by page:
+:mod:`ragmem.tracking.traces`; or OTLP JSON files: :mod:`ragmem.data.otlp`), each trace mapped to a
+record (:mod:`ragmem.data.spans`), the records written as they come to a JSON Lines file in the home
+named by its content (``<home>/traces/traces-<sha256[:16]>.jsonl``). From there on they are a data
+file like any other, answers replayed from it (the agent is not called: the trace is the answer).
+
+The window is fixed when the run is prepared: ``until`` (default: now) and ``since`` as times, put in
+the run's config as ISO times, so its params say which traces it read and a ``--resume`` reads the
+same ones (a duration such as ``24h`` is taken from the interrupted run, not from the clock).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime, timezone
+from typing import Iterator
+
+from ragmem.config.loading import RunConfig
+from ragmem.config.settings import DataFileSpec
+from ragmem.config.trace_settings import parse_time, TracesSettings
+from ragmem.data import given, otlp, spans
+from ragmem.errors import DataError
+from ragmem.run.journal import Journal
+from ragmem.runtime import progress
+from ragmem.tracking import traces as mlflow_traces
+
+log = logging.getLogger("ragmem")
+
+FOLDER = "traces"
+
+
+def window(settings: TracesSettings, resume: str | None = None,
+           now: datetime | None = None) -> tuple[datetime | None, datetime | None]:
+    """``[since, until)`` as times: those of the run ``resume`` continues when it has them, else
+    from the settings (``until`` null: ``now``; the files of ``data.traces.files``: no window unless set)."""
+    if resume:
+        started = (Journal.read_meta_for(resume) or {}).get("config", {})
+        since, until = started.get("data.traces.since"), started.get("data.traces.until")
+        if until:
+            return (parse_time(since) if since else None), parse_time(until)
+    now = now or datetime.now(timezone.utc)
+    until = parse_time(settings.until, now) if settings.until else (None if settings.files else now)
+    return (parse_time(settings.since, now) if settings.since else None), until
+
+
+def _read(cfg: RunConfig, since: datetime | None, until: datetime | None, stage) -> Iterator[spans.Trace]:
+    settings = cfg.data.traces
+    if settings.files:
+        kept = 0
+        for path in settings.files:
+            for trace in otlp.read(path, since=since, until=until, share=settings.sample, seed=settings.seed,
+                                   keep=mlflow_traces.sampled, limit=settings.max - kept):
+                kept += 1
+                yield trace
+        return
+    uri = settings.tracking_uri or cfg.tracking_uri
+    yield from mlflow_traces.read(uri, settings.experiment, since=since, until=until, filter=settings.filter,
+                                  limit=settings.max, share=settings.sample, seed=settings.seed,
+                                  page_size=settings.page_size, on_page=lambda seen, kept: stage.advance(0))
+
+
+def as_data(cfg: RunConfig, resume: str | None = None) -> RunConfig:
+    """``cfg`` with its traces read into a data file (``data.files``) and its window as ISO times;
+    a config without ``data.traces`` as it is."""
+    settings = cfg.data.traces
+    if not settings.given:
+        return cfg
+    since, until = window(settings, resume)
+    counts = {"traces": 0, "failed": 0}
+    where = f"the files {', '.join(settings.files)}" if settings.files else f"experiment {settings.experiment!r}"
+
+    def lines(stage) -> Iterator[str]:
+        for trace in _read(cfg, since, until, stage):
+            record = spans.to_record(trace, settings.mapping)
+            counts["traces"] += 1
+            counts["failed"] += "agent_error" in record
+            stage.advance(1, failed="agent_error" in record)
+            yield json.dumps(record, ensure_ascii=False, default=str)
+
+    with progress.stage(f"reading traces of {where}", unit="traces") as stage:
+        path = given.write_lines(lines(stage), FOLDER, "traces")
+    if path is None:
+        shown = f"[{since.isoformat() if since else '-'}, {until.isoformat() if until else '-'})"
+        raise DataError(where, f"holds no traces in the window {shown}"
+                               + (f" matching {settings.filter!r}" if settings.filter else ""))
+    log.info("data.traces: %d traces of %s read (%d failed: no answer to judge)", counts["traces"], where,
+             counts["failed"])
+    traces = settings.model_copy(update={"since": since.isoformat() if since else None,
+                                         "until": until.isoformat() if until else None})
+    data = cfg.data.model_copy(update={"traces": traces, "files": [DataFileSpec(path=str(path), format="jsonl")]})
+    adjusted = cfg.model_copy(update={"data": data})
+    adjusted._chosen = cfg._chosen
+    return adjusted
+
+
+def write_back(cfg: RunConfig) -> str | None:
+    """The tracking URI the judgements are written back to (``data.traces.write_back``), or None."""
+    settings = cfg.data.traces
+    if not (settings.experiment and settings.write_back and cfg.tracking.enabled):
+        return None
+    return settings.tracking_uri or cfg.tracking_uri
+
+

@@ -1,0 +1,162 @@
+"""An application's MLflow traces as data (``data.traces``), and the judgements written back onto them.
+
+:func:`read` pages through an experiment's traces in a time window (oldest first, ``page_size`` at a
+time, so memory stays bounded whatever the window holds), keeps a seeded share of them, and hands
+each over as a :class:`ragmem.data.spans.Trace` (the mapping to an example is there). ragmem's own
+traces (the agent calls of its runs, tagged ``ragmem.example_id``) are never read as traffic.
+
+:func:`write_back` puts each judged trace's verdict and scores on it as MLflow assessments (source:
+the judge's model, or ragmem's code; metadata: the evaluation run's id and the judge's signature
+with its prompt version), so the MLflow UI's trace view shows them beside the trace. An assessment
+of the same name that ragmem wrote before is updated, never duplicated.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+from typing import Any, Callable, Iterator
+
+from ragmem.data.spans import Span, Trace
+from ragmem.errors import ConfigError
+from ragmem.runtime.imports import lean_import
+from ragmem.tracking.store import Feedback, prepare_local_store
+
+#: the metadata key that marks an assessment as ragmem's (and names the run that wrote it)
+RUN_KEY = "ragmem.run_id"
+
+
+def sampled(trace_id: str, share: float, seed: int) -> bool:
+    """Whether ``trace_id`` is in the ``share`` drawn with ``seed``: a BLAKE2b hash of both, as a
+    number in [0, 1), below ``share`` (the same trace is in or out on every run with that seed).
+
+    >>> sampled("tr-1", 1.0, 0), sampled("tr-1", 0.0, 0)
+    (True, False)
+    """
+    if share >= 1.0:
+        return True
+    digest = hashlib.blake2b(f"{seed}:{trace_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2.0 ** 64 < share
+
+
+def window_filter(since: datetime | None, until: datetime | None, extra: str | None) -> str | None:
+    """MLflow's search filter for traces started in ``[since, until)``, ANDed with ``extra``."""
+    parts = []
+    if since is not None:
+        parts.append(f"trace.timestamp_ms >= {int(since.timestamp() * 1000)}")
+    if until is not None:
+        parts.append(f"trace.timestamp_ms < {int(until.timestamp() * 1000)}")
+    if extra:
+        parts.append(extra)
+    return " AND ".join(parts) or None
+
+
+def _client(uri: str):
+    mlflow = lean_import("mlflow")
+    prepare_local_store(uri)
+    return mlflow.MlflowClient(tracking_uri=uri)
+
+
+def experiment_id(uri: str, name: str) -> str:
+    """The id of experiment ``name`` in ``uri``; a ConfigError naming the setting when there is none."""
+    found = _client(uri).get_experiment_by_name(name)
+    if found is None:
+        raise ConfigError(f"data.traces.experiment: no experiment {name!r} in {uri}")
+    return found.experiment_id
+
+
+def read(uri: str, experiment: str, *, since: datetime | None = None, until: datetime | None = None,
+         filter: str | None = None, limit: int = 100_000, share: float = 1.0, seed: int = 0,
+         page_size: int = 500, on_page: Callable[[int, int], None] | None = None) -> Iterator[Trace]:
+    """The traces of ``experiment`` started in ``[since, until)`` (and matching ``filter``), oldest
+    first, at most ``limit`` of those sampled; ``on_page(read, kept)`` after each page."""
+    client = _client(uri)
+    location = experiment_id(uri, experiment)
+    query = window_filter(since, until, filter)
+    token, seen, kept = None, 0, 0
+    while kept < limit:
+        try:
+            page = client.search_traces(locations=[location], filter_string=query, max_results=page_size,
+                                        order_by=["timestamp_ms ASC"], page_token=token)
+        except Exception as exc:
+            if "filter" in str(exc).lower() or "parse" in str(exc).lower() or "invalid" in str(exc).lower():
+                raise ConfigError(f"data.traces.filter: MLflow refused {query!r}: {str(exc).splitlines()[0]}") from None
+            raise
+        for found in page:
+            seen += 1
+            if found.info.tags.get("ragmem.example_id") is not None:  # ragmem's own trace of an agent call
+                continue
+            if not sampled(found.info.trace_id, share, seed):
+                continue
+            kept += 1
+            yield as_trace(found)
+            if kept >= limit:
+                break
+        if on_page is not None:
+            on_page(seen, kept)
+        token = page.token
+        if not token:
+            break
+
+
+def _tokens(usage: Any) -> dict[str, int] | None:
+    if isinstance(usage, str):
+        try:
+            usage = json.loads(usage)
+        except ValueError:
+            return None
+    if not isinstance(usage, dict):
+        return None
+    out = {str(k): int(v) for k, v in usage.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return out or None
+
+
+def as_trace(found: Any) -> Trace:
+    """An MLflow ``Trace`` as a :class:`ragmem.data.spans.Trace`."""
+    info = found.info
+    metadata = info.trace_metadata or {}
+    spans = []
+    for span in found.data.spans:
+        status = span.status.status_code
+        status = getattr(status, "name", str(status)).replace("SpanStatusCode.", "")
+        error = span.status.description or None
+        for event in span.events or ():
+            if event.name == "exception":
+                attributes = event.attributes or {}
+                error = ": ".join(str(attributes[k]) for k in ("exception.type", "exception.message") if attributes.get(k))
+        spans.append(Span(span.span_id, span.parent_id, span.name, span.span_type or "UNKNOWN", span.start_time_ns,
+                          span.end_time_ns, status, error, span.inputs, span.outputs,
+                          _tokens((span.attributes or {}).get("mlflow.chat.tokenUsage"))))
+    return Trace(info.trace_id, int(info.request_time), spans,
+                 session_id=metadata.get("mlflow.trace.session") or None,
+                 user_id=metadata.get("mlflow.trace.user") or None,
+                 tokens=_tokens(getattr(info, "token_usage", None) or metadata.get("mlflow.trace.tokenUsage")))
+
+
+def write_back(uri: str, feedback: dict[str, list[Feedback]], run_id: str, metadata: dict[str, str]) -> dict[str, int]:
+    """Each trace id's ``feedback`` as assessments on it: ragmem's earlier assessment of the same
+    name updated, a new one logged otherwise. Returns the counts ``{"added", "updated"}``."""
+    lean_import("mlflow")  # (mlflow's entities and tracing client: with mlflow, imported on demand)
+    from mlflow.entities import AssessmentSource
+    from mlflow.entities import Feedback as MlflowFeedback
+    from mlflow.tracing.client import TracingClient
+
+    client = TracingClient(uri)
+    counts = {"added": 0, "updated": 0}
+    for trace_id, items in feedback.items():
+        if not items:
+            continue
+        held = {a.name: a.assessment_id for a in client.get_trace_info(trace_id).assessments or ()
+                if (a.metadata or {}).get(RUN_KEY) is not None}
+        for item in items:
+            assessment = MlflowFeedback(name=item.name, value=item.value, rationale=item.rationale,
+                                        source=AssessmentSource(source_type=item.source_type, source_id=item.source_id),
+                                        metadata={**metadata, RUN_KEY: run_id})
+            if item.name in held:
+                client.update_assessment(trace_id, held[item.name], assessment)
+                counts["updated"] += 1
+            else:
+                client.log_assessment(trace_id, assessment)
+                counts["added"] += 1
+    return counts

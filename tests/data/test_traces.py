@@ -1,0 +1,94 @@
+"""Traces as data, without MLflow: OTLP JSON written by the real OpenTelemetry SDK (OpenInference
+attributes) read into records (:mod:`ragmem.data.otlp`, :mod:`ragmem.data.spans`); the mapping's
+defaults and overrides; traces that cannot be mapped named with their reason; the seeded sample;
+the window."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from ragmem.config.trace_settings import parse_time, TraceMapping
+from ragmem.data import otlp, spans
+from ragmem.errors import DataError
+from ragmem.tracking.traces import sampled
+from tests import traffic
+
+
+def _records(path, **kwargs):
+    return [spans.to_record(t, TraceMapping(**kwargs)) for t in otlp.read(path)]
+
+
+def test_an_otlp_file_from_the_sdk_maps_to_records(tmp_path):
+    planned = traffic.plan(12, raised=2)
+    records = _records(traffic.write_otlp(tmp_path / "spans.json", planned))
+    assert len(records) == 12
+    for p, r in zip(planned, records):
+        assert r["query"] == p.query
+        assert r["session_id"] == p.session and r["user_id"] == p.user
+        rag = [c for c in r["contexts"] if c["source"] == "rag"]
+        assert [(c["id"], c["text"]) for c in rag] == p.documents
+        assert [c["text"] for c in r["contexts"] if c["source"] == "memory_long"] == [p.memory]
+        times = p.times()
+        assert r["latency_ms"] == pytest.approx((times["root"][1] - times["root"][0]) / 1e6)
+        assert r["timings_ms"] == pytest.approx({stage: (e - s) / 1e6 for stage, (s, e) in times.items()
+                                                 if stage != "root"})
+        assert r["tokens"] == {"input_tokens": 40 + p.index, "output_tokens": 9, "total_tokens": 49 + p.index}
+        if p.raised:
+            assert "answer" not in r
+            assert r["agent_error"] == f"the trace ended in error: RuntimeError: the agent broke on question {p.index}"
+        else:
+            assert r["answer"] == p.answer and "agent_error" not in r
+    assert sum("agent_error" in r for r in records) == 2
+
+
+def test_the_mapping_can_be_told_where_the_query_and_answer_are(tmp_path):
+    def span(sid, parent, kind, inputs, outputs, status="OK"):
+        return spans.Span(sid, parent, sid, kind, 0, 5_000_000, status, None, inputs, outputs)
+
+    trace = spans.Trace("tr-1", 0, [span("r", None, "CHAIN", {"payload": {"q": "why?"}}, {"result": {"text": "because"}})])
+    assert spans.to_record(trace, TraceMapping())["agent_error"].startswith("no answer in the root span's outputs")
+    told = spans.to_record(trace, TraceMapping(query="payload.q", answer="result.text"))
+    assert (told["query"], told["answer"]) == ("why?", "because")
+    chat = spans.Trace("tr-2", 0, [span("r", None, "CHAT_MODEL",
+                                        {"messages": [{"role": "system", "content": "be brief"},
+                                                      {"role": "user", "content": "hi?"}]},
+                                        {"choices": [{"message": {"role": "assistant", "content": "hello"}}]})])
+    record = spans.to_record(chat, TraceMapping())
+    assert (record["query"], record["answer"]) == ("hi?", "hello")
+    none = spans.to_record(spans.Trace("tr-3", 0, []), TraceMapping())
+    assert none["agent_error"] == "no root span" and none["query"] == "(no input)"
+    blank = spans.to_record(spans.Trace("tr-4", 0, [span("r", None, "AGENT", {"n": 3}, "ok")]), TraceMapping())
+    assert blank["agent_error"] == "no query in the root span's inputs" and blank["query"] == '{"n": 3}'
+
+
+def test_the_sample_is_seeded_and_near_its_share():
+    ids = [f"tr-{i:08x}" for i in range(20_000)]
+    kept = [i for i in ids if sampled(i, 0.3, seed=7)]
+    assert abs(len(kept) / len(ids) - 0.3) < 0.015
+    assert kept == [i for i in ids if sampled(i, 0.3, seed=7)]
+    assert kept != [i for i in ids if sampled(i, 0.3, seed=8)]
+
+
+def test_the_window_and_the_limit(tmp_path):
+    start = datetime(2026, 12, 1, tzinfo=timezone.utc)
+    planned = traffic.plan(10, raised=0, start_ns=int(start.timestamp() * 1e9))
+    path = traffic.write_otlp(tmp_path / "spans.json", planned)
+    inside = list(otlp.read(path, since=start + timedelta(seconds=3), until=start + timedelta(seconds=7)))
+    assert [t.start_ms for t in inside] == [int((start.timestamp() + s) * 1000) for s in (3, 4, 5, 6)]
+    assert len(list(otlp.read(path, limit=4))) == 4
+    assert parse_time("24h", start).isoformat() == "2026-11-30T00:00:00+00:00"
+    assert parse_time("2026-12-01T06:00:00").isoformat() == "2026-12-01T06:00:00+00:00"
+
+
+def test_a_file_that_is_not_otlp_is_one_line_naming_it(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"spans": []}))
+    with pytest.raises(DataError, match=r"bad.json.*expected OTLP JSON"):
+        list(otlp.read(bad))
+    lines = tmp_path / "lines.jsonl"
+    lines.write_text('{"resourceSpans": []}\n{oops\n')
+    with pytest.raises(DataError, match=r"lines.jsonl.*line 2: not JSON"):
+        list(otlp.read(lines))

@@ -1,0 +1,122 @@
+"""Production traffic as data (``data.traces``): 200 traces written with MLflow's tracing API (a
+retriever and a memory span each, two sessions, five that raised) evaluated by ``ragmem run
+configs/traces.yaml``: 200 examples, the five failed agent calls named by trace id, contexts that
+are the retriever spans' documents, latencies that are the spans' durations, the verdict and scores
+written back onto every judged trace as assessments, and a second run that updates them, adding
+none. And an OTLP JSON file of the same spans, from the OpenTelemetry SDK, gives the same per-example
+table."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+from mlflow import MlflowClient
+from mlflow.tracing.client import TracingClient
+
+import ragmem
+from ragmem.clients.endpoints import Endpoint, probe
+from ragmem.tracking.runs import run_table
+from tests import traffic
+from tests.conftest import free_port, ROOT, run_cli, wait_until
+
+pytestmark = pytest.mark.e2e
+
+ASSESSED = {"faithfulness", "answer_relevancy", "context_relevance", "coverage"}
+
+
+def _assessments(uri: str, ids: list[str]) -> dict[str, list]:
+    client = TracingClient(uri)
+    return {i: list(client.get_trace(i).info.assessments or ()) for i in ids}
+
+
+def check_traces_run(uri: str, env: dict[str, str], folder, n: int = 200) -> None:
+    """The whole check against the tracking store at ``uri`` (a sqlite file, or an mlflow server)."""
+    planned = traffic.plan(n, raised=5)
+    ids = traffic.write_mlflow(uri, "prod-demo", planned)
+    args = ["run", str(ROOT / "configs" / "traces.yaml"), "--set", f"data.traces.tracking_uri={uri}",
+            "--set", f"tracking.uri={uri}", "-o", str(folder / "s.json")]
+    done = run_cli(args, env=env, cwd=folder)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((folder / "s.json").read_text())
+    assert summary["n_examples"] == n and summary["counts"]["n_agent_errors"] == 5
+    failed = [i for p, i in zip(planned, ids) if p.raised]
+    named = next(note for note in summary["notes"] if note.startswith("5 traces failed"))
+    assert all(f"{i}: the trace ended in error: RuntimeError: the agent broke on question" in named for i in failed)
+    assert summary["params"]["data.traces.until"]  # the window, fixed and logged
+
+    table = run_table(MlflowClient(uri), summary["run_id"])
+    table = (table if isinstance(table, pd.DataFrame) else table.frame()).set_index("trace_id")
+    client = TracingClient(uri)
+    for p, trace_id in zip(planned, ids):
+        row = table.loc[trace_id]
+        trace = client.get_trace(trace_id)
+        root = next(s for s in trace.data.spans if s.parent_id is None)
+        assert abs(row["latency_s"] * 1000 - (root.end_time_ns - root.start_time_ns) / 1e6) < 1
+        if p.raised:
+            assert row["error"].startswith("the trace ended in error")
+            continue
+        retriever = next(s for s in trace.data.spans if s.span_type == "RETRIEVER")
+        contexts = json.loads(row["contexts"]) if isinstance(row["contexts"], str) else row["contexts"]
+        rag = [(c["id"], c["text"]) for c in contexts if c["source"] == "rag"]
+        assert rag == [(d["id"], d["page_content"]) for d in retriever.outputs]
+        assert abs(row["stage_retrieve_s"] * 1000 - (retriever.end_time_ns - retriever.start_time_ns) / 1e6) < 1
+        assert row["session_id"] == p.session and row["tokens_input"] == 40 + p.index
+    first = _assessments(uri, ids)
+    judged = [i for p, i in zip(planned, ids) if not p.raised]
+    assert all(ASSESSED <= {a.name for a in first[i]} for i in judged)
+    assert all(first[i] == [] for i in failed)
+    one = next(a for a in first[judged[0]] if a.name == "faithfulness")
+    assert one.metadata["ragmem.run_id"] == summary["run_id"] and one.metadata["ragmem.prompt_version"]
+
+    again = run_cli(args, env=env, cwd=folder)
+    assert again.returncode == 0, again.stderr[-3000:]
+    second_run = json.loads((folder / "s.json").read_text())["run_id"]
+    second = _assessments(uri, ids)
+    assert {i: sorted(a.assessment_id for a in v) for i, v in second.items()} == \
+        {i: sorted(a.assessment_id for a in v) for i, v in first.items()}  # updated, none added
+    assert {a.metadata["ragmem.run_id"] for v in second.values() for a in v} == {second_run}
+
+
+def test_two_hundred_mlflow_traces_judged_and_assessed_in_place(prefect_env, tmp_path):
+    check_traces_run(f"sqlite:///{tmp_path / 'app.db'}", {**prefect_env, "RAGMEM_HOME": str(tmp_path / "home")},
+                     tmp_path)
+
+
+def test_an_otlp_file_gives_the_same_table_as_the_same_spans_in_mlflow(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAGMEM_HOME", str(tmp_path / "home"))
+    planned = traffic.plan(30, raised=3)
+    uri = f"sqlite:///{tmp_path / 'app.db'}"
+    traffic.write_mlflow(uri, "prod-demo", planned)
+    path = traffic.write_otlp(tmp_path / "spans.json", planned)
+    settings = {"judge": {"type": "keyword"}, "stats": {"resamples": 200}}
+    from_mlflow = ragmem.evaluate(config={**settings, "data": {"traces": {"experiment": "prod-demo", "tracking_uri": uri,
+                                                                          "since": "7d"}}}, track=False)
+    from_file = ragmem.evaluate(config={**settings, "data": {"traces": {"files": [str(path)]}}}, track=False)
+    drop = ["id", "trace_id", "source_file"]
+    a, b = from_mlflow.table.drop(columns=drop), from_file.table.drop(columns=drop)
+    assert len(a) == 30 and list(a.columns) == list(b.columns)
+    pd.testing.assert_frame_equal(a, b)
+    assert from_mlflow.metrics == from_file.metrics
+
+
+@pytest.mark.stress  # (its own lane: a real mlflow server, started for this test)
+def test_the_same_against_a_real_mlflow_server_over_http(prefect_env, tmp_path):
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+                               "--backend-store-uri", f"sqlite:///{tmp_path}/server.db",
+                               "--default-artifact-root", str(tmp_path / "server-artifacts"), "--workers", "1"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_until(lambda: probe(Endpoint("tracking.uri", f"http://127.0.0.1:{port}", "mlflow")) is None,
+                   "the MLflow server", process=server)
+        check_traces_run(f"http://127.0.0.1:{port}", {**prefect_env, "RAGMEM_HOME": str(tmp_path / "home")}, tmp_path)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGKILL)
