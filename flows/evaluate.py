@@ -9,14 +9,15 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from prefect import flow
+from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
+from prefect.states import Failed
 
 from ragmem.config import secrets as masking
 from ragmem.config.loading import RunConfig
 from ragmem.flows.runners import task_runner_for
 from ragmem.orchestration.prefect_api import work_done
-from ragmem.run import engine, prepare
+from ragmem.run import engine, gates, prepare, traffic
 from ragmem.runtime import interrupts
 from ragmem.tasks.steps import PrefectSteps
 
@@ -33,13 +34,20 @@ def evaluate_flow(config: dict[str, Any], resume: str | None = None, preflight: 
     """Evaluate one configuration (or ``resume`` an interrupted run of it) and return the summary
     (see README: summary JSON). ``prepared``: the token of the run the command made ready
     (:mod:`ragmem.run.prepare`); without one (a scheduled run) the flow prepares it."""
-    ready = prepare.take(prepared) if prepared else prepare.for_run(
-        RunConfig.from_dict(masking.restore(config)), resume=resume)  # the secrets masked in the parameters
+    try:
+        ready = prepare.take(prepared) if prepared else prepare.for_run(
+            RunConfig.from_dict(masking.restore(config)), resume=resume)  # the secrets masked in the parameters
+    except traffic.NoTraces as nothing:  # a scheduled window with no new traffic: nothing to do, not a failure
+        get_run_logger().info("%s: nothing to evaluate", nothing)
+        return {"n_examples": 0, "notes": [str(nothing)]}
     with interrupts.kept_under("prefect"):  # Prefect's SIGTERM handler: the signal still kept
         result = engine.evaluate(ready.config, PrefectSteps(), dataset=ready.dataset, baseline=ready.baseline,
-                                 resume=resume, preflight=preflight,
+                                 resume=ready.resume, preflight=preflight,
                                  tags={"ragmem.entry": "flow", "prefect.flow_run_id": str(flow_run.id)})
     work_done(result.summary)  # complete now, whatever happens to the Prefect API from here on
+    failed = [gates.GateResult(**g) for g in result.summary.get("gates", []) if not g["passed"]]
+    if failed and not prepared:  # a scheduled run: the flow run Failed, with the reason, for Prefect to act on
+        return Failed(message="; ".join(g.line() for g in failed), data=result.summary)
     return result.summary
 
 

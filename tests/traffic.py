@@ -7,6 +7,7 @@ the same traces with the same times."""
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,22 +33,24 @@ class Planned:
                 "llm": (t + 10 * MS, t + 30 * MS + i * 11000), "root": (t, t + 32 * MS + i * 13000)}
 
 
-def plan(n: int, raised: int = 5, start_ns: int | None = None) -> list[Planned]:
-    """``n`` traces a second apart from ``start_ns`` (default: an hour ago), the first ``raised`` of
-    every ``n // raised`` raising."""
+def plan(n: int, raised: int = 5, start_ns: int | None = None, step_ns: int = 10**9, wrong: int = 0,
+         first: int = 0) -> list[Planned]:
+    """``n`` traces ``step_ns`` apart from ``start_ns`` (default: an hour ago), the first ``raised`` of
+    every ``n // raised`` raising; ``wrong`` of them (the first) answering WRONG; numbered from ``first``."""
     import time
 
     start_ns = start_ns if start_ns is not None else time.time_ns() - 3600 * 10**9
     step = max(1, n // max(raised, 1))
     out = []
-    for i in range(n):
+    for i in range(first, first + n):
         city = ("Paris", "Berlin", "Rome", "Madrid")[i % 4]
         country = ("France", "Germany", "Italy", "Spain")[i % 4]
         out.append(Planned(
-            i, f"What is the capital of {country}? (question {i})", f"The capital of {country} is {city}.",
+            i, f"What is the capital of {country}? (question {i})",
+            f"WRONG: the capital of {country} is Atlantis." if i - first < wrong else f"The capital of {country} is {city}.",
             [(f"doc-{i % 4}", f"{city} is the capital of {country}."), (f"doc-x{i % 3}", "Rivers flow to the sea.")],
             f"The user asked about {country} before.", f"session-{i % 2}", f"user-{i % 3}",
-            start_ns + i * 10**9, raised > 0 and i % step == 0 and i // step < raised))
+            start_ns + (i - first) * step_ns, raised > 0 and (i - first) % step == 0 and (i - first) // step < raised))
     return out
 
 
@@ -56,8 +59,8 @@ def write_mlflow(uri: str, experiment: str, traces: list[Planned]) -> list[str]:
     import mlflow
     from mlflow.entities import Document, SpanType
 
-    previous = mlflow.get_tracking_uri()
-    mlflow.set_tracking_uri(uri)
+    previous, variable = mlflow.get_tracking_uri(), os.environ.get("MLFLOW_TRACKING_URI")
+    mlflow.set_tracking_uri(uri)  # (which sets MLFLOW_TRACKING_URI too: put back below)
     try:
         experiment_id = mlflow.set_experiment(experiment).experiment_id
         ids = []
@@ -91,6 +94,10 @@ def write_mlflow(uri: str, experiment: str, traces: list[Planned]) -> list[str]:
         return ids
     finally:
         mlflow.set_tracking_uri(previous)
+        if variable is None:
+            os.environ.pop("MLFLOW_TRACKING_URI", None)
+        else:
+            os.environ["MLFLOW_TRACKING_URI"] = variable
 
 
 def write_otlp(path: Path, traces: list[Planned]) -> Path:

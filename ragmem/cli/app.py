@@ -29,7 +29,7 @@ from ragmem.metrics import needs
 from ragmem.orchestration.server import resolve_api_url
 from ragmem.report.terminal import (out, plural, print_bench, print_paired, print_pairwise, print_rerun, print_runs, print_stored,
                                     print_stored_parent, print_summary, print_sweep, say)
-from ragmem.run import dryrun, gates, prepare
+from ragmem.run import dryrun, gates, prepare, windows
 from ragmem.run.summary import nothing_measured
 from ragmem.runtime import progress
 from ragmem.tracking import record_pairwise, Tracker
@@ -105,6 +105,11 @@ def run(
             out.print(f"gates: all {len(summary['gates'])} passed")
             for line in filter(None, map(gates.passed_line, summary["gates"])):
                 out.print(f"  {line}")
+        previous = (summary.get("traces") or {}).get("previous")
+        if previous:  # a window of traffic against the last one: two samples of different traces
+            out.print(f"against the previous window {previous['run_id'][:8]} (unpaired):")
+            for row in previous["rows"]:
+                out.print(f"  {windows.line(row)}", highlight=False, markup=False)
         print_stored(summary)  # the last line: where the run is and how to see it
         nothing = nothing_measured(summary)
         if nothing:  # stored, but nothing in it can be trusted: one line, exit 3 (a scheduled job sees it)

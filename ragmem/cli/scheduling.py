@@ -69,7 +69,12 @@ def serve_flow(config: dict[str, Any], cron: str, name: str | None, flow_kind: s
     # the served runs execute in subprocesses: they read these from the environment
     os.environ.update({**QUIET_ENV, "PREFECT_API_URL": api_url, "RAGMEM_HOME": str(ragmem_home())})
     # secrets masked in the deployment's parameters; the runs' subprocesses inherit them (ragmem.config.secrets)
-    parameters = {"config": masking.protect(absolute_paths(config))}
+    config = absolute_paths(config)
+    if config["data"]["traces"]["experiment"]:  # production traffic: each run the traces that arrived since the last
+        config["data"]["traces"]["incremental"] = True  # window (ragmem.run.windows)
+        log(f"each run evaluates the traces of experiment {config['data']['traces']['experiment']!r} that arrived "
+            f"since the last window ended (the first window: data.traces.since {config['data']['traces']['since']})")
+    parameters = {"config": masking.protect(config)}
     flow = pick_flow(config, flow_kind)
     deployment = name or config["experiment"]
     log(f"serving {flow.name}/{deployment} on '{cron}' ({timezone}) at {api_url}; "

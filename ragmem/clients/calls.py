@@ -22,9 +22,12 @@ across threads and event loops, and the same loop runs synchronously (threads) a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
+import signal
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, TypeVar
@@ -232,6 +235,8 @@ async def call_async(fn: Callable[[], Awaitable[T]], policy: Policy, breaker: Br
     """``await fn()`` under the policy, from an event loop."""
     attempts = Attempts(policy, breaker)
     while True:
+        if interrupts.STOP.is_set():  # the run is stopping: a request not sent yet is not sent
+            raise asyncio.CancelledError()
         attempts.start()
         if on_attempt is not None:
             on_attempt()
@@ -263,3 +268,69 @@ def policy_of(settings: Any) -> Policy:
     if retries is None:
         retries = getattr(settings, "retries", 0)
     return Policy(retries=int(retries), backoff_s=float(getattr(settings, "retry_backoff_s", 1.0)))
+
+
+#: how long a stopped run waits for the requests it had already sent (their replies are paid for:
+#: kept in the cache, so the resume does not send them again)
+GRACE_S = 5.0
+
+
+def run_loop(main: Awaitable[T], sending: set, grace_s: float = GRACE_S) -> T:
+    """``main`` run to completion on an event loop of its own (``asyncio.run``, but a stop is not a
+    loss). On Ctrl+C or SIGTERM the requests already sent (the tasks in ``sending``) are given
+    ``grace_s`` to finish, and their replies are kept; the others are not sent (:func:`call_async`
+    sees :data:`ragmem.runtime.interrupts.STOP`); then the signal is raised again where the handler
+    it replaced for the while (a ragmem command's, Python's) raises it, outside the loop. In the main
+    thread the signal is taken by the loop (a handler raising inside a request's task would lose
+    that request); elsewhere a stop raised out of the loop gets the same grace. A second signal
+    stops at once."""
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(main)
+    received: list[int] = []
+    already = interrupts.STOP.is_set()
+
+    def gently() -> None:
+        interrupts.STOP.set()  # no request starts from here on
+        pending = [t for t in sending if not t.done()]
+
+        async def wind_down() -> None:
+            if pending:
+                await asyncio.wait(pending, timeout=grace_s)
+            task.cancel()
+
+        loop.create_task(wind_down())
+
+    def on_signal(signum, frame) -> None:  # (not raising: the loop is told)
+        received.append(signum)
+        loop.call_soon_threadsafe(gently if len(received) == 1 else task.cancel)
+
+    swapped = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            swapped[signum] = signal.signal(signum, on_signal)
+    try:
+        return loop.run_until_complete(task)
+    except asyncio.CancelledError:
+        if not received:
+            raise
+    except BaseException:
+        interrupts.STOP.set()
+        try:
+            pending = [t for t in sending if not t.done()]
+            if pending:
+                loop.run_until_complete(asyncio.wait(pending, timeout=grace_s))
+        finally:
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                loop.run_until_complete(task)
+        raise
+    finally:
+        for signum, handler in swapped.items():
+            signal.signal(signum, handler)
+        if not already:
+            interrupts.STOP.clear()
+        with contextlib.suppress(Exception):
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+    signal.raise_signal(received[0])  # the handler put back raises it (a ragmem command: one line, 130/143)
+    raise KeyboardInterrupt  # (a handler that did not raise: the stop goes on all the same)

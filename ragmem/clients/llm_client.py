@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import threading
+import weakref
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -95,6 +96,7 @@ class _Endpoint:
         self.usage = Usage()
         self.reasons: collections.Counter[str] = collections.Counter()
         self.asked_again = 0  # requests sent again because they had failed in an earlier run (rerun_note)
+        self._sending: weakref.WeakSet = weakref.WeakSet()  # the requests sent, not yet answered (run_async)
         self.breaker = Breaker(f"{section}.base_url", self.base_url or OPENAI_URL)
 
     def _client(self):
@@ -193,9 +195,9 @@ class _Endpoint:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(main())
+            return calls.run_loop(main(), self._sending)  # stopped: the requests sent get their replies
         box: dict[str, Any] = {}  # called from inside a running loop: use a thread of our own
-        thread = threading.Thread(target=lambda: box.setdefault("r", asyncio.run(main())))
+        thread = threading.Thread(target=lambda: box.setdefault("r", calls.run_loop(main(), self._sending)))
         thread.start()
         thread.join()
         return box["r"]
@@ -348,6 +350,7 @@ class JudgeClient(_Endpoint):
 
     async def _asked(self, client, semaphore, task: str, messages, key: str, fields: dict[str, str], sample: int) -> Result:
         async with semaphore:
+            self._sending.add(asyncio.current_task())  # sent: on a stop, its reply is waited for (calls.run_loop)
             try:  # every attempt of the item (retries and the repair included) within its deadline
                 value, problem = await asyncio.wait_for(
                     self._attempts(client, messages, task, self.reply_limit(task, fields), self.seed_of(sample)),

@@ -360,9 +360,9 @@ class Settings(ReferenceSettings):
     @model_validator(mode="after")
     def _across(self):
         regress = [m for m, g in self.gates.items() if g.max_regression is not None]
-        if regress and not self.baseline:
+        if regress and not self.baseline and not self.data.traces.experiment:  # (traces: the previous window)
             raise ValueError(f"gates.{regress[0]}.max_regression: needs a baseline run "
-                             "(--baseline RUN_ID, or baseline: RUN_ID in the config)")
+                             "(--baseline RUN_ID, or baseline: RUN_ID in the config; a window of traces: the previous one)")
         selected = expand_selection(self.metrics, self.ranking.k)
         self.rubric_definitions()  # each rubric checked whole (its examples against its scale)
         if self.rubrics and self.judge.type != "llm":

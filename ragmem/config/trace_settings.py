@@ -70,6 +70,9 @@ class TracesSettings(Section):
     since: Optional[str] = setting(None, "traces started at or after: an ISO time, or a duration before now (24h)")
     until: Optional[str] = setting(None, "traces started before: an ISO time, or a duration before now; "
                                          "null: when the run starts")
+    incremental: bool = setting(False, "each run the traces that arrived since the last run of this config "
+                                       "ended its window (the watermark, kept in the MLflow experiment): "
+                                       "ragmem serve sets it; the first window starts at since")
     max: Positive = setting(100_000, "at most this many traces (the earliest in the window)")
     sample: Share = setting(1.0, "the share of traces kept, drawn by a seeded hash of the trace id")
     seed: int = setting(0, "the seed of the sample")
@@ -88,6 +91,8 @@ class TracesSettings(Section):
     def _one_source(self):
         if self.experiment and self.files:
             raise ValueError("data.traces: an experiment or files, not both")
+        if self.incremental and not self.experiment:
+            raise ValueError("data.traces.incremental: windows of an MLflow experiment's traces (set data.traces.experiment)")
         return self
 
     @property

@@ -38,9 +38,8 @@ from ragmem.judges import labels
 from ragmem.memory import bench_compare, bench_data, benchmark as memory_bench, layers as memory_layers
 from ragmem.prompts.templates import prompt_hash, PROMPT_VERSION
 from ragmem.report import html as report_html
-from ragmem.run import (
-    batching, gates, judge_sweep, pipeline, prepare, resume as resumes, summary as summaries, sweep as sweeps, traffic,
-)
+from ragmem.run import batching, gates, judge_sweep, pipeline, prepare, resume as resumes, summary as summaries
+from ragmem.run import sweep as sweeps, traffic, windows
 from ragmem.run.journal import Journal
 from ragmem.run.plain_steps import PLAIN, Steps  # noqa: F401  (also ragmem.run.engine.Steps, PLAIN)
 from ragmem.run.prepare import SweepPlan
@@ -112,6 +111,7 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
     if resume:  # the same MLflow run (none when untracked), the outputs its journal already has
         journal, kept = _resumed(cfg, dataset, tracker, resume)
         run_id = resume if tracker is not None else None
+    tags = {**(tags or {}), **windows.tags(cfg)}  # (traces: the window, the watermark's key)
     with tracked_run(tracker, cfg.experiment, cfg.run_name, tags=tags, run_id=run_id) as run:
         journal = journal or _new_journal(run.id, cfg, dataset, tracker)
         if answers_from:  # the sibling's answers, journaled as this run's own (a resume needs no sibling)
@@ -125,12 +125,11 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
             params = summaries.run_params(cfg, dataset, components)
             summary = summaries.summary(run.id, cfg, result, table, params, streamed and streamed.counts,
                                         streamed and streamed.coverage)
-            if replied:
-                summary["replied_models"] = replied
-            if cfg.gates:  # judged here, acted on by the caller (ragmem run exits 3) after the run is logged
-                whole = table if streamed is None or baseline is None else files.ParquetTable(streamed.table_path)
-                summary["gates"] = gates.as_dicts(gates.evaluate(result.values, cfg.gates)
-                                                  + gates.regressions(cfg, whole, params, result.values, baseline))
+            summary.update({"replied_models": replied} if replied else {})
+            whole = table if streamed is None else files.ParquetTable(streamed.table_path)
+            windows.summarize(cfg, summary, whole, run.id)  # traces: the window, and against the last one
+            # the gates: judged here, acted on by the caller (exit 3) once the run is logged
+            summary.update(gates.judged(cfg, whole, params, result.values, baseline, summary.get("traces")))
             if run.id is not None:
                 _log_run(steps, run, cfg, dataset, outputs, table, result, params, summary, journal, streamed)
         except BaseException as exc:  # what is done, and how to go on, for the one-line message
@@ -184,7 +183,7 @@ def _resumed(cfg: RunConfig, dataset: Dataset, tracker: Tracker | None, resume: 
 
 def _new_journal(run_id: str | None, cfg: RunConfig, dataset: Dataset, tracker: Tracker | None) -> Journal:
     journal = Journal(run_id)
-    journal.write_meta({"config": resumes.flat_config(cfg.raw), "data.sha256": dataset.sha256,
+    journal.write_meta({"config": resumes.compared_config(cfg), "data.sha256": dataset.sha256,
                         "experiment": cfg.experiment, "tracking_uri": scrub(cfg.tracking_uri) if tracker else None})
     return journal
 
@@ -259,7 +258,7 @@ def sweep(config: dict[str, Any] | RunConfig, steps: Steps = PLAIN, *, plan: Swe
         endpoints.preflight(list(dict.fromkeys(e for c in plan.configs for e in endpoints.configured(c))), log=log.info)
     tracker = _tracker(cfg)
     shas = sorted({d.sha256 for d in datasets.values()})
-    meta = {"config": resumes.flat_config(cfg.raw), "data.sha256": ";".join(shas), "experiment": cfg.experiment}
+    meta = {"config": resumes.compared_config(cfg), "data.sha256": ";".join(shas), "experiment": cfg.experiment}
     existing = resumes.reopen_sweep(tracker, resume, meta, len(points)) if resume else {}
     interrupts.STOP.clear()
     space.reset()

@@ -124,12 +124,26 @@ def evaluate(metrics: dict[str, Any], gates: dict[str, Any]) -> list[GateResult]
     return out
 
 
-def regressions(cfg, table, params: dict[str, str], metrics: dict[str, Any], baseline=None) -> list[GateResult]:
+def judged(cfg, table, params: dict[str, str], metrics: dict[str, Any], baseline=None,
+           traces: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``{"gates": [...]}`` (every gate of ``cfg`` against the run, :func:`evaluate` and
+    :func:`regressions`, as dicts), or ``{}`` without gates."""
+    if not cfg.gates:
+        return {}
+    return {"gates": as_dicts(evaluate(metrics, cfg.gates) + regressions(cfg, table, params, metrics, baseline, traces))}
+
+
+def regressions(cfg, table, params: dict[str, str], metrics: dict[str, Any], baseline=None,
+                traces: dict[str, Any] | None = None) -> list[GateResult]:
     """Every ``max_regression`` gate: the run against ``cfg.baseline`` (its per-example table:
-    ``baseline``, read now when not given), example by example."""
+    ``baseline``, read now when not given), example by example; a window of traffic
+    (``data.traces.experiment``, no baseline) against the previous window, unpaired (``traces``: the summary's,
+    :func:`ragmem.run.windows.summarize`)."""
     gated = {m: _bound(g, "max_regression") for m, g in cfg.gates.items() if _bound(g, "max_regression") is not None}
     if not gated:
         return []
+    if cfg.data.traces.experiment and not cfg.baseline:
+        return _window_regressions(gated, metrics, (traces or {}).get("previous"), cfg.stats.confidence)
     base = baseline if baseline is not None else read_baseline(cfg.tracking_uri, cfg.baseline)
     info = base.attrs["run"]
     rows, _ = paired_rows(base, table, list(gated), *scoring_of(info.data.params),
@@ -148,6 +162,26 @@ def regressions(cfg, table, params: dict[str, str], metrics: dict[str, Any], bas
                               ci_low=low, ci_high=high, p_value=row.get("p_value"),
                               min_detectable=min_detectable(low, high, cfg.stats.confidence),
                               n_clusters=row.get("n_clusters")))
+    return out
+
+
+def _window_regressions(gated: dict[str, float], metrics: dict[str, Any], previous: dict[str, Any] | None,
+                        confidence: float) -> list[GateResult]:
+    """The ``max_regression`` gates of a window against the previous one (unpaired); the first
+    window, with none before it, passes them (nothing to have dropped from)."""
+    rows = {r["metric"]: r for r in (previous or {}).get("rows", [])}
+    out = []
+    for metric, delta in gated.items():
+        if previous is None:
+            out.append(GateResult(metric, metrics.get(metric), None, None, True, max_regression=delta))
+            continue
+        row = rows.get(metric, {})
+        low, high = row.get("ci_low"), row.get("ci_high")
+        passed = low is not None and not (low > delta if lower_is_better(metric) else high < -delta)
+        out.append(GateResult(metric, metrics.get(metric), None, None, passed, max_regression=delta,
+                              baseline=previous["run_id"], baseline_value=row.get("a"), diff=row.get("diff"),
+                              ci_low=low, ci_high=high, p_value=row.get("p_value"),
+                              min_detectable=None if low is None else min_detectable(low, high, confidence)))
     return out
 
 

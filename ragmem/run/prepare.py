@@ -125,7 +125,7 @@ def for_run(cfg: RunConfig, *, resume: str | None = None, load: bool = True) -> 
     baseline = read_baseline(cfg)
     resume = resumes.resolve_key(resume) if resume else None  # a unique prefix, as compare takes it
     if load:
-        cfg = traffic.as_data(cfg, resume)  # data.traces: read into a data file, the window fixed
+        cfg, resume = traffic.as_data(cfg, resume)  # data.traces: read into a data file, the window fixed
     dataset = pipeline.load(cfg) if load else None
     release_freed_memory()  # the files' parse: what glibc keeps of it (about 25 MB at 10k examples)
     orchestration = cfg.orchestration

@@ -14,7 +14,7 @@ from typing import Any
 
 from ragmem.clients.endpoints import EndpointDown
 from ragmem.config.loading import RunConfig
-from ragmem.config.secrets import mask
+from ragmem.config.secrets import mask, scrub
 from ragmem.config.settings import Settings
 from ragmem.errors import ConfigError, failure_message
 from ragmem.run import summary as summaries
@@ -68,6 +68,15 @@ def results_kept_local(cfg, journal, summary: dict[str, Any], exc: Exception):
                                   f"and {journal.path}", during_run=True)
     down.ragmem_summary = summary
     return down
+
+
+def compared_config(cfg: RunConfig) -> dict[str, Any]:
+    """:func:`flat_config` of a run's settings with its store and artifact root as they resolve (an
+    absolute path, as ``ragmem serve`` writes them into a deployment, is the same store as the
+    relative default a ``ragmem run`` in that folder resolves)."""
+    flat = flat_config(cfg.raw)
+    flat.update({"tracking.uri": scrub(cfg.tracking_uri), "tracking.artifact_root": cfg.artifact_root})
+    return flat
 
 
 def flat_config(config: dict[str, Any]) -> dict[str, Any]:
@@ -143,7 +152,7 @@ def check_resume(cfg, dataset, resume: str):
     settings and this data (before any work: the command line calls it before starting the flow,
     the engine again); the Journal, with the journals of chunks its Dask workers answered added
     (:meth:`Journal.absorb_parts`: the run is not live). A refused resume creates nothing."""
-    check_resumable(Journal.read_meta_for(resume), flat_config(cfg.raw), dataset.sha256, resume,
+    check_resumable(Journal.read_meta_for(resume), compared_config(cfg), dataset.sha256, resume,
                     str(Journal.folder_for(resume).parent))
     journal = Journal(resume, resume=True)
     journal.absorb_parts()

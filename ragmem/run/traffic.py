@@ -21,6 +21,7 @@ from ragmem.config.settings import DataFileSpec
 from ragmem.config.trace_settings import parse_time, TracesSettings
 from ragmem.data import given, otlp, spans
 from ragmem.errors import DataError
+from ragmem.run import windows
 from ragmem.run.journal import Journal
 from ragmem.runtime import progress
 from ragmem.tracking import traces as mlflow_traces
@@ -30,10 +31,16 @@ log = logging.getLogger("ragmem")
 FOLDER = "traces"
 
 
-def window(settings: TracesSettings, resume: str | None = None,
-           now: datetime | None = None) -> tuple[datetime | None, datetime | None]:
+class NoTraces(DataError):
+    """The window holds no traces: ``ragmem run`` refuses it (exit 2); a scheduled window has
+    nothing to do, and its flow run completes (the next window starts where the last one ended)."""
+
+
+def window(settings: TracesSettings, resume: str | None = None, now: datetime | None = None,
+           watermark: str | None = None) -> tuple[datetime | None, datetime | None]:
     """``[since, until)`` as times: those of the run ``resume`` continues when it has them, else
-    from the settings (``until`` null: ``now``; the files of ``data.traces.files``: no window unless set)."""
+    from the settings (``until`` null: ``now``; the files of ``data.traces.files``: no window unless
+    set); ``watermark``: where the last window ended (``data.traces.incremental``), instead of ``since``."""
     if resume:
         started = (Journal.read_meta_for(resume) or {}).get("config", {})
         since, until = started.get("data.traces.since"), started.get("data.traces.until")
@@ -41,7 +48,8 @@ def window(settings: TracesSettings, resume: str | None = None,
             return (parse_time(since) if since else None), parse_time(until)
     now = now or datetime.now(timezone.utc)
     until = parse_time(settings.until, now) if settings.until else (None if settings.files else now)
-    return (parse_time(settings.since, now) if settings.since else None), until
+    since = parse_time(watermark) if watermark else parse_time(settings.since, now) if settings.since else None
+    return since, until
 
 
 def _read(cfg: RunConfig, since: datetime | None, until: datetime | None, stage) -> Iterator[spans.Trace]:
@@ -60,13 +68,22 @@ def _read(cfg: RunConfig, since: datetime | None, until: datetime | None, stage)
                                   page_size=settings.page_size, on_page=lambda seen, kept: stage.advance(0))
 
 
-def as_data(cfg: RunConfig, resume: str | None = None) -> RunConfig:
-    """``cfg`` with its traces read into a data file (``data.files``) and its window as ISO times;
-    a config without ``data.traces`` as it is."""
+def as_data(cfg: RunConfig, resume: str | None = None) -> tuple[RunConfig, str | None]:
+    """``cfg`` with its traces read into a data file (``data.files``) and its window as ISO times,
+    and the run to resume (``data.traces.incremental``: the last window, when it stopped; else
+    ``resume`` as given); a config without ``data.traces`` as it is."""
     settings = cfg.data.traces
     if not settings.given:
-        return cfg
-    since, until = window(settings, resume)
+        return cfg, resume
+    watermark = None
+    if settings.incremental and not resume:  # where the last window ended, or the one to finish
+        watermark, resume = windows.plan(cfg)
+        if resume:
+            log.info("data.traces: the last window (run %s) stopped before it ended: resuming it", resume)
+    since, until = window(settings, resume, watermark=watermark)
+    if since is not None and until is not None and since >= until:
+        raise DataError(f"experiment {settings.experiment!r}", f"the window [{since.isoformat()}, {until.isoformat()}) "
+                                                                f"is empty: data.traces.since is not before until")
     counts = {"traces": 0, "failed": 0}
     where = f"the files {', '.join(settings.files)}" if settings.files else f"experiment {settings.experiment!r}"
 
@@ -82,8 +99,8 @@ def as_data(cfg: RunConfig, resume: str | None = None) -> RunConfig:
         path = given.write_lines(lines(stage), FOLDER, "traces")
     if path is None:
         shown = f"[{since.isoformat() if since else '-'}, {until.isoformat() if until else '-'})"
-        raise DataError(where, f"holds no traces in the window {shown}"
-                               + (f" matching {settings.filter!r}" if settings.filter else ""))
+        raise NoTraces(where, f"holds no traces in the window {shown}"
+                              + (f" matching {settings.filter!r}" if settings.filter else ""))
     log.info("data.traces: %d traces of %s read (%d failed: no answer to judge)", counts["traces"], where,
              counts["failed"])
     traces = settings.model_copy(update={"since": since.isoformat() if since else None,
@@ -91,7 +108,7 @@ def as_data(cfg: RunConfig, resume: str | None = None) -> RunConfig:
     data = cfg.data.model_copy(update={"traces": traces, "files": [DataFileSpec(path=str(path), format="jsonl")]})
     adjusted = cfg.model_copy(update={"data": data})
     adjusted._chosen = cfg._chosen
-    return adjusted
+    return adjusted, resume
 
 
 def write_back(cfg: RunConfig) -> str | None:

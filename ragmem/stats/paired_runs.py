@@ -29,7 +29,7 @@ from ragmem.stats import clusters
 from ragmem.stats import intervals as stats
 from ragmem.stats.run_statistics import RunStatistics
 
-__all__ = ["CHUNK_ROWS", "chunks_of", "frame_of", "paired_rows"]
+__all__ = ["CHUNK_ROWS", "chunks_of", "frame_of", "paired_rows", "unpaired_rows"]
 
 #: rows of a table summed at a time
 CHUNK_ROWS = 10_000
@@ -92,6 +92,27 @@ def paired_rows(a: Any, b: Any, names: list[str], zero_division: float, scorer,
     if alone:
         first, second = (t.drop(columns=clusters.COLUMN, errors="ignore") for t in (first, second))
     return _whole(first, second, names, zero_division, scorer, resamples, seed, confidence, bootstrap, permutations)
+
+
+def unpaired_rows(a: Any, b: Any, names: list[str], zero_division: float, scorer, resamples: int = 1000,
+                  seed: int = 0, confidence: float = 0.95, rows: int = CHUNK_ROWS) -> list[dict[str, Any]]:
+    """``B - A`` for every summed metric of ``names``, when the runs hold different examples (two
+    windows of production traffic): each run's every example summed alone, its bootstrap drawn on
+    its own (:meth:`ragmem.stats.run_statistics.RunStatistics.unpaired`): rows ``{metric, a, b,
+    diff, ci_low, ci_high, p_value, n_a, n_b}``. The examples alone are resampled (clusters, which
+    may span both windows, are not). Percentiles (apply-kind, not summed) are left out."""
+    if scorer is None:
+        names = [n for n in names if n not in ("bleu", "chrf")]
+    summed = []
+    for table, drawn_with in ((a, seed), (b, seed + 1)):  # another seed: the two draws independent
+        keys = example_keys(_ids(table))
+        statistics = _summed(table, keys, np.unique(keys), names, zero_division, scorer, resamples, drawn_with,
+                             confidence, rows, 0, alone=True)
+        if statistics is None:  # a two-stage aggregator (judge.samples > 1): not compared
+            return []
+        summed.append(statistics)
+    rows_out = (summed[0].unpaired(summed[1], n) for n in names if n in summed[0] and n in summed[1])
+    return [row for row in rows_out if row is not None]
 
 
 def _summed(table: Any, keys: np.ndarray, shared: np.ndarray, names: list[str], zero_division: float, scorer,

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -307,6 +308,30 @@ class RunStatistics:
         extreme = int((np.abs(b_star - a_star)[defined] >= abs(diff) - 1e-12).sum())
         p = (1 + extreme) / (1 + int(defined.sum())) if defined.any() else None
         return stats.PairedResult(name, va, vb, diff, ci, p, self.n, self.n_clusters)
+
+    def unpaired(self, other: "RunStatistics", name: str) -> dict[str, Any] | None:
+        """``other - self`` for ``name`` when the two are statistics of *different* examples (two windows
+        of traffic: two samples, not pairs): each run's Poisson bootstrap drawn on its own (``other``
+        built with another seed, so the two draws are independent even where examples share a
+        cluster), resample r's difference ``reduce(B_r) - reduce(A_r)``; the interval its
+        percentiles, the p-value the bootstrap's two-sided one (twice the smaller share of resampled
+        differences on either side of 0, at most 1). ``None`` for an apply-kind value (a
+        percentile: not summed) or one neither run defines."""
+        mine, theirs = self._reducers.get(name), other._reducers.get(name)
+        if mine is None or theirs is None or mine.kind != "sum" or theirs.kind != "sum":
+            return None
+        va, vb = self._value(name), other._value(name)
+        out = {"metric": name, "a": va, "b": vb, "diff": None, "ci_low": None, "ci_high": None, "p_value": None,
+               "n_a": self.n, "n_b": other.n}
+        if va is None or vb is None or not self.resamples:
+            return out
+        drawn = theirs.reduce_many(other._boot[name]) - mine.reduce_many(self._boot[name])
+        drawn = drawn[~np.isnan(drawn)]
+        ci = stats.percentile(drawn, self.confidence)
+        if ci is not None:
+            p = min(1.0, 2 * min(float((drawn <= 0).mean()), float((drawn >= 0).mean())))
+            out.update(diff=vb - va, ci_low=ci[0], ci_high=ci[1], p_value=max(p, 1 / (1 + drawn.size)))
+        return out
 
     def _aligned(self, name: str) -> tuple[np.ndarray, Aggregator]:
         """The keys the examples' weights are drawn from (their clusters' when clustered), in the

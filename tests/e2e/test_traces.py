@@ -91,6 +91,7 @@ def test_two_hundred_mlflow_traces_judged_and_assessed_in_place(prefect_env, tmp
 
 def test_an_otlp_file_gives_the_same_table_as_the_same_spans_in_mlflow(tmp_path, monkeypatch):
     monkeypatch.setenv("RAGMEM_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     planned = traffic.plan(30, raised=3)
     uri = f"sqlite:///{tmp_path / 'app.db'}"
     traffic.write_mlflow(uri, "prod-demo", planned)
@@ -104,6 +105,7 @@ def test_an_otlp_file_gives_the_same_table_as_the_same_spans_in_mlflow(tmp_path,
     assert len(a) == 30 and list(a.columns) == list(b.columns)
     pd.testing.assert_frame_equal(a, b)
     assert from_mlflow.metrics == from_file.metrics
+    assert "MLFLOW_TRACKING_URI" not in os.environ  # the application's store did not leak into this process
 
 
 @pytest.mark.stress  # (its own lane: a real mlflow server, started for this test)

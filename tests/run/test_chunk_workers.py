@@ -189,7 +189,7 @@ def test_a_resume_adds_the_journals_of_chunks_answered_on_workers_to_the_runs_ow
                                        "tracking": {"enabled": False}})
     dataset = prepare.for_run(cfg).dataset
     journal = Journal("untracked-stopped")
-    journal.write_meta({"config": resumes.flat_config(cfg.raw), "data.sha256": dataset.sha256})  # as the engine does
+    journal.write_meta({"config": resumes.compared_config(cfg), "data.sha256": dataset.sha256})  # as the engine does
     journal.append(AgentOutput("q0", "answer", [], 0.1))
     part = Journal.part(journal.folder, 1)
     part.append(AgentOutput("q12", "answer", [], 0.1))
