@@ -260,7 +260,7 @@ def pytest_configure(config):
 
 #: the longest tests (20 to 60 s each on four workers, measured): they start first, so that none of
 #: them is left running alone at the end of the session while the other workers idle
-LONGEST_FIRST = ("test_sweep_retriever_config", "test_losing_the_prefect_server", "test_dask.py::",
+LONGEST_FIRST = ("test_three_windows", "test_two_hundred_mlflow_traces", "test_sweep_retriever_config", "test_losing_the_prefect_server", "test_dask.py::",
                  "test_a_tracking_server_dying", "test_two_homes", "test_scheduled_deployment",
                  "test_an_interrupted_run_resumes", "test_paired_compare", "test_a_failed_gate",
                  "test_a_failing_child", "test_samples_measure_the_judges_noise", "test_dead_endpoints")

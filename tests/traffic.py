@@ -46,8 +46,9 @@ def plan(n: int, raised: int = 5, start_ns: int | None = None, step_ns: int = 10
         city = ("Paris", "Berlin", "Rome", "Madrid")[i % 4]
         country = ("France", "Germany", "Italy", "Spain")[i % 4]
         out.append(Planned(
-            i, f"What is the capital of {country}? (question {i})",
-            f"WRONG: the capital of {country} is Atlantis." if i - first < wrong else f"The capital of {country} is {city}.",
+            i, f"What is the capital of {country}? (question #{i})",
+            f"WRONG: the capital of {country} is Atlantis (#{i})." if i - first < wrong else
+            f"The capital of {country} is {city} (#{i}).",
             [(f"doc-{i % 4}", f"{city} is the capital of {country}."), (f"doc-x{i % 3}", "Rivers flow to the sea.")],
             f"The user asked about {country} before.", f"session-{i % 2}", f"user-{i % 3}",
             start_ns + (i - first) * step_ns, raised > 0 and (i - first) % step == 0 and (i - first) // step < raised))

@@ -46,8 +46,9 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
     if not n:
         why = ("no example has a reference answer" + (" or contexts" if llm else "")) if unasked else \
             "every agent or judge call failed"
+        hint = "; judge.type llm judges an answer without one, on its contexts" if unasked and not llm else ""
         return MetricResult(values={"pass_rate": None, "n_judged": 0.0},
-                            notes=[unless_note(f"no example was judged ({why}): pass_rate not computed", "pass_rate")])
+                            notes=[unless_note(f"no example was judged ({why}): pass_rate not computed{hint}", "pass_rate")])
     return MetricResult(values={"pass_rate": float(verdict[judged].mean()), "n_judged": float(n)}, notes=notes)
 
 

@@ -122,3 +122,20 @@ def test_the_same_against_a_real_mlflow_server_over_http(prefect_env, tmp_path):
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(server.pid, signal.SIGKILL)
+
+
+def test_the_worked_example_the_traced_reference_agent_then_configs_traces(prefect_env, tmp_path):
+    """docs/traffic.md's walk-through: the traced app answers into prod-demo in the home's store, and
+    ``ragmem run configs/traces.yaml`` (nothing set) evaluates it."""
+    env = {**prefect_env, "RAGMEM_HOME": str(tmp_path / ".ragmem"), "PYTHONPATH": str(ROOT)}
+    app = subprocess.run([sys.executable, str(ROOT / "examples" / "prod_traffic" / "app.py"), "--n", "24",
+                          "--fail-every", "8"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert app.returncode == 0, app.stderr[-2000:]
+    assert app.stdout.startswith("24 traces written to experiment 'prod-demo'") and "(3 raised)" in app.stdout
+    done = run_cli(["run", str(ROOT / "configs" / "traces.yaml"), "-o", "s.json"], env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert summary["n_examples"] == 24 and summary["counts"]["n_agent_errors"] == 3
+    assert summary["metrics"]["faithfulness"] is not None and summary["metrics"]["retrieve_latency_p95"] is not None
+    assert summary["metrics"]["context_share_memory_long"] > 0  # the memory spans' recalls, by source
+    assert any("judge.type llm judges an answer without one" in note for note in summary["notes"])

@@ -52,7 +52,7 @@ def test_twenty_records_with_only_a_query_and_an_answer_get_what_they_can_feed(t
                  "answer_correctness", "hit_rate_at_5"):
         assert name not in metrics, name
     assert metrics["pass_rate"] is None  # (always computed: null, never 0)
-    assert "no example was judged (no example has a reference answer): pass_rate not computed" in summary["notes"]
+    assert "no example was judged (no example has a reference answer): pass_rate not computed; judge.type llm judges an answer without one, on its contexts" in summary["notes"]
     assert any(n.startswith("no example has a reference answer: the metrics that need none by default (")
                for n in summary["notes"])
     # asked for by name, a reference-needing metric is computed, and null
