@@ -69,12 +69,14 @@ _NOT_PARAMS = ("data.files", "metrics", "ranking.k", "experiment", "run_name", "
 
 def _is_param(key: str, value: Any, cfg: RunConfig) -> bool:
     """A setting that is set and that this run used: no ``null`` and no empty value, no section of the
-    reference agent unless it ran, no embeddings endpoint unless one is configured; the experiment,
+    reference agent unless it ran, no ``data.traces`` unless the traces are the data, no embeddings endpoint unless one is configured; the experiment,
     run name and tracking settings are MLflow's own fields, not params."""
     if value is None or value == [] or value == {} or key in _NOT_PARAMS or key.startswith(("sweep", "bench", "rubrics.")):
         return False
     if key.startswith(_REFERENCE_SECTIONS):
         return cfg.agent.type == "reference"
+    if key.startswith("data.traces."):  # production traces: their settings only when they are the data
+        return cfg.data.traces.given
     if key.startswith("embeddings."):
         return bool(cfg.embeddings.model)
     if key.startswith(("judge.", "rag_metrics.")) and not cfg.judge.model:  # no LLM: its settings did nothing

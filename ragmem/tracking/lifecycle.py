@@ -87,13 +87,23 @@ def _end(tracker: Tracker, run_id: str, status: str, exc: BaseException | str) -
     # MLflow's SQL store logs a caught database error with its traceback before raising it (a Ctrl+C
     # in the middle of a write leaves SQLite locked: "database is locked"); ending the run is handled
     # here, so that log is muted while it is tried
+    with store_errors_muted():
+        try:
+            tracker.set_tags(run_id, {"ragmem.error": reason[:_ERROR_TAG_LIMIT]})
+            tracker._terminate(run_id, status)
+        except Exception:  # the store itself failed: the original error is what the user must see (the run
+            pass           # stays RUNNING, shown DEAD once its process is gone: resumable)
+
+
+@contextlib.contextmanager
+def store_errors_muted() -> Iterator[None]:
+    """MLflow's SQL store logs a database error with its traceback before it raises it (a full disk:
+    ``database or disk is full`` while a run's metrics are written); ragmem reports the error it
+    raises (one line: :mod:`ragmem.runtime.space`), so that log is muted for the block."""
     store_log = logging.getLogger("mlflow.store.db.utils")
     muted, store_log.disabled = store_log.disabled, True
     try:
-        tracker.set_tags(run_id, {"ragmem.error": reason[:_ERROR_TAG_LIMIT]})
-        tracker._terminate(run_id, status)
-    except Exception:  # the store itself failed: the original error is what the user must see (the run
-        pass           # stays RUNNING, shown DEAD once its process is gone: resumable)
+        yield
     finally:
         store_log.disabled = muted
 

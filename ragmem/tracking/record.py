@@ -26,7 +26,7 @@ import pandas as pd
 from ragmem.runtime.parallel import mapper_for
 from ragmem.prompts.templates import PROMPT_VERSION
 from ragmem.tracking import files, traces
-from ragmem.tracking.lifecycle import log_results, tracked_run, TrackedRun
+from ragmem.tracking.lifecycle import log_results, store_errors_muted, tracked_run, TrackedRun
 from ragmem.tracking.store import Feedback
 
 # per-example scores shown on a trace (5 ms each on sqlite: the headline ones, not every k)
@@ -125,6 +125,13 @@ def record_run(run: TrackedRun, resolved_config: dict[str, Any], params: dict[st
     (``workers``, ``orchestration.workers``: :mod:`ragmem.tracking.files`)."""
     if run.id is None:
         return 0
+    with store_errors_muted():  # (an error of the store is raised, and reported once, by the caller)
+        return _record_run(run, resolved_config, params, metrics, counts, table, summary, examples, outputs,
+                           max_traces, extra_files, workers, report, copies_max_rows, write_back)
+
+
+def _record_run(run, resolved_config, params, metrics, counts, table, summary, examples, outputs, max_traces,
+                extra_files, workers, report, copies_max_rows, write_back) -> int:
     pool = mapper_for(workers)
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "plots").mkdir()
