@@ -147,8 +147,9 @@ def reference_free_defaults(cfg: RunConfig, dataset: Dataset | None) -> RunConfi
     if chosen == list(cfg.metrics):
         return cfg
     adjusted = cfg.model_copy(update={"metrics": chosen})
-    adjusted._chosen = (f"no example has a reference answer: the metrics that need none by default "
-                       f"({len(chosen)} of {len(cfg.metrics)}; metrics: in the config selects others)")
+    adjusted._chosen = "; ".join(filter(None, [cfg._chosen, (
+        f"no example has a reference answer: the metrics that need none by default "
+        f"({len(chosen)} of {len(cfg.metrics)}; metrics: in the config selects others)")]))
     return adjusted
 
 

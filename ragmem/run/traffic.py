@@ -85,6 +85,7 @@ def as_data(cfg: RunConfig, resume: str | None = None) -> tuple[RunConfig, str |
         raise DataError(f"experiment {settings.experiment!r}", f"the window [{since.isoformat()}, {until.isoformat()}) "
                                                                 f"is empty: data.traces.since is not before until")
     counts = {"traces": 0, "failed": 0}
+    sessions: set[str] = set()
     where = f"the files {', '.join(settings.files)}" if settings.files else f"experiment {settings.experiment!r}"
 
     def lines(stage) -> Iterator[str]:
@@ -92,6 +93,8 @@ def as_data(cfg: RunConfig, resume: str | None = None) -> tuple[RunConfig, str |
             record = spans.to_record(trace, settings.mapping)
             counts["traces"] += 1
             counts["failed"] += "agent_error" in record
+            if "session_id" in record:
+                sessions.add(record["session_id"])
             stage.advance(1, failed="agent_error" in record)
             yield json.dumps(record, ensure_ascii=False, default=str)
 
@@ -106,8 +109,15 @@ def as_data(cfg: RunConfig, resume: str | None = None) -> tuple[RunConfig, str |
     traces = settings.model_copy(update={"since": since.isoformat() if since else None,
                                          "until": until.isoformat() if until else None})
     data = cfg.data.model_copy(update={"traces": traces, "files": [DataFileSpec(path=str(path), format="jsonl")]})
-    adjusted = cfg.model_copy(update={"data": data})
-    adjusted._chosen = cfg._chosen
+    update: dict = {"data": data}
+    chosen = cfg._chosen
+    if sessions and cfg.stats.cluster_by is None and len(sessions) < counts["traces"]:
+        # the turns of a session are not independent: the session is the unit the intervals resample
+        update["stats"] = cfg.stats.model_copy(update={"cluster_by": "session_id"})
+        chosen = "; ".join(filter(None, [chosen, f"the {counts['traces']} traces came in {len(sessions)} sessions: "
+                                                  f"the intervals resample sessions (stats.cluster_by: session_id)"]))
+    adjusted = cfg.model_copy(update=update)
+    adjusted._chosen = chosen
     return adjusted, resume
 
 

@@ -50,6 +50,7 @@ def check_traces_run(uri: str, env: dict[str, str], folder, n: int = 200) -> Non
     named = next(note for note in summary["notes"] if note.startswith("5 traces failed"))
     assert all(f"{i}: the trace ended in error: RuntimeError: the agent broke on question" in named for i in failed)
     assert summary["params"]["data.traces.until"]  # the window, fixed and logged
+    assert (summary["clusters"]["by"], summary["clusters"]["n"]) == ("session_id", 2)  # sessions resampled
 
     table = run_table(MlflowClient(uri), summary["run_id"])
     table = (table if isinstance(table, pd.DataFrame) else table.frame()).set_index("trace_id")
