@@ -38,7 +38,7 @@ from ragmem.tracking.store import Tracker
 KEY, SINCE, UNTIL = "ragmem.traces.window", "ragmem.traces.since", "ragmem.traces.until"
 #: the headline metrics a window is compared on (those the run has)
 COMPARED = ("pass_rate", "faithfulness", "answer_relevancy", "context_relevance", "avg_coverage", "avg_latency",
-            "answer_correctness")
+            "latency_p95", "answer_correctness")
 
 
 def key(cfg: RunConfig) -> str:
@@ -108,7 +108,7 @@ def compare(cfg: RunConfig, table: Any, run_id: str | None) -> dict[str, Any] | 
     tracker = Tracker(cfg.tracking_uri, cfg.tracking.artifact_root)
     base = run_table(tracker.client, before)
     zero_division, scorer = scoring_of(base.attrs["run"].data.params)
-    names = [m for m in COMPARED if m in cfg.metrics or m == "pass_rate"] + \
+    names = [m for m in COMPARED if m in cfg.metrics or m in ("pass_rate", "avg_latency", "latency_p95")] + \
         [m for m, g in cfg.gates.items() if g.max_regression is not None and m not in COMPARED]
     rows = unpaired_rows(base, table, names, zero_division, scorer, cfg.stats.resamples or 1000, cfg.seed,
                          cfg.stats.confidence)

@@ -100,7 +100,7 @@ def unpaired_rows(a: Any, b: Any, names: list[str], zero_division: float, scorer
     windows of production traffic): each run's every example summed alone, its bootstrap drawn on
     its own (:meth:`ragmem.stats.run_statistics.RunStatistics.unpaired`): rows ``{metric, a, b,
     diff, ci_low, ci_high, p_value, n_a, n_b}``. The examples alone are resampled (clusters, which
-    may span both windows, are not). Percentiles (apply-kind, not summed) are left out."""
+    may span both windows, are not); a percentile on each run's own resamples of its values."""
     if scorer is None:
         names = [n for n in names if n not in ("bleu", "chrf")]
     summed = []

@@ -315,17 +315,22 @@ class RunStatistics:
         built with another seed, so the two draws are independent even where examples share a
         cluster), resample r's difference ``reduce(B_r) - reduce(A_r)``; the interval its
         percentiles, the p-value the bootstrap's two-sided one (twice the smaller share of resampled
-        differences on either side of 0, at most 1). ``None`` for an apply-kind value (a
-        percentile: not summed) or one neither run defines."""
+        differences on either side of 0, at most 1). A percentile (apply-kind: not summed) is
+        recomputed on each run's own resamples of its values. ``None`` for a value a run lacks."""
         mine, theirs = self._reducers.get(name), other._reducers.get(name)
-        if mine is None or theirs is None or mine.kind != "sum" or theirs.kind != "sum":
+        if mine is None or theirs is None:
             return None
         va, vb = self._value(name), other._value(name)
         out = {"metric": name, "a": va, "b": vb, "diff": None, "ci_low": None, "ci_high": None, "p_value": None,
                "n_a": self.n, "n_b": other.n}
         if va is None or vb is None or not self.resamples:
             return out
-        drawn = theirs.reduce_many(other._boot[name]) - mine.reduce_many(self._boot[name])
+        if mine.kind != "sum" or theirs.kind != "sum":  # a percentile: each run's values resampled on their own
+            (keys_a, a), (keys_b, b) = self._aligned(name), other._aligned(name)
+            drawn = (stats.resample_all({name: b}, len(keys_b), self.resamples, other.seed, keys_b)[name]
+                     - stats.resample_all({name: a}, len(keys_a), self.resamples, self.seed, keys_a)[name])
+        else:
+            drawn = theirs.reduce_many(other._boot[name]) - mine.reduce_many(self._boot[name])
         drawn = drawn[~np.isnan(drawn)]
         ci = stats.percentile(drawn, self.confidence)
         if ci is not None:

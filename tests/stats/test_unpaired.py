@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 import scipy.stats as st
 
 from ragmem.stats.paired_runs import unpaired_rows
 
 
-def _table(prefix: str, verdicts: np.ndarray) -> pd.DataFrame:
-    return pd.DataFrame({"id": [f"{prefix}-{i}" for i in range(len(verdicts))],
-                         "verdict": pd.array(verdicts.astype(int), dtype="Int64"), "error": None, "judge_error": None,
-                         "label": pd.array([None] * len(verdicts), dtype="Int64")})
+def _table(prefix: str, verdicts: np.ndarray, latency: np.ndarray | None = None) -> pd.DataFrame:
+    table = pd.DataFrame({"id": [f"{prefix}-{i}" for i in range(len(verdicts))],
+                          "verdict": pd.array(verdicts.astype(int), dtype="Int64"), "error": None, "judge_error": None,
+                          "label": pd.array([None] * len(verdicts), dtype="Int64")})
+    return table if latency is None else table.assign(latency_s=latency)
 
 
 def test_the_interval_covers_the_true_difference_and_the_p_value_agrees_with_welch():
@@ -40,3 +42,18 @@ def test_two_runs_sharing_no_example_are_still_compared_and_an_undefined_metric_
     empty = b.assign(verdict=pd.array([None] * 4, dtype="Int64"))
     none = unpaired_rows(a, empty, ["pass_rate"], float("nan"), None, 200, 0)
     assert none == [] or none[0]["diff"] is None
+
+
+def test_a_latency_percentile_of_two_windows_covers_the_true_difference():
+    """Exponential latencies with scales 1.0 and 1.5: the true difference of their p95 is
+    0.5 * ln(20); each window's values resampled on their own."""
+    rng = np.random.default_rng(3)
+    truth, covered, sims = 0.5 * np.log(20), 0, 60
+    for s in range(sims):
+        a, b = rng.exponential(1.0, 400), rng.exponential(1.5, 300)
+        rows = unpaired_rows(_table(f"a{s}", np.ones(400), a), _table(f"b{s}", np.ones(300), b), ["latency_p95"],
+                             float("nan"), None, 500, s)
+        (row,) = rows
+        assert row["diff"] == pytest.approx(np.quantile(b, 0.95) - np.quantile(a, 0.95), rel=0.05)
+        covered += row["ci_low"] <= truth <= row["ci_high"]
+    assert covered / sims >= 0.87
