@@ -69,6 +69,27 @@ def wait_until(ready, what: str, timeout: float = 180.0, process: subprocess.Pop
     raise AssertionError(f"{what}: not ready after {timeout:.0f} s")
 
 
+@contextlib.contextmanager
+def mlflow_server(folder: Path):
+    """A real ``mlflow server`` on a free 127.0.0.1 port, its sqlite store and artifacts in
+    ``folder``, answering when the block starts: ``(url, process)``; its process group killed at
+    the end (a test may kill it before)."""
+    from ragmem.clients.endpoints import Endpoint, probe
+
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+                               "--backend-store-uri", f"sqlite:///{folder}/server.db",
+                               "--default-artifact-root", str(folder / "server-artifacts"), "--workers", "1"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: probe(Endpoint("tracking.uri", url, "mlflow")) is None, "the MLflow server", process=server)
+        yield url, server
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGKILL)
+
+
 def api_get(api_url, path):
     return _call(f"{api_url}{path}")
 

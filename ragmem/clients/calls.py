@@ -289,20 +289,17 @@ def run_loop(main: Awaitable[T], sending: set, grace_s: float = GRACE_S) -> T:
     received: list[int] = []
     already = interrupts.STOP.is_set()
 
-    def gently() -> None:
-        interrupts.STOP.set()  # no request starts from here on
+    async def wind_down() -> None:  # the stop: no request starts (call_async), the ones sent get their grace
+        interrupts.STOP.set()
         pending = [t for t in sending if not t.done()]
-
-        async def wind_down() -> None:
-            if pending:
-                await asyncio.wait(pending, timeout=grace_s)
-            task.cancel()
-
-        loop.create_task(wind_down())
+        if pending:
+            await asyncio.wait(pending, timeout=grace_s)
+        task.cancel()
 
     def on_signal(signum, frame) -> None:  # (not raising: the loop is told)
         received.append(signum)
-        loop.call_soon_threadsafe(gently if len(received) == 1 else task.cancel)
+        first = len(received) == 1  # (decided now: a second signal before the loop sees the first stops at once)
+        loop.call_soon_threadsafe((lambda: loop.create_task(wind_down())) if first else task.cancel)
 
     swapped = {}
     if threading.current_thread() is threading.main_thread():
@@ -313,14 +310,10 @@ def run_loop(main: Awaitable[T], sending: set, grace_s: float = GRACE_S) -> T:
     except asyncio.CancelledError:
         if not received:
             raise
-    except BaseException:
-        interrupts.STOP.set()
+    except BaseException:  # a stop raised out of the loop (another thread's loop, a handler that raised)
         try:
-            pending = [t for t in sending if not t.done()]
-            if pending:
-                loop.run_until_complete(asyncio.wait(pending, timeout=grace_s))
+            loop.run_until_complete(wind_down())
         finally:
-            task.cancel()
             with contextlib.suppress(BaseException):
                 loop.run_until_complete(task)
         raise

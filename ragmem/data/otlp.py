@@ -31,9 +31,9 @@ import binascii
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
-from ragmem.data.spans import Span, Trace
+from ragmem.data.spans import decoded, sampled, Span, Trace
 from ragmem.errors import DataError
 
 _KINDS = {
@@ -91,18 +91,9 @@ def _first(attrs: dict[str, Any], keys: tuple[str, ...]) -> Any:
     return next((attrs[k] for k in keys if attrs.get(k) not in (None, "")), None)
 
 
-def _loaded(value: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
-
-
 def span_type(attrs: dict[str, Any]) -> str:
     if attrs.get("mlflow.spanType"):
-        return str(_loaded(attrs["mlflow.spanType"]))
+        return str(decoded(attrs["mlflow.spanType"]))
     if attrs.get("openinference.span.kind"):
         return str(attrs["openinference.span.kind"]).upper()
     for key, kinds in _KINDS.items():
@@ -118,7 +109,7 @@ def _documents(attrs: dict[str, Any]) -> list[dict[str, Any]] | None:
         if key.startswith("retrieval.documents."):
             index, _, field = key[len("retrieval.documents."):].partition(".document.")
             if index.isdigit() and field in ("content", "id", "score", "metadata"):
-                found.setdefault(int(index), {})["text" if field == "content" else field] = _loaded(value) \
+                found.setdefault(int(index), {})["text" if field == "content" else field] = decoded(value) \
                     if field == "metadata" else value
     return [found[i] for i in sorted(found)] or None
 
@@ -142,17 +133,17 @@ def as_span(span: dict[str, Any]) -> tuple[str, Span, dict[str, Any]]:
     """One OTLP span: its trace's hex id, the :class:`Span`, its attributes."""
     attrs = attributes(span.get("attributes"))
     kind = span_type(attrs)
-    outputs = _loaded(_first(attrs, _OUTPUTS))
+    outputs = decoded(_first(attrs, _OUTPUTS))
     if kind == "RETRIEVER":
         outputs = _documents(attrs) or outputs
     tokens = {name: int(_first(attrs, keys)) for name, keys in _TOKENS.items() if _first(attrs, keys) is not None}
-    if not tokens and isinstance(_loaded(attrs.get("mlflow.chat.tokenUsage")), dict):
-        tokens = _loaded(attrs["mlflow.chat.tokenUsage"])
+    if not tokens and isinstance(decoded(attrs.get("mlflow.chat.tokenUsage")), dict):
+        tokens = decoded(attrs["mlflow.chat.tokenUsage"])
     end = span.get("endTimeUnixNano")
     return hex_id(span.get("traceId")), Span(
         hex_id(span.get("spanId")), hex_id(span["parentSpanId"]) if span.get("parentSpanId") else None,
         str(span.get("name", "")), kind, int(span.get("startTimeUnixNano", 0)), int(end) if end else None,
-        _status(span), _error(span), _loaded(_first(attrs, _INPUTS)), outputs, tokens or None), attrs
+        _status(span), _error(span), decoded(_first(attrs, _INPUTS)), outputs, tokens or None), attrs
 
 
 def _requests(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -175,10 +166,9 @@ def _requests(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 def read(path: str | Path, *, since: datetime | None = None, until: datetime | None = None, share: float = 1.0,
-         seed: int = 0, keep: Callable[[str, float, int], bool] | None = None,
-         limit: int | None = None) -> Iterator[Trace]:
+         seed: int = 0, limit: int | None = None) -> Iterator[Trace]:
     """The traces of an OTLP JSON file whose root started in ``[since, until)``, ordered by start,
-    at most ``limit`` of those ``keep(trace_id, share, seed)`` keeps."""
+    at most ``limit`` of the ``share`` :func:`ragmem.data.spans.sampled` keeps with ``seed``."""
     path = Path(path)
     if not path.is_file():
         raise DataError(str(path), "no such file (data.traces.files)")
@@ -204,7 +194,7 @@ def read(path: str | Path, *, since: datetime | None = None, until: datetime | N
                 (until is not None and start_ms >= until.timestamp() * 1000):
             continue
         mlflow_id = f"tr-{trace_id}"
-        if keep is not None and not keep(mlflow_id, share, seed):
+        if not sampled(mlflow_id, share, seed):
             continue
         if limit is not None and kept >= limit:
             return

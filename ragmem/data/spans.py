@@ -25,6 +25,7 @@ never dropped. Nothing here imports MLflow: spans arrive as :class:`Span`.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
@@ -67,6 +68,20 @@ class Trace:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def sampled(trace_id: str, share: float, seed: int) -> bool:
+    """Whether ``trace_id`` is in the ``share`` drawn with ``seed`` (``data.traces.sample``): a
+    BLAKE2b hash of both, as a number in [0, 1), below ``share`` (the same trace is in or out on
+    every run with that seed, wherever it is read from).
+
+    >>> sampled("tr-1", 1.0, 0), sampled("tr-1", 0.0, 0)
+    (True, False)
+    """
+    if share >= 1.0:
+        return True
+    digest = hashlib.blake2b(f"{seed}:{trace_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2.0 ** 64 < share
+
+
 def root_of(spans: Iterable[Span]) -> Span | None:
     """The span without a parent among ``spans`` (the earliest, when several)."""
     spans = list(spans)
@@ -95,8 +110,10 @@ def at_path(value: Any, path: str) -> Any:
     return value
 
 
-def _json(value: Any) -> Any:
-    """A JSON text (as OTel attributes carry inputs and outputs) as its value; anything else as it is."""
+def decoded(value: Any) -> Any:
+    """A JSON text of an object, a list or a string (as OTel attributes and MLflow span attributes
+    carry inputs, outputs and types) as its value; anything else as it is (a plain text stays text,
+    even ``42``)."""
     if isinstance(value, str) and value[:1] in "{[\"":
         try:
             return json.loads(value)
@@ -113,11 +130,15 @@ def _message(messages: Any, role: str) -> str | None:
     return None
 
 
+def _text_at(value: Any, path: str) -> str | None:
+    found = at_path(value, path)
+    return found if isinstance(found, str) else None
+
+
 def find_query(inputs: Any, path: str | None = None) -> str | None:
-    inputs = _json(inputs)
+    inputs = decoded(inputs)
     if path:
-        found = at_path(inputs, path)
-        return found if isinstance(found, str) else None
+        return _text_at(inputs, path)
     if isinstance(inputs, str):
         return inputs
     if not isinstance(inputs, Mapping):
@@ -132,10 +153,9 @@ def find_query(inputs: Any, path: str | None = None) -> str | None:
 
 
 def find_answer(outputs: Any, path: str | None = None) -> str | None:
-    outputs = _json(outputs)
+    outputs = decoded(outputs)
     if path:
-        found = at_path(outputs, path)
-        return found if isinstance(found, str) else None
+        return _text_at(outputs, path)
     if isinstance(outputs, str):
         return outputs
     if isinstance(outputs, list):
@@ -145,15 +165,15 @@ def find_answer(outputs: Any, path: str | None = None) -> str | None:
     for key in ANSWER_KEYS:
         if isinstance(outputs.get(key), str):
             return outputs[key]
-    found = at_path(outputs, "choices.0.message.content")
-    return found if isinstance(found, str) else _message(outputs.get("messages"), "assistant")
+    found = _text_at(outputs, "choices.0.message.content")
+    return found if found is not None else _message(outputs.get("messages"), "assistant")
 
 
 def documents(outputs: Any) -> list[dict[str, Any]]:
     """A retriever's or a memory's outputs as ``{text, id?, score?}`` items: a list of texts or of
     documents (``page_content``/``content``/``text``/``memory`` with ``id`` or an id in ``metadata``),
     or an object holding such a list (``documents``, ``results``, ``memories``)."""
-    outputs = _json(outputs)
+    outputs = decoded(outputs)
     if isinstance(outputs, Mapping):
         for key in ("documents", "results", "memories", "contexts", "chunks"):
             if isinstance(outputs.get(key), list):

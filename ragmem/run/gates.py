@@ -148,6 +148,24 @@ def regressions(cfg, table, params: dict[str, str], metrics: dict[str, Any], bas
     info = base.attrs["run"]
     rows, _ = paired_rows(base, table, list(gated), *scoring_of(info.data.params),
                           cfg.stats.resamples or 1000, cfg.seed, cfg.stats.confidence, cfg.stats.bootstrap)
+    return _against(gated, metrics, rows, info.info.run_id, cfg.stats.confidence)
+
+
+def _window_regressions(gated: dict[str, float], metrics: dict[str, Any], previous: dict[str, Any] | None,
+                        confidence: float) -> list[GateResult]:
+    """The ``max_regression`` gates of a window against the previous one (unpaired); the first
+    window, with none before it, passes them (nothing to have dropped from)."""
+    if previous is None:
+        return [GateResult(metric, metrics.get(metric), None, None, True, max_regression=delta)
+                for metric, delta in gated.items()]
+    return _against(gated, metrics, previous["rows"], previous["run_id"], confidence)
+
+
+def _against(gated: dict[str, float], metrics: dict[str, Any], rows: list[dict[str, Any]], baseline: str,
+             confidence: float) -> list[GateResult]:
+    """Each gate's ``B - A`` row (paired or unpaired) judged: failed when the metric was not compared
+    (null in either run) or the whole interval lies beyond ``-DELTA`` (``+DELTA`` for a lower-is-better
+    metric)."""
     by_metric = {r["metric"]: r for r in rows}
     out = []
     for metric, delta in gated.items():
@@ -158,30 +176,9 @@ def regressions(cfg, table, params: dict[str, str], metrics: dict[str, Any], bas
         else:
             passed = not (low > delta if lower_is_better(metric) else high < -delta)
         out.append(GateResult(metric, metrics.get(metric), None, None, passed, max_regression=delta,
-                              baseline=info.info.run_id, baseline_value=row.get("a"), diff=row.get("diff"),
+                              baseline=baseline, baseline_value=row.get("a"), diff=row.get("diff"),
                               ci_low=low, ci_high=high, p_value=row.get("p_value"),
-                              min_detectable=min_detectable(low, high, cfg.stats.confidence),
-                              n_clusters=row.get("n_clusters")))
-    return out
-
-
-def _window_regressions(gated: dict[str, float], metrics: dict[str, Any], previous: dict[str, Any] | None,
-                        confidence: float) -> list[GateResult]:
-    """The ``max_regression`` gates of a window against the previous one (unpaired); the first
-    window, with none before it, passes them (nothing to have dropped from)."""
-    rows = {r["metric"]: r for r in (previous or {}).get("rows", [])}
-    out = []
-    for metric, delta in gated.items():
-        if previous is None:
-            out.append(GateResult(metric, metrics.get(metric), None, None, True, max_regression=delta))
-            continue
-        row = rows.get(metric, {})
-        low, high = row.get("ci_low"), row.get("ci_high")
-        passed = low is not None and not (low > delta if lower_is_better(metric) else high < -delta)
-        out.append(GateResult(metric, metrics.get(metric), None, None, passed, max_regression=delta,
-                              baseline=previous["run_id"], baseline_value=row.get("a"), diff=row.get("diff"),
-                              ci_low=low, ci_high=high, p_value=row.get("p_value"),
-                              min_detectable=None if low is None else min_detectable(low, high, confidence)))
+                              min_detectable=min_detectable(low, high, confidence), n_clusters=row.get("n_clusters")))
     return out
 
 

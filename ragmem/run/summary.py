@@ -69,8 +69,9 @@ _NOT_PARAMS = ("data.files", "metrics", "ranking.k", "experiment", "run_name", "
 
 def _is_param(key: str, value: Any, cfg: RunConfig) -> bool:
     """A setting that is set and that this run used: no ``null`` and no empty value, no section of the
-    reference agent unless it ran, no ``data.traces`` unless the traces are the data, no embeddings endpoint unless one is configured; the experiment,
-    run name and tracking settings are MLflow's own fields, not params."""
+    reference agent unless it ran, no ``data.traces`` unless the traces are the data, no embeddings
+    endpoint unless one is configured; the experiment, run name and tracking settings are MLflow's
+    own fields, not params."""
     if value is None or value == [] or value == {} or key in _NOT_PARAMS or key.startswith(("sweep", "bench", "rubrics.")):
         return False
     if key.startswith(_REFERENCE_SECTIONS):

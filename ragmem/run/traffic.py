@@ -52,20 +52,20 @@ def window(settings: TracesSettings, resume: str | None = None, now: datetime | 
     return since, until
 
 
-def _read(cfg: RunConfig, since: datetime | None, until: datetime | None, stage) -> Iterator[spans.Trace]:
+def _read(cfg: RunConfig, since: datetime | None, until: datetime | None) -> Iterator[spans.Trace]:
     settings = cfg.data.traces
     if settings.files:
         kept = 0
         for path in settings.files:
             for trace in otlp.read(path, since=since, until=until, share=settings.sample, seed=settings.seed,
-                                   keep=mlflow_traces.sampled, limit=settings.max - kept):
+                                   limit=settings.max - kept):
                 kept += 1
                 yield trace
         return
     uri = settings.tracking_uri or cfg.tracking_uri
     yield from mlflow_traces.read(uri, settings.experiment, since=since, until=until, filter=settings.filter,
                                   limit=settings.max, share=settings.sample, seed=settings.seed,
-                                  page_size=settings.page_size, on_page=lambda seen, kept: stage.advance(0))
+                                  page_size=settings.page_size)
 
 
 def as_data(cfg: RunConfig, resume: str | None = None) -> tuple[RunConfig, str | None]:
@@ -81,15 +81,15 @@ def as_data(cfg: RunConfig, resume: str | None = None) -> tuple[RunConfig, str |
         if resume:
             log.info("data.traces: the last window (run %s) stopped before it ended: resuming it", resume)
     since, until = window(settings, resume, watermark=watermark)
+    where = f"the files {', '.join(settings.files)}" if settings.files else f"experiment {settings.experiment!r}"
     if since is not None and until is not None and since >= until:
-        raise DataError(f"experiment {settings.experiment!r}", f"the window [{since.isoformat()}, {until.isoformat()}) "
-                                                                f"is empty: data.traces.since is not before until")
+        raise DataError(where, f"the window [{since.isoformat()}, {until.isoformat()}) is empty: "
+                               f"data.traces.since is not before until")
     counts = {"traces": 0, "failed": 0}
     sessions: set[str] = set()
-    where = f"the files {', '.join(settings.files)}" if settings.files else f"experiment {settings.experiment!r}"
 
     def lines(stage) -> Iterator[str]:
-        for trace in _read(cfg, since, until, stage):
+        for trace in _read(cfg, since, until):
             record = spans.to_record(trace, settings.mapping)
             counts["traces"] += 1
             counts["failed"] += "agent_error" in record
@@ -127,5 +127,3 @@ def write_back(cfg: RunConfig) -> str | None:
     if not (settings.experiment and settings.write_back and cfg.tracking.enabled):
         return None
     return settings.tracking_uri or cfg.tracking_uri
-
-

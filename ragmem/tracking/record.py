@@ -92,9 +92,9 @@ def write_back_assessments(uri: str, table, params: dict[str, str], run_id: str)
         import pyarrow.parquet as pq  # (pyarrow: read only for a streamed run's table)
 
         ids_table = pq.read_table(table.path, columns=["id", "trace_id"]).to_pandas()
+    elif "trace_id" in table.columns:
+        ids_table = table[["id", "trace_id"]]
     else:
-        ids_table = table[["id", "trace_id"]] if "trace_id" in table.columns else None
-    if ids_table is None or "trace_id" not in ids_table.columns:
         return {"added": 0, "updated": 0}
     pairs = {str(i): str(t) for i, t in zip(ids_table["id"], ids_table["trace_id"]) if not _missing(t)}
     rows = table.rows(list(pairs)) if isinstance(table, _TracedRows) else table

@@ -13,31 +13,17 @@ of the same name that ragmem wrote before is updated, never duplicated.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from datetime import datetime
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
-from ragmem.data.spans import Span, Trace
+from ragmem.data.spans import sampled, Span, Trace
 from ragmem.errors import ConfigError
 from ragmem.runtime.imports import lean_import
 from ragmem.tracking.store import Feedback, prepare_local_store
 
 #: the metadata key that marks an assessment as ragmem's (and names the run that wrote it)
 RUN_KEY = "ragmem.run_id"
-
-
-def sampled(trace_id: str, share: float, seed: int) -> bool:
-    """Whether ``trace_id`` is in the ``share`` drawn with ``seed``: a BLAKE2b hash of both, as a
-    number in [0, 1), below ``share`` (the same trace is in or out on every run with that seed).
-
-    >>> sampled("tr-1", 1.0, 0), sampled("tr-1", 0.0, 0)
-    (True, False)
-    """
-    if share >= 1.0:
-        return True
-    digest = hashlib.blake2b(f"{seed}:{trace_id}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") / 2.0 ** 64 < share
 
 
 def window_filter(since: datetime | None, until: datetime | None, extra: str | None) -> str | None:
@@ -58,23 +44,19 @@ def _client(uri: str):
     return mlflow.MlflowClient(tracking_uri=uri)
 
 
-def experiment_id(uri: str, name: str) -> str:
-    """The id of experiment ``name`` in ``uri``; a ConfigError naming the setting when there is none."""
-    found = _client(uri).get_experiment_by_name(name)
-    if found is None:
-        raise ConfigError(f"data.traces.experiment: no experiment {name!r} in {uri}")
-    return found.experiment_id
-
-
 def read(uri: str, experiment: str, *, since: datetime | None = None, until: datetime | None = None,
          filter: str | None = None, limit: int = 100_000, share: float = 1.0, seed: int = 0,
-         page_size: int = 500, on_page: Callable[[int, int], None] | None = None) -> Iterator[Trace]:
+         page_size: int = 500) -> Iterator[Trace]:
     """The traces of ``experiment`` started in ``[since, until)`` (and matching ``filter``), oldest
-    first, at most ``limit`` of those sampled; ``on_page(read, kept)`` after each page."""
+    first, at most ``limit`` of the ``share`` :func:`ragmem.data.spans.sampled` keeps with ``seed``;
+    an experiment that is not in ``uri`` is a ConfigError naming the setting."""
     client = _client(uri)
-    location = experiment_id(uri, experiment)
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        raise ConfigError(f"data.traces.experiment: no experiment {experiment!r} in {uri}")
+    location = found.experiment_id
     query = window_filter(since, until, filter)
-    token, seen, kept = None, 0, 0
+    token, kept = None, 0
     while kept < limit:
         try:
             page = client.search_traces(locations=[location], filter_string=query, max_results=page_size,
@@ -84,7 +66,6 @@ def read(uri: str, experiment: str, *, since: datetime | None = None, until: dat
                 raise ConfigError(f"data.traces.filter: MLflow refused {query!r}: {str(exc).splitlines()[0]}") from None
             raise
         for found in page:
-            seen += 1
             if found.info.tags.get("ragmem.example_id") is not None:  # ragmem's own trace of an agent call
                 continue
             if not sampled(found.info.trace_id, share, seed):
@@ -93,8 +74,6 @@ def read(uri: str, experiment: str, *, since: datetime | None = None, until: dat
             yield as_trace(found)
             if kept >= limit:
                 break
-        if on_page is not None:
-            on_page(seen, kept)
         token = page.token
         if not token:
             break

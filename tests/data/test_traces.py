@@ -12,8 +12,8 @@ import pytest
 
 from ragmem.config.trace_settings import parse_time, TraceMapping
 from ragmem.data import otlp, spans
+from ragmem.data.spans import sampled
 from ragmem.errors import DataError
-from ragmem.tracking.traces import sampled
 from tests import traffic
 
 

@@ -6,7 +6,6 @@ process: tests/run/test_faults.py."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -186,22 +185,13 @@ def test_losing_the_prefect_server_mid_run_still_writes_the_summary(tmp_path):
 
 @pytest.mark.e2e
 def test_a_tracking_server_dying_before_the_results_are_logged_keeps_them_local(prefect_env, tmp_path):
-    from tests.conftest import free_port
+    from tests.conftest import mlflow_server
 
-    port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-                               "--backend-store-uri", f"sqlite:///{tmp_path}/server.db",
-                               "--default-artifact-root", str(tmp_path / "server-artifacts"), "--workers", "1"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        from ragmem.clients.endpoints import Endpoint, probe
-
-        wait_until(lambda: probe(Endpoint("tracking.uri", f"http://127.0.0.1:{port}", "mlflow")) is None,
-                   "the MLflow server", process=None)
+    with mlflow_server(tmp_path) as (url, server):
         _write_data(tmp_path)
         config = _config(tmp_path)
         env = {**prefect_env, "PYTHONPATH": str(ROOT), "RAGMEM_TEST_CALLS": str(tmp_path / "calls.txt"),
-               "RAGMEM_TEST_DELAY": "0.02", "MLFLOW_TRACKING_URI": f"http://127.0.0.1:{port}",
+               "RAGMEM_TEST_DELAY": "0.02", "MLFLOW_TRACKING_URI": url,
                "RAGMEM_HOME": str(tmp_path / "home"),
                # a user's own bound on MLflow's retries (ragmem's default allows about 30 s a request):
                # the same ending, sooner
@@ -212,13 +202,10 @@ def test_a_tracking_server_dying_before_the_results_are_logged_keeps_them_local(
         os.killpg(server.pid, signal.SIGKILL)
         stopped_at = time.monotonic()
         out, err = proc.communicate(timeout=300)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(server.pid, signal.SIGKILL)
     assert proc.returncode == 3, err
     assert time.monotonic() - stopped_at < 120
     last = err.strip().splitlines()[-1]
-    assert last.startswith(f"error: tracking.uri http://127.0.0.1:{port}: the tracking store stopped answering")
+    assert last.startswith(f"error: tracking.uri {url}: the tracking store stopped answering")
     assert "the results are kept in " in last and "; resume with: ragmem run " in last
     assert "Traceback" not in err and "Retrying" not in err
     summary = json.loads((tmp_path / "summary.json").read_text())  # --output, written all the same

@@ -8,10 +8,8 @@ table."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 
@@ -21,10 +19,9 @@ from mlflow import MlflowClient
 from mlflow.tracing.client import TracingClient
 
 import ragmem
-from ragmem.clients.endpoints import Endpoint, probe
 from ragmem.tracking.runs import run_table
 from tests import traffic
-from tests.conftest import free_port, ROOT, run_cli, wait_until
+from tests.conftest import mlflow_server, ROOT, run_cli
 
 pytestmark = pytest.mark.e2e
 
@@ -111,18 +108,8 @@ def test_an_otlp_file_gives_the_same_table_as_the_same_spans_in_mlflow(tmp_path,
 
 @pytest.mark.stress  # (its own lane: a real mlflow server, started for this test)
 def test_the_same_against_a_real_mlflow_server_over_http(prefect_env, tmp_path):
-    port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-                               "--backend-store-uri", f"sqlite:///{tmp_path}/server.db",
-                               "--default-artifact-root", str(tmp_path / "server-artifacts"), "--workers", "1"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        wait_until(lambda: probe(Endpoint("tracking.uri", f"http://127.0.0.1:{port}", "mlflow")) is None,
-                   "the MLflow server", process=server)
-        check_traces_run(f"http://127.0.0.1:{port}", {**prefect_env, "RAGMEM_HOME": str(tmp_path / "home")}, tmp_path)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(server.pid, signal.SIGKILL)
+    with mlflow_server(tmp_path) as (url, _):
+        check_traces_run(url, {**prefect_env, "RAGMEM_HOME": str(tmp_path / "home")}, tmp_path)
 
 
 def test_the_worked_example_the_traced_reference_agent_then_configs_traces(prefect_env, tmp_path):
