@@ -16,6 +16,7 @@ import logging
 from datetime import datetime, timezone
 from typing import Iterator
 
+from ragmem.clients import endpoints
 from ragmem.config.loading import RunConfig
 from ragmem.config.settings import DataFileSpec
 from ragmem.config.trace_settings import parse_time, TracesSettings
@@ -63,6 +64,7 @@ def _read(cfg: RunConfig, since: datetime | None, until: datetime | None) -> Ite
                 yield trace
         return
     uri = settings.tracking_uri or cfg.tracking_uri
+    endpoints.check_store(uri, "data.traces.tracking_uri" if settings.tracking_uri else "tracking.uri")  # (a server that is down: one line)
     yield from mlflow_traces.read(uri, settings.experiment, since=since, until=until, filter=settings.filter,
                                   limit=settings.max, share=settings.sample, seed=settings.seed,
                                   page_size=settings.page_size)
