@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta, timezone
-from typing import Literal, Optional
+from typing import Annotated, Literal, Optional
 
+from annotated_types import Ge, Le
 from pydantic import field_validator, model_validator
 
 from ragmem.config.sections import Positive, Section, setting, Share
+
+Turns = Annotated[int, Ge(0), Le(1000)]  # data.traces.history: 0 (none) to 1,000 earlier turns
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -77,6 +80,9 @@ class TracesSettings(Section):
     sample: Share = setting(1.0, "the share of traces kept, drawn by a seeded hash of the trace id")
     seed: int = setting(0, "the seed of the sample")
     page_size: Positive = setting(500, "traces read from MLflow per request (memory stays bounded)")
+    history: Turns = setting(10, "the earlier turns of its session each trace keeps as its conversation "
+                                 "(history: what the conversation metrics read): the root's messages when "
+                                 "it has them, else the session's earlier traces of the window; 0: none")
     write_back: bool = setting(True, "write each judged trace's verdict and scores back onto it as MLflow assessments")
     mapping: TraceMapping = setting(TraceMapping, "spans -> fields")
 

@@ -64,6 +64,7 @@ class Dataset:
     #: how many examples hold a reference answer, and gold context ids (counted when loaded)
     with_reference: int | None = None
     with_gold: int | None = None
+    with_history: int | None = None    # ... and turns of a conversation (history: their earlier turns)
 
     def __len__(self) -> int:
         return len(self.examples) if self.n is None else self.n
@@ -357,7 +358,7 @@ def load_dataset(files: Iterable[DataFile], require_answer: bool = True, chunk_s
     keys: list = []
     digest = hashlib.sha256()
     records = []
-    held = {"reference": 0, "gold": 0}
+    held = {"reference": 0, "gold": 0, "history": 0}
     for data_file in files:
         records.append(_scan(data_file, require_answer, kept, keys, chunk_size, held))
         with open(data_file.path, "rb") as handle:
@@ -366,7 +367,7 @@ def load_dataset(files: Iterable[DataFile], require_answer: bool = True, chunk_s
         digest.update(f"|label={data_file.label}|".encode())
     n = sum(records)
     dataset = Dataset(kept if chunk_size is None or n <= chunk_size else [], files, digest.hexdigest(), n,
-                      chunk_size, require_answer, records, held["reference"], held["gold"])
+                      chunk_size, require_answer, records, held["reference"], held["gold"], held["history"])
     _refuse_duplicates(dataset, keys)
     return dataset
 
@@ -375,7 +376,7 @@ def _scan(data_file: DataFile, require_answer: bool, kept: list[Example], keys: 
           held: dict[str, int]) -> int:
     """Validate one file record by record; keep its examples while the dataset stays within
     ``chunk_size``, each id's 64-bit key (duplicates: :func:`_refuse_duplicates`), and count in
-    ``held`` the examples with a reference answer and with gold ids."""
+    ``held`` the examples with a reference answer, with gold ids and with earlier turns (history)."""
     file = given.shown(data_file.path)
     check_path(data_file.path)
     tabular = detect_format(data_file.path, data_file.format) in ("csv", "parquet")
@@ -393,6 +394,7 @@ def _scan(data_file: DataFile, require_answer: bool, kept: list[Example], keys: 
             ids.append(example.id)
             held["reference"] += example.reference_answer is not None
             held["gold"] += example.relevant_context_ids is not None or example.relevance is not None
+            held["history"] += bool(example.history)
             if chunk_size is None or len(kept) < chunk_size + 1:
                 kept.append(example)
         keys.append(example_keys(ids))

@@ -17,6 +17,9 @@ The mapping (``data.traces.mapping``, each part overridable):
     tokens       the trace's token usage (input, output, total), else the spans' own, summed
     session_id, user_id, trace_id
                  from the trace's metadata; the trace id is the example's id
+    history      the root's ``messages`` before its last user message (user and assistant turns), when
+                 it has them: the conversation the turn belongs to (else :mod:`ragmem.data.conversations`
+                 builds it from the session's earlier traces)
 
 A trace whose root span ended in error, or that has no root span or no answer in its root's outputs,
 is a failed agent call (``agent_error``, its reason): counted and named by its trace id in the run,
@@ -128,6 +131,24 @@ def _message(messages: Any, role: str) -> str | None:
             if isinstance(message, Mapping) and message.get("role") == role and isinstance(message.get("content"), str):
                 return message["content"]
     return None
+
+
+def find_history(inputs: Any) -> list[dict[str, str]] | None:
+    """The user and assistant messages of the root's ``messages`` before its last user message (the
+    turns the application sent with the question), or ``None`` when there are none.
+
+    >>> find_history({"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "I am Ann"},
+    ...                            {"role": "assistant", "content": "Hi Ann"}, {"role": "user", "content": "My name?"}]})
+    [{'role': 'user', 'content': 'I am Ann'}, {'role': 'assistant', 'content': 'Hi Ann'}]
+    """
+    inputs = decoded(inputs)
+    messages = inputs.get("messages") if isinstance(inputs, Mapping) else inputs
+    if not isinstance(messages, list):
+        return None
+    turns = [{"role": m["role"], "content": m["content"]} for m in messages
+             if isinstance(m, Mapping) and m.get("role") in ("user", "assistant") and isinstance(m.get("content"), str)]
+    last_user = max((i for i, t in enumerate(turns) if t["role"] == "user"), default=None)
+    return turns[:last_user] or None if last_user is not None else None
 
 
 def _text_at(value: Any, path: str) -> str | None:
@@ -255,6 +276,9 @@ def to_record(trace: Trace, mapping: Any) -> dict[str, Any]:
     for key in ("session_id", "user_id"):
         if getattr(trace, key):
             record[key] = getattr(trace, key)
+    history = find_history(root.inputs) if root is not None else None
+    if history:
+        record["history"] = history
     record["trace_start_ms"] = trace.start_ms
     return record
 

@@ -17,7 +17,7 @@ from ragmem.schema import CONTEXT_SOURCES
 
 __all__ = ["Names", "FAMILY_NAMES", "DEFAULT_METRICS", "DEFAULT_KS", "RELEVANCE_MODES", "expand_selection",
            "VERDICTS", "RELIABILITY", "CLASSIFICATION", "COVERAGE", "LATENCY", "RANKING", "GENERATION", "RAG", "RUBRIC",
-           "PER_SOURCE",
+           "PER_SOURCE", "CONVERSATION",
            "RANKING_FAMILIES", "AT_K", "LATENCY_SUFFIXES", "STAGE_LATENCY", "GENERATION_COMPANIONS", "PER_SOURCE_KINDS"]
 
 DEFAULT_KS = (1, 3, 5, 10)  # the cut-offs of ranking.k by default
@@ -97,13 +97,19 @@ RUBRIC_SUFFIXES = ("_failures", "_reason", "_error")  # (a rubric's name may not
 RUBRIC = Names("rubric", (), pattern=re.compile(r"^rubric_[a-z][a-z0-9_]*$"),
                owns_also=lambda name: name.startswith("rubric_") and name.endswith("_failures"))
 
+#: A conversation's turns (:mod:`ragmem.metrics.conversation`): on examples that hold their earlier turns
+#: (``history``); not in the default selection, which a dataset with conversations gets them added to
+CONVERSATION = Names("conversation", ("knowledge_retention", "earlier_turn_recall"),
+                     owns_also=("knowledge_retention_failures", "earlier_turn_recall_failures").__contains__)
+
 #: Every family's names, in the order their metrics are computed and reported.
 FAMILY_NAMES: tuple[Names, ...] = (VERDICTS, RELIABILITY, CLASSIFICATION, COVERAGE, LATENCY, RANKING, GENERATION, RAG,
-                                   RUBRIC, PER_SOURCE)
+                                   RUBRIC, PER_SOURCE, CONVERSATION)
 
-#: The default selection: every metric (ranking families at every k of ``ranking.k``, per-source).
+#: The default selection: every metric (ranking families at every k of ``ranking.k``, per-source) but a
+#: conversation's (added where the data has conversations: :func:`ragmem.run.prepare.conversation_defaults`).
 DEFAULT_METRICS: tuple[str, ...] = (
-    *(n for f in FAMILY_NAMES if f is not PER_SOURCE for n in f.selectable),
+    *(n for f in FAMILY_NAMES if f not in (PER_SOURCE, CONVERSATION) for n in f.selectable),
     *(s for f in FAMILY_NAMES for s in f.selectors),
 )
 

@@ -18,6 +18,7 @@ contextual_precision                        contexts, and gold ids or a referenc
 context_entity_recall, reference_coverage   reference answer and contexts
 answer_relevancy                            nothing more
 ranking (hit_rate_at_k, ...)                gold ids or (offline) a reference answer
+knowledge_retention, earlier_turn_recall    the conversation's earlier turns (history)
 =========================================  ===============================
 """
 
@@ -33,9 +34,10 @@ from ragmem.metrics import names
 REFERENCE = "reference_answer"
 CONTEXTS = "contexts"
 GOLD_OR_REFERENCE = "gold_or_reference"  # what a context's relevance is judged by: gold ids, else the reference
+HISTORY = "history"  # the earlier turns of the conversation an example is a turn of
 #: the reason an example is not scored for want of a field (the coverage line's words)
 WHY = {REFERENCE: "no reference answer", CONTEXTS: "no contexts",
-       GOLD_OR_REFERENCE: "no gold ids nor reference answer"}
+       GOLD_OR_REFERENCE: "no gold ids nor reference answer", HISTORY: "no earlier turns (history)"}
 
 _NEEDS: dict[str, tuple[str, ...]] = {
     **{name: (REFERENCE,) for name in (*names.GENERATION.selectable, *names.GENERATION_COMPANIONS)},
@@ -46,6 +48,7 @@ _NEEDS: dict[str, tuple[str, ...]] = {
     "contextual_precision": (CONTEXTS, GOLD_OR_REFERENCE),
     "context_entity_recall": (REFERENCE, CONTEXTS),
     "reference_coverage": (REFERENCE, CONTEXTS),
+    **{name: (HISTORY,) for name in names.CONVERSATION.selectable},
 }
 _COLUMNS = {"coverage": "avg_coverage"}  # a per-example column named otherwise than its metric
 
@@ -138,6 +141,7 @@ FED: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("hit_rate_at_k, mrr_at_k, ndcg_at_k, recall_at_k, precision_at_k, map_at_k",
      "gold context ids, or a reference answer for offline relevance", (GOLD_OR_REFERENCE,)),
     ("accuracy, precision, recall, f1, judge_label_kappa", "a label", ("label",)),
+    ("knowledge_retention, earlier_turn_recall", "the conversation's earlier turns (history)", (HISTORY,)),
 )
 
 

@@ -19,8 +19,8 @@ from typing import Sequence
 
 import pandas as pd
 
-from ragmem.metrics import (classification, coverage, generation, latency, per_source, rag, ranking, reliability, rubric,
-                            verdicts)
+from ragmem.metrics import (classification, conversation, coverage, generation, latency, per_source, rag, ranking,
+                            reliability, rubric, verdicts)
 from ragmem.metrics.base import Aggregator, Family, MetricContext, MetricResult, placed_note
 from ragmem.metrics.names import DEFAULT_METRICS, RELEVANCE_MODES, expand_selection  # noqa: F401  (also here)
 from ragmem.runtime.forking import release_freed_memory
@@ -40,6 +40,7 @@ FAMILIES: tuple[Family, ...] = (
     rag.FAMILY,
     rubric.FAMILY,
     per_source.FAMILY,
+    conversation.FAMILY,
 )
 
 

@@ -59,6 +59,14 @@ TASKS: dict[str, dict[str, Any]] = {
                         "(a fact an answer to it needs)."),
         "fields": ("question", "context"),
     },
+    "knowledge_retention": {  # a turn of a conversation: does the answer keep what the user said before?
+        "kind": "verdict",
+        "instruction": ("The conversation is what was said before the question. Decide whether the answer retains "
+                        "what the user stated earlier in it: it uses those facts where the question needs them, does "
+                        "not contradict them, and does not ask the user again for something they already said. An "
+                        "answer that needs nothing said earlier and contradicts nothing retains it."),
+        "fields": ("conversation", "question", "answer"),
+    },
     "claim_support": {
         "kind": "verdict",
         "instruction": "Decide whether the claim can be directly inferred from the contexts.",
@@ -154,6 +162,10 @@ STRICT: dict[str, str] = {
                         "question relies on; a passage that is only on the same topic is not relevant."),
     "context_relevance": ("Decide whether the context passage explicitly states a fact that an answer to the "
                           "question needs; a passage that is only on the same topic is not relevant."),
+    "knowledge_retention": ("The conversation is what was said before the question. Decide whether the answer "
+                            "retains every fact the user stated earlier in it: it uses each one the question needs, "
+                            "contradicts none, and asks again for none; an answer that ignores a fact the question "
+                            "needs, or is vague about it, does not."),
     "claim_support": ("Decide whether the claim follows directly and entirely from the contexts, with no outside "
                       "knowledge or assumption; a claim that is only partly supported is not supported."),
     "abstention": ("Decide whether the answer only declines to answer the question because the information is "

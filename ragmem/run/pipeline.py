@@ -183,6 +183,8 @@ def build_table(examples: Sequence[Example], outputs: Sequence[AgentOutput],
         }
         if ex.cluster is not None:
             row[clusters.COLUMN] = ex.cluster
+        if ex.history:  # a turn of a conversation: the turns before it (ragmem.metrics.conversation)
+            row["history"] = ex.history
         for key in ("trace_id", "session_id", "user_id"):  # production traffic: where the example came from
             if getattr(ex, key) is not None:
                 row[key] = getattr(ex, key)

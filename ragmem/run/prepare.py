@@ -30,7 +30,7 @@ from ragmem.config.loading import resolve_settings, RunConfig
 from ragmem.data.loaders import Dataset
 from ragmem.errors import ConfigError, RagmemError
 from ragmem.memory import bench_data, layers as memory_layers
-from ragmem.metrics import needs
+from ragmem.metrics import names, needs
 from ragmem.memory.locomo import Conversation
 from ragmem.run import environment, gates, pipeline, resume as resumes, sweep as sweeps, traffic
 from ragmem.run.summary import check_param_sizes
@@ -131,7 +131,8 @@ def for_run(cfg: RunConfig, *, resume: str | None = None, load: bool = True) -> 
     orchestration = cfg.orchestration
     if dataset is not None and dataset.streamed and orchestration.task_runner == "dask" and orchestration.dask_address:
         environment.check_dask_workers(orchestration.dask_address, [f.path for f in dataset.files], len(dataset))
-    cfg = reference_free_defaults(cfg, dataset)
+    given = "metrics" in cfg.model_fields_set  # (a default changed below is not a selection given)
+    cfg = conversation_defaults(reference_free_defaults(cfg, dataset), dataset, given)
     if resume and dataset is not None:
         resumes.check_resume(cfg, dataset, resume).close()
     return Prepared(cfg, dataset, baseline, resume=resume)
@@ -150,6 +151,21 @@ def reference_free_defaults(cfg: RunConfig, dataset: Dataset | None) -> RunConfi
     adjusted._chosen = "; ".join(filter(None, [cfg._chosen, (
         f"no example has a reference answer: the metrics that need none by default "
         f"({len(chosen)} of {len(cfg.metrics)}; metrics: in the config selects others)")]))
+    return adjusted
+
+
+def conversation_defaults(cfg: RunConfig, dataset: Dataset | None, given: bool) -> RunConfig:
+    """A dataset whose examples include turns of a conversation (``history``), with ``metrics`` left
+    to its default: the conversation's metrics added (:data:`ragmem.metrics.names.CONVERSATION`), said
+    in a note of the run. A selection ``given`` in the config is kept as it is."""
+    if dataset is None or not dataset.with_history or given:
+        return cfg
+    added = [n for n in names.CONVERSATION.selectable if n not in cfg.metrics]
+    if not added:
+        return cfg
+    adjusted = cfg.model_copy(update={"metrics": [*cfg.metrics, *added]})
+    adjusted._chosen = "; ".join(filter(None, [cfg._chosen, (
+        f"{dataset.with_history:,} examples are turns of a conversation (history): {', '.join(added)} added")]))
     return adjusted
 
 

@@ -21,6 +21,7 @@ from ragmem.config.loading import RunConfig
 from ragmem.config.settings import DataFileSpec
 from ragmem.config.trace_settings import parse_time, TracesSettings
 from ragmem.data import given, otlp, spans
+from ragmem.data.conversations import Sessions
 from ragmem.errors import DataError
 from ragmem.run import windows
 from ragmem.run.journal import Journal
@@ -30,6 +31,10 @@ from ragmem.tracking import traces as mlflow_traces
 log = logging.getLogger("ragmem")
 
 FOLDER = "traces"
+#: the traces held at once when ``data.chunk_size`` is not set: a trace is a heavy example (its contexts,
+#: its conversation's earlier turns, token columns); 2,000 keep a 20,000-trace window within 1.2x of a
+#: 2,000-trace one in memory, and no slower per trace (benchmarks/bench_traces.py)
+CHUNK = 2_000
 
 
 class NoTraces(DataError):
@@ -89,10 +94,11 @@ def as_data(cfg: RunConfig, resume: str | None = None) -> tuple[RunConfig, str |
                                f"data.traces.since is not before until")
     counts = {"traces": 0, "failed": 0}
     sessions: set[str] = set()
+    conversations = Sessions(settings.history)  # each turn's history: what the conversation metrics read
 
     def lines(stage) -> Iterator[str]:
         for trace in _read(cfg, since, until):
-            record = spans.to_record(trace, settings.mapping)
+            record = conversations.history(spans.to_record(trace, settings.mapping))
             counts["traces"] += 1
             counts["failed"] += "agent_error" in record
             if "session_id" in record:
@@ -108,9 +114,16 @@ def as_data(cfg: RunConfig, resume: str | None = None) -> tuple[RunConfig, str |
                               + (f" matching {settings.filter!r}" if settings.filter else ""))
     log.info("data.traces: %d traces of %s read (%d failed: no answer to judge)", counts["traces"], where,
              counts["failed"])
+    if conversations.with_history:
+        log.info("data.traces: %d traces are turns of a conversation with earlier turns (data.traces.history: %d)%s",
+                 conversations.with_history, settings.history,
+                 f"; {conversations.closed_early} sessions were closed to hold at most {conversations.open_sessions:,} "
+                 f"open (a later turn of one starts without its earlier turns)" if conversations.closed_early else "")
     traces = settings.model_copy(update={"since": since.isoformat() if since else None,
                                          "until": until.isoformat() if until else None})
     data = cfg.data.model_copy(update={"traces": traces, "files": [DataFileSpec(path=str(path), format="jsonl")]})
+    if "chunk_size" not in cfg.data.model_fields_set:
+        data.chunk_size = min(data.chunk_size, CHUNK)
     update: dict = {"data": data}
     chosen = cfg._chosen
     if sessions and cfg.stats.cluster_by is None and len(sessions) < counts["traces"]:

@@ -31,7 +31,8 @@ from ragmem.tracking.store import Feedback
 
 # per-example scores shown on a trace (5 ms each on sqlite: the headline ones, not every k)
 _ASSESSED = ("reference_coverage", "coverage", "token_f1", "rouge_l", "answer_correctness", "faithfulness",
-             "answer_relevancy", "contextual_precision", "context_relevance", "context_entity_recall")
+             "answer_relevancy", "contextual_precision", "context_relevance", "context_entity_recall",
+             "knowledge_retention", "earlier_turn_recall")
 _COLSPEC = {"id": "string", "query": "string", "reference_answer": "string", "generated_answer": "string",
             "label": "long", "latency_ms": "double", "session_id": "string"}
 

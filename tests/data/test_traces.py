@@ -92,3 +92,37 @@ def test_a_file_that_is_not_otlp_is_one_line_naming_it(tmp_path):
     lines.write_text('{"resourceSpans": []}\n{oops\n')
     with pytest.raises(DataError, match=r"lines.jsonl.*line 2: not JSON"):
         list(otlp.read(lines))
+
+
+def test_traces_in_sessions_become_conversations(tmp_path):
+    """Each trace's history: the root's own earlier messages when it sent them, else its session's
+    earlier traces (query, answer), the last data.traces.history of them; sessions beyond the open
+    limit are closed and counted."""
+    from ragmem.data.conversations import Sessions
+
+    planned = traffic.plan(12, raised=2)  # two sessions, alternating; the first trace of each raised
+    records = _records(traffic.write_otlp(tmp_path / "spans.json", planned))
+    sessions = Sessions(window=3)
+    shaped = [sessions.history(dict(r)) for r in records]
+    for i, (p, r) in enumerate(zip(planned, shaped)):
+        earlier = [(q, rec) for q, rec in zip(planned[:i], records[:i]) if q.session == p.session][-3:]
+        expected = [turn for q, rec in earlier for turn in
+                    [{"role": "user", "content": q.query}]
+                    + ([{"role": "assistant", "content": q.answer}] if "answer" in rec else [])]
+        assert r.get("history", []) == expected, i
+    assert sessions.with_history == 10 and sessions.closed_early == 0
+    tight = Sessions(window=3, open_sessions=1)
+    [tight.history(dict(r)) for r in records]
+    assert tight.closed_early == 11  # the two sessions alternate: each turn closes the other
+    assert all("history" not in Sessions(window=0).history(dict(r)) for r in records)
+
+    def root(inputs):
+        return spans.Trace("tr-m", 0, [spans.Span("r", None, "r", "CHAT_MODEL", 0, 1, "OK", None, inputs, "fine")],
+                           session_id="s")
+
+    chat = {"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "I am Ann."},
+                         {"role": "assistant", "content": "Hello Ann."}, {"role": "user", "content": "My name?"}]}
+    record = spans.to_record(root(chat), TraceMapping())
+    assert record["history"] == chat["messages"][1:3] and record["query"] == "My name?"
+    assert Sessions(window=1).history(record)["history"] == chat["messages"][1:3]  # one turn: a user and an assistant
+    assert "history" not in spans.to_record(root({"question": "My name?"}), TraceMapping())

@@ -48,6 +48,11 @@ def check_traces_run(uri: str, env: dict[str, str], folder, n: int = 200) -> Non
     assert all(f"{i}: the trace ended in error: RuntimeError: the agent broke on question" in named for i in failed)
     assert summary["params"]["data.traces.until"]  # the window, fixed and logged
     assert (summary["clusters"]["by"], summary["clusters"]["n"]) == ("session_id", 2)  # sessions resampled
+    # a session's traces are turns of a conversation: each holds its earlier ones (data.traces.history: 10)
+    assert any(f"{n - 2} examples are turns of a conversation (history): knowledge_retention, earlier_turn_recall added"
+               in note for note in summary["notes"])
+    assert summary["coverage"]["knowledge_retention"] == {"scored": n - 2 - 5 + sum(p.raised for p in planned[:2]),
+                                                          "of": n}
 
     table = run_table(MlflowClient(uri), summary["run_id"])
     table = (table if isinstance(table, pd.DataFrame) else table.frame()).set_index("trace_id")
@@ -66,9 +71,14 @@ def check_traces_run(uri: str, env: dict[str, str], folder, n: int = 200) -> Non
         assert rag == [(d["id"], d["page_content"]) for d in retriever.outputs]
         assert abs(row["stage_retrieve_s"] * 1000 - (retriever.end_time_ns - retriever.start_time_ns) / 1e6) < 1
         assert row["session_id"] == p.session and row["tokens_input"] == 40 + p.index
+        history = json.loads(row["history"]) if isinstance(row["history"], str) else (
+            row["history"] if isinstance(row["history"], list) else [])  # (the first turns: none)
+        earlier = [q for q in planned[:p.index] if q.session == p.session][-10:]
+        assert [t["content"] for t in history if t["role"] == "user"] == [q.query for q in earlier]
     first = _assessments(uri, ids)
     judged = [i for p, i in zip(planned, ids) if not p.raised]
     assert all(ASSESSED <= {a.name for a in first[i]} for i in judged)
+    assert all("knowledge_retention" in {a.name for a in first[i]} for i in judged[2:])  # (the first turns: none)
     assert all(first[i] == [] for i in failed)
     one = next(a for a in first[judged[0]] if a.name == "faithfulness")
     assert one.metadata["ragmem.run_id"] == summary["run_id"] and one.metadata["ragmem.prompt_version"]

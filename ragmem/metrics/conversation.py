@@ -1,0 +1,194 @@
+"""A conversation's metrics: what a turn keeps of the turns before it.
+
+They are computed on the examples that are turns of a conversation: those that hold their earlier
+turns (``history``, ``[{role, content}, ...]``: given in a record, or built from a session's traces by
+:mod:`ragmem.data.conversations`). An example without is null for them, counted as ``no earlier turns
+(history)`` (:mod:`ragmem.metrics.needs`), never 0. The user's earlier turns are ``U``; ``K`` the
+keyword sets (:class:`ragmem.text.keywords.KeywordExtractor`), ``t`` = ``ranking.keyword_threshold``.
+
+- ``knowledge_retention`` (as DeepEval's knowledge retention, per turn): 1 when the answer retains
+  what the user stated earlier (uses it where the question needs it, does not contradict it, does
+  not ask for it again), else 0; the mean over the turns with a user turn before them. With
+  ``judge.type: llm`` the judge decides from the conversation, the question and the answer (one
+  verdict request per turn; its reason in ``knowledge_retention_reason``). Offline it catches two of
+  the three failures, not a contradiction: *asked again*, a question in the answer more than ``t`` of
+  whose keywords are in ``K(U)``; *not used*, the reference answer draws on an earlier user turn
+  (its keywords in ``K(U)`` but not in the question's) and the answer holds at most ``t`` of them.
+- ``earlier_turn_recall``: of the earlier user turns the question needed, the share the memory
+  recalled. A turn is needed when it holds what answers the question (the judge's
+  ``context_relevance`` verdict on it; offline: it holds more than ``t`` of ``K(question)``, or a
+  keyword of the reference answer that the question lacks). It is recalled when a context from
+  memory (source ``memory_short`` or ``memory_long``; every context when none of the example's says
+  where it came from) has the turn's id (``id``, else ``turn-<its index in history>``, as the
+  reference agent's short-term memory names them) or holds more than ``t`` of its keywords.
+  ``|needed ∩ recalled| / |needed|``; a turn that needed none is undefined (``zero_division``).
+
+Both are means over turns; the session is the unit the intervals resample when ``stats.cluster_by``
+is ``session_id`` (which traces that come in sessions get by themselves).
+
+>>> from ragmem.metrics.conversation import asked_again
+>>> asked_again("What is your name?", [{"name", "ann"}], lambda text: set(text.lower().strip("?").split()), 0.5)
+False
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Callable, Sequence
+
+import pandas as pd
+
+from ragmem.metrics import names, needs
+from ragmem.metrics.base import failed, Family, mean_aggregator, MetricResult, nanmean, scored_mask, unless_note
+from ragmem.metrics.ranking import keyword_relevant
+
+NAMES = names.CONVERSATION.selectable
+MEMORY_SOURCES = ("memory_short", "memory_long")
+_QUESTIONS = re.compile(r"[^。！？!?.\n]*[?？]")
+
+
+def user_turns(history: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
+    """``(id, text)`` of each user turn of ``history``: its ``id``, else ``turn-<index in history>``."""
+    return [(str(turn.get("id") or f"turn-{i}"), turn["content"]) for i, turn in enumerate(history)
+            if turn.get("role", "user") == "user" and isinstance(turn.get("content"), str)]
+
+
+def asked_again(answer: str, earlier: Sequence[set[str]], keywords: Callable[[str], set[str]],
+                threshold: float) -> bool:
+    """Whether a question in ``answer`` asks for what an earlier user turn (its keywords in
+    ``earlier``) said: more than ``threshold`` of the question's keywords are in that turn's."""
+    for question in _QUESTIONS.findall(answer):
+        asked = keywords(question)
+        if asked and any(len(asked & said) / len(asked) > threshold for said in earlier):
+            return True
+    return False
+
+
+def _recalled(turn_id: str, turn_keywords: set[str], memories: list[dict], keywords, threshold: float) -> bool:
+    return any(m.get("id") == turn_id or keyword_relevant(keywords, m["text"], turn_keywords, threshold)
+               for m in memories)
+
+
+def _memories(contexts: Sequence[dict]) -> list[dict]:
+    """The contexts memory brought: those with a memory source, or all when none says where it came from."""
+    if not any(c.get("source") for c in contexts):
+        return list(contexts)
+    return [c for c in contexts if c.get("source") in MEMORY_SOURCES]
+
+
+class _Turns:
+    """The rows the metrics are computed on, and what each one's computation asks the judge."""
+
+    def __init__(self, table: pd.DataFrame, ctx):
+        self.ctx, self.K, self.t = ctx, ctx.keywords, ctx.keyword_threshold
+        self.rows = [None if failed(row) or needs.lacks(row, "knowledge_retention") else row for row in ctx.rows(table)]
+        self.turns = [None if row is None else user_turns(row.history) or None for row in self.rows]
+
+    def retention(self) -> tuple[list[float | None], list[str | None], list[str | None], int]:
+        """``knowledge_retention`` per row, its reason, the judge's error, and the undefined rows."""
+        values, reasons, errors, undefined = [], [], [], 0
+        if self.ctx.llm is not None:
+            asked = [i for i, turns in enumerate(self.turns) if turns]
+            replies = iter(self.ctx.llm.run([("knowledge_retention", {
+                "conversation": _shown(self.rows[i].history), "question": self.rows[i].query,
+                "answer": self.rows[i].generated_answer or ""}) for i in asked]))
+        for row, turns in zip(self.rows, self.turns):
+            if row is None or not turns:
+                undefined += row is not None
+                values.append(None if row is None else self.ctx.zero_division), reasons.append(None), errors.append(None)
+                continue
+            if self.ctx.llm is not None:
+                reply = next(replies)
+                yes = None if reply.error else reply.value["verdict"].strip().lower() == "yes"
+                reason = None if reply.error else reply.value.get("reason")
+                values.append(None if yes is None else float(yes)), reasons.append(reason), errors.append(reply.error)
+                continue
+            value, reason = self._offline_retention(row, turns)
+            values.append(value), reasons.append(reason), errors.append(None)
+        return values, reasons, errors, undefined
+
+    def _offline_retention(self, row, turns: list[tuple[str, str]]) -> tuple[float, str | None]:
+        K, answer = self.K, row.generated_answer or ""
+        said = [K(text) for _, text in turns]
+        if asked_again(answer, said, K, self.t):
+            return 0.0, "asked again for what the user said earlier"
+        drawn = (K(needs.reference(row)) & set().union(*said)) - K(row.query)  # what the reference takes from earlier
+        if drawn and len(drawn & K(answer)) / len(drawn) <= self.t:
+            return 0.0, f"did not use what the user said earlier ({', '.join(sorted(drawn - K(answer))[:5])})"
+        return 1.0, None
+
+    def recall(self) -> tuple[list[float | None], list[int | None], list[str | None], int]:
+        """``earlier_turn_recall`` per row, how many earlier turns it needed, the judge's error, and
+        the undefined rows (none needed)."""
+        K, t = self.K, self.t
+        if self.ctx.llm is not None:
+            requests = [("context_relevance", {"question": row.query, "context": text})
+                        for row, turns in zip(self.rows, self.turns) if turns for _, text in turns]
+            replies = iter(self.ctx.llm.run(requests))
+        values, counts, errors, undefined = [], [], [], 0
+        for row, turns in zip(self.rows, self.turns):
+            if row is None or not turns:
+                undefined += row is not None
+                values.append(None if row is None else self.ctx.zero_division), counts.append(None), errors.append(None)
+                continue
+            if self.ctx.llm is not None:
+                got = [next(replies) for _ in turns]
+                error = next((r.error for r in got if r.error), None)
+                if error:
+                    values.append(None), counts.append(None), errors.append(error)
+                    continue
+                needed = [turn for turn, r in zip(turns, got) if r.value["verdict"].strip().lower() == "yes"]
+            else:
+                query, reference = K(row.query), K(needs.reference(row))
+                needed = [(tid, text) for tid, text in turns
+                          if keyword_relevant(K, text, query, t) or (reference & K(text)) - query]
+            memories = _memories(list(row.contexts))
+            hits = sum(_recalled(tid, K(text), memories, K, t) for tid, text in needed)
+            counts.append(len(needed)), errors.append(None)
+            if needed:
+                values.append(hits / len(needed))
+            else:
+                undefined += 1
+                values.append(self.ctx.zero_division)
+        return values, counts, errors, undefined
+
+
+def _shown(history: Sequence[dict[str, Any]]) -> str:
+    return "\n".join(f"{turn.get('role', 'user')}: {turn['content']}" for turn in history
+                     if isinstance(turn.get("content"), str))
+
+
+def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
+    """The wanted conversation metrics per turn (columns), their means and failure counts."""
+    turns = _Turns(table, ctx)
+    result = MetricResult(values={})
+    if "knowledge_retention" in wanted:
+        values, reasons, errors, undefined = turns.retention()
+        _keep(result, "knowledge_retention", values, errors, undefined)
+        result.columns["knowledge_retention_reason"] = reasons
+    if "earlier_turn_recall" in wanted:
+        values, counts, errors, undefined = turns.recall()
+        _keep(result, "earlier_turn_recall", values, errors, undefined)
+        result.columns["earlier_turns_needed"] = counts
+    if not any(turns.turns):
+        result.notes.append(unless_note(f"{', '.join(n for n in NAMES if n in wanted)}: no example is a turn with "
+                                        f"earlier user turns (a record's history; traces: their session's earlier "
+                                        f"traces)", *NAMES))
+    return result
+
+
+def _keep(result: MetricResult, name: str, values: list, errors: list, undefined: int) -> None:
+    result.values[name] = nanmean(values)
+    result.values[f"{name}_failures"] = float(sum(e is not None for e in errors))
+    result.columns[name] = [None if v is None or (isinstance(v, float) and math.isnan(v)) else v for v in values]
+    result.columns[f"{name}_error"] = errors
+    result.undefined[name] = undefined
+
+
+def aggregators(table: pd.DataFrame, names, zero_division: float, scorer=None) -> dict:
+    ok = scored_mask(table)
+    return {n: mean_aggregator(table[n], ok) for n in names if n in table}
+
+
+FAMILY = Family(names.CONVERSATION, compute, aggregators)
