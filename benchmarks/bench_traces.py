@@ -1,7 +1,7 @@
 """Production traces as data at growing sizes: does the time per 1k traces stay flat, and does the
 memory of the process tree stay bounded (the traces are read page by page, the records streamed)?
 
-    python benchmarks/bench_traces.py [--sizes 2000 20000] [--template 500] [--write-back] [--chunk-size N]
+    python benchmarks/bench_traces.py [--sizes 2000 20000] [--template 500] [--write-back] [--chunk-size N] [--history N]
 
 The store: ``--template`` traces written with MLflow's tracing API (tests/traffic.py: an AGENT root,
 MEMORY, RETRIEVER and LLM spans, a session, a user, one in a hundred raising) into a sqlite store on
@@ -42,9 +42,10 @@ from bench_vs_ragas import run  # noqa: E402
 CODE = """
 import json, sys, time
 import ragmem
-uri, track, chunk = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3])
+uri, track, chunk, history = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3]), int(sys.argv[4])
 start = time.perf_counter()
-data = {"traces": {"experiment": "app", "tracking_uri": uri, "since": "30d"}, **({"chunk_size": chunk} if chunk else {})}
+traces = {"experiment": "app", "tracking_uri": uri, "since": "30d", **({"history": history} if history >= 0 else {})}
+data = {"traces": traces, **({"chunk_size": chunk} if chunk else {})}
 result = ragmem.evaluate(config={"data": data,
                                  "tracking": {"uri": uri.replace("app", "eval"), "max_traces": 0}}, track=track)
 print(json.dumps({"compute": time.perf_counter() - start, "n": result.summary["n_examples"],
@@ -129,7 +130,8 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 20000])
     parser.add_argument("--template", type=int, default=500)
     parser.add_argument("--write-back", action="store_true")
-    parser.add_argument("--chunk-size", type=int, default=0, help="data.chunk_size (default: the setting's, 10,000)")
+    parser.add_argument("--chunk-size", type=int, default=0, help="data.chunk_size (default: a traces run's, 2,000)")
+    parser.add_argument("--history", type=int, default=-1, help="data.traces.history (default: the setting's, 10)")
     args = parser.parse_args()
     results = {}
     with tempfile.TemporaryDirectory(dir="/dev/shm" if Path("/dev/shm").is_dir() else None) as tmp:
@@ -143,14 +145,14 @@ def main() -> None:
             start = time.perf_counter()
             copy_traces(folder / "app.db", n)
             print(f"n={n}: store made in {time.perf_counter() - start:.1f} s", flush=True)
-            side = run(sys.executable, CODE, f"sqlite:///{folder / 'app.db'}", "0", str(args.chunk_size), every=0.1)
+            side = run(sys.executable, CODE, f"sqlite:///{folder / 'app.db'}", "0", str(args.chunk_size), str(args.history), every=0.1)
             assert side["n"] == n, side
             results[n] = side
             print(f"n={n} traces: compute={side['compute']:.1f} s per_1k={side['compute'] / n * 1000:.2f} s "
                   f"pss={side['rss_mb']:.0f} MB (main process {side['main_rss_mb']:.0f} MB) failed={side['failed']} "
                   f"faithfulness={side['faithfulness']}", flush=True)
             if args.write_back and n == min(args.sizes):
-                tracked = run(sys.executable, CODE, f"sqlite:///{folder / 'app.db'}", "1", str(args.chunk_size), every=0.1)
+                tracked = run(sys.executable, CODE, f"sqlite:///{folder / 'app.db'}", "1", str(args.chunk_size), str(args.history), every=0.1)
                 print(f"n={n} with the assessments written back: compute={tracked['compute']:.1f} s "
                       f"per_1k={tracked['compute'] / n * 1000:.2f} s", flush=True)
     if len(results) > 1:
