@@ -130,7 +130,7 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 20000])
     parser.add_argument("--template", type=int, default=500)
     parser.add_argument("--write-back", action="store_true")
-    parser.add_argument("--chunk-size", type=int, default=0, help="data.chunk_size (default: a traces run's, 2,000)")
+    parser.add_argument("--chunk-size", type=int, default=0, help="data.chunk_size (default: a traces run's, 1,000)")
     parser.add_argument("--history", type=int, default=-1, help="data.traces.history (default: the setting's, 10)")
     args = parser.parse_args()
     results = {}

@@ -32,9 +32,10 @@ log = logging.getLogger("ragmem")
 
 FOLDER = "traces"
 #: the traces held at once when ``data.chunk_size`` is not set: a trace is a heavy example (its contexts,
-#: its conversation's earlier turns, token columns); 2,000 keep a 20,000-trace window within 1.2x of a
-#: 2,000-trace one in memory, and no slower per trace (benchmarks/bench_traces.py)
-CHUNK = 2_000
+#: its conversation's earlier turns, token columns). Measured (benchmarks/bench_traces.py): at 1,000 a
+#: 20,000-trace window took 1.14x and 1.18x the memory of a 2,000-trace one, and less time per trace;
+#: at 2,000, 1.32x
+CHUNK = 1_000
 
 
 class NoTraces(DataError):

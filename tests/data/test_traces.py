@@ -126,3 +126,17 @@ def test_traces_in_sessions_become_conversations(tmp_path):
     assert record["history"] == chat["messages"][1:3] and record["query"] == "My name?"
     assert Sessions(window=1).history(record)["history"] == chat["messages"][1:3]  # one turn: a user and an assistant
     assert "history" not in spans.to_record(root({"question": "My name?"}), TraceMapping())
+
+
+def test_a_traces_run_holds_a_thousand_traces_at_once_unless_told(tmp_path, monkeypatch):
+    """A trace is a heavy example: unless data.chunk_size is set, a traces run holds 1,000 at once
+    (benchmarks/bench_traces.py: a window of 20,000 within 1.2x the memory of 2,000's)."""
+    from ragmem.config.loading import resolve_settings
+    from ragmem.run import traffic as traffic_data
+
+    monkeypatch.setenv("RAGMEM_HOME", str(tmp_path / "home"))
+    path = traffic.write_otlp(tmp_path / "spans.json", traffic.plan(4, raised=0))
+    for given, held in ((None, 1_000), (500, 500), (5_000, 5_000)):
+        data = {"traces": {"files": [str(path)]}, **({"chunk_size": given} if given else {})}
+        cfg, _ = traffic_data.as_data(resolve_settings(extra={"data": data, "tracking": {"enabled": False}}))
+        assert cfg.data.chunk_size == held and len(cfg.data.files) == 1
