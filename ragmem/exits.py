@@ -120,7 +120,9 @@ def _resume_hint(exc: BaseException, argv: list[str]) -> str:
         return ""
     args = [a for i, a in enumerate(argv) if a != "--resume" and (i == 0 or argv[i - 1] != "--resume")
             and not a.startswith("--resume=")]
-    return f"; resume with: ragmem {shlex.join(_masked_sets(args))} --resume {progress[0]}"
+    fix = getattr(exc, "fix", None)  # the same settings would fail the same way: say what to change
+    first = f"; correct {fix} (a resume may change it), then resume with" if fix else "; resume with"
+    return f"{first}: ragmem {shlex.join(_masked_sets(args))} --resume {progress[0]}"
 
 
 def _masked_sets(args: list[str]) -> list[str]:

@@ -6,13 +6,19 @@ embeddings endpoint, the reference agent's generator, an HTTP agent (``agent.url
 layers (``bench.methods[].url``) and an MLflow tracking server. An endpoint is *dead* when no HTTP
 answer comes (refused, reset, DNS, TLS, timeout) or it refuses the credentials (401/403) or, for an
 MLflow server, its ``/health`` does not answer 200. A dead one stops the command before any work
-with :class:`EndpointDown` naming the setting, the URL and the error (the CLI exits 2).
+with :class:`EndpointDown` naming the setting, the URL and the error (the CLI exits 2). An
+OpenAI-compatible endpoint is asked as the run will call it: its model list (``GET /models``), else
+the path the run calls (``POST /chat/completions`` or ``/embeddings``) with an empty request, which
+such a server refuses with a JSON error and bills nothing; a 404 there is a wrong path, a reply
+that is not JSON a server of another kind, each said so.
 
 **Circuit breaker** (:class:`Breaker`): one per endpoint, fed by every attempt. It opens after
 ``consecutive`` endpoint failures in a row (connection-level, or 401/403/404: statuses no retry
 fixes), or when ``ratio`` of the last ``window`` attempts failed in any way (5xx, timeouts
 included). Once open, every call on that endpoint raises :class:`EndpointDown` at once, the run
-stops, keeps its journal (resumable) and is marked FAILED (the CLI exits 3).
+stops, keeps its journal (resumable) and is marked FAILED (the CLI exits 3). When the failures
+were statuses no wait fixes (404, 401, 403), the resume hint says to correct the setting first: a
+resume may change an endpoint's URL (:data:`ragmem.run.resume.RESUME_FREE`).
 
 Written by hand: the breaker must see the SDK's and httpx's own exception types and count
 per endpoint across threads and event loops; the libraries we use (tenacity, the openai SDK)
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import collections
+import json
 import threading
 import urllib.error
 import urllib.parse
@@ -39,20 +46,24 @@ PROBE_TIMEOUT_S = 5.0
 
 
 class EndpointDown(RagmemError):
-    """An endpoint cannot be reached (preflight) or stopped answering during a run (breaker)."""
+    """An endpoint cannot be reached (preflight) or stopped answering during a run (breaker).
+    ``fix``: the setting to correct before a resume can succeed (the endpoint answered with a status
+    no retry changes: a wrong path, refused credentials), else ``None`` (it may come back)."""
 
-    def __init__(self, message: str, during_run: bool = False):
+    def __init__(self, message: str, during_run: bool = False, fix: str | None = None):
         super().__init__(message)
         self.exit_code = 3 if during_run else 2
+        self.fix = fix
 
 
 @dataclass(frozen=True)
 class Endpoint:
     setting: str    # the setting that names it, e.g. judge.base_url
     url: str
-    kind: str       # "openai" (GET {url}/models), "http" (any answer), "mlflow" (GET {url}/health),
-                    # "dask" (a TCP connection to a scheduler's tcp://HOST:PORT)
+    kind: str       # "openai" (GET {url}/models, else POST {url}/{path}), "http" (any answer),
+                    # "mlflow" (GET {url}/health), "dask" (a TCP connection to a scheduler's tcp://HOST:PORT)
     key_env: str | None = None
+    path: str = "chat/completions"  # "openai": the path the run calls, appended to the URL as the SDK does
 
 
 def configured(cfg: Any) -> list[Endpoint]:
@@ -66,7 +77,7 @@ def configured(cfg: Any) -> list[Endpoint]:
     bench = bool(getattr(cfg, "bench", None) and cfg.bench.methods)
     if embedder or (reference and cfg.retriever.type in ("dense", "hybrid") and cfg.embeddings.model):
         found.append(Endpoint("embeddings.base_url", cfg.embeddings.base_url or OPENAI_URL, "openai",
-                              cfg.embeddings.api_key_env))
+                              cfg.embeddings.api_key_env, "embeddings"))
     if (reference or bench) and cfg.generator.type == "openai":
         found.append(Endpoint("generator.base_url", cfg.generator.base_url or OPENAI_URL, "openai",
                               cfg.generator.api_key_env))
@@ -137,34 +148,82 @@ def without_userinfo(url: str) -> tuple[str, str | None]:
     return urllib.parse.urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment)), f"Basic {token}"
 
 
-def probe(endpoint: Endpoint, timeout: float = PROBE_TIMEOUT_S) -> str | None:
-    """``None`` when the endpoint answers, else why not (one line)."""
-    import os
-
-    if endpoint.kind == "dask":
-        return _probe_tcp(endpoint.url, timeout)
-    url, basic = without_userinfo(endpoint.url.rstrip("/"))
-    url = {"openai": f"{url}/models", "mlflow": f"{url}/health"}.get(endpoint.kind, url)
+def _ask(url: str, headers: dict[str, str], timeout: float, body: bytes | None = None) -> tuple[int, str, bytes] | str:
+    """``(status, content type, the first 4 KB of the body)`` of a GET (a POST of ``body``), or why no
+    HTTP answer came (one line)."""
     try:
-        request = urllib.request.Request(url, method="GET")
+        request = urllib.request.Request(url, data=body, method="POST" if body is not None else "GET",
+                                         headers={**headers, **({"Content-Type": "application/json"} if body else {})})
     except ValueError as exc:
         return f"not a usable URL ({scrub(str(exc))})"
-    key = os.environ.get(endpoint.key_env) if endpoint.key_env else None
-    if key:
-        request.add_header("Authorization", f"Bearer {key}")
-    elif basic:
-        request.add_header("Authorization", basic)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as reply:
-            status = reply.status
+            return reply.status, reply.headers.get("Content-Type", ""), reply.read(4096)
     except urllib.error.HTTPError as exc:
-        status = exc.code
+        return exc.code, exc.headers.get("Content-Type", "") if exc.headers else "", exc.read(4096) if exc.fp else b""
     except urllib.error.URLError as exc:
         return f"cannot connect ({getattr(exc.reason, 'strerror', None) or exc.reason})"
     except (TimeoutError, OSError) as exc:
         return f"no answer within {timeout:g} s" if isinstance(exc, TimeoutError) else f"cannot connect ({exc})"
     except ValueError as exc:  # a malformed URL
         return f"not a usable URL ({exc})"
+
+
+def _json(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except ValueError:
+        return None
+
+
+def _openai(endpoint: Endpoint, url: str, query: str, headers: dict[str, str], timeout: float) -> str | None:
+    """An OpenAI-compatible API at ``url``: its model list answers (``GET /models``: JSON with
+    ``data``), else the path the run calls answers an empty request as such an API does (a JSON
+    error, 400 or 422: nothing is generated, nothing billed). A 404 there is a wrong path; a reply
+    that is not JSON is a server of another kind."""
+    listed = _ask(f"{url}/models{query}", headers, timeout)
+    if isinstance(listed, str):
+        return listed
+    if listed[0] in (401, 403):
+        return f"HTTP {listed[0]}: the credentials were refused (check {endpoint.key_env or 'the key'})"
+    models = _json(listed[2])
+    if listed[0] == 200 and isinstance(models, dict) and "data" in models:
+        return None
+    called = _ask(f"{url}/{endpoint.path}{query}", headers, timeout, body=b"{}")
+    if isinstance(called, str):
+        return called
+    status, content_type, body = called
+    if status in (401, 403):
+        return f"HTTP {status}: the credentials were refused (check {endpoint.key_env or 'the key'})"
+    if status == 404:
+        return (f"wrong path: POST {mask_url(url)}/{endpoint.path} answered HTTP 404 (and GET /models HTTP "
+                f"{listed[0]}); {endpoint.setting} is the API's root, to which /{endpoint.path} is appended "
+                f"(for most servers it ends in /v1)")
+    if _json(body) is None:
+        shown = " ".join(body.decode("utf-8", "replace").split())[:60]
+        return (f"not an OpenAI-compatible server: POST /{endpoint.path} answered HTTP {status} "
+                f"with {content_type.split(';')[0] or 'no content type'}" + (f" ({shown!r})" if shown else ""))
+    if status in (405, 501):
+        return f"not an OpenAI-compatible server: POST /{endpoint.path} answered HTTP {status} (not allowed)"
+    return None
+
+
+def probe(endpoint: Endpoint, timeout: float = PROBE_TIMEOUT_S) -> str | None:
+    """``None`` when the endpoint answers as the run will call it, else why not (one line)."""
+    import os
+
+    if endpoint.kind == "dask":
+        return _probe_tcp(endpoint.url, timeout)
+    url, basic = without_userinfo(endpoint.url.rstrip("/"))
+    key = os.environ.get(endpoint.key_env) if endpoint.key_env else None
+    headers = {"Authorization": f"Bearer {key}"} if key else {"Authorization": basic} if basic else {}
+    if endpoint.kind == "openai":
+        target, query = sdk_target(url)  # (the SDK sends the URL's query with every request)
+        return _openai(endpoint, target, f"?{urllib.parse.urlencode(query)}" if query else "", headers, timeout)
+    answered = _ask({"mlflow": f"{url}/health"}.get(endpoint.kind, url), headers, timeout)
+    if isinstance(answered, str):
+        return answered
+    status = answered[0]
     if status in (401, 403):
         return f"HTTP {status}: the credentials were refused (check {endpoint.key_env or 'the key'})"
     if endpoint.kind == "mlflow" and status != 200:
@@ -207,6 +266,7 @@ class Breaker:
         self._run = 0
         self._recent: collections.deque[bool] = collections.deque(maxlen=window)
         self.reason: str | None = None
+        self.fix: str | None = None  # the setting to correct first, when the last failure was one no wait fixes
 
     @property
     def open(self) -> bool:
@@ -215,7 +275,7 @@ class Breaker:
     def check(self) -> None:
         """Raise :class:`EndpointDown` when the breaker is open (before an attempt)."""
         if self.reason is not None:
-            raise EndpointDown(self.reason, during_run=True)
+            raise EndpointDown(self.reason, during_run=True, fix=self.fix)
 
     def success(self) -> None:
         with self._lock:
@@ -231,6 +291,8 @@ class Breaker:
             if self.reason is None and self._run >= self.consecutive:
                 self.reason = (f"{self.setting} {self.url}: {self._run} consecutive failures "
                                f"(last: {description}); the run stopped")
+                if description.startswith(("HTTP 404", "HTTP 401", "HTTP 403")):  # a wrong path or key
+                    self.fix = self.setting
             elif (self.reason is None and len(self._recent) == self.window
                   and failed >= self.ratio * self.window):
                 self.reason = (f"{self.setting} {self.url}: {failed} of the last {self.window} calls failed "

@@ -24,8 +24,10 @@ from ragmem.runtime.processes import host, process_alive, run_is_dead  # noqa: F
 from ragmem.tracking.lifecycle import metric_name
 from ragmem.tracking.runs import run_table
 
-# settings a resume may change: none of them changes an answer, a verdict or a metric
-RESUME_FREE = frozenset({"agent.concurrency", "agent.batch_size", "judge.max_concurrency",
+# settings a resume may change: none of them changes an answer, a verdict or a metric (an LLM
+# endpoint's URL neither: its model is what the answers depend on, and judge.model is compared)
+RESUME_FREE = frozenset({"judge.base_url", "embeddings.base_url", "generator.base_url",
+                         "agent.concurrency", "agent.batch_size", "judge.max_concurrency",
                          "embeddings.max_concurrency", "generator.max_concurrency", "tracking.max_traces",
                          "tracking.table_copies_max_rows", "data.chunk_size",
                          "agent.retry_backoff_s", "judge.retry_backoff_s", "embeddings.retry_backoff_s",
@@ -52,8 +54,8 @@ def check_resumable(meta: dict[str, Any] | None, flat_config: dict[str, Any], da
         shown = ", ".join(f"{k} ({meta['config'].get(k)!r} -> {flat_config.get(k)!r})" for k in differ[:6])
         more = f" and {len(differ) - 6} more" if len(differ) > 6 else ""
         raise ConfigError(f"--resume {key}: the config differs from the interrupted run's in {shown}{more}; "
-                          f"resume with the same settings (only concurrency, batch size, timeouts and "
-                          f"max_traces may change)")
+                          f"resume with the same settings (only concurrency, batch size, timeouts, "
+                          f"max_traces and the LLM endpoints' URLs may change)")
     if meta.get("data.sha256") != data_sha256:
         raise ConfigError(f"--resume {key}: the data changed since the run started (sha256 "
                           f"{str(meta.get('data.sha256'))[:12]} -> {data_sha256[:12]})")

@@ -1,0 +1,106 @@
+"""The preflight asks an OpenAI-compatible endpoint as the run will call it (a local HTTP server on
+127.0.0.1 that answers as different servers do): a wrong path and a server of another kind are said
+so before any work; a server without a model list still passes when the path the run calls answers
+as an OpenAI-compatible API; a breaker opened by a wrong path asks for the setting to be corrected,
+and a resume may change it."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from ragmem.clients.endpoints import Breaker, Endpoint, EndpointDown, probe
+from ragmem.exits import _resume_hint
+from ragmem.run.resume import settings_that_differ
+
+JSON = "application/json"
+
+
+class _Servers(BaseHTTPRequestHandler):
+    """/v1: an OpenAI-compatible API; /bare: one without GET /models (as some proxies); /html: a web
+    site (404 and 501 pages); /locked: refuses the key; anything else 404 (a wrong path)."""
+
+    def log_message(self, *args):
+        pass
+
+    def _send(self, status, body, content_type=JSON):
+        data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        if self.path.startswith("/v1/models"):
+            return self._send(200, {"object": "list", "data": [{"id": "m"}]})
+        if self.path.startswith("/locked"):
+            return self._send(401, {"error": {"message": "bad key"}})
+        if self.path.startswith("/html"):
+            return self._send(404, "<!DOCTYPE html><html><body>Not Found</body></html>", "text/html")
+        return self._send(404, {"detail": "Not Found"})
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        if self.path.startswith(("/bare/chat/completions", "/bare/embeddings")):
+            return self._send(422, {"detail": [{"msg": "field required", "loc": ["body", "model"]}]})
+        if self.path.startswith("/locked"):
+            return self._send(401, {"error": {"message": "bad key"}})
+        if self.path.startswith("/html"):
+            return self._send(501, "<!DOCTYPE html><html><body>Unsupported method</body></html>", "text/html")
+        return self._send(404, {"detail": "Not Found"})
+
+
+@pytest.fixture(scope="module")
+def base():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Servers)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def _judge(url, path="chat/completions"):
+    return Endpoint("judge.base_url", url, "openai", None, path)
+
+
+def test_an_endpoint_is_asked_as_the_run_will_call_it(base):
+    assert probe(_judge(f"{base}/v1")) is None                     # the model list answers
+    assert probe(_judge(f"{base}/bare")) is None                   # no model list; the chat path answers 422 JSON
+    assert probe(_judge(f"{base}/bare", "embeddings")) is None
+    assert probe(_judge(f"{base}/v1?api-version=1")) is None       # the URL's query goes with every request
+    assert probe(_judge(f"{base}/v2")) == (
+        f"wrong path: POST {base}/v2/chat/completions answered HTTP 404 (and GET /models HTTP 404); judge.base_url "
+        f"is the API's root, to which /chat/completions is appended (for most servers it ends in /v1)")
+    assert probe(_judge(f"{base}/html")) == (
+        "not an OpenAI-compatible server: POST /chat/completions answered HTTP 501 with text/html "
+        "('<!DOCTYPE html><html><body>Unsupported method</body></html>')")
+    assert probe(_judge(f"{base}/locked")).startswith("HTTP 401: the credentials were refused")
+    assert probe(_judge("http://127.0.0.1:9/v1")) == "cannot connect (Connection refused)"
+
+
+def test_a_breaker_opened_by_a_wrong_path_asks_for_the_setting_and_a_resume_may_change_it():
+    breaker = Breaker("judge.base_url", "http://127.0.0.1:1/v2")
+    for _ in range(5):
+        breaker.failure("HTTP 404: Not Found", endpoint_failure=True)
+    with pytest.raises(EndpointDown) as raised:
+        breaker.check()
+    raised.value.ragmem_progress = ("abc123", 3, 8)
+    argv = ["run", "c.yaml", "--set", "judge.base_url=http://127.0.0.1:1/v2"]
+    assert _resume_hint(raised.value, argv) == (
+        "; correct judge.base_url (a resume may change it), then resume with: ragmem run c.yaml --set "
+        "judge.base_url=http://127.0.0.1:1/v2 --resume abc123")
+    refused = Breaker("judge.base_url", "http://127.0.0.1:9/v1")  # a server that may come back: resume as it is
+    for _ in range(5):
+        refused.failure("cannot connect (Connection refused)", endpoint_failure=True)
+    with pytest.raises(EndpointDown) as down:
+        refused.check()
+    down.value.ragmem_progress = ("abc123", 3, 8)
+    assert _resume_hint(down.value, argv).startswith("; resume with: ragmem run c.yaml")
+    # the corrected URL is not a change of settings; the model is
+    started = {"judge.base_url": "http://h/v2", "judge.model": "m"}
+    assert settings_that_differ(started, {"judge.base_url": "http://h/v1", "judge.model": "m"}) == []
+    assert settings_that_differ(started, {"judge.base_url": "http://h/v1", "judge.model": "other"}) == ["judge.model"]
