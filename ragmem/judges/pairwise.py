@@ -9,7 +9,9 @@ tie the other) counts as a tie and as ``swap_inconsistent``. Per example B's out
     win_rate           = mean outcome over the judged examples   (ties count half)
     swap_inconsistency = share of the judged examples whose verdict changed with the order
 
-with a seeded percentile bootstrap interval of the win rate over examples. An example with a failed
+with a seeded percentile bootstrap interval of the win rate over examples. Two answers that are the
+same text (whitespace aside) are a tie without a request (``identical``, counted in
+``n_identical``): nothing tells them apart, and a judge would be paid to guess. An example with a failed
 request (after retries and one repair) is not judged: counted in ``n_failed`` with its reason. The
 default criterion is which answer better answers the question given the reference; ``--rubric NAME``
 takes the criteria (and steps) of the config's rubric. Replies are cached like every judge request:
@@ -111,16 +113,21 @@ def judge_pairs(client: Any, pairs: Sequence[Pair], criterion: str) -> list[dict
     """Ask ``client`` (a :class:`ragmem.clients.llm_client.JudgeClient`) about every pair in both orders: one row per
     pair with its outcome, whether it was swap-inconsistent, both verdicts and reasons (or the error)."""
     requests = []
-    for pair in pairs:
+    asked = [pair for pair in pairs if not identical(pair)]
+    for pair in asked:
         for first, second in ((pair.answer_a, pair.answer_b), (pair.answer_b, pair.answer_a)):
             requests.append(("pairwise", {"question": pair.query, "reference": pair.reference, "answer_1": first,
                                           "answer_2": second, "criterion": criterion}))
-    replies = client.run(requests) if requests else []
+    replies = iter(client.run(requests) if requests else [])
     rows = []
-    for i, pair in enumerate(pairs):
-        ab, ba = replies[2 * i], replies[2 * i + 1]
+    for pair in pairs:
         row: dict[str, Any] = {"id": pair.id, "query": pair.query, "reference_answer": pair.reference,
-                               "answer_a": pair.answer_a, "answer_b": pair.answer_b}
+                               "answer_a": pair.answer_a, "answer_b": pair.answer_b, "identical": identical(pair)}
+        if row["identical"]:
+            row.update(outcome="tie", swap_inconsistent=False, error=None)
+            rows.append(row)
+            continue
+        ab, ba = next(replies), next(replies)
         if ab.error or ba.error:
             row.update(outcome=None, swap_inconsistent=None, error=ab.error or ba.error)
         else:
@@ -130,6 +137,15 @@ def judge_pairs(client: Any, pairs: Sequence[Pair], criterion: str) -> list[dict
                        verdict_b_first=_winner(ba.value), reason_b_first=ba.value.get("reason"))
         rows.append(row)
     return rows
+
+
+def identical(pair: Pair) -> bool:
+    """Whether the two answers are the same text, whitespace aside (a tie without a request).
+
+    >>> identical(Pair("1", "q", "r", "Paris.\\n", " Paris."))
+    True
+    """
+    return " ".join(pair.answer_a.split()) == " ".join(pair.answer_b.split())
 
 
 def summarise(rows: Sequence[dict[str, Any]], n_shared: int, resamples: int = 1000, seed: int = 0,
@@ -148,6 +164,7 @@ def summarise(rows: Sequence[dict[str, Any]], n_shared: int, resamples: int = 10
         "win_rate_ci": bootstrap_interval(points, resamples, seed, confidence),
         "swap_inconsistency": (sum(r["swap_inconsistent"] for r in judged) / len(judged)) if judged else None,
         "n_swap_inconsistent": sum(r["swap_inconsistent"] for r in judged),
+        "n_identical": sum(bool(r.get("identical")) for r in judged),
         "failure_reasons": dict(failures.most_common()),
         "resamples": resamples, "seed": seed, "confidence": confidence,
     }

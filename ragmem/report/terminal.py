@@ -354,7 +354,9 @@ def print_pairwise(result: dict[str, Any]) -> None:
         f"(each judged twice, the answers swapped): {result['criterion']}")
     rate, ci = result["win_rate"], result["win_rate_ci"]
     shown = "n/a" if rate is None else f"{rate:.4f}" + (f" [{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "")
-    say(f"B wins {result['wins']}, ties {result['ties']}, loses {result['losses']}; B's win rate (ties half) {shown}")
+    same = result.get("n_identical", 0)
+    say(f"B wins {result['wins']}, ties {result['ties']}, loses {result['losses']}; B's win rate (ties half) {shown}"
+        + (f"; {same} of the ties: identical answers, not sent to the judge" if same else ""))
     swap = result["swap_inconsistency"]
     say(f"swap_inconsistency {'n/a' if swap is None else f'{swap:.4f}'}: {result['n_swap_inconsistent']} verdicts "
         f"changed with the order (counted as ties)")

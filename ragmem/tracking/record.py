@@ -248,7 +248,7 @@ def record_labels(tracker, run_id: str, *, metrics: dict[str, float | None], sum
 
 
 PAIRWISE_METRICS = ("win_rate", "wins", "ties", "losses", "swap_inconsistency", "n_shared", "n_judged", "n_failed",
-                    "n_swap_inconsistent")
+                    "n_swap_inconsistent", "n_identical")
 
 
 def record_pairwise(tracker, experiment: str, result: dict[str, Any]) -> str:

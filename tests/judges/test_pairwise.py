@@ -148,3 +148,23 @@ def test_the_verdict_of_two_orders_and_the_interval():
     assert bootstrap_interval([], 100, 0, 0.95) is None
     low, high = bootstrap_interval([1.0] * 30 + [0.0] * 10, 2000, 0, 0.95)
     assert low < 0.75 < high and high - low < 0.35
+
+
+def test_identical_answers_are_ties_without_a_request(runs, shared_store, tmp_path, ragmem_main):
+    """A run that answers as A on 16 of 20 examples (as a setting the answers do not depend on gives):
+    those 16 are ties, counted as identical, and only the 4 others are sent to the judge."""
+    changed = {1, 3, 5, 7}  # A is wrong on the odd ids; this run is right on four of them
+    records = [{**r, "generated_answer": (f"Depot {i} is in Porto." if i in changed else r["generated_answer"]) + "  "}
+               for i, r in enumerate(_records(A_RIGHT))]  # (trailing whitespace: still the same answer)
+    path = tmp_path / "same.json"
+    path.write_text(json.dumps(records), encoding="utf-8")
+    same = ragmem.evaluate(str(path), experiment="pairwise", tracking=shared_store).run_id
+    with Stub(chat=_holds_reference) as stub:
+        done = ragmem_main(["compare", runs[0], same, "--judge", "pairwise", "--tracking-uri", shared_store["uri"],
+                            *_set(stub, tmp_path), "-o", str(tmp_path / "p.json")], cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert len(stub.requests) == 2 * len(changed)
+    result = json.loads((tmp_path / "p.json").read_text())
+    assert (result["wins"], result["ties"], result["losses"]) == (4, 16, 0) and result["n_identical"] == 16
+    assert result["win_rate"] == pytest.approx((4 + 0.5 * 16) / N) and result["n_judged"] == N
+    assert "16 of the ties: identical answers, not sent to the judge" in " ".join(done.stdout.split())
