@@ -10,7 +10,7 @@ from typing import Any, List, Optional
 import typer
 import typer.core
 
-from ragmem.cli.common import log, run_prepared, setup_logging, store_client, store_uri, writable, write
+from ragmem.cli.common import flags_untyped, log, run_prepared, setup_logging, store_client, store_uri, writable, write
 from ragmem.cli.scheduling import pick_flow, schedule_for, serve_flow
 from ragmem.cli.services import data_app, init, labels_app, report, server_app, trigger, ui
 from ragmem.clients import endpoints
@@ -44,6 +44,10 @@ class _Commands(typer.core.TyperGroup):
     SIGTERM during a command (its arguments' parsing included) leaves here as :class:`Stopped`,
     which typer passes on to :func:`main`'s one line and code."""
 
+    def make_context(self, info_name, args, parent=None, **extra):
+        flags_untyped(self)  # (before --help, the group's or a command's, is shown)
+        return super().make_context(info_name, args, parent, **extra)
+
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
@@ -61,7 +65,7 @@ def run(
     data: Optional[str] = typer.Option(None, "--data", help="Dataset file; replaces data.files."),
     set_: List[str] = typer.Option([], "--set", help="Override a setting: dotted.key=value (repeatable)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o",
-                                          help="Where to write the summary JSON [default: summary.json]."),
+                                          help="Where to write the summary JSON (default: summary.json)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's own logs too."),
     show_all: bool = typer.Option(False, "--all", help="Print every metric, not only the headline ones."),
     resume: Optional[str] = typer.Option(None, "--resume", metavar="RUN_ID",

@@ -108,3 +108,25 @@ def write(path: Path, payload: dict[str, Any], what: str) -> None:
                 "shows it)" if run else "free some space, then run the command again")) from None
         raise RagmemError(f"--output {path}: cannot be written ({exc.strerror or exc})") from None
     out.print(f"{what} written to {path}", markup=False, highlight=False, soft_wrap=True)  # a long path: one line
+
+
+def flags_untyped(command: Any) -> Any:
+    """``command`` (a click command or group, as typer builds it) with its flags shown in ``--help``
+    as flags: typer shows an on/off option's value type as ``<bool>``, which reads as if it took one."""
+    if getattr(command, "flags_untyped", False):
+        return command
+    command.flags_untyped = True
+    for param in getattr(command, "params", ()):
+        if getattr(param, "is_flag", False):
+            param.metavar = ""
+    made = command.get_help_option  # (--help is made when the help is asked for)
+
+    def help_option(ctx, made=made):
+        option = made(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+    command.get_help_option = help_option
+    for sub in getattr(command, "commands", {}).values():
+        flags_untyped(sub)
+    return command

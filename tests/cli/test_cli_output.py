@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 from rich.console import Console
@@ -179,3 +180,17 @@ def test_the_last_line_names_the_store_and_the_report(screen):
     last = console.export_text().strip().splitlines()[-1]
     assert last == ("MLflow run 854e621a000000000000000000000000 in experiment 'demo'; stored in "
                     "sqlite:////home/me/project/mlruns/mlflow.db; report: ragmem report 854e621a (browse: ragmem ui)")
+
+
+@pytest.mark.parametrize("words", [["run"], ["compare"], []])
+def test_help_shows_flags_as_flags_and_its_defaults_whole(ragmem_main, monkeypatch, words):
+    """typer shows an on/off option's type as <bool>, which reads as if it took a value; and rich
+    markup ate a "[default: ...]" in a help text."""
+    monkeypatch.setenv("COLUMNS", "160")
+    done = ragmem_main([*words, "--help"])
+    assert done.returncode == 0, done.stderr
+    assert "<bool>" not in done.stdout and "--help" in done.stdout
+    if words == ["run"]:
+        row = next(line for line in done.stdout.splitlines() if "--verbose" in line)
+        assert re.search(r"--verbose\s+-v\s+Show Prefect", row), row  # nothing between the flag and its help
+        assert "(default: summary.json)" in done.stdout
