@@ -27,13 +27,14 @@ from ragmem.memory import bench_compare
 from ragmem.memory.bench_data import DATASETS
 from ragmem.metrics import needs
 from ragmem.orchestration.server import resolve_api_url
-from ragmem.report.terminal import (out, plural, print_bench, print_paired, print_pairwise, print_rerun, print_runs, print_stored,
+from ragmem.report.listing import print_runs
+from ragmem.report.terminal import (out, plural, print_bench, print_paired, print_pairwise, print_rerun, print_stored,
                                     print_stored_parent, print_summary, print_sweep, say)
 from ragmem.run import dryrun, gates, prepare, windows
 from ragmem.run.summary import nothing_measured
 from ragmem.runtime import progress
 from ragmem.tracking import record_pairwise, Tracker
-from ragmem.tracking.compare import latest_experiment, list_runs, paired_comparison
+from ragmem.tracking.compare import latest_experiment, list_runs, paired_comparison, sweep_children
 from ragmem.tracking.runs import artifact_json, bench_rows, load_run_table, resolve_run_id
 from ragmem.version import __version__
 
@@ -164,6 +165,8 @@ def compare(
     experiment: Optional[str] = typer.Option(None, "--experiment", "-e", help="Experiment whose runs to list (default: the latest run's)."),
     metric: str = typer.Option("pass_rate", "--metric", "-m", help="Metric to sort by (best first)."),
     last: int = typer.Option(20, "--last", "-n", help="How many of the latest runs to list."),
+    sweep: Optional[str] = typer.Option(None, "--sweep", metavar="PARENT_RUN_ID",
+                                        help="List a sweep's children, ranked as the sweep decided."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write the comparison as JSON."),
     tracking_uri: Optional[str] = typer.Option(None, "--tracking-uri", help="Default: MLFLOW_TRACKING_URI or sqlite:///mlruns/mlflow.db."),
     metrics: List[str] = typer.Option([], "--metrics", help="Paired mode: only these metrics (repeatable)."),
@@ -210,12 +213,17 @@ def compare(
         if output:
             write(output, result, "comparison")
         return
-    experiment = experiment or latest_experiment(client)
-    table, warnings = list_runs(client, experiment, metric, last)
-    print_runs(table, f"{experiment}: {plural(len(table), 'run')}, sorted by {metric}", warnings)
+    if sweep:
+        table, warnings, notes, objective = sweep_children(client, sweep, last)
+        metric, title = objective["metric"], f"sweep {sweep}: {plural(len(table), 'child run')}"
+    else:
+        experiment = experiment or latest_experiment(client)
+        table, warnings, notes = list_runs(client, experiment, metric, last)
+        title = f"{experiment}: {plural(len(table), 'run')}, sorted by {metric}"
+    print_runs(table, title, warnings, notes)
     if output:
-        write(output, {"experiment": experiment, "metric": metric, "warnings": warnings,
-                        "runs": json.loads(table.to_json(orient="records"))}, "comparison")
+        write(output, {"experiment": experiment, "sweep": sweep, "metric": metric, "warnings": warnings, "notes": notes,
+                       "runs": json.loads(table.to_json(orient="records"))}, "comparison")
 
 
 @app.command()

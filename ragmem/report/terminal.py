@@ -170,7 +170,14 @@ def print_stored_parent(result: dict[str, Any]) -> None:
     if result.get("parent_run_id"):
         where = f"; stored in {result['tracking_uri']}" if result.get("tracking_uri") else ""
         say(f"MLflow parent run {result['parent_run_id']} in experiment '{result['experiment']}'{where}; "
-            f"compare: ragmem compare --experiment {result['experiment']} (browse: ragmem ui)")
+            f"compare: {compare_hint(result)} (browse: ragmem ui)")
+
+
+def compare_hint(result: dict[str, Any]) -> str:
+    """The command that lists a sweep's children as it ranked them, or a benchmark's experiment."""
+    if "objective" in result and result.get("parent_run_id"):
+        return f"ragmem compare --sweep {result['parent_run_id'][:8]}"
+    return f"ragmem compare --experiment {result['experiment']}"
 
 
 def print_stored(summary: dict[str, Any]) -> None:
@@ -245,24 +252,6 @@ def print_judges(judges: dict[str, Any]) -> None:
         value = "n/a" if tau is None else f"{tau:+.3f}" + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "")
         say(f"judges {pair['a']} and {pair['b']}: Kendall's tau {value} over {pair['n_configurations']} agent "
             f"configurations ranked by {metric}")
-
-
-def print_runs(table, title: str, warnings: list[str]) -> None:
-    """The latest runs of an experiment: the settings that differ and the metrics."""
-    import pandas as pd
-
-    view = Table(title=title, title_justify="left", box=box.SIMPLE_HEAVY, pad_edge=False, collapse_padding=True)
-    for column in table.columns:
-        header = "run" if column == "run_id" else short(label(column.rsplit(".", 1)[-1]))
-        _column(view, header, numeric=pd.api.types.is_float_dtype(table[column]), overflow="fold")
-    for _, row in table.iterrows():
-        view.add_row(*[(str(v)[:8] if c == "run_id" else fmt(c, None if pd.isna(v) else v) if isinstance(v, float)
-                        else ("" if v is None else str(v))) for c, v in row.items()])
-    out.print(view)
-    if legend(table.columns):
-        say(legend(table.columns))
-    for warning in warnings:
-        print(f"warning: {warning}", file=sys.stderr)
 
 
 def _setting(value: Any, width: int = 32) -> str:

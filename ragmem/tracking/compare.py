@@ -21,7 +21,9 @@ from ragmem.metrics.ranking import DEFAULT_KS
 from ragmem.stats.multiplicity import holm, min_detectable, permutations_for
 from ragmem.stats.paired_runs import chunks_of, paired_rows
 from ragmem.tracking.lifecycle import metric_key, metric_name
-from ragmem.tracking.runs import judge_of, known_metrics, resolve_run_id, run_status, run_table, scoring_of
+from ragmem.text import plural
+from ragmem.tracking.runs import (artifact_json, judge_of, known_metrics, resolve_run_id, run_status, run_table,
+                                  scoring_of)
 
 SIGNATURE_PARAMS = ("keywords.signature", "judge.signature", "data.sha256", "ranking.k", "zero_division")
 
@@ -63,8 +65,8 @@ def signature_warnings(params: list[dict[str, str]]) -> list[str]:
 
 #: the order of the summary, by family: the headline (pass rate, coverage, latency), ranking,
 #: generation, the LLM metrics, per source, then the judge (against the labels, its reliability)
-_FAMILY_ORDER = ("verdicts", "coverage", "latency", "ranking", "generation", "rag", "rubric", "per_source", "classification",
-                 "reliability")
+_FAMILY_ORDER = ("verdicts", "coverage", "latency", "ranking", "generation", "rag", "rubric", "per_source", "conversation",
+                 "classification", "reliability")
 
 
 def summary_order(metrics) -> list[str]:
@@ -84,17 +86,72 @@ def summary_order(metrics) -> list[str]:
     return sorted(metrics, key=key)
 
 
-def list_runs(client, experiment: str, metric: str = "pass_rate", last: int = 20) -> tuple[pd.DataFrame, list[str]]:
-    """The last ``last`` runs of an experiment: params that differ between them, the chosen metric
-    and a few common ones, sorted by the metric (best first)."""
+#: how many runs of an experiment a listing reads (the rows shown are the latest ``--last`` of them;
+#: the others are counted)
+READ_AT_MOST = 1000
+
+
+def list_runs(client, experiment: str, metric: str = "pass_rate", last: int = 20) -> tuple[pd.DataFrame, list[str], list[str]]:
+    """The last ``last`` runs of an experiment (parents of other runs left out: a sweep's parent has
+    none of its children's settings nor metrics): the params that differ between them, the chosen
+    metric and a few common ones (those whose values differ first), sorted by the metric (best
+    first); and what a reader must know (parents left out, older runs not shown)."""
     found = client.get_experiment_by_name(experiment)
     if found is None:
         names = [e.name for e in client.search_experiments()]
         raise RagmemError(f"--experiment: no experiment named {experiment!r}; "
                           f"experiments: {', '.join(names) or '(none)'}")
-    runs = client.search_runs([found.experiment_id], order_by=["attributes.start_time DESC"], max_results=last)
-    if not runs:
+    every = client.search_runs([found.experiment_id], order_by=["attributes.start_time DESC"], max_results=READ_AT_MOST)
+    if not every:
         raise RagmemError(f"experiment {experiment!r} has no runs")
+    parents = {r.data.tags.get("mlflow.parentRunId") for r in every} - {None}
+    listed = [r for r in every if r.info.run_id not in parents]
+    notes = []
+    if parents:
+        shown = sorted(p[:8] for p in parents)
+        notes.append(f"{plural(len(parents), 'parent run')} left out ({', '.join(shown[:3])}"
+                     f"{', ...' if len(parents) > 3 else ''}): their children are the rows; a sweep's ranking: "
+                     f"ragmem compare --sweep {shown[0] if len(shown) == 1 else 'PARENT'}")
+    if len(listed) > last:
+        more = len(listed) - last
+        notes.append(f"{plural(more, 'older run')} not shown{'+' if len(every) == READ_AT_MOST else ''} "
+                     f"(-n {min(len(listed), READ_AT_MOST)} lists them)")
+    table, warnings = _runs_table(listed[:last], metric, experiment)
+    return table, warnings, notes
+
+
+def sweep_children(client, parent: str, last: int = 100) -> tuple[pd.DataFrame, list[str], list[str], dict[str, Any]]:
+    """The children of the sweep ``parent`` (a run id or a unique prefix) ranked by the sweep's own
+    decision (its ``sweep.json``): the chosen configuration first, then those tied with it (not
+    significantly worse on the same examples), then the others, each group by the objective; a
+    column ``decision`` says which. Also the sweep's objective."""
+    parent = resolve_run_id(client, parent, "--sweep")
+    try:
+        decided = artifact_json(client, parent, "sweep.json")
+    except Exception:  # noqa: BLE001  (any store's way of saying the artifact is not there)
+        raise RagmemError(f"--sweep {parent[:8]}: not a sweep's parent run (it logged no sweep.json)") from None
+    objective = decided["objective"]
+    runs = client.search_runs([client.get_run(parent).info.experiment_id],
+                              filter_string=f"tags.mlflow.parentRunId = '{parent}'", max_results=READ_AT_MOST)
+    if not runs:
+        raise RagmemError(f"--sweep {parent[:8]}: the sweep has no child runs")
+    table, warnings = _runs_table(runs, objective["metric"], decided.get("experiment") or "",
+                                  minimize=objective.get("goal") == "minimize")
+    chosen = (decided.get("best") or {}).get("run_id")
+    tied = set(decided.get("tied_for_best") or ())
+    table.insert(1, "decision", ["chosen" if r == chosen else "tied" if r in tied else "" for r in table["run_id"]])
+    rank = table["decision"].map({"chosen": 0, "tied": 1}).fillna(2)
+    table = table.iloc[rank.argsort(kind="stable")].reset_index(drop=True)
+    notes = [f"ranked as the sweep decided: chosen, then tied with it ({len(tied)} tied for best), then the rest; "
+             f"each by {objective['metric']} ({objective.get('goal', 'maximize')})"]
+    if len(table) > last:
+        notes.append(f"{plural(len(table) - last, 'more child')} not shown (-n {len(table)} lists them)")
+    return table.head(last), warnings, notes, objective
+
+
+def _runs_table(runs: list, metric: str, experiment: str, minimize: bool | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """The rows of ``runs``: the params that differ, ``metric`` and the common metrics (those that
+    differ between the rows first), sorted by ``metric`` best first."""
     logged = sorted({metric_name(k) for r in runs for k in r.data.metrics if not k.endswith(("_ci_low", "_ci_high"))})
     if metric not in logged and not _is_metric_name(metric):
         raise RagmemError(f"--metric {metric!r}: not a metric ragmem computes, and none of the last {len(runs)} "
@@ -111,11 +168,15 @@ def list_runs(client, experiment: str, metric: str = "pass_rate", last: int = 20
         row.update({m: run.data.metrics.get(metric_key(m)) for m in columns})
         rows.append(row)
     table = pd.DataFrame(rows)
-    table = table.sort_values(metric, ascending=lower_is_better(metric), na_position="last", kind="stable")
+    table = table.sort_values(metric, ascending=lower_is_better(metric) if minimize is None else minimize,
+                              na_position="last", kind="stable")
     table = table.dropna(axis=1, how="all")
     if (table["status"] == "FINISHED").all():
         table = table.drop(columns="status")
-    return table.reset_index(drop=True), signature_warnings(params)
+    shown = [m for m in columns if m in table]
+    varies = [m for m in shown[1:] if table[m].nunique() > 1]
+    order = [c for c in table.columns if c not in shown] + shown[:1] + varies + [m for m in shown[1:] if m not in varies]
+    return table[order].reset_index(drop=True), signature_warnings(params)
 
 
 def paired_comparison(client, run_a: str, run_b: str, metrics: list[str] | None = None,

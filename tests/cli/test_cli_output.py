@@ -194,3 +194,76 @@ def test_help_shows_flags_as_flags_and_its_defaults_whole(ragmem_main, monkeypat
         row = next(line for line in done.stdout.splitlines() if "--verbose" in line)
         assert re.search(r"--verbose\s+-v\s+Show Prefect", row), row  # nothing between the flag and its help
         assert "(default: summary.json)" in done.stdout
+
+
+def _sweep_store(tmp_path):
+    """An experiment as a sweep leaves it: a parent (its sweep.json: the chosen child and those tied
+    with it) and 18 children over two settings, logged with MLflow's client; an older run before."""
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'sweep.db'}"
+    client = MlflowClient(uri)
+    experiment = client.create_experiment("sweep-wide", artifact_location=str(tmp_path / "artifacts"))
+    old = client.create_run(experiment, run_name="before")
+    client.log_metric(old.info.run_id, "pass_rate", 0.1)
+    client.set_terminated(old.info.run_id)
+    parent = client.create_run(experiment, run_name="sweep")
+    pid = parent.info.run_id
+    client.log_param(pid, "sweep.objective.metric", "ndcg_at_10")
+    children = []
+    for i, (kind, k) in enumerate((t, k) for t in ("bm25", "tfidf", "a-very-long-hybrid-retriever-name") for k in range(1, 7)):
+        child = client.create_run(experiment, run_name=f"c{i}", tags={"mlflow.parentRunId": pid})
+        cid = child.info.run_id
+        for key, value in (("retriever.type", kind), ("retriever.top_k", k), ("memory.short_window", 4),
+                           ("generator.template", f"template number {i} with a long description")):
+            client.log_param(cid, key, value)
+        for key, value in (("ndcg_at_10", 0.5 + i / 100), ("pass_rate", 0.6 + (i % 3) / 10), ("reference_coverage", 0.8),
+                           ("hit_rate_at_10", 0.9), ("latency_p95", 0.01 * (1 + i % 4))):
+            client.log_metric(cid, key, value)
+        client.set_terminated(cid)
+        children.append(cid)
+    chosen, tied = children[3], [children[3], children[17], children[9]]
+    client.log_dict(pid, {"experiment": "sweep-wide", "objective": {"metric": "ndcg_at_10", "goal": "maximize"},
+                          "tied_for_best": tied, "best": {"run_id": chosen}}, "sweep.json")
+    client.set_tag(pid, "best_run_id", chosen)
+    client.set_terminated(pid)
+    return uri, pid, children, chosen, tied
+
+
+def test_compare_after_a_sweep_reads_well_at_any_width(tmp_path, ragmem_main, monkeypatch):
+    """Seen on a sweep: the parent's empty row made every setting differ, the run ids wrapped three
+    characters a line at 120 columns and the metrics never showed. Now: the parent is left out and
+    said so, the table fits the width (settings left out from the right, said so), a pipe gets it
+    whole on one line a run, the metrics that differ come first, and --sweep ranks as the sweep did."""
+    uri, parent, children, chosen, tied = _sweep_store(tmp_path)
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri}
+    env.pop("COLUMNS", None)
+    piped = ragmem_main(["compare", "-e", "sweep-wide", "-n", "18"], env=env, cwd=tmp_path)
+    assert piped.returncode == 0, piped.stderr
+    lines = piped.stdout.splitlines()
+    rows = [line for line in lines if any(c[:8] in line for c in children)]
+    assert len(rows) == 18 and not any(line.strip().startswith(parent[:8]) for line in lines)  # no parent row
+    assert "n/a" not in "".join(rows) and "short_window" not in piped.stdout  # (the same in every child)
+    assert f"note: 1 parent run left out ({parent[:8]}): their children are the rows; a sweep's ranking: " \
+        f"ragmem compare --sweep {parent[:8]}" in piped.stdout and "note: 1 older run not shown (-n 19 lists them)" in piped.stdout
+    header = next(line for line in lines if "run" in line.split() and "pass_rate" in line)
+    assert header.index("pass_rate") < header.index("ndcg@10") < header.index("latency_p95") < header.index("ref_cov")
+    for width in (80, 120):
+        env["COLUMNS"] = str(width)
+        fitted = ragmem_main(["compare", "-e", "sweep-wide", "-n", "18"], env=env, cwd=tmp_path)
+        assert fitted.returncode == 0, fitted.stderr
+        assert max(len(line) for line in fitted.stdout.splitlines() if "│" in line or "━" in line or any(
+            c[:8] in line for c in children)) <= width
+        assert sum(any(c[:8] in line for c in children) for line in fitted.stdout.splitlines()) == 18
+        if width == 80:
+            assert "left out to fit 80 characters (generator.template" in " ".join(fitted.stdout.split())
+    ranked = ragmem_main(["compare", "--sweep", parent[:8]], env=env, cwd=tmp_path)
+    assert ranked.returncode == 0, ranked.stderr
+    order = [next(c for c in children if c[:8] in line) for line in ranked.stdout.splitlines()
+             if any(c[:8] in line for c in children)]
+    assert order[0] == chosen and set(order[1:3]) == set(tied) - {chosen}
+    assert order[1:3] == sorted(order[1:3], key=children.index, reverse=True)  # tied: by ndcg, best first
+    assert "chosen" in next(line for line in ranked.stdout.splitlines() if chosen[:8] in line)
+    assert "ranked as the sweep decided" in " ".join(ranked.stdout.split())
+    other = ragmem_main(["compare", "--sweep", children[0][:8]], env=env, cwd=tmp_path)
+    assert other.returncode == 2 and "not a sweep's parent run" in other.stderr
