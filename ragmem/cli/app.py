@@ -122,9 +122,11 @@ def run(
         if failed:  # the run is complete and logged: now the verdict, one line per failed gate, exit 3
             raise gates.GateFailed([gates.GateResult(**g) for g in failed])
 
+    if not no_preflight:  # every endpoint asked before the Prefect server is started (a dead one costs no server)
+        endpoints.preflight(endpoints.configured(ready.config), log=log.info)
     try:
         run_prepared("ragmem.flows.evaluate:run_evaluate", ready, verbose, finish, resume=ready.resume,
-                 preflight=not no_preflight)
+                 preflight=False)
     except RagmemError as exc:  # the tracking store went away after the work: the summary is still written
         if getattr(exc, "ragmem_summary", None):
             write(output, exc.ragmem_summary, "summary")
@@ -156,7 +158,10 @@ def sweep(
             raise RagmemError(f"sweep: every one of the {len(result['children'])} configurations failed "
                               f"(first: {result['children'][0]['error']}); see {output}")
 
-    run_prepared("ragmem.flows.sweep:run_sweep", ready, verbose, finish, preflight=not no_preflight, resume=ready.resume)
+    if not no_preflight:  # every grid point's endpoints asked before the Prefect server is started
+        endpoints.preflight(list(dict.fromkeys(e for c in ready.sweep.configs for e in endpoints.configured(c))),
+                            log=log.info)
+    run_prepared("ragmem.flows.sweep:run_sweep", ready, verbose, finish, preflight=False, resume=ready.resume)
 
 
 @app.command()

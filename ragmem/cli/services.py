@@ -63,10 +63,12 @@ def import_labels(
     run: str = typer.Argument(..., help="The run (id or unique prefix) whose examples were labelled."),
     sheet: Path = typer.Argument(..., help="The filled CSV: example_id and label (1 or 0) columns."),
     tracking_uri: Optional[str] = typer.Option(None, "--tracking-uri", help="Default: MLFLOW_TRACKING_URI or sqlite:///mlruns/mlflow.db."),
+    encoding: str = typer.Option("utf-8-sig", "--encoding", help="The sheet's text encoding (a Chinese sheet saved by "
+                                                                 "Excel is often gb18030)."),
 ) -> None:
     """Attach human labels to a run (MLflow assessments, source HUMAN) and recompute the judge's
     agreement with them and pass_rate_ppi, without calling the agent or the judge again."""
-    summary = relabel.import_labels(store_uri(tracking_uri), run, sheet)
+    summary = relabel.import_labels(store_uri(tracking_uri), run, sheet, encoding)
     done = summary["labels_imported"]
     print_summary(summary)
     say(f"labels: {plural(done['n_labels'], 'label')} from {sheet} attached to run {summary['run_id']} "

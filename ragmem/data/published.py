@@ -14,6 +14,7 @@ import os
 import shutil
 import tempfile
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,6 +83,10 @@ def _download(url: str, target: Path, expected: str) -> None:
         reason = getattr(exc, "reason", None) or getattr(exc, "strerror", None) or exc
         if isinstance(exc, urllib.error.HTTPError):
             reason = f"HTTP {exc.code} {exc.reason}"
+        elif isinstance(reason, OSError):  # no route to the host: offline, no DNS, a firewall
+            reason = (f"{urllib.parse.urlsplit(url).hostname} cannot be reached from this machine: "
+                      f"{reason.strerror or reason}; where there is a network, download the file and put it at "
+                      f"{target} (its sha256 must be {expected}), or give --mirror URL")
         raise RagmemError(f"data fetch: {url}: cannot be downloaded ({reason}); nothing was kept") from None
     finally:
         Path(tmp).unlink(missing_ok=True)

@@ -82,13 +82,15 @@ def _looks_like(path: Path) -> str:
     return ""
 
 
-def not_utf8_message(path: Path, exc: UnicodeDecodeError, encoding: str = "utf-8") -> str:
+def not_utf8_message(path: Path, exc: UnicodeDecodeError, encoding: str = "utf-8",
+                     setting: tuple[str, str] = ("set data.encoding, e.g. data.encoding: gb18030", "data.encoding")) -> str:
     """Where a file stops being text of ``encoding``: line and byte, and the setting that names
-    another encoding (Chinese files saved by Excel are often GBK)."""
+    another encoding (Chinese files saved by Excel are often GBK): ``setting``, how to give one and
+    its name."""
     line = path.read_bytes()[: exc.start].count(b"\n") + 1
     name = "UTF-8" if _is_utf8(encoding) else encoding
-    hint = ("; if it is in another encoding (a Chinese file saved by Excel is often GBK), set data.encoding, "
-            "e.g. data.encoding: gb18030" if _is_utf8(encoding) else "; check data.encoding")
+    hint = (f"; if it is in another encoding (a Chinese file saved by Excel is often GBK), {setting[0]}"
+            if _is_utf8(encoding) else f"; check {setting[1]}")
     return f"not {name} text (line {line}: byte 0x{exc.object[exc.start]:02x} at offset {exc.start}){hint}"
 
 

@@ -18,6 +18,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from ragmem.data.readers import check_encoding, not_utf8_message
 from ragmem.errors import ConfigError
 from ragmem.schema import LABEL_SET_ASIDE
 
@@ -101,15 +102,16 @@ def label_sheet(table: pd.DataFrame, k: int | None, seed: int, folder: Path, run
 
 
 def read_sheet(path: str | Path, known: set[str], run: str,
-               answers: dict[str, str] | None = None) -> tuple[dict[str, int], int]:
+               answers: dict[str, str] | None = None, encoding: str = "utf-8-sig") -> tuple[dict[str, int], int]:
     """The labels of a filled sheet: ``{example_id: 0 or 1}`` and the number of rows left blank;
     ``answers``, when given, is filled with the ``generated_answer`` each labelled row shows (the
     answer its label judged: :func:`attach` binds the label to it).
     Any problem is a :class:`ConfigError` of one line naming the file, the row and the field; nothing
-    is attached when one row is wrong. ``known``: the example ids of run ``run``."""
+    is attached when one row is wrong. ``known``: the example ids of run ``run``; ``encoding``: the
+    sheet's (``labels import --encoding``: a sheet Excel saved in Chinese is often GBK)."""
     path = Path(path)
     try:
-        with open(path, encoding="utf-8-sig", newline="") as handle:
+        with open(path, encoding=check_encoding(encoding), newline="") as handle:
             reader = csv.DictReader(handle)
             header = [h.strip() for h in reader.fieldnames or []]
             missing = [c for c in REQUIRED if c not in header]
@@ -120,7 +122,12 @@ def read_sheet(path: str | Path, known: set[str], run: str,
                     for row in reader]
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file") from None
-    except (UnicodeDecodeError, csv.Error) as exc:
+    except ValueError as exc:
+        if not isinstance(exc, UnicodeDecodeError):  # (an unknown --encoding)
+            raise ConfigError(f"--encoding: {exc}") from None
+        how = ("give --encoding gb18030", "--encoding")
+        raise ConfigError(f"{path}: {not_utf8_message(path, exc, encoding, how)}") from None
+    except csv.Error as exc:
         raise ConfigError(f"{path}: not a readable CSV file ({exc})") from None
     labels: dict[str, int] = {}
     blank = 0

@@ -73,7 +73,7 @@ def recompute(table, s: SimpleNamespace, logged: set[str]) -> tuple[dict[str, fl
     return values, {**ci, **own_ci}, notes
 
 
-def import_labels(tracking_uri: str, run_ref: str, sheet: str | Path) -> dict[str, Any]:
+def import_labels(tracking_uri: str, run_ref: str, sheet: str | Path, encoding: str = "utf-8-sig") -> dict[str, Any]:
     """Attach the labels of ``sheet`` to run ``run_ref`` (an id or a unique prefix) and recompute;
     returns the run's updated summary (``labels_imported``: the file, how many, how many blank)."""
     check_store(tracking_uri)
@@ -83,7 +83,7 @@ def import_labels(tracking_uri: str, run_ref: str, sheet: str | Path) -> dict[st
     table = load_run_table(client, run_id)
     sheet = Path(sheet)
     answers: dict[str, str] = {}  # the answer each label judged, as the sheet shows it
-    found, blank = labels.read_sheet(sheet, set(table["id"].astype(str)), run_id[:8], answers)
+    found, blank = labels.read_sheet(sheet, set(table["id"].astype(str)), run_id[:8], answers, encoding)
     summary = run_summary(client, run_id)  # every check is done before anything is written
     run = table.attrs["run"]
     table = labels.attach(table, found, answers)

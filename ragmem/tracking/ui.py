@@ -31,6 +31,19 @@ def _check_port(host: str, port: int) -> None:
                           f"pick another with --port")
 
 
+def runs_page(uri: str) -> tuple[str, str] | None:
+    """``(experiment name, "#/experiments/ID/runs")``: the runs of the experiment of the latest run in
+    the store (MLflow's UI opens on its GenAI overview, "Traces 0", for an evaluation's experiment),
+    or ``None`` when the store holds no runs."""
+    client = lean_import("mlflow.tracking").MlflowClient(uri)
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    runs = client.search_runs(experiments, order_by=["attributes.start_time DESC"], max_results=1) if experiments else []
+    if not runs:
+        return None
+    experiment = runs[0].info.experiment_id
+    return client.get_experiment(experiment).name, f"#/experiments/{experiment}/runs"
+
+
 def serve_ui(uri: str, artifact_root: str, host: str = "127.0.0.1", port: int = 5000, workers: int = 1,
              announce=print) -> None:
     """Serve MLflow's UI for the store ``uri`` on ``host:port`` until Ctrl+C or SIGTERM."""
@@ -54,6 +67,8 @@ def serve_ui(uri: str, artifact_root: str, host: str = "127.0.0.1", port: int = 
     uvicorn = lean_import("uvicorn")
     for name in ("mlflow", "alembic", "uvicorn.error"):
         logging.getLogger(name).setLevel(logging.WARNING)
-    announce(f"MLflow UI for {uri} at http://{host}:{port} (Ctrl+C to stop)")
+    page = runs_page(uri)
+    announce(f"MLflow UI for {uri} at http://{host}:{port} (Ctrl+C to stop)"
+             + (f"; the runs of '{page[0]}': http://{host}:{port}/{page[1]}" if page else ""))
     uvicorn.run(APP, host=host, port=port, workers=workers, log_level="warning", access_log=False,
                 timeout_graceful_shutdown=1)

@@ -140,3 +140,17 @@ def test_a_bad_import_is_one_line_exit_2_and_attaches_nothing(unlabelled_run, ra
         run = MlflowClient(uri).get_run(result.run_id)
         assert "count/n_labelled" not in run.data.metrics, case
         assert "labels" not in [a.path for a in MlflowClient(uri).list_artifacts(result.run_id)], case
+
+
+def test_a_sheet_excel_saved_as_gbk_is_read_with_its_encoding(tmp_path):
+    """A Chinese sheet saved by Excel is often GBK: without --encoding, one line says where it stops
+    being UTF-8 and how to read it; with it, the labels are read."""
+    path = tmp_path / "sheet.csv"
+    path.write_bytes("example_id,label,query\na,1,数据集有多少条样本？\nb,0,评估结果发给谁？\n".encode("gb18030"))
+    with pytest.raises(ConfigError) as refused:
+        labels.read_sheet(path, {"a", "b"}, "run1")
+    assert str(refused.value) == (f"{path}: not UTF-8 text (line 2: byte 0xca at offset 27); if it is in another "
+                                  f"encoding (a Chinese file saved by Excel is often GBK), give --encoding gb18030")
+    assert labels.read_sheet(path, {"a", "b"}, "run1", encoding="gb18030") == ({"a": 1, "b": 0}, 0)
+    with pytest.raises(ConfigError, match="--encoding: unknown text encoding 'klingon'"):
+        labels.read_sheet(path, {"a", "b"}, "run1", encoding="klingon")
