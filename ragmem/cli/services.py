@@ -77,7 +77,8 @@ def import_labels(
 
 def report(
     runs: List[str] = typer.Argument(..., help="RUN for its report, or RUN_A RUN_B for a diff (ids or unique prefixes)."),
-    output: Path = typer.Option(Path("report.html"), "--output", "-o", help="Where to write the HTML page."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Where to write the HTML page (default: "
+                                                                        "report.html; a diff: diff-A-B.html)."),
     tracking_uri: Optional[str] = typer.Option(None, "--tracking-uri", help="Default: MLFLOW_TRACKING_URI or sqlite:///mlruns/mlflow.db."),
     resamples: int = typer.Option(1000, "--resamples", help="Diff: bootstrap/randomization resamples."),
     seed: int = typer.Option(0, "--seed", help="Diff: random seed."),
@@ -87,6 +88,8 @@ def report(
         raise RagmemError(f"report: give one run id (its report) or two (a diff), got {len(runs)}")
     if resamples < 1:
         raise RagmemError(f"--resamples: expected a positive integer, got {resamples}")
+    if output is None:  # a diff has a name of its own: it does not replace a run's report.html
+        output = Path("report.html" if len(runs) == 1 else f"diff-{runs[0].strip()[:8]}-{runs[1].strip()[:8]}.html")
     output = writable(output)
 
     page = report_pages.from_tracking(store_client(tracking_uri), list(runs), resamples, seed)

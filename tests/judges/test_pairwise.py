@@ -107,6 +107,12 @@ def test_a_judge_that_prefers_the_reference_gives_the_share_counted_by_hand_and_
     page = (tmp_path / "diff.html").read_text(encoding="utf-8")
     assert "B won 5, tied 15, lost 0</h2>" in page and "<h3>B won: 5</h3>" in page and "<h3>B lost: 0</h3>" in page
     assert "I checked: Depot 1 is in Porto." in page and "Depot 1 might be in Faro." in page
+    # without --output, a run's report and a diff keep apart: the diff does not replace report.html
+    for args in ([runs[0][:8]], [runs[0][:8], runs[1][:8]]):
+        done = ragmem_main(["report", *args, "--tracking-uri", shared_store["uri"], "--resamples", "50"], cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+    assert (tmp_path / "report.html").is_file() and (tmp_path / f"diff-{runs[0][:8]}-{runs[1][:8]}.html").is_file()
+    assert "B won 5" not in (tmp_path / "report.html").read_text(encoding="utf-8")
 
 
 def test_nothing_to_judge_and_a_judge_that_is_not_an_llm_are_one_line_before_any_request(
