@@ -99,11 +99,17 @@ def raise_terminated(signum, frame) -> None:
     code does (never in a library user's process: there the exception is theirs to handle)."""
     if _COMMAND.is_set():
         _RECEIVED.append(signum)
-    if _COMMAND.is_set() and not _ENDING.is_set():  # (armed once: the first signal's bound holds)
+    _arm_wind_down()
+    raise Terminated(f"terminated by signal {signum}")
+
+
+def _arm_wind_down() -> None:
+    """In a ``ragmem`` command, after its first SIGTERM: end the process within :data:`WIND_DOWN_S`
+    (armed once: the first signal's bound holds), whoever's handler took the signal."""
+    if _COMMAND.is_set() and not _ENDING.is_set():
         _ENDING.set()
         exit_after(WIND_DOWN_S, 143, f"interrupted: the command did not wind down within {WIND_DOWN_S:.0f} s of the "
                                      f"signal and was ended (a run it had started keeps its journal: ragmem run --resume)")
-    raise Terminated(f"terminated by signal {signum}")
 
 
 def raise_interrupt(signum, frame) -> None:
@@ -165,6 +171,8 @@ def kept_under(library: str) -> Iterator[None]:
         if callable(handler) and handler not in (raise_terminated, raise_interrupt):
             def keeping(signum, frame, _handler=handler):
                 _RECEIVED.append(signum)
+                if signum == signal.SIGTERM:  # (seen in CI: SIGTERM under Prefect's flow engine, whose crash
+                    _arm_wind_down()          # handling then waited for ever on a module lock: no bound was armed)
                 return _handler(signum, frame)
             keeping.__qualname__ = f"kept_under({library}).{getattr(handler, '__name__', 'handler')}"
             previous[sig] = signal.signal(sig, keeping)
