@@ -85,28 +85,34 @@ class _Turns:
         self.rows = [None if failed(row) or needs.lacks(row, "knowledge_retention") else row for row in ctx.rows(table)]
         self.turns = [None if row is None else user_turns(row.history) or None for row in self.rows]
 
+    def _each(self, score) -> tuple[list[float | None], list[Any], list[str | None], int]:
+        """``score(row, turns) -> (value, extra, error)`` over the turns with earlier user turns (a
+        value of ``None`` with no error: undefined, ``zero_division``); per row its value, its extra
+        column, the judge's error, and the number of undefined rows (a turn with no user turn before
+        it among them). A row it is not computed on (a failed call, no history) is null."""
+        values, extras, errors, undefined = [], [], [], 0
+        for row, turns in zip(self.rows, self.turns):
+            value, extra, error = (None, None, None) if row is None or not turns else score(row, turns)
+            if row is not None and value is None and error is None:
+                undefined += 1
+                value = self.ctx.zero_division
+            values.append(value), extras.append(extra), errors.append(error)
+        return values, extras, errors, undefined
+
     def retention(self) -> tuple[list[float | None], list[str | None], list[str | None], int]:
         """``knowledge_retention`` per row, its reason, the judge's error, and the undefined rows."""
-        values, reasons, errors, undefined = [], [], [], 0
-        if self.ctx.llm is not None:
-            asked = [i for i, turns in enumerate(self.turns) if turns]
-            replies = iter(self.ctx.llm.run([("knowledge_retention", {
-                "conversation": _shown(self.rows[i].history), "question": self.rows[i].query,
-                "answer": self.rows[i].generated_answer or ""}) for i in asked]))
-        for row, turns in zip(self.rows, self.turns):
-            if row is None or not turns:
-                undefined += row is not None
-                values.append(None if row is None else self.ctx.zero_division), reasons.append(None), errors.append(None)
-                continue
-            if self.ctx.llm is not None:
-                reply = next(replies)
-                yes = None if reply.error else reply.value["verdict"].strip().lower() == "yes"
-                reason = None if reply.error else reply.value.get("reason")
-                values.append(None if yes is None else float(yes)), reasons.append(reason), errors.append(reply.error)
-                continue
-            value, reason = self._offline_retention(row, turns)
-            values.append(value), reasons.append(reason), errors.append(None)
-        return values, reasons, errors, undefined
+        if self.ctx.llm is None:
+            return self._each(lambda row, turns: (*self._offline_retention(row, turns), None))
+        replies = iter(self.ctx.llm.run([("knowledge_retention", {
+            "conversation": _shown(row.history), "question": row.query, "answer": row.generated_answer or ""})
+            for row, turns in zip(self.rows, self.turns) if turns]))
+
+        def judged(row, turns):
+            reply = next(replies)
+            if reply.error:
+                return None, None, reply.error
+            return float(reply.value["verdict"].strip().lower() == "yes"), reply.value.get("reason"), None
+        return self._each(judged)
 
     def _offline_retention(self, row, turns: list[tuple[str, str]]) -> tuple[float, str | None]:
         K, answer = self.K, row.generated_answer or ""
@@ -123,35 +129,29 @@ class _Turns:
         the undefined rows (none needed)."""
         K, t = self.K, self.t
         if self.ctx.llm is not None:
-            requests = [("context_relevance", {"question": row.query, "context": text})
-                        for row, turns in zip(self.rows, self.turns) if turns for _, text in turns]
-            replies = iter(self.ctx.llm.run(requests))
-        values, counts, errors, undefined = [], [], [], 0
-        for row, turns in zip(self.rows, self.turns):
-            if row is None or not turns:
-                undefined += row is not None
-                values.append(None if row is None else self.ctx.zero_division), counts.append(None), errors.append(None)
-                continue
+            replies = iter(self.ctx.llm.run([("context_relevance", {"question": row.query, "context": text})
+                                             for row, turns in zip(self.rows, self.turns) if turns
+                                             for _, text in turns]))
+
+        def needed_of(row, turns):
             if self.ctx.llm is not None:
                 got = [next(replies) for _ in turns]
                 error = next((r.error for r in got if r.error), None)
                 if error:
-                    values.append(None), counts.append(None), errors.append(error)
-                    continue
-                needed = [turn for turn, r in zip(turns, got) if r.value["verdict"].strip().lower() == "yes"]
-            else:
-                query, reference = K(row.query), K(needs.reference(row))
-                needed = [(tid, text) for tid, text in turns
-                          if keyword_relevant(K, text, query, t) or (reference & K(text)) - query]
+                    return None, error
+                return [turn for turn, r in zip(turns, got) if r.value["verdict"].strip().lower() == "yes"], None
+            query, reference = K(row.query), K(needs.reference(row))
+            return [(tid, text) for tid, text in turns
+                    if keyword_relevant(K, text, query, t) or (reference & K(text)) - query], None
+
+        def scored(row, turns):
+            needed, error = needed_of(row, turns)
+            if error:
+                return None, None, error
             memories = _memories(list(row.contexts))
             hits = sum(_recalled(tid, K(text), memories, K, t) for tid, text in needed)
-            counts.append(len(needed)), errors.append(None)
-            if needed:
-                values.append(hits / len(needed))
-            else:
-                undefined += 1
-                values.append(self.ctx.zero_division)
-        return values, counts, errors, undefined
+            return (hits / len(needed) if needed else None), len(needed), None
+        return self._each(scored)
 
 
 def _shown(history: Sequence[dict[str, Any]]) -> str:

@@ -36,7 +36,8 @@ def print_runs(table, title: str, warnings: list[str], notes: list[str] = ()) ->
     width = listing_width()
     columns = list(table.columns)
     view = view_of(columns)
-    need = Console(width=10_000).measure(view).maximum
+    measure = Console(width=10_000).measure  # (a console wide enough that nothing folds: the table's own width)
+    need = measure(view).maximum
     keep = 3 if "decision" not in columns else 4  # the run, its decision, a setting or the sort metric
     while width is not None and need > width and len(columns) > keep:
         settings = [c for c in columns if "." in c]  # the setting with most values first (one that groups
@@ -45,7 +46,7 @@ def print_runs(table, title: str, warnings: list[str], notes: list[str] = ()) ->
             if len(settings) > 1 else None
         columns.remove(spread or columns[-1])
         view = view_of(columns)
-        need = Console(width=10_000).measure(view).maximum
+        need = measure(view).maximum
     out = terminal.out  # (the console the tests record)
     saved = out.width
     out.width = max(need, 40) if width is None else width

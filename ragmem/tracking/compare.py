@@ -22,8 +22,8 @@ from ragmem.stats.multiplicity import holm, min_detectable, permutations_for
 from ragmem.stats.paired_runs import chunks_of, paired_rows
 from ragmem.tracking.lifecycle import metric_key, metric_name
 from ragmem.text import plural
-from ragmem.tracking.runs import (artifact_json, judge_of, known_metrics, resolve_run_id, run_status, run_table,
-                                  scoring_of)
+from ragmem.tracking.runs import (artifact_json, judge_of, known_metrics, latest_run, resolve_run_id, run_status,
+                                  run_table, scoring_of)
 
 SIGNATURE_PARAMS = ("keywords.signature", "judge.signature", "data.sha256", "ranking.k", "zero_division")
 
@@ -43,11 +43,10 @@ def _is_metric_name(name: str) -> bool:
 
 def latest_experiment(client) -> str:
     """The experiment of the run started last in the store (what a bare ``ragmem compare`` lists)."""
-    experiments = [e.experiment_id for e in client.search_experiments()]
-    runs = client.search_runs(experiments, order_by=["attributes.start_time DESC"], max_results=1) if experiments else []
-    if not runs:
+    run = latest_run(client)
+    if run is None:
         raise RagmemError("compare: the tracking store has no runs yet (run one first: ragmem run CONFIG)")
-    return client.get_experiment(runs[0].info.experiment_id).name
+    return client.get_experiment(run.info.experiment_id).name
 
 
 def lower_is_better(metric: str) -> bool:

@@ -31,6 +31,13 @@ def run_status(status: str, tags: dict[str, str]) -> str:
     return "DEAD" if dead else "RUNNING" if dead is False else "RUNNING?"
 
 
+def latest_run(client):
+    """The run started last in the store (any experiment), or ``None`` when it holds none."""
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    runs = client.search_runs(experiments, order_by=["attributes.start_time DESC"], max_results=1) if experiments else []
+    return runs[0] if runs else None
+
+
 def resolve_run_id(client, ref: str, what: str = "run") -> str:
     """A full run id, or a unique prefix of one (the 8 characters the tables show)."""
     ref = ref.strip()

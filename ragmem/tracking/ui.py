@@ -18,6 +18,7 @@ import warnings
 from ragmem.errors import RagmemError
 from ragmem.runtime.imports import lean_import
 from ragmem.runtime.processes import bind_error
+from ragmem.tracking.runs import latest_run
 from ragmem.tracking.store import prepare_local_store
 
 APP = "mlflow.server.fastapi_app:app"
@@ -36,11 +37,10 @@ def runs_page(uri: str) -> tuple[str, str] | None:
     the store (MLflow's UI opens on its GenAI overview, "Traces 0", for an evaluation's experiment),
     or ``None`` when the store holds no runs."""
     client = lean_import("mlflow.tracking").MlflowClient(uri)
-    experiments = [e.experiment_id for e in client.search_experiments()]
-    runs = client.search_runs(experiments, order_by=["attributes.start_time DESC"], max_results=1) if experiments else []
-    if not runs:
+    run = latest_run(client)
+    if run is None:
         return None
-    experiment = runs[0].info.experiment_id
+    experiment = run.info.experiment_id
     return client.get_experiment(experiment).name, f"#/experiments/{experiment}/runs"
 
 
