@@ -36,6 +36,8 @@ def settings_rows() -> Iterator[tuple[str, str, str, str]]:
         required = {name for name, field in model.model_fields.items() if field.is_required()}
         try:
             defaults = model().model_dump(mode="json")
+            if not isinstance(defaults, dict):  # a section written in a short form (metrics: [names])
+                defaults = {n: getattr(model(), n) for n in model.model_fields}
         except ValueError:  # a section with a required setting, or one that must name a bound (gates)
             defaults = {n: f.get_default(call_default_factory=True) for n, f in model.model_fields.items()
                         if n not in required}
@@ -48,9 +50,9 @@ def settings_rows() -> Iterator[tuple[str, str, str, str]]:
                 continue
             default = "(required)" if name in required else json.dumps(defaults.get(name), ensure_ascii=False)
             yield key, expected(_field_type(field)), default, field.description or ""
-            value = get_args(inner)[-1] if get_origin(inner) is dict else None
-            if isinstance(value, type) and issubclass(value, Section) and value.model_fields:  # {NAME: section}
-                yield from walk(value, f"{key}.<name>.")
+            value = get_args(inner)[-1] if get_origin(inner) in (dict, list) else None
+            if isinstance(value, type) and issubclass(value, Section) and value.model_fields:  # {NAME: section}, [section]
+                yield from walk(value, f"{key}.<name>." if get_origin(inner) is dict else f"{key}[].")
 
     yield from walk(Settings, "")
 

@@ -12,6 +12,8 @@ from typing import Any
 
 from ragmem.agents.python import give
 from ragmem.data import given
+from ragmem.errors import ConfigError
+from ragmem.runtime import targets
 from ragmem.run import dryrun, engine, prepare
 from ragmem.run.engine import EvaluationResult
 
@@ -31,7 +33,8 @@ def evaluate(data: Any = None, config: str | Path | dict | None = None, *, agent
     settings. ``config``: a YAML file or a dict of settings; without one, the home's ``ragmem.yaml``
     when it has one, as ``ragmem run ragmem.yaml`` reads it (:func:`ragmem.run.prepare.home_config`).
     Keyword arguments override top-level settings (``judge={"threshold": 0.5}``, ``metrics=["f1"]``,
-    ``experiment="nightly"``). The run is the same as ``ragmem run``'s: same steps, same artifacts
+    ``experiment="nightly"``); ``metrics={"custom": [my_check]}`` adds metrics of one's own given as
+    functions (:mod:`ragmem.metrics.custom`). The run is the same as ``ragmem run``'s: same steps, same artifacts
     (the journal included), equal metrics. ``resume`` continues an interrupted run by its id or a
     unique prefix of it (see ``ragmem run --resume``); ``preflight=False`` skips checking the
     endpoints before the first call. ``journal``: keep the run's journal of agent outputs in
@@ -54,6 +57,19 @@ def dry_run(data: str | Path | list[dict[str, Any]] | None = None, config: str |
     return dryrun.dry_run(ready.config, name, dataset=ready.dataset, resume=ready.resume, preflight=preflight)
 
 
+def _own_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
+    """``metrics`` with its own metrics given as callables named as targets in this process:
+    ``metrics={"custom": [my_check]}`` (named by the function) or ``[{"name": ..., "target": my_check}]``."""
+    own = []
+    for i, entry in enumerate(metrics.get("custom") or []):
+        if callable(entry):
+            entry = {"name": getattr(entry, "__name__", type(entry).__name__), "target": entry}
+        if isinstance(entry, dict) and callable(entry.get("target")):
+            entry = {**entry, "target": targets.give(entry["target"], f"metrics.custom[{i}].target", ConfigError)}
+        own.append(entry)
+    return {**metrics, "custom": own} if "custom" in metrics else metrics
+
+
 def _prepared(data, config, track: bool, overrides: dict[str, Any], resume: str | None) -> prepare.Prepared:
     """The run made ready as ``ragmem run`` makes it (:mod:`ragmem.run.prepare`)."""
     extra = dict(overrides)
@@ -65,6 +81,8 @@ def _prepared(data, config, track: bool, overrides: dict[str, Any], resume: str 
         config = None
     elif config is None:
         config = prepare.home_config()  # the home's ragmem.yaml, as the command line reads it
+    if isinstance(extra.get("metrics"), dict):
+        extra["metrics"] = _own_metrics(extra["metrics"])
     data_path = None
     if given.is_records(data):
         data_path = str(given.records_file(data))

@@ -27,7 +27,7 @@ def assert_gates(result: Any, gates: dict[str, dict[str, float]] | None = None) 
         if not results:
             raise ValueError("no gates: pass gates={metric: {min?, max?}} or give the run's config a gates: section")
     else:
-        _gates.check_names(gates, DEFAULT_KS)
+        _gates.check_names(gates, DEFAULT_KS, [n for n in gates if n in summary["metrics"]])
         results = _gates.evaluate(summary["metrics"], gates)
     failed = [g for g in results if not g.passed]
     if failed:

@@ -4,81 +4,20 @@ given to ``ragmem.evaluate(agent=...)`` (:func:`give`); sync or ``async``."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import importlib
 import inspect
-import os
-import sys
 import threading
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 from ragmem.errors import AgentLoadError, failure_message
+from ragmem.runtime import targets
+from ragmem.runtime.targets import resolve
 from ragmem.schema import Example
 
 
-@contextlib.contextmanager
-def _importable(folder: str) -> Iterator[None]:
-    """``folder`` importable for the block only: ``sys.path`` is left as it was found."""
-    added = folder not in sys.path
-    if added:
-        sys.path.insert(0, folder)
-    try:
-        yield
-    finally:
-        if added and folder in sys.path:
-            sys.path.remove(folder)
-
-
-#: the callables given to ``ragmem.evaluate(agent=...)`` in this process, by their target (:func:`give`)
-GIVEN: dict[str, Any] = {}
-GIVEN_PREFIX = "given:"
-_GIVING = threading.Lock()
-
-
 def give(obj: Any) -> str:
-    """The target that names ``obj`` (a callable given as the agent) in this process: ``given:`` and its
-    qualified name (``given:my_notebook.answer``), made unique when two differ under one name. It is
-    what ``agent.target``, the run's params and the journal's config hold."""
-    if not callable(obj):
-        raise AgentLoadError(f"agent: expected a callable (a function, an async function or an object with "
-                             f"__call__), got {type(obj).__name__}")
-    name = f"{GIVEN_PREFIX}{getattr(obj, '__module__', None) or 'object'}." \
-           f"{getattr(obj, '__qualname__', None) or type(obj).__qualname__}"
-    with _GIVING:
-        target, n = name, 1
-        while GIVEN.get(target, obj) is not obj:
-            n += 1
-            target = f"{name}#{n}"
-        GIVEN[target] = obj
-    return target
-
-
-def resolve(target: str, folders: Sequence[str] = ()) -> Any:
-    """Import ``module:attr`` (``attr`` may be dotted). The working directory is importable, as it is
-    for ``python -m``, then ``folders`` (``import_paths``: the config file's folder and any listed),
-    so a user's own ``my_agent.py`` next to the config just works wherever the command is run. A
-    ``given:`` target is the callable given in this process (:func:`give`)."""
-    if target.startswith(GIVEN_PREFIX):
-        if target not in GIVEN:
-            raise AgentLoadError(f"agent.target: {target} is a callable given to ragmem.evaluate in another "
-                                 f"process; name it as module:function to run it here")
-        return GIVEN[target]
-    module_name, sep, attr = target.partition(":")
-    if not sep or not module_name or not attr:
-        raise AgentLoadError(f"agent.target: expected 'module:function', got {target!r}")
-    try:
-        with contextlib.ExitStack() as stack:
-            for folder in (os.getcwd(), *folders):
-                stack.enter_context(_importable(folder))
-            obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise AgentLoadError(f"agent.target: cannot import module {module_name!r}: {exc}") from None
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise AgentLoadError(f"agent.target: module {module_name!r} has no attribute {attr!r}") from None
-    return obj
+    """The target that names ``obj`` (a callable given as the agent) in this process
+    (:func:`ragmem.runtime.targets.give`): what ``agent.target``, the run's params and the journal hold."""
+    return targets.give(obj)
 
 
 async def _awaited(reply: Any) -> Any:

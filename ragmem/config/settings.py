@@ -29,12 +29,14 @@ from ragmem.runtime.home import DEFAULT_ARTIFACT_ROOT
 from ragmem.config.sweep_settings import BenchSettings, Bounds, Constraint, Gate, MethodSpec  # noqa: F401
 from ragmem.config.sweep_settings import Objective, SweepSettings, TieBreak  # noqa: F401
 from ragmem.config.trace_settings import TracesSettings
+# what a run computes: the metrics selected, one's own, the rubrics (their own module)
+from ragmem.config.metric_settings import CustomMetricSettings, MetricSettings, RubricExample, RubricSettings  # noqa: F401
 from ragmem.data.loaders import parse_label
 from ragmem.data.readers import check_encoding
 from ragmem.metrics._division import parse_zero_division
-from ragmem.metrics.names import DEFAULT_METRICS, expand_selection, RELEVANCE_MODES
+from ragmem.metrics.names import expand_selection, RELEVANCE_MODES
 from ragmem.metrics.options import GenerationOptions, RagOptions
-from ragmem.prompts.rubrics import check as check_rubric, INPUTS as RUBRIC_INPUTS, SCALES as RUBRIC_SCALES
+from ragmem.prompts.rubrics import check as check_rubric
 
 
 
@@ -202,24 +204,6 @@ class RagMetricSettings(Section):
 
 # ---- metrics ------------------------------------------------------------------------------------
 
-class RubricExample(Section):
-    inputs: dict[Literal[RUBRIC_INPUTS], Union[str, list[str]]] = setting({}, "the example's inputs (a subset of the rubric's)")
-    score: int = Field(description="its score on the rubric's scale")
-    reason: str = setting("", "why (shown to the judge)")
-
-
-class RubricSettings(Section):
-    """A criterion of the user's, scored by the LLM judge as the metric ``rubric_<name>`` (see
-    :mod:`ragmem.prompts.rubrics`: scales, normalisation, the request)."""
-
-    criteria: str = Field(description="what the judge scores (text)")
-    scale: Literal[tuple(RUBRIC_SCALES)] = Field(description="binary (0/1), 1-5 or 0-10; normalised to 0..1")
-    inputs: Annotated[list[Literal[RUBRIC_INPUTS]], Field(min_length=1)] = Field(
-        description="what the judge may see: any of query, answer, reference, contexts")
-    steps: list[str] = setting([], "evaluation steps, in order")
-    examples: list[RubricExample] = setting([], "few-shot examples: {inputs, score, reason}")
-
-
 Tokenizer = Literal["jieba", "rjieba", "char"]
 
 
@@ -317,7 +301,8 @@ class Settings(ReferenceSettings):
     rag_metrics: RagMetricSettings = setting(RagMetricSettings, "LLM-based RAG metrics")
     rubrics: dict[str, RubricSettings] = setting({}, "criteria of your own, each the metric rubric_<name> "
                                                     "(needs judge.type llm)")
-    metrics: Annotated[list[str], Field(min_length=1)] = setting(list(DEFAULT_METRICS), "metric names (default: all)")
+    metrics: MetricSettings = setting(MetricSettings, "which metrics: a list of names (short for metrics.names), or "
+                                                      "{names, custom}")
     ranking: RankingSettings = setting(RankingSettings, "ranking metrics")
     generation: GenerationSettings = setting(GenerationSettings, "generation metrics")
     stats: StatsSettings = setting(StatsSettings, "confidence intervals")
@@ -363,7 +348,8 @@ class Settings(ReferenceSettings):
         if regress and not self.baseline and not self.data.traces.experiment:  # (traces: the previous window)
             raise ValueError(f"gates.{regress[0]}.max_regression: needs a baseline run "
                              "(--baseline RUN_ID, or baseline: RUN_ID in the config; a window of traces: the previous one)")
-        selected = expand_selection(self.metrics, self.ranking.k)
+        own = self.metrics.custom_names
+        selected = expand_selection([m for m in self.metrics.names if m not in own], self.ranking.k)
         self.rubric_definitions()  # each rubric checked whole (its examples against its scale)
         if self.rubrics and self.judge.type != "llm":
             raise ValueError(f"rubrics: scored by an LLM judge: set judge.type llm (and judge.model), got judge.type "

@@ -104,6 +104,7 @@ class MetricContext:
     judge: Any = None      # judge.* (ragmem.config.settings.JudgeSettings): the reliability family's threshold moves
     confidence: float = 0.95  # stats.confidence: the level of intervals a family computes itself (pass_rate_ppi)
     rubrics: tuple = ()       # the config's rubrics (ragmem.prompts.rubrics.Rubric): the metrics rubric_<name>
+    custom: tuple = ()        # metrics of one's own (ragmem.metrics.custom.CustomMetric): metrics.custom
     started: dict = field(default_factory=dict, compare=False, repr=False)  # see start()
     _rows: list = field(default_factory=list, compare=False, repr=False)     # see rows()
 

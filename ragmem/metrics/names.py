@@ -17,7 +17,7 @@ from ragmem.schema import CONTEXT_SOURCES
 
 __all__ = ["Names", "FAMILY_NAMES", "DEFAULT_METRICS", "DEFAULT_KS", "RELEVANCE_MODES", "expand_selection",
            "VERDICTS", "RELIABILITY", "CLASSIFICATION", "COVERAGE", "LATENCY", "RANKING", "GENERATION", "RAG", "RUBRIC",
-           "PER_SOURCE", "CONVERSATION",
+           "PER_SOURCE", "CONVERSATION", "CUSTOM",
            "RANKING_FAMILIES", "AT_K", "LATENCY_SUFFIXES", "STAGE_LATENCY", "GENERATION_COMPANIONS", "PER_SOURCE_KINDS"]
 
 DEFAULT_KS = (1, 3, 5, 10)  # the cut-offs of ranking.k by default
@@ -102,9 +102,37 @@ RUBRIC = Names("rubric", (), pattern=re.compile(r"^rubric_[a-z][a-z0-9_]*$"),
 CONVERSATION = Names("conversation", ("knowledge_retention", "earlier_turn_recall"),
                      owns_also=("knowledge_retention_failures", "earlier_turn_recall_failures").__contains__)
 
+#: Metrics of one's own (``metrics.custom``, :mod:`ragmem.metrics.custom`): named by the config, so no
+#: name is the family's by its shape; each is computed whether ``metrics`` names it or not.
+CUSTOM = Names("custom", ())
+_CUSTOM_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+#: output names a metric of one's own may not take: those of ragmem's figures and of the results table's columns
+_RESERVED_PREFIXES = ("n_", "undefined_", "judge_", "rubric_", "stage_", "tokens_", "ci_")
+_RESERVED_SUFFIXES = ("_failures", "_error", "_reason", "_errors", "_calls", "_cache_hits", "_tokens_in",
+                      "_tokens_out", "_ci_low", "_ci_high", "_pass_rate")
+_TABLE_COLUMNS = ("id", "query", "generated_answer", "reference_answer", "label", "contexts", "n_contexts",
+                  "gold_relevance", "kw_reference", "kw_generated", "overlap", "verdict", "keyword_verdict",
+                  "latency_s", "attempts", "error", "source_file", "record", "history", "trace_id", "session_id",
+                  "user_id", "cluster", "per_source")
+
+
+def check_custom_name(name: str) -> str | None:
+    """Why ``name`` cannot be a metric of one's own (``metrics.custom``), or ``None`` when it can.
+
+    >>> check_custom_name("order_id_format") is None, check_custom_name("f1")
+    (True, 'f1 is a metric of ragmem (choose another name)')
+    """
+    if not isinstance(name, str) or not _CUSTOM_NAME.match(name):
+        return f"expected lower-case letters, digits and _ (a letter first, at most 64), got {name!r}"
+    if any(family.owns(name) or name in family.selectors for family in FAMILY_NAMES):
+        return f"{name} is a metric of ragmem (choose another name)"
+    if name.startswith(_RESERVED_PREFIXES) or name.endswith(_RESERVED_SUFFIXES) or name in _TABLE_COLUMNS:
+        return f"{name} is a name ragmem keeps for its own figures and columns (choose another name)"
+    return None
+
 #: Every family's names, in the order their metrics are computed and reported.
 FAMILY_NAMES: tuple[Names, ...] = (VERDICTS, RELIABILITY, CLASSIFICATION, COVERAGE, LATENCY, RANKING, GENERATION, RAG,
-                                   RUBRIC, PER_SOURCE, CONVERSATION)
+                                   RUBRIC, PER_SOURCE, CONVERSATION, CUSTOM)
 
 #: The default selection: every metric (ranking families at every k of ``ranking.k``, per-source) but a
 #: conversation's (added where the data has conversations: :func:`ragmem.run.prepare.conversation_defaults`).

@@ -19,8 +19,8 @@ from typing import Sequence
 
 import pandas as pd
 
-from ragmem.metrics import (classification, conversation, coverage, generation, latency, per_source, rag, ranking,
-                            reliability, rubric, verdicts)
+from ragmem.metrics import (classification, conversation, coverage, custom, generation, latency, per_source, rag,
+                            ranking, reliability, rubric, verdicts)
 from ragmem.metrics.base import Aggregator, Family, MetricContext, MetricResult, placed_note
 from ragmem.metrics.names import DEFAULT_METRICS, RELEVANCE_MODES, expand_selection  # noqa: F401  (also here)
 from ragmem.runtime.forking import release_freed_memory
@@ -41,14 +41,18 @@ FAMILIES: tuple[Family, ...] = (
     rubric.FAMILY,
     per_source.FAMILY,
     conversation.FAMILY,
+    custom.FAMILY,
 )
 
 
 def _runs(selected: Sequence[str], ctx: MetricContext) -> list[tuple[Family, list[str]]]:
     """The families that produce a selected name, each with the names it keeps."""
     rubrics = [r.metric for r in ctx.rubrics]  # every rubric of the config, named in metrics or not
+    own = [m.name for m in ctx.custom]         # every metric of one's own, too
+    selected = [n for n in selected if n not in own]
     wanted_all = expand_selection(["pass_rate", *selected, *always_on(selected), *rubrics], ctx.ks)  # pass_rate first
-    runs = [(family, [n for n in wanted_all if family.selects(n)]) for family in FAMILIES]
+    runs = [(family, [n for n in wanted_all if family.selects(n)] + (own if family is custom.FAMILY else []))
+            for family in FAMILIES]
     return [(family, wanted) for family, wanted in runs if wanted]
 
 
@@ -103,4 +107,7 @@ def aggregators(table: pd.DataFrame, names: Sequence[str], zero_division: float 
         owned = [n for n in names if family.owns(n)]
         if owned:
             out.update(family.aggregators(table, owned, zero_division, scorer))
+    rest = [n for n in names if not any(family.owns(n) for family in FAMILIES)]
+    if rest:  # metrics of one's own, known by their columns (a later compare has no config)
+        out.update(custom.aggregators(table, rest, zero_division, scorer))
     return {n: out[n] for n in names if n in out}

@@ -29,6 +29,7 @@ import tempfile
 from pathlib import Path
 
 from ragmem.agents.python import resolve
+from ragmem.metrics import custom
 from ragmem.clients.endpoints import configured
 from ragmem.errors import ConfigError, RagmemError
 from ragmem.memory.mcp_layer import MISSING_SDK
@@ -48,6 +49,7 @@ def check_components(cfg) -> None:
     """The agent target, the key variables and the corpus (module docstring), for ``cfg``."""
     if cfg.agent.type == "python":
         resolve(cfg.agent.target, cfg.import_paths)
+    custom.load(cfg.metrics.custom, cfg.import_paths)  # metrics of one's own: imported, their parameters read
     for i, method in enumerate(cfg.bench.methods if cfg.bench.data else ()):
         target = getattr(method, "target", None)
         if getattr(method, "type", None) == "python" and target:

@@ -24,7 +24,7 @@ its per-example table: it is checked before any agent or LLM call.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Sequence
 
 from ragmem.errors import ConfigError, RagmemError
 from ragmem.metrics.names import expand_selection
@@ -98,9 +98,12 @@ def from_options(fail_under: list[str], fail_over: list[str],
     return gates
 
 
-def check_names(gates: dict[str, Any], ks) -> None:
-    """Every gated metric is a metric ragmem computes (before any work)."""
+def check_names(gates: dict[str, Any], ks, custom: Sequence[str] = ()) -> None:
+    """Every gated metric is a metric ragmem computes, or one of the config's own (``custom``: the names
+    of ``metrics.custom``), before any work."""
     for metric in gates:
+        if metric in custom:
+            continue
         try:
             expand_selection([metric], ks)
         except ConfigError as exc:

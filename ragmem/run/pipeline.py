@@ -21,7 +21,7 @@ from ragmem.data.loaders import Dataset, load_dataset
 from ragmem.errors import ConfigError
 from ragmem.judges import Judge, JudgeItem, Judgement, judging
 from ragmem.metrics import compute_metrics, MetricContext, MetricResult, start_metrics
-from ragmem.metrics import needs
+from ragmem.metrics import custom, needs
 from ragmem.metrics.generation import scorer_for
 from ragmem.runtime import progress
 from ragmem.schema import AgentOutput, answer_digest, Example, LABEL_SET_ASIDE, LABEL_UNBOUND
@@ -40,6 +40,7 @@ class Components:
     llm: Any = None        # ragmem.clients.llm_client.JudgeClient when judge.type is llm
     embedder: Any = None   # ragmem.clients.llm_client.EmbeddingClient when embeddings.model is set
     early: Any = None      # ragmem.runtime.parallel.EarlyMaps: the metrics' maps begun batch by batch
+    custom: tuple = ()     # metrics of one's own (ragmem.metrics.custom.CustomMetric), imported once
 
     def index_builds(self) -> int:
         """1 when building this run's reference agent built its index, 0 when it reused one."""
@@ -51,7 +52,8 @@ def build_components(cfg: RunConfig) -> Components:
     embedder = None
     if cfg.embeddings.model and "answer_relevancy" in cfg.metrics:
         embedder = EmbeddingClient(cfg.embeddings)
-    return Components(keywords, judge_, build_agent(cfg), llm, embedder)
+    own = custom.load(cfg.metrics.custom, cfg.import_paths)
+    return Components(keywords, judge_, build_agent(cfg), llm, embedder, custom=own)
 
 
 def load(cfg: RunConfig) -> Dataset:
@@ -227,7 +229,8 @@ def _metric_context(cfg: RunConfig, components: Components, mapper, early=None) 
     return MetricContext(components.keywords, cfg.zero_division, cfg.ks, cfg.ranking.relevance,
                          cfg.ranking.keyword_threshold, generation=cfg.generation, rag=cfg.rag_metrics,
                          llm=components.llm, embedder=components.embedder, mapper=mapper, early=early,
-                         judge=cfg.judge, confidence=cfg.stats.confidence, rubrics=cfg.rubric_definitions())
+                         judge=cfg.judge, confidence=cfg.stats.confidence, rubrics=cfg.rubric_definitions(),
+                         custom=components.custom)
 
 
 #: the columns of :func:`build_table` the families' ``start`` reads
@@ -243,7 +246,7 @@ def start_scoring(examples: Sequence[Example], outputs: Sequence[AgentOutput], c
         return
     rows = [_BatchRow(ex.id, ex.query, out.answer, ex.reference_answer, [c.to_dict() for c in out.contexts], out.error)
             for ex, out in zip(examples, outputs)]
-    start_metrics(rows, [*cfg.metrics, *cfg.gates], _metric_context(cfg, components, components.early))
+    start_metrics(rows, [*cfg.metrics.names, *cfg.gates], _metric_context(cfg, components, components.early))
 
 
 def score(table: pd.DataFrame, cfg: RunConfig, components: Components, mapper=None) -> tuple[pd.DataFrame, MetricResult]:
@@ -260,7 +263,7 @@ def scored(table: pd.DataFrame, cfg: RunConfig, components: Components, mapper=N
     """The families' values and per-example columns (on a copy) of a run's or a chunk's table."""
     ctx = _metric_context(cfg, components, mapper, components.early)
     try:
-        result = compute_metrics(table, [*cfg.metrics, *cfg.gates], ctx)  # a gated metric is always computed
+        result = compute_metrics(table, [*cfg.metrics.names, *cfg.gates], ctx)  # a gated metric is always computed
     finally:
         if components.early is not None:
             components.early.clear()

@@ -87,7 +87,7 @@ def resolve(path: str | Path | None = None, overrides: list[str] | None = None, 
     section's schema cannot see: every gated metric exists, every bench method is known. (Every sweep
     grid point is checked by the ``for_*`` that follows: :func:`sweep_plan`.)"""
     cfg = resolve_settings(path, overrides=overrides, data=data, extra=extra)
-    gates.check_names(cfg.gates, cfg.ks)
+    gates.check_names(cfg.gates, cfg.ks, cfg.metrics.custom_names)
     check_param_sizes(cfg)
     names = [spec.name for spec in memory_layers.method_specs(cfg.bench.methods)]
     if cfg.bench.baseline is not None and cfg.bench.baseline not in names:
@@ -131,7 +131,7 @@ def for_run(cfg: RunConfig, *, resume: str | None = None, load: bool = True) -> 
     orchestration = cfg.orchestration
     if dataset is not None and dataset.streamed and orchestration.task_runner == "dask" and orchestration.dask_address:
         environment.check_dask_workers(orchestration.dask_address, [f.path for f in dataset.files], len(dataset))
-    given = "metrics" in cfg.model_fields_set  # (a default changed below is not a selection given)
+    given = cfg.metrics.given  # (a default changed below is not a selection given)
     cfg = conversation_defaults(reference_free_defaults(cfg, dataset), dataset, given)
     if resume and dataset is not None:
         resumes.check_resume(cfg, dataset, resume).close()
@@ -142,15 +142,15 @@ def reference_free_defaults(cfg: RunConfig, dataset: Dataset | None) -> RunConfi
     """A dataset in which no example has a reference answer (production traffic), with ``metrics``
     left to its default: the metrics that need none (:func:`ragmem.metrics.needs.reference_free`),
     said in a note of the run (``cfg._chosen``). A selection given in the config is kept as it is."""
-    if dataset is None or dataset.with_reference != 0 or "metrics" in cfg.model_fields_set:
+    if dataset is None or dataset.with_reference != 0 or cfg.metrics.given:
         return cfg
-    chosen = needs.reference_free(cfg.metrics, cfg.ks, gold=bool(dataset.with_gold))
-    if chosen == list(cfg.metrics):
+    chosen = needs.reference_free(cfg.metrics.names, cfg.ks, gold=bool(dataset.with_gold))
+    if chosen == cfg.metrics.names:
         return cfg
-    adjusted = cfg.model_copy(update={"metrics": chosen})
+    adjusted = cfg.model_copy(update={"metrics": cfg.metrics.with_names(chosen)})
     adjusted._chosen = "; ".join(filter(None, [cfg._chosen, (
         f"no example has a reference answer: the metrics that need none by default "
-        f"({len(chosen)} of {len(cfg.metrics)}; metrics: in the config selects others)")]))
+        f"({len(chosen)} of {len(cfg.metrics.names)}; metrics: in the config selects others)")]))
     return adjusted
 
 
@@ -163,7 +163,7 @@ def conversation_defaults(cfg: RunConfig, dataset: Dataset | None, given: bool) 
     added = [n for n in names.CONVERSATION.selectable if n not in cfg.metrics]
     if not added:
         return cfg
-    adjusted = cfg.model_copy(update={"metrics": [*cfg.metrics, *added]})
+    adjusted = cfg.model_copy(update={"metrics": cfg.metrics.with_names([*cfg.metrics.names, *added])})
     adjusted._chosen = "; ".join(filter(None, [cfg._chosen, (
         f"{dataset.with_history:,} examples are turns of a conversation (history): {', '.join(added)} added")]))
     return adjusted

@@ -109,11 +109,17 @@ def run_params(cfg: RunConfig, dataset: Dataset, components: Components) -> dict
                            + (f"|cluster:{cfg.stats.cluster_by}" if cfg.stats.cluster_by else ""),
         "keywords.stopwords": components.keywords.stopword_signature(),
         "keywords.signature": components.keywords.signature(),
-        "metrics": ",".join(cfg.metrics),
+        "metrics": ",".join(cfg.metrics.names),
         "ranking.k": ",".join(map(str, cfg.ks)),
         "ragmem.version": __version__,
     } | ({"judge.response_format_used": components.llm.mode} if components.llm is not None else {})
-      | _entity_param(cfg, components) | rubric_params(cfg))
+      | _entity_param(cfg, components) | rubric_params(cfg) | custom_params(components))
+
+
+def custom_params(components: Components) -> dict[str, str]:
+    """Each metric of one's own as one param ``metrics.custom.<name>``: its target, its source's hash and
+    what it reads (:attr:`ragmem.metrics.custom.CustomMetric.signature`)."""
+    return {f"metrics.custom.{m.name}": m.signature for m in components.custom}
 
 
 def rubric_params(cfg: RunConfig) -> dict[str, str]:
@@ -126,7 +132,7 @@ def rubric_params(cfg: RunConfig) -> dict[str, str]:
 
 def _entity_param(cfg: RunConfig, components: Components) -> dict[str, str]:
     """How offline context_entity_recall finds entities (the tagger follows keywords.tokenizer)."""
-    if components.llm is not None or "context_entity_recall" not in [*cfg.metrics, *cfg.gates]:
+    if components.llm is not None or "context_entity_recall" not in [*cfg.metrics.names, *cfg.gates]:
         return {}
 
     keywords = components.keywords

@@ -165,4 +165,4 @@ def test_the_registry_runs_a_family_for_every_declared_name_set_in_order():
 
     assert tuple(f.names for f in FAMILIES) == names.FAMILY_NAMES
     assert [f.name for f in FAMILIES] == ["verdicts", "reliability", "classification", "coverage", "latency", "ranking", "generation",
-                                          "rag", "rubric", "per_source", "conversation"]
+                                          "rag", "rubric", "per_source", "conversation", "custom"]
