@@ -114,13 +114,17 @@ def _click_errors() -> tuple[tuple[type, ...], tuple[type, ...]]:
 
 
 def _resume_hint(exc: BaseException, argv: list[str]) -> str:
-    """``; resume with: ragmem run ... --resume KEY`` when a run stopped with work journaled."""
+    """``; resume with: ragmem run ... --resume KEY`` when a run stopped with work journaled; for a
+    pairwise comparison whose replies are cached, the same command."""
     progress = getattr(exc, "ragmem_progress", None)
+    fix = getattr(exc, "fix", None)  # the same settings would fail the same way: say what to change
+    if progress and argv and argv[0] == "compare" and progress[-1].endswith("kept in the judge cache"):  # pairwise
+        first = f"; correct {fix}, then run" if fix else "; run"
+        return f"{first} the same command to ask only the rest: ragmem {shlex.join(_masked_sets(argv))}"
     if not progress or not argv or argv[0] not in ("run", "sweep"):
         return ""
     args = [a for i, a in enumerate(argv) if a != "--resume" and (i == 0 or argv[i - 1] != "--resume")
             and not a.startswith("--resume=")]
-    fix = getattr(exc, "fix", None)  # the same settings would fail the same way: say what to change
     first = f"; correct {fix} (a resume may change it), then resume with" if fix else "; resume with"
     return f"{first}: ragmem {shlex.join(_masked_sets(args))} --resume {progress[0]}"
 

@@ -204,6 +204,7 @@ def compare(
     if output is not None:
         output = writable(output)
     if judge == "pairwise":
+        setup_logging(False)  # (the judge's progress lines, every 10 s of a long comparison)
         result = pairwise_command(runs, config, set_, rubric, tracking_uri, resamples, seed)
         print_pairwise(result)
         say(f"MLflow pairwise run {result['pairwise_run_id']}")

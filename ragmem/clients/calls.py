@@ -200,7 +200,7 @@ class Attempts:
             if kind is None:
                 self.breaker.success()  # the endpoint answered: it is up
             else:
-                self.breaker.failure(describe(exc), kind)
+                self.breaker.failure(describe(exc), kind, slow=_is_timeout(exc))
                 self.breaker.check()
         self.timeouts += _is_timeout(exc)
         if isinstance(exc, EndpointDown):  # an endpoint already declared down is not asked again

@@ -14,8 +14,10 @@ that is not JSON a server of another kind, each said so.
 
 **Circuit breaker** (:class:`Breaker`): one per endpoint, fed by every attempt. It opens after
 ``consecutive`` endpoint failures in a row (connection-level, or 401/403/404: statuses no retry
-fixes), or when ``ratio`` of the last ``window`` attempts failed in any way (5xx, timeouts
-included). Once open, every call on that endpoint raises :class:`EndpointDown` at once, the run
+fixes), or when ``ratio`` of the last ``window`` attempts were refused or failed (5xx, 429), or
+when none of the last ``window`` attempts got a reply. A timeout is a slow reply, not a refusal: a
+slow server that still answers some requests is alive, and its timed-out requests are retried and
+then recorded per item, never a stopped run. Once open, every call on that endpoint raises :class:`EndpointDown` at once, the run
 stops, keeps its journal (resumable) and is marked FAILED (the CLI exits 3). When the failures
 were statuses no wait fixes (404, 401, 403), the resume hint says to correct the setting first: a
 resume may change an endpoint's URL (:data:`ragmem.run.resume.RESUME_FREE`).
@@ -264,7 +266,7 @@ class Breaker:
         self.consecutive, self.window, self.ratio = consecutive, window, ratio
         self._lock = threading.Lock()
         self._run = 0
-        self._recent: collections.deque[bool] = collections.deque(maxlen=window)
+        self._recent: collections.deque[str] = collections.deque(maxlen=window)  # "ok", "slow" or "failed"
         self.reason: str | None = None
         self.fix: str | None = None  # the setting to correct first, when the last failure was one no wait fixes
 
@@ -280,20 +282,27 @@ class Breaker:
     def success(self) -> None:
         with self._lock:
             self._run = 0
-            self._recent.append(True)
+            self._recent.append("ok")
 
-    def failure(self, description: str, endpoint_failure: bool) -> None:
-        """One failed attempt; ``endpoint_failure``: connection-level or a status no retry fixes."""
+    def failure(self, description: str, endpoint_failure: bool, slow: bool = False) -> None:
+        """One failed attempt; ``endpoint_failure``: connection-level or a status no retry fixes;
+        ``slow``: a timeout, which says the endpoint is slow rather than down, and counts only while
+        no attempt of the window got a reply (a slow server that answers some requests is alive)."""
         with self._lock:
-            self._recent.append(False)
+            self._recent.append("slow" if slow else "failed")
             self._run = self._run + 1 if endpoint_failure else 0
-            failed = self._recent.count(False)
+            failed = self._recent.count("failed")
             if self.reason is None and self._run >= self.consecutive:
                 self.reason = (f"{self.setting} {self.url}: {self._run} consecutive failures "
                                f"(last: {description}); the run stopped")
                 if description.startswith(("HTTP 404", "HTTP 401", "HTTP 403")):  # a wrong path or key
                     self.fix = self.setting
-            elif (self.reason is None and len(self._recent) == self.window
-                  and failed >= self.ratio * self.window):
+            elif self.reason is None and len(self._recent) == self.window and failed >= self.ratio * self.window:
                 self.reason = (f"{self.setting} {self.url}: {failed} of the last {self.window} calls failed "
                                f"(last: {description}); the run stopped")
+            elif self.reason is None and len(self._recent) == self.window and "ok" not in self._recent:
+                timeouts = self._recent.count("slow")
+                self.reason = (f"{self.setting} {self.url}: none of the last {self.window} calls got a reply "
+                               f"({timeouts} timed out; last: {description}); the run stopped"
+                               + ("; a slow server: raise the timeout (timeout_s) or lower the concurrency"
+                                  if timeouts else ""))

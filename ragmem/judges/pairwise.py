@@ -14,8 +14,10 @@ same text (whitespace aside) are a tie without a request (``identical``, counted
 ``n_identical``): nothing tells them apart, and a judge would be paid to guess. An example with a failed
 request (after retries and one repair) is not judged: counted in ``n_failed`` with its reason. The
 default criterion is which answer better answers the question given the reference; ``--rubric NAME``
-takes the criteria (and steps) of the config's rubric. Replies are cached like every judge request:
-a rerun sends nothing.
+takes the criteria (and steps) of the config's rubric. Replies are cached like every judge request,
+as each arrives: a rerun sends nothing, and after Ctrl+C (or an endpoint that stopped answering)
+the same command asks only the rest (the line it ends with says how many were kept). Progress and
+ETA are the judge stage's (:mod:`ragmem.runtime.progress`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from ragmem.clients.endpoints import EndpointDown
 from ragmem.errors import RagmemError
 from ragmem.prompts import templates as prompts
 
@@ -118,7 +121,13 @@ def judge_pairs(client: Any, pairs: Sequence[Pair], criterion: str) -> list[dict
         for first, second in ((pair.answer_a, pair.answer_b), (pair.answer_b, pair.answer_a)):
             requests.append(("pairwise", {"question": pair.query, "reference": pair.reference, "answer_1": first,
                                           "answer_2": second, "criterion": criterion}))
-    replies = iter(client.run(requests) if requests else [])
+    try:
+        replies = iter(client.run(requests) if requests else [])
+    except (KeyboardInterrupt, EndpointDown) as stopped:  # what was answered is in the cache: said, and how to go on
+        stopped.ragmem_progress = ("", kept(client, requests), len(requests),
+                                   "pairwise requests answered" + (" and kept in the judge cache" if client.cache is not None
+                                                                   else " (judge.cache is off: none kept)"))
+        raise
     rows = []
     for pair in pairs:
         row: dict[str, Any] = {"id": pair.id, "query": pair.query, "reference_answer": pair.reference,
@@ -137,6 +146,12 @@ def judge_pairs(client: Any, pairs: Sequence[Pair], criterion: str) -> list[dict
                        verdict_b_first=_winner(ba.value), reason_b_first=ba.value.get("reason"))
         rows.append(row)
     return rows
+
+
+def kept(client: Any, requests: Sequence[tuple[str, dict[str, str]]]) -> int:
+    """How many of ``requests`` have a reply in the client's cache (what a rerun is not asked again)."""
+    cache = getattr(client, "cache", None)
+    return 0 if cache is None else sum(client.request(task, fields)[1] in cache for task, fields in requests)
 
 
 def identical(pair: Pair) -> bool:
@@ -181,7 +196,8 @@ def compare_pairwise(a: pd.DataFrame, b: pd.DataFrame, client: Any, rubric: Any 
               "criterion": criterion, "rubric": getattr(rubric, "name", None),
               "judge_signature": f"{client.signature()}|{PAIRWISE_VERSION}#{prompts.prompt_hash()}",
               **summarise(rows, n_shared, resamples, seed, confidence),
-              "usage": client.usage.as_metrics("judge"), "rows": rows}
+              "usage": client.usage.as_metrics("judge"), "cached_replies": getattr(client, "cache", None) is not None,
+              "rows": rows}
     return result
 
 

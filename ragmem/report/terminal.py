@@ -353,7 +353,11 @@ def print_pairwise(result: dict[str, Any]) -> None:
     say(f"judge requests {int(usage.get('judge_calls', 0))}, cached {int(usage.get('judge_cache_hits', 0))}, "
         f"failed examples {result['n_failed']}, cost ${usage.get('judge_cost_usd', 0.0):.4f}")
     for reason, count in list(result["failure_reasons"].items())[:3]:
-        print(f"warning: {count} example(s) not judged: {reason}", file=sys.stderr)
+        print(f"warning: {plural(count, 'example')} not judged: {reason}", file=sys.stderr)
+    if result["n_failed"] and result.get("cached_replies"):
+        print(f"note: the same command asks only the {plural(result['n_failed'], 'example')} not judged again "
+              f"(the other replies are cached)" + ("; a slow server: raise judge.timeout_s" if any(
+                  "timed out" in r for r in result["failure_reasons"]) else ""), file=sys.stderr)
     if result["n_unanswered"]:
         print(f"warning: {result['n_unanswered']} shared example(s) left out: a run has no answer for them",
               file=sys.stderr)

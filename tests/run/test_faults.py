@@ -101,6 +101,25 @@ def test_the_breaker_opens_on_consecutive_endpoint_failures_or_a_failing_window(
     assert window.open and "8 of the last 10 calls failed" in window.reason
 
 
+def test_a_slow_server_that_answers_some_requests_keeps_the_breaker_closed():
+    """A timeout is a slow reply, not a refusal: a window of timeouts with one reply in it is an
+    alive server (its timed-out items are recorded and asked again by a rerun); a window in which
+    no request got a reply opens the breaker, with what to change."""
+    slow = Breaker("judge.base_url", "http://x/v1", consecutive=5, window=10, ratio=0.8)
+    for i in range(40):
+        slow.success() if i % 10 == 0 else slow.failure("APITimeoutError: timed out", False, slow=True)
+    assert not slow.open
+    for _ in range(10):
+        slow.failure("APITimeoutError: timed out", False, slow=True)
+    assert slow.open and slow.reason == (
+        "judge.base_url http://x/v1: none of the last 10 calls got a reply (10 timed out; last: APITimeoutError: "
+        "timed out); the run stopped; a slow server: raise the timeout (timeout_s) or lower the concurrency")
+    refused = Breaker("judge.base_url", "http://x/v1", consecutive=99, window=10, ratio=0.8)
+    for i in range(10):  # refusals (5xx) still open it at the ratio, replies among them or not
+        refused.failure("HTTP 503", False) if i % 5 else refused.success()
+    assert refused.open and "8 of the last 10 calls failed" in refused.reason
+
+
 def test_a_judge_dying_mid_run_stops_it_and_the_resume_pays_nothing_twice(tmp_path, shared_store):
     down = {"after": 12}
     with Stub(chat=_verdict, fail=lambda n: "reset" if down["after"] and n > down["after"] else None) as stub:
