@@ -177,8 +177,9 @@ def fetch_shared(name: str, env: dict[str, str]) -> None:
 def start_managed_server(home: Path, **extra: str) -> dict[str, str]:
     """Start ragmem's managed Prefect server on a free 127.0.0.1 port with ``home`` as RAGMEM_HOME,
     the way the CLI starts it; returns the environment a CLI subprocess needs to use it."""
-    env = {**os.environ, "RAGMEM_HOME": str(home), "RAGMEM_PREFECT_PORT": str(free_port()),
-           "DO_NOT_TRACK": "true", "PREFECT_SERVER_ANALYTICS_ENABLED": "false", **extra}
+    env = {**os.environ, "RAGMEM_HOME": str(home), "RAGMEM_SERVER_HOME": str(home / "server"),
+           "RAGMEM_PREFECT_PORT": str(free_port()), "DO_NOT_TRACK": "true", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           **extra}
     env.pop("PREFECT_API_URL", None)
     env.pop("MLFLOW_TRACKING_URI", None)
     started = subprocess.run([sys.executable, "-m", "ragmem.cli", "server", "start"], env=env,
@@ -196,7 +197,8 @@ def write_replayed(folder: Path, n: int, name: str = "replayed.json") -> str:
     return str(path)
 
 
-_PREFECT_KEYS = ("RAGMEM_HOME", "RAGMEM_PREFECT_PORT", "DO_NOT_TRACK", "PREFECT_SERVER_ANALYTICS_ENABLED")
+_PREFECT_KEYS = ("RAGMEM_HOME", "RAGMEM_SERVER_HOME", "RAGMEM_PREFECT_PORT", "DO_NOT_TRACK",
+                 "PREFECT_SERVER_ANALYTICS_ENABLED")
 
 
 @contextlib.contextmanager
@@ -273,10 +275,12 @@ def pytest_xdist_auto_num_workers(config) -> int:
 def pytest_configure(config):
     """The tests never write into the checkout: a run's journal, the last-error log and a managed
     server's files go to a ragmem home of this test process (a test that needs its own sets its own)."""
-    if "RAGMEM_HOME" not in os.environ:
-        import tempfile
+    import tempfile
 
+    if "RAGMEM_HOME" not in os.environ:
         os.environ["RAGMEM_HOME"] = tempfile.mkdtemp(prefix="ragmem-test-home-")
+    if "RAGMEM_SERVER_HOME" not in os.environ:  # (never the user's own shared Prefect server)
+        os.environ["RAGMEM_SERVER_HOME"] = tempfile.mkdtemp(prefix="ragmem-test-server-")
 
 
 #: the longest tests (20 to 60 s each on four workers, measured): they start first, so that none of

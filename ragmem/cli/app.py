@@ -10,7 +10,8 @@ from typing import Any, List, Optional
 import typer
 import typer.core
 
-from ragmem.cli.common import flags_untyped, log, run_prepared, setup_logging, store_client, store_uri, writable, write
+from ragmem.cli.common import flags_untyped, in_config_home, log, run_prepared, setup_logging, store_client, store_uri
+from ragmem.cli.common import writable, write
 from ragmem.cli.scheduling import pick_flow, schedule_for, serve_flow
 from ragmem.cli.services import data_app, init, labels_app, report, server_app, trigger, ui
 from ragmem.clients import endpoints
@@ -91,9 +92,9 @@ def run(
     extra: dict[str, Any] = {"gates": gates.from_options(fail_under, fail_over, max_regression)}
     if baseline:
         extra["baseline"] = baseline
+    in_config_home(config)
     ready = prepare.for_run(prepare.resolve(config, overrides=set_, data=data, extra=extra), resume=resume)
     if dry_run:  # nothing is tracked, no Prefect flow: a plan, printed (and written with --output)
-
         plan = dryrun.dry_run(ready.config, str(config), dataset=ready.dataset, resume=ready.resume,
                               preflight=not no_preflight)
         for line in dryrun.render(plan):
@@ -147,6 +148,7 @@ def sweep(
     """Evaluate every configuration of a grid: one MLflow parent run, one child run each."""
     setup_logging(verbose)
     writable(output)
+    in_config_home(config)
     ready = prepare.for_sweep(prepare.resolve(config, overrides=set_, data=data), resume=resume)
     spec = ready.sweep.spec
 
@@ -244,13 +246,13 @@ def serve(
 ) -> None:
     """Serve the evaluate (or sweep) flow as a Prefect deployment on a cron schedule (runs until Ctrl+C)."""
     setup_logging(False)
-
+    in_config_home(config)
     cfg = prepare.resolve(config, overrides=set_, data=data)
     prepare.for_run(cfg)  # checked now; each scheduled run prepares itself afresh (the data may change)
     resolved = cfg.raw
     schedule_for(cron, timezone)  # --cron, --timezone and --flow checked before the Prefect server starts
     pick_flow(resolved, flow_kind)
-    api_url = resolve_api_url(log=log.info)
+    api_url = resolve_api_url(log=log.info, idle_s=cfg.orchestration.server_idle_s)  # (held while it serves)
     serve_flow(resolved, cron=cron, name=name, flow_kind=flow_kind, timezone=timezone, api_url=api_url,
                log=lambda message: out.print(message, markup=False, highlight=False))
 
@@ -293,6 +295,7 @@ def bench_memory(
     if first is not None:
         ready = prepare.for_bench(prepare.resolve(None, extra=manifest["config"]))
     else:
+        in_config_home(config)
         ready = prepare.for_bench(prepare.resolve(config, overrides=set_, extra={"bench": extra} if extra else None))
 
     def finish(result: dict[str, Any]) -> None:

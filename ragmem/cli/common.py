@@ -55,6 +55,14 @@ def setup_logging(verbose: bool) -> None:
     logging.getLogger("sqlalchemy.pool").setLevel(logging.CRITICAL)
 
 
+def in_config_home(config: Path | None) -> None:
+    """A config file that lies in another home than the working directory's: the command runs in
+    that home (its store, its ``.ragmem``), said in one line (:func:`ragmem.runtime.home.enter_config_home`)."""
+    entered = home.enter_config_home(config)
+    if entered is not None:
+        log.info(f"home: {entered} (the config's; runs are stored there)")
+
+
 def run_prepared(target: str, ready: prepare.Prepared, verbose: bool, finish: Callable[[dict[str, Any]], None],
              **kwargs: Any) -> None:
     """Run a flow on the prepared run ``ready`` (handed over by token: its data is not loaded again)

@@ -18,15 +18,8 @@ from ragmem.report import pages as report_pages
 from ragmem.run import relabel
 from ragmem.run.summary import store_location
 from ragmem.runtime import home
-from ragmem.runtime.home import ragmem_home
-from ragmem.orchestration.server import (
-    configured_api_url,
-    ensure_managed_server,
-    healthy,
-    managed_port,
-    server_owner,
-    stop_managed_server,
-)
+from ragmem.orchestration import server as prefect_server
+from ragmem.orchestration.server import configured_api_url, ensure_managed_server, healthy, managed_port, stop_managed_server
 from ragmem.cli.scheduling import trigger as start
 from ragmem.report.terminal import out, plural, print_summary, say
 from ragmem.tracking.ui import serve_ui
@@ -149,38 +142,61 @@ def ui(
 
 
 @server_app.command("start")
-def server_start() -> None:
-    """Start (or find) the local Prefect server on 127.0.0.1."""
+def server_start(
+    idle: float = typer.Option(prefect_server.DEFAULT_IDLE_S, "--idle-s", help="Seconds it may stay idle before it "
+                                                                              "stops itself (orchestration.server_idle_s)."),
+    keep: bool = typer.Option(False, "--keep", help="Keep it running until ragmem server stop (no idle stop)."),
+) -> None:
+    """Start (or find) the local Prefect server on 127.0.0.1, shared by every ragmem home."""
     setup_logging(False)
-    server = ensure_managed_server(log=log.info)
-    out.print(f"Prefect server {'started' if server.started else 'already running'} at {server.api_url}")
+    if idle < 0:
+        raise RagmemError(f"--idle-s: expected a number >= 0, got {idle:g}")
+    server = ensure_managed_server(log=log.info, idle_s=None if keep else idle)
+    out.print(f"Prefect server {'started' if server.started else 'already running'} at {server.api_url}",
+              markup=False, highlight=False)
+
+
+def _age(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
 @server_app.command("status")
 def server_status() -> None:
-    """Show which Prefect API runs report to, and which checkout and ragmem home started it."""
+    """Show the Prefect API runs report to: the shared local server, the commands using it, when it
+    stops, and any other Prefect server running on this machine."""
+    import time
+
     url = configured_api_url()
     if url:
-        out.print(f"PREFECT_API_URL={url} ({'answering' if healthy(url) else 'not answering'})")
-        return
-    url = f"http://127.0.0.1:{managed_port()}/api"
-    if not healthy(url):
-        out.print(f"local server {url}: not running (started by the next run)")
-        return
-    owner = server_owner(managed_port())
-    here = str(ragmem_home().resolve())
-    if owner is None:
-        out.print(f"local server {url}: running (started outside ragmem, or its process is not visible here)")
-    elif owner["home"] and str(Path(owner["home"]).resolve()) == here:
-        out.print(f"local server {url}: running, pid {owner['pid']}, started from {owner['cwd']} "
-                  f"with this ragmem home ({here})", markup=False, highlight=False)
-    else:
-        out.print(f"local server {url}: running, pid {owner['pid']}, started from {owner['cwd']} with another "
-                  f"ragmem home ({owner['home']}); ragmem server stop stops only a server this home started",
+        out.print(f"PREFECT_API_URL={url} ({'answering' if healthy(url) else 'not answering'}): runs report there",
                   markup=False, highlight=False)
+    found = prefect_server.status()
+    def line(text: str) -> None:
+        out.print(text, markup=False, highlight=False)  # (paths and commands, not markup)
+
+    if not found["running"]:
+        line(f"local server {found['api_url']}: not running (started by the next run; its folder: {found['folder']})")
+    else:
+        line(f"local server {found['api_url']}: running, pid {found['pid'] or 'unknown'}, shared by every ragmem home "
+            f"(its folder: {found['folder']})")
+        for lease in found["leases"]:
+            line(f"  used by pid {lease['pid']} for {_age(time.time() - lease['since'])}: {lease['command']} "
+                f"(home {lease['home']})")
+        if found["leases"]:
+            line("  stops once these end and it has been idle for their orchestration.server_idle_s")
+        elif found["never_idle"]:
+            line("  idle; keeps running until ragmem server stop (orchestration.server_idle_s: null)")
+        elif found["idle_until"] is not None:
+            line(f"  idle; stops itself in {_age(found['idle_until'] - time.time())} unless a command uses it")
+    for other in found["others"]:
+        whose = (f"an older ragmem's server of one home; RAGMEM_HOME={other['home']} ragmem server stop stops it"
+                 if other["home"] else "not ragmem's")
+        line(f"other Prefect server: pid {other['pid']}, port {other['port']}, database {other['prefect_home']}, "
+            f"started from {other['cwd']} ({whose})")
 
 
 @server_app.command("stop")
 def server_stop() -> None:
-    """Stop the local Prefect server ragmem started."""
-    out.print("stopped" if stop_managed_server() else "no server started by this ragmem home is running")
+    """Stop the local Prefect server (and the one an older ragmem started for this home)."""
+    out.print("stopped" if stop_managed_server() else "no local Prefect server of ragmem is running")

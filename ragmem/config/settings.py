@@ -264,6 +264,9 @@ class OrchestrationSettings(Section):
     dask_address: Optional[str] = setting(None, "scheduler of an existing Dask cluster (tcp://HOST:8786); "
                                                 "default: a LocalCluster on this machine")
     dask_workers: Optional[Processes] = setting(None, "workers of the LocalCluster (default: the cores; at most 512)")
+    server_idle_s: Optional[Annotated[float, Ge(0)]] = setting(
+        1800.0, "how long the local Prefect server (shared by every home) stays up after the last command that "
+                "used it ended (null: until ragmem server stop); the last command to end sets it")
 
 
 

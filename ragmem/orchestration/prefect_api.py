@@ -24,7 +24,7 @@ from ragmem import exits
 from ragmem.clients.endpoints import EndpointDown
 from ragmem.config import secrets as masking
 from ragmem.errors import RagmemError
-from ragmem.orchestration.server import healthy, QUIET_ENV, resolve_api_url
+from ragmem.orchestration.server import DEFAULT_IDLE_S, healthy, QUIET_ENV, resolve_api_url
 
 
 class FlowOutcome:
@@ -187,7 +187,8 @@ def run_flow(target: str, config: dict[str, Any], finish: Callable[[dict[str, An
     """
     import importlib
 
-    api_url = resolve_api_url(log=log)
+    idle_s = (config.get("orchestration") or {}).get("server_idle_s", DEFAULT_IDLE_S)
+    api_url = resolve_api_url(log=log, idle_s=idle_s)
     if not healthy(api_url, timeout=5.0):  # a configured PREFECT_API_URL that does not answer
 
         raise EndpointDown(f"PREFECT_API_URL {api_url}: no answer from {api_url.rstrip('/')}/health within 5 s; "

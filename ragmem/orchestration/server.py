@@ -1,13 +1,18 @@
-"""ragmem's managed local Prefect server: one per home, on the home's own port, found and stopped by
-the process that started it (:mod:`ragmem.orchestration.prefect_api` says when a run uses it).
+"""ragmem's managed local Prefect server: one per machine user, shared by every ragmem home, started
+when a command first needs it and stopped once no command has used it for an idle period.
 
-``prefect server start --host 127.0.0.1`` runs in the background with its database under
-``$RAGMEM_HOME/prefect`` (default ``<home>/.ragmem/prefect``, :mod:`ragmem.runtime.home`). Each home has its
-own port, recorded in ``<ragmem home>/prefect-port``: the first free one from 4200 up, chosen at its
-first start, so a run never reports to a server another home started. ``RAGMEM_PREFECT_PORT`` names
-the port instead (whoever started the server on it; the run then says whose it is). The first start
-takes 10-25 s (database migrations); the server keeps running so later runs start at once.
-``ragmem server status`` shows it, ``ragmem server stop`` stops it.
+``prefect server start --host 127.0.0.1`` runs in the background with its database, port, pid and
+log in the server's folder, ``$RAGMEM_SERVER_HOME`` (default ``$XDG_STATE_HOME/ragmem/prefect-server``,
+that is ``~/.local/state/ragmem/prefect-server``). Its port is the first free one from 4200 up, chosen
+at its first start and recorded there; ``RAGMEM_PREFECT_PORT`` names it instead. Runs of every home
+report to it; each run still writes its results to its own home's MLflow store (Prefect holds only
+the flow runs' states). The first start takes 10-25 s (database migrations).
+
+Each command that uses the server holds a lease while it runs; a watcher process started with the
+server stops it when no lease is held and ``orchestration.server_idle_s`` (default 1800 s; null:
+never) has passed since the last command ended (:mod:`ragmem.orchestration.idle`).
+``ragmem server status`` shows the server, the commands using it and when it will stop, and any
+other Prefect server of this user; ``ragmem server stop`` stops it.
 """
 
 from __future__ import annotations
@@ -27,18 +32,29 @@ from pathlib import Path
 from typing import Any
 
 from ragmem.errors import RagmemError
+from ragmem.orchestration import idle
 from ragmem.runtime.home import file_lock, ragmem_home
-from ragmem.runtime.processes import bind_error
+from ragmem.runtime.processes import bind_error, process_identity  # noqa: F401  (also here)
 
 DEFAULT_PORT = 4200
+DEFAULT_IDLE_S = 1800.0  # orchestration.server_idle_s
 START_TIMEOUT_S = 120.0
 QUIET_ENV = {"DO_NOT_TRACK": "true", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
 
 PORTS = range(DEFAULT_PORT, DEFAULT_PORT + 100)
 
 
+def server_home() -> Path:
+    """The shared server's folder: ``$RAGMEM_SERVER_HOME``, else ``$XDG_STATE_HOME/ragmem/prefect-server``."""
+    given = os.environ.get("RAGMEM_SERVER_HOME")
+    if given:
+        return Path(given).expanduser().resolve()
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state).expanduser().resolve() / "ragmem" / "prefect-server"
+
+
 def _port_file() -> Path:
-    return ragmem_home() / "prefect-port"
+    return server_home() / "port"
 
 
 def _recorded_port() -> int | None:
@@ -49,8 +65,7 @@ def _recorded_port() -> int | None:
 
 
 def managed_port() -> int:
-    """The port of this home's managed server: ``RAGMEM_PREFECT_PORT``, else the port recorded in the
-    home, else 4200 (a home that never started one; :func:`choose_port` picks it at the first start)."""
+    """The shared server's port: ``RAGMEM_PREFECT_PORT``, else the recorded one, else 4200 (none recorded yet)."""
     return int(os.environ.get("RAGMEM_PREFECT_PORT") or _recorded_port() or DEFAULT_PORT)
 
 
@@ -59,29 +74,26 @@ def _bindable(port: int) -> bool:
     return bind_error("127.0.0.1", port) is None
 
 
-def other_home(port: int) -> dict[str, Any] | None:
-    """The owner (:func:`server_owner`) of the Prefect server on ``port`` when another ragmem home started it."""
+def _ours(port: int) -> bool:
+    """The Prefect server on ``port`` is the shared one (its database is in :func:`server_home`)."""
     owner = server_owner(port)
-    if owner and owner["home"] and Path(owner["home"]).resolve() != ragmem_home():
-        return owner
-    return None
+    return owner is not None and owner["prefect_home"] == str(server_home() / "prefect")
 
 
 def choose_port() -> int:
-    """This home's port (see the module docstring): ``RAGMEM_PREFECT_PORT``; else the recorded port,
-    unless another home's server or another program holds it now; else the first port from 4200 up
-    that nothing listens on, recorded for the next runs."""
+    """``RAGMEM_PREFECT_PORT``; else the recorded port, unless another program holds it now; else the
+    first port from 4200 up that nothing listens on, recorded for the next start."""
     if os.environ.get("RAGMEM_PREFECT_PORT"):
         return int(os.environ["RAGMEM_PREFECT_PORT"])
     recorded = _recorded_port()
-    if recorded and other_home(recorded) is None and (_bindable(recorded) or healthy(_api_url(recorded))):
-        return recorded  # (another home's server still starting there holds it too, before it listens)
+    if recorded and (_bindable(recorded) or _ours(recorded)):
+        return recorded
     for port in PORTS:
-        if port != recorded and _bindable(port) and other_home(port) is None:
+        if port != recorded and _bindable(port):
             _port_file().parent.mkdir(parents=True, exist_ok=True)
             _port_file().write_text(f"{port}\n")
             return port
-    raise RagmemError(f"no free port in {PORTS.start}-{PORTS.stop - 1} for this home's Prefect server; "
+    raise RagmemError(f"no free port in {PORTS.start}-{PORTS.stop - 1} for the local Prefect server; "
                       f"set RAGMEM_PREFECT_PORT to a free port")
 
 
@@ -114,23 +126,9 @@ class ManagedServer:
     started: bool
 
 
-def _pid_file() -> Path:
-    return ragmem_home() / "prefect-server.pid"
-
-
-def process_identity(pid: int) -> str | None:
-    """What tells process ``pid`` apart from a later process given the same number: its start time
-    (``/proc/PID/stat`` field 22 on Linux, ``ps -o lstart=`` elsewhere); ``None`` when no such process
-    runs. (Not the command line: right after a start it can still be empty.)"""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except FileNotFoundError:
-        if Path("/proc/self/stat").exists():
-            return None  # Linux, and the process is gone
-    except (OSError, IndexError):
-        return None
-    done = subprocess.run(["ps", "-o", "lstart=", "-p", str(pid)], capture_output=True, text=True)
-    return done.stdout.strip() or None
+def _pid_file(folder: Path | None = None) -> Path:
+    """The pid file of the shared server (or of the per-home server of an older ragmem in ``folder``)."""
+    return (folder or server_home()) / "prefect-server.pid"
 
 
 def process_command(pid: int) -> str:
@@ -142,20 +140,21 @@ def process_command(pid: int) -> str:
         return done.stdout.strip()
 
 
-def _read_pid_file() -> tuple[int, str | None] | None:
-    """(pid, start time recorded at start) from the pid file; None when there is none or it is unreadable."""
+def _read_pid_file(path: Path) -> tuple[int, str | None] | None:
+    """(pid, start time recorded at start) from a pid file; None when there is none or it is unreadable."""
     try:
-        text = _pid_file().read_text().strip()
+        text = path.read_text().strip()
         record = json.loads(text) if text.startswith("{") else {"pid": int(text), "identity": None}
         return int(record["pid"]), record.get("identity")
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def _server_pid() -> int | None:
-    """The pid of the Prefect server this home started, when that very process still runs (same
-    start time); a stale pid file (the server gone, its number reused by another process) is removed."""
-    record = _read_pid_file()
+def server_pid(folder: Path | None = None) -> int | None:
+    """The pid of the server the pid file names, when that very process still runs (same start time);
+    a stale pid file (the server gone, its number reused by another process) is removed. ``folder``:
+    an older ragmem's per-home server (``<home>/.ragmem``) instead of the shared one."""
+    record = _read_pid_file(_pid_file(folder))
     if record is None:
         return None
     pid, recorded = record
@@ -166,33 +165,39 @@ def _server_pid() -> int | None:
         command = process_command(pid) if now is not None else ""
         same = "prefect" in command and "server" in command
     if not same:
-        _pid_file().unlink(missing_ok=True)
+        _pid_file(folder).unlink(missing_ok=True)
         return None
     return pid
 
 
-def server_owner(port: int) -> dict[str, Any] | None:
-    """Who runs the Prefect server on ``port``: its pid, the ragmem home it was started with (from
-    its ``PREFECT_HOME``) and its working directory (the checkout it was started from); ``None`` when
-    no ``prefect server start ... --port PORT`` process is found (or not on Linux)."""
+def prefect_servers() -> list[dict[str, Any]]:
+    """Every ``prefect server start`` process visible here (Linux ``/proc``): pid, port, the folder of
+    its database (``PREFECT_HOME``), the ragmem home of an older per-home server, its working directory."""
+    found = []
     for entry in Path("/proc").glob("[0-9]*"):
         try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            words = [a.decode(errors="replace") for a in (entry / "cmdline").read_bytes().split(b"\0")]
         except OSError:
             continue
-        words = [a.decode(errors="replace") for a in argv]
         if "server" not in words or "start" not in words or not any("prefect" in w for w in words):
             continue
-        if "--port" not in words or words[words.index("--port") + 1:][:1] != [str(port)]:
-            continue
+        port = words[words.index("--port") + 1] if "--port" in words[:-1] else str(DEFAULT_PORT)
         try:
             env = dict(v.split("=", 1) for v in (entry / "environ").read_text(errors="replace").split("\0") if "=" in v)
             cwd = os.readlink(entry / "cwd")
         except OSError:
             env, cwd = {}, None
-        home = env.get("PREFECT_HOME")
-        return {"pid": int(entry.name), "home": str(Path(home).parent) if home else None, "cwd": cwd}
-    return None
+        prefect_home = env.get("PREFECT_HOME")
+        parent = Path(prefect_home).parent if prefect_home else None
+        legacy = parent is not None and (parent.name == ".ragmem" or (parent / "prefect-port").is_file())
+        found.append({"pid": int(entry.name), "port": int(port) if port.isdigit() else None, "cwd": cwd,
+                      "prefect_home": prefect_home, "home": str(parent) if legacy else None})
+    return sorted(found, key=lambda s: s["pid"])
+
+
+def server_owner(port: int) -> dict[str, Any] | None:
+    """The Prefect server process on ``port`` (:func:`prefect_servers`), or ``None``."""
+    return next((s for s in prefect_servers() if s["port"] == port), None)
 
 
 _ERROR_LINE = re.compile(r"^\s*(?:[\w.]+\.)?\w*(?:Error|Exception|Exit)\b.*|^\s*ERROR\b.*|.*\b(?:error|failed)\b.*",
@@ -214,42 +219,46 @@ def last_error(log_text: str) -> str:
     return (found or lines)[-1][:300]
 
 
-def ensure_managed_server(port: int | None = None, log=print) -> ManagedServer:
-    """Reuse or start the local Prefect server on 127.0.0.1 and wait until it answers. Under a lock
-    on the home: of several ragmem processes started at once, one starts the server and the others
-    wait for it and use it (eight runs on a new project started eight servers, and the losers of the
-    port failed)."""
+def ensure_managed_server(port: int | None = None, log=print, idle_s: float | None = DEFAULT_IDLE_S,
+                          lease: bool = True) -> ManagedServer:
+    """Reuse or start the shared local Prefect server on 127.0.0.1, wait until it answers, and (with
+    ``lease``) hold it for this command until it ends, ``idle_s`` being how long it may stay idle
+    after (:mod:`ragmem.orchestration.idle`). Under the server's lock: of several ragmem processes
+    started at once, one starts the server and the others wait for it and use it."""
+    folder = server_home()
     try:
-        with file_lock(ragmem_home() / "prefect-server.lock", wait_s=START_TIMEOUT_S + 30, what="the Prefect server"):
-            return _reuse_or_start(port, log)
+        with file_lock(folder / "server.lock", wait_s=START_TIMEOUT_S + 30, what="the Prefect server"):
+            server = _reuse_or_start(port, log, idle_s)
+            if lease:
+                idle.take(folder, idle_s)
+            return server
     except TimeoutError as exc:
         raise RagmemError(str(exc)) from None
 
 
-def _reuse_or_start(port: int | None, log) -> ManagedServer:
+def _reuse_or_start(port: int | None, log, idle_s: float | None) -> ManagedServer:
     port = port or choose_port()
     api_url = _api_url(port)
     if healthy(api_url):
-        owner = other_home(port)
-        if owner:  # only with RAGMEM_PREFECT_PORT: the user named the port
-            log(f"Prefect server on 127.0.0.1:{port} (RAGMEM_PREFECT_PORT) was started by another ragmem home "
-                f"({owner['home']}); this run reports to it")
-        return ManagedServer(api_url, _server_pid(), started=False)
-    home = ragmem_home()
-    (home / "prefect").mkdir(parents=True, exist_ok=True)
-    log_path = home / "prefect-server.log"
-    env = {**os.environ, **QUIET_ENV, "PREFECT_HOME": str(home / "prefect")}
+        return ManagedServer(api_url, server_pid(), started=False)
+    folder = server_home()
+    (folder / "prefect").mkdir(parents=True, exist_ok=True)
+    log_path = folder / "prefect-server.log"
+    env = {**os.environ, **QUIET_ENV, "PREFECT_HOME": str(folder / "prefect")}
     env.pop("PREFECT_API_URL", None)
-    log(f"starting a local Prefect server on 127.0.0.1:{port} (first start takes ~20 s; log: {log_path})")
+    log(f"starting the local Prefect server on 127.0.0.1:{port}, shared by every ragmem home (first start "
+        f"takes ~20 s; log: {log_path})")
     with open(log_path, "ab") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=folder,
             start_new_session=True)
     _pid_file().write_text(json.dumps({"pid": proc.pid, "identity": process_identity(proc.pid)}))
+    (folder / "idle-until").unlink(missing_ok=True)  # (a new server: its idle period counts from now)
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if healthy(api_url, timeout=1.0):
+            _start_watcher(folder, idle_s)
             return ManagedServer(api_url, proc.pid, started=True)
         if proc.poll() is not None:
             tail = last_error(log_path.read_text(errors="replace"))
@@ -260,19 +269,18 @@ def _reuse_or_start(port: int | None, log) -> ManagedServer:
     raise RagmemError(f"the local Prefect server did not answer within {START_TIMEOUT_S:.0f} s (see {log_path})")
 
 
-def stop_managed_server() -> bool:
-    """Stop the server this project started; False when none was running. The pid file is checked
-    against the process it names (its start time) before any signal: a stale file is removed and
-    nothing is signalled. Without a pid file that names it, the server this home started is found by
-    its port and its ``PREFECT_HOME`` (the process that runs there, started with this home's)."""
-    pid = _server_pid()
-    if pid is None:
-        recorded = _recorded_port()
-        owner = server_owner(recorded) if recorded else None
-        if owner is None or owner["home"] is None or Path(owner["home"]).resolve() != ragmem_home().resolve():
-            return False
-        pid = owner["pid"]
-    _pid_file().unlink(missing_ok=True)
+def _start_watcher(folder: Path, idle_s: float | None) -> None:
+    """The process that stops the server once idle (:mod:`ragmem.orchestration.watcher`), detached."""
+    with open(folder / "prefect-server.log", "ab") as out:
+        watcher = subprocess.Popen([sys.executable, "-m", "ragmem.orchestration.watcher", str(folder),
+                                    "none" if idle_s is None else f"{idle_s:g}"],
+                                   stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=folder,
+                                   start_new_session=True)
+    (folder / "watcher.pid").write_text(json.dumps({"pid": watcher.pid, "identity": process_identity(watcher.pid)}))
+
+
+def _signal_group(pid: int) -> bool:
+    """SIGTERM to ``pid``'s process group, SIGKILL after 5 s; False when it was already gone."""
     try:
         os.killpg(pid, signal.SIGTERM)
     except ProcessLookupError:
@@ -288,6 +296,41 @@ def stop_managed_server() -> bool:
     return True
 
 
-def resolve_api_url(log=print) -> str:
-    """The API URL a flow run should report to (see the module docstring)."""
-    return configured_api_url() or ensure_managed_server(log=log).api_url
+def stop_managed_server(quiet_watcher: bool = False) -> bool:
+    """Stop the shared server (and its idle watcher, unless the watcher is the caller), and the
+    per-home server an older ragmem started in this home; False when none was running. A pid file
+    is checked against the process it names (its start time) before any signal: a stale file is
+    removed and nothing is signalled."""
+    stopped = False
+    pid = server_pid()
+    if pid is not None:
+        _pid_file().unlink(missing_ok=True)
+        stopped = _signal_group(pid)
+    watcher = _read_pid_file(server_home() / "watcher.pid")
+    if watcher and not quiet_watcher and process_identity(watcher[0]) == watcher[1]:
+        _signal_group(watcher[0])
+    legacy = server_pid(ragmem_home())
+    if legacy is not None:
+        _pid_file(ragmem_home()).unlink(missing_ok=True)
+        stopped = _signal_group(legacy) or stopped
+    return stopped
+
+
+def status() -> dict[str, Any]:
+    """What ``ragmem server status`` shows: the shared server (its URL, pid, folder), the commands
+    holding it and when it may stop, and every other Prefect server process of this machine."""
+    folder, port = server_home(), managed_port()
+    api_url = _api_url(port)
+    running = healthy(api_url)
+    ours = server_owner(port) if running else None
+    until = idle.idle_until(folder)
+    return {"api_url": api_url, "running": running, "pid": server_pid() or (ours or {}).get("pid"),
+            "folder": str(folder), "leases": idle.held(folder) if running else [],
+            "idle_until": None if until is None or until == float("inf") else until, "never_idle": until == float("inf"),
+            "others": [s for s in prefect_servers() if s["prefect_home"] != str(folder / "prefect")]}
+
+
+def resolve_api_url(log=print, idle_s: float | None = DEFAULT_IDLE_S) -> str:
+    """The API URL a flow run should report to: ``PREFECT_API_URL`` (the environment or the Prefect
+    profile), else the shared local server, found or started and held for this command."""
+    return configured_api_url() or ensure_managed_server(log=log, idle_s=idle_s).api_url

@@ -2,13 +2,15 @@
 
 The home is the nearest folder, from the working directory upward, that holds a ``ragmem.toml``
 (written by ``ragmem init``) or an existing ``mlruns/`` folder; when there is none, the working
-directory. Everything a run keeps belongs to the home, wherever in the project it is started:
+directory. A command given a config file that lies in another home runs in that home
+(:func:`enter_config_home`). Everything a run keeps belongs to the home, wherever in the project it is started:
 
 - the tracking store: ``sqlite:///<home>/mlruns/mlflow.db``, artifacts under ``<home>/mlruns/artifacts``
   (a relative ``sqlite:///`` path or artifact root, in the config or in ``MLFLOW_TRACKING_URI``, is
   read relative to the home, not to the working directory);
 - ragmem's working folder ``<home>/.ragmem`` (``$RAGMEM_HOME`` replaces it): journals, the judge's
-  cache, the managed Prefect server's database, port and log.
+  cache, fetched datasets, the last error's traceback. (The local Prefect server is one per machine
+  user, shared by every home: :mod:`ragmem.orchestration.server`.)
 """
 
 from __future__ import annotations
@@ -26,14 +28,37 @@ DEFAULT_ARTIFACT_ROOT = "mlruns/artifacts"
 _SQLITE = "sqlite:///"
 
 
+def marked_root(start: Path) -> Path | None:
+    """The nearest folder from ``start`` upward holding ``ragmem.toml`` or an ``mlruns/`` folder, or ``None``."""
+    here = start.resolve()
+    return next((f for f in (here, *here.parents) if (f / MARKER).is_file() or (f / STORE_FOLDER).is_dir()), None)
+
+
 def project_root(start: Path | None = None) -> Path:
-    """The nearest folder from ``start`` (default: the working directory) upward holding
-    ``ragmem.toml`` or an ``mlruns/`` folder; else ``start`` itself."""
+    """The home: ``$RAGMEM_PROJECT`` (set by a command given a config file in another home:
+    :func:`enter_config_home`); else the nearest folder from ``start`` (default: the working directory)
+    upward holding ``ragmem.toml`` or an ``mlruns/`` folder; else ``start`` itself."""
+    if start is None and os.environ.get("RAGMEM_PROJECT"):
+        return Path(os.environ["RAGMEM_PROJECT"]).resolve()
     here = (start or Path.cwd()).resolve()
-    for folder in (here, *here.parents):
-        if (folder / MARKER).is_file() or (folder / STORE_FOLDER).is_dir():
-            return folder
-    return here
+    return marked_root(here) or here
+
+
+def enter_config_home(config: str | Path | None) -> Path | None:
+    """A config file given by path that lies in a home (:func:`marked_root` of its folder) other than
+    the working directory's: that home becomes this process's (and its children's), so ``ragmem run
+    ../my-eval/ragmem.yaml`` stores its run in ``my-eval``. Returns the home entered, or ``None`` (no
+    such home, the same home, or ``RAGMEM_HOME``/``RAGMEM_PROJECT`` already chosen by the user)."""
+    if config is None or os.environ.get("RAGMEM_PROJECT") or os.environ.get("RAGMEM_HOME"):
+        return None
+    path = Path(config).expanduser()
+    if not path.is_file():
+        return None
+    root = marked_root(path.parent)
+    if root is None or root == project_root():
+        return None
+    os.environ["RAGMEM_PROJECT"] = str(root)
+    return root
 
 
 def ragmem_home() -> Path:

@@ -1,12 +1,15 @@
 """Which process ran a run, and whether it still runs: a run left RUNNING by a process that is gone
 (SIGKILL, power loss) can be resumed (:mod:`ragmem.run.resume`), shows as ``DEAD`` in the tables
 (:mod:`ragmem.tracking.runs`), and is reopened by the tracker (:mod:`ragmem.tracking.store`). And whether
-a local port is free for a server (the managed Prefect server, ``ragmem ui``)."""
+a local port is free for a server (the managed Prefect server, ``ragmem ui``), and what tells a process
+apart from a later one given the same number (its start time)."""
 
 from __future__ import annotations
 
 import os
 import socket
+import subprocess
+from pathlib import Path
 
 
 def bind_error(host: str, port: int) -> OSError | None:
@@ -41,3 +44,18 @@ def run_is_dead(tags: dict[str, str]) -> bool | None:
     if not pid or not pid.isdigit() or tags.get("ragmem.host") != host():
         return None
     return not process_alive(int(pid))
+
+
+def process_identity(pid: int) -> str | None:
+    """What tells process ``pid`` apart from a later process given the same number: its start time
+    (``/proc/PID/stat`` field 22 on Linux, ``ps -o lstart=`` elsewhere); ``None`` when no such process
+    runs. (Not the command line: right after a start it can still be empty.)"""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except FileNotFoundError:
+        if Path("/proc/self/stat").exists():
+            return None  # Linux, and the process is gone
+    except (OSError, IndexError):
+        return None
+    done = subprocess.run(["ps", "-o", "lstart=", "-p", str(pid)], capture_output=True, text=True)
+    return done.stdout.strip() or None

@@ -46,7 +46,7 @@ def test_eight_runs_started_at_once_on_a_new_project_all_finish_with_one_server(
     (tmp_path / "c.yaml").write_text("experiment: fan-out\ndata: {files: [d.json]}\nstats: {resamples: 0}\n"
                                      "metrics: [pass_rate, token_f1]\ntracking: {max_traces: 0}\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "MLFLOW_", "RAGMEM_"))}
-    env.update(RAGMEM_HOME=str(home), RAGMEM_PROGRESS="off")
+    env.update(RAGMEM_HOME=str(home), RAGMEM_SERVER_HOME=str(tmp_path / "server"), RAGMEM_PROGRESS="off")
     started = time.monotonic()
     procs = [subprocess.Popen([sys.executable, "-m", "ragmem.cli", "run", "c.yaml", "-o", f"s{i}.json"], cwd=tmp_path,
                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for i in range(RUNS)]
@@ -59,14 +59,14 @@ def test_eight_runs_started_at_once_on_a_new_project_all_finish_with_one_server(
     codes = [p.returncode for p in procs]
     print(f"{RUNS} runs at once: {time.monotonic() - started:.0f} s")
     assert codes == [0] * RUNS, [e.strip().splitlines()[-1:] for e in errors]
-    assert sum("starting a local Prefect server" in e for e in errors) == 1  # one started it, seven used it
+    assert sum("starting the local Prefect server" in e for e in errors) == 1  # one started it, seven used it
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}")
     runs = client.search_runs([client.get_experiment_by_name("fan-out").experiment_id])
     assert len(runs) == RUNS and {r.info.status for r in runs} == {"FINISHED"}
     assert {r.data.metrics["count/n_examples"] for r in runs} == {6.0}
-    servers = _servers_of(home)
+    servers = _servers_of(tmp_path / "server")
     assert len(servers) == 1, servers
     stopped = subprocess.run([sys.executable, "-m", "ragmem.cli", "server", "stop"], cwd=tmp_path, env=env,
                              capture_output=True, text=True, timeout=60)
-    assert stopped.returncode == 0 and _servers_of(home) == []
-    assert not (home / "prefect-server.pid").exists()  # the pid file does not outlive its server
+    assert stopped.returncode == 0 and _servers_of(tmp_path / "server") == []
+    assert not (tmp_path / "server" / "prefect-server.pid").exists()  # the pid file does not outlive its server

@@ -1,12 +1,15 @@
-"""Homes with real Prefect servers: two homes each start and use their own, and a run started from a
-folder below a home lands in that home's store and says where. The home's logic, in process:
-tests/runtime/test_home.py."""
+"""Homes and the one local Prefect server: three homes, one run each, use one server process (each
+run still in its own home's store), which stops itself once idle; a run that cannot start starts no
+server; a run started from a folder below a home lands in that home's store and says where. The
+home's logic, in process: tests/runtime/test_home.py; the leases, tests/orchestration/test_idle.py."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -17,39 +20,41 @@ from tests.conftest import free_port, run_cli, wait_until
 pytestmark = pytest.mark.e2e
 
 
-@pytest.mark.e2e  # two real Prefect servers
-def test_two_homes_each_use_their_own_prefect_server(tmp_path):
-    """Home B finds home A's server on the port B recorded: B starts its own on another port, and
-    ``server status`` in each names its own."""
-    env = {k: v for k, v in os.environ.items() if k not in ("RAGMEM_HOME", "RAGMEM_PREFECT_PORT", "PREFECT_API_URL")}
-    homes = [tmp_path / "a", tmp_path / "b"]
-    port = free_port()
-    try:
-        for folder in homes:
-            starter.init_home(folder)
-            (folder / ".ragmem").mkdir()
-            (folder / ".ragmem" / "prefect-port").write_text(f"{port}\n")  # both would take the same port
-        first = subprocess.Popen([sys.executable, "-m", "ragmem.cli", "server", "start"], cwd=homes[0], env=env,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        # home B starts once A's server holds the port (A's own start goes on meanwhile)
-        wait_until(lambda: prefect_server.server_owner(port) is not None, "home A's server process", process=first)
-        done = subprocess.run([sys.executable, "-m", "ragmem.cli", "server", "start"], cwd=homes[1], env=env,
-                              capture_output=True, text=True, timeout=240)
+def _servers(folder: Path) -> list[dict]:
+    return [s for s in prefect_server.prefect_servers() if s["prefect_home"] == str(folder / "prefect")]
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="counts the Prefect servers through /proc (Linux)")
+def test_three_homes_share_one_server_which_stops_once_idle_and_a_refused_run_starts_none(tmp_path):
+    server = tmp_path / "server"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "MLFLOW_", "RAGMEM_"))}
+    env.update(RAGMEM_SERVER_HOME=str(server), RAGMEM_PREFECT_PORT=str(free_port()), RAGMEM_PROGRESS="off")
+    homes = [tmp_path / name for name in ("alpha", "beta", "gamma")]
+    # a run refused by its checks (a dead agent URL) starts no server
+    starter.init_home(homes[0])
+    refused = run_cli(["run", "ragmem.yaml", "--set", "agent.type=http", "--set", "agent.url=http://127.0.0.1:9/agent"],
+                      env=env, cwd=homes[0])
+    assert refused.returncode == 2 and "agent.url http://127.0.0.1:9/agent" in refused.stderr, refused.stderr
+    assert _servers(server) == [] and not (server / "prefect-server.pid").exists()
+    for i, home in enumerate(homes):
+        if i:
+            starter.init_home(home)
+        done = run_cli(["run", "ragmem.yaml", "-o", "s.json", "--set", "orchestration.server_idle_s=4"], env=env, cwd=home)
         assert done.returncode == 0, done.stderr
-        assert first.wait(timeout=240) == 0, first.communicate()[1]
-        ports = [int((f / ".ragmem" / "prefect-port").read_text()) for f in homes]
-        assert ports[0] == port and ports[1] != port
-        for folder, own in zip(homes, ports):
-            wait_until(lambda: prefect_server.healthy(f"http://127.0.0.1:{own}/api"), f"the server of {folder}")
-            status = run_cli(["server", "status"], env={**env, "COLUMNS": "400"}, cwd=folder / "data")  # from below
-            assert status.returncode == 0, status.stderr
-            line = " ".join(status.stdout.split())
-            assert f"http://127.0.0.1:{own}/api: running" in line
-            assert f"with this ragmem home ({(folder / '.ragmem').resolve()})" in line
-    finally:
-        for folder in homes:
-            subprocess.run([sys.executable, "-m", "ragmem.cli", "server", "stop"], cwd=folder, env=env,
-                           capture_output=True, text=True, timeout=60)
+        assert ("starting the local Prefect server" in done.stderr) is (i == 0), done.stderr
+        assert len(_servers(server)) == 1  # one server, whichever home runs
+        summary = json.loads((home / "s.json").read_text())
+        assert Path(summary["tracking_uri"].removeprefix("sqlite:///")) == (home / "mlruns" / "mlflow.db").resolve()
+    status = run_cli(["server", "status"], env={**env, "COLUMNS": "400"}, cwd=homes[1])
+    assert f"local server http://127.0.0.1:{env['RAGMEM_PREFECT_PORT']}/api: running, pid " in status.stdout
+    assert "shared by every ragmem home" in status.stdout and "idle; stops itself in " in status.stdout, status.stdout
+    # four seconds after the last run ended, the watcher stops it
+    stopped = "idle watcher: stopped the server: no command used it for 4 s"
+    wait_until(lambda: stopped in (server / "prefect-server.log").read_text(errors="replace"), "the idle server to stop",
+               timeout=120)
+    assert _servers(server) == [] and not (server / "prefect-server.pid").exists()
+    after = run_cli(["server", "status"], env=env, cwd=homes[2])
+    assert "not running (started by the next run" in after.stdout
 
 
 @pytest.mark.e2e  # a whole run through the command, against the session's Prefect server

@@ -89,29 +89,30 @@ def test_a_relative_config_path_is_found_in_the_home_from_a_folder_below(project
     assert ran.returncode == 2 and "nothere.yaml: config file not found" in ran.stderr
 
 
-def test_each_home_chooses_its_own_port_and_keeps_it(project, monkeypatch):
-    """Port choice with the machine's state simulated: which ports something listens on, whose
-    Prefect server answers where."""
+def test_the_shared_server_chooses_its_port_once_and_keeps_it(tmp_path, monkeypatch):
+    """Port choice with the machine's state simulated: which ports something listens on, and whether
+    the Prefect server there is the shared one (its database in the server's folder)."""
     monkeypatch.delenv("RAGMEM_PREFECT_PORT", raising=False)
-    monkeypatch.setenv("RAGMEM_HOME", str(project / ".ragmem"))
-    listening: dict[int, str | None] = {4200: str(project / "other" / ".ragmem")}  # port -> home of its server
+    monkeypatch.setenv("RAGMEM_SERVER_HOME", str(tmp_path / "server"))
+    ours = str(tmp_path / "server" / "prefect")
+    listening: dict[int, str | None] = {4200: str(tmp_path / "someone" / "prefect")}  # port -> its PREFECT_HOME
     monkeypatch.setattr(prefect_server, "_bindable", lambda port: port not in listening)
-    monkeypatch.setattr(prefect_server, "healthy", lambda url, timeout=2.0: int(url.split(":")[2].split("/")[0]) in listening)
     monkeypatch.setattr(prefect_server, "server_owner",
-                        lambda port: {"pid": 1, "home": listening[port], "cwd": "/"} if listening.get(port) else None)
+                        lambda port: {"pid": 1, "prefect_home": listening[port]} if listening.get(port) else None)
     assert prefect_server.managed_port() == 4200  # nothing recorded yet
-    assert prefect_server.choose_port() == 4201  # 4200 is another home's
-    assert (project / ".ragmem" / "prefect-port").read_text() == "4201\n"
+    assert prefect_server.choose_port() == 4201  # 4200 is another program's
+    assert (tmp_path / "server" / "port").read_text() == "4201\n"
     assert prefect_server.managed_port() == 4201
-    listening[4201] = str(project / ".ragmem")  # this home's server now answers there: kept
+    listening[4201] = ours  # the shared server now answers there: kept, from any home
+    monkeypatch.setenv("RAGMEM_HOME", str(tmp_path / "elsewhere" / ".ragmem"))
     assert prefect_server.choose_port() == 4201
-    listening[4201] = str(project / "third" / ".ragmem")  # another home took it meanwhile
+    listening[4201] = str(tmp_path / "someone" / "prefect")  # another program took it meanwhile
     assert prefect_server.choose_port() == 4202
-    listening[4202] = None  # something that is not a ragmem server answers: not used
-    monkeypatch.setattr(prefect_server, "healthy", lambda url, timeout=2.0: False)
-    assert prefect_server.choose_port() == 4203
     monkeypatch.setenv("RAGMEM_PREFECT_PORT", "4555")  # named by the user: as it is
     assert prefect_server.choose_port() == 4555 and prefect_server.managed_port() == 4555
+    monkeypatch.delenv("RAGMEM_SERVER_HOME")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # the default folder: one per machine user
+    assert prefect_server.server_home() == (tmp_path / "state" / "ragmem" / "prefect-server").resolve()
 
 
 def test_an_interrupt_click_turned_into_abort_is_still_one_line_with_its_code(capsys):
