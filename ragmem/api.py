@@ -92,4 +92,5 @@ def _prepared(data, config, track: bool, overrides: dict[str, Any], resume: str 
         data_path = str(data)
     if not track:
         extra["tracking"] = {**(extra.get("tracking") or {}), "enabled": False}
-    return prepare.for_run(prepare.resolve(config, data=data_path, extra=extra), resume=resume)
+    named = {**overrides, **({"agent": getattr(agent, "__name__", type(agent).__name__)} if callable(agent) else {})}
+    return prepare.for_run(prepare.resolve(config, data=data_path, extra=extra, named=named), resume=resume)

@@ -46,6 +46,8 @@ def test_overrides_and_tracking_round_trip(store):
     assert run.info.status == "FINISHED"
     assert "MLFLOW_TRACKING_URI" not in os.environ  # the run's store does not leak into the environment
     assert run.data.params["judge.threshold"] == "0.5"
+    # its name says what it was started from and what was changed (not one MLflow made up)
+    assert run.info.run_name == "python-api judge.threshold=0.5 metrics=f1,avg_coverage data=demo_bilingual.json"
     assert run.data.metrics["f1"] == pytest.approx(result.metrics["f1"])
     artifacts = {a.path for a in MlflowClient(store["uri"]).list_artifacts(result.run_id)}
     assert {"config.json", "summary.json", "examples.csv", "examples.json", "plots"} <= artifacts

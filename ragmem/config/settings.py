@@ -296,7 +296,8 @@ class Settings(ReferenceSettings):
     experiment: Annotated[str, Field(min_length=1, max_length=500)] = setting(
         "ragmem", "MLflow experiment name (MLflow keeps at most 500 characters)")
     run_name: Optional[Annotated[str, Field(max_length=250)]] = setting(
-        None, "MLflow run name and Prefect flow-run name (at most 250 characters)")
+        None, "MLflow run name and Prefect flow-run name (at most 250 characters); default: the config file's name, "
+              "each --set and the --data file (demo judge.threshold=0.5 data=x.jsonl)")
     seed: Count = setting(0, "logged; used by sampling steps")
     data: DataSettings = setting(DataSettings, "the dataset")
     agent: AgentSettings = setting(AgentSettings, "the system under test")

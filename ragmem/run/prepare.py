@@ -26,6 +26,7 @@ from typing import Any
 
 import pandas as pd
 
+from ragmem.config import secrets
 from ragmem.config.loading import resolve_settings, RunConfig
 from ragmem.data.loaders import Dataset
 from ragmem.errors import ConfigError, RagmemError
@@ -82,17 +83,49 @@ def home_config() -> Path | None:
 
 
 def resolve(path: str | Path | None = None, overrides: list[str] | None = None, data: str | None = None,
-            extra: dict[str, Any] | None = None) -> RunConfig:
+            extra: dict[str, Any] | None = None, named: dict[str, Any] | None = None) -> RunConfig:
     """The run's settings, validated once (:func:`ragmem.config.loading.resolve_settings`), with what one
     section's schema cannot see: every gated metric exists, every bench method is known. (Every sweep
     grid point is checked by the ``for_*`` that follows: :func:`sweep_plan`.)"""
     cfg = resolve_settings(path, overrides=overrides, data=data, extra=extra)
+    if cfg.run_name is None:  # (MLflow would make one up: languid-snipe-133)
+        cfg = cfg.model_copy(update={"run_name": default_run_name(path, overrides or [], data, named)})
     gates.check_names(cfg.gates, cfg.ks, cfg.metrics.custom_names)
     check_param_sizes(cfg)
     names = [spec.name for spec in memory_layers.method_specs(cfg.bench.methods)]
     if cfg.bench.baseline is not None and cfg.bench.baseline not in names:
         raise ConfigError(f"bench.baseline: {cfg.bench.baseline!r} is not one of bench.methods ({', '.join(names)})")
     return cfg
+
+
+def default_run_name(path: str | Path | None, overrides: list[str], data: str | None,
+                     given: dict[str, Any] | None = None) -> str:
+    """A run's name when the config gives none (``run_name``): what the run was started from and what
+    was changed for it: the config file's name (``python-api`` without one), each ``--set`` (or the
+    Python API's keyword settings, ``given``) but where the run is stored, and the ``--data`` file; a
+    secret's value, and a URL's password, masked.
+
+    >>> default_run_name("configs/demo.yaml", ["judge.threshold=0.5", "agent.params.api_key=s3"], "d/x.jsonl")
+    'demo judge.threshold=0.5 agent.params.api_key=*** data=x.jsonl'
+    >>> default_run_name(None, [], None, {"judge": {"threshold": 0.6}, "experiment": "nightly"})
+    'python-api judge.threshold=0.6'
+    """
+    changed = list(overrides)
+    stack = [("", v) for v in [given or {}]]
+    while stack:
+        prefix, value = stack.pop(0)
+        if isinstance(value, dict):
+            stack[:0] = [(f"{prefix}{k}.", v) for k, v in value.items()
+                         if f"{prefix}{k}" not in ("experiment", "data", "tracking", "run_name")]
+        elif prefix:
+            plain = isinstance(value, list) and all(isinstance(v, (int, float, str)) for v in value)
+            shown = ",".join(map(str, value)) if plain else value if isinstance(value, (int, float, str)) else type(value).__name__
+            changed.append(f"{prefix[:-1]}={shown}")
+    masked = [f"{k}=***" if secrets.is_secret(k.rsplit(".", 1)[-1]) else f"{k}={secrets.mask_url(v) if '://' in v else v}"
+              for k, _, v in (c.partition("=") for c in changed)
+              if k.split(".")[0] not in ("tracking", "experiment", "run_name")]
+    name = " ".join([Path(path).stem if path else "python-api", *masked, *([f"data={Path(data).name}"] if data else [])])
+    return name if len(name) <= 250 else name[:249] + "…"
 
 
 def sweep_plan(cfg: RunConfig, load: bool = True) -> SweepPlan:

@@ -31,7 +31,8 @@ RESUME_FREE = frozenset({"judge.base_url", "embeddings.base_url", "generator.bas
                          "embeddings.max_concurrency", "generator.max_concurrency", "tracking.max_traces",
                          "tracking.table_copies_max_rows", "data.chunk_size",
                          "agent.retry_backoff_s", "judge.retry_backoff_s", "embeddings.retry_backoff_s",
-                         "judge.timeout_s", "embeddings.timeout_s", "generator.timeout_s"})
+                         "judge.timeout_s", "embeddings.timeout_s", "generator.timeout_s",
+                         "run_name", "orchestration.server_idle_s"})
 
 
 def settings_that_differ(started: dict[str, Any], now: dict[str, Any]) -> list[str]:
