@@ -58,6 +58,25 @@ def _is_timeout(exc: BaseException) -> bool:
                                                                     "PoolTimeout")
 
 
+class NotOpenAI(Exception):
+    """An endpoint answered a request with what an OpenAI-compatible server never sends (a reply that
+    is not JSON: a web page, another API): the URL names another kind of server. No retry fixes it."""
+
+    def __init__(self, reply: str):
+        shown = " ".join(str(reply).split())
+        super().__init__(f"not an OpenAI-compatible server: the reply is not JSON "
+                         f"({shown[:80]!r}{'...' if len(shown) > 80 else ''})")
+
+
+async def json_reply(request: Callable[[], Any]) -> Any:
+    """The openai SDK's reply to ``request()``; a reply that is not JSON (the SDK hands its text over
+    as a ``str``: a web page, another kind of server) raises :class:`NotOpenAI`."""
+    reply = await request()
+    if isinstance(reply, str):
+        raise NotOpenAI(reply)
+    return reply
+
+
 def _is_connection(exc: BaseException) -> bool:
     """A failure below HTTP: refused, reset, DNS, TLS (the openai SDK's APIConnectionError, httpx's
     TransportError, Python's ConnectionError)."""
@@ -81,7 +100,7 @@ def endpoint_failure(exc: BaseException) -> bool | None:
     and the failure is about this request (400, 422, a reply that is not what was asked for)."""
     if _is_timeout(exc):
         return False
-    if _is_connection(exc):
+    if _is_connection(exc) or isinstance(exc, NotOpenAI):
         return True
     status = status_of(exc)
     if status is None:
@@ -136,11 +155,15 @@ def describe(exc: BaseException) -> str:
     """The one failure line of a failed call, whatever the library underneath."""
     if _is_timeout(exc):
         return "timed out"
+    if isinstance(exc, NotOpenAI):
+        return str(exc)
     if _is_connection(exc):
         root = _root_cause(exc)
         errno = getattr(root, "errno", None)  # (asyncio words a refused connection its own way)
         reason = (os.strerror(errno) if isinstance(errno, int) else getattr(root, "strerror", None)) \
             or (str(root).splitlines() or [""])[0] or type(root).__name__
+        if isinstance(root, RuntimeError) or "event loop" in reason:  # the client library's own state, not the server's
+            reason = "the connection ended before a reply"
         return f"cannot connect ({reason})"[:240]
     status = status_of(exc)
     if status is not None:

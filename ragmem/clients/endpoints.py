@@ -295,7 +295,7 @@ class Breaker:
             if self.reason is None and self._run >= self.consecutive:
                 self.reason = (f"{self.setting} {self.url}: {self._run} consecutive failures "
                                f"(last: {description}); the run stopped")
-                if description.startswith(("HTTP 404", "HTTP 401", "HTTP 403")):  # a wrong path or key
+                if description.startswith(("HTTP 404", "HTTP 401", "HTTP 403", "not an OpenAI")):  # a wrong URL or key
                     self.fix = self.setting
             elif self.reason is None and len(self._recent) == self.window and failed >= self.ratio * self.window:
                 self.reason = (f"{self.setting} {self.url}: {failed} of the last {self.window} calls failed "

@@ -275,7 +275,8 @@ class JudgeClient(_Endpoint):
             if fmt is not None:
                 kwargs["response_format"] = fmt
             try:
-                reply = await self._with_retries(lambda: client.post("/chat/completions", body=kwargs, cast_to=_completion()))
+                reply = await self._with_retries(lambda: calls.json_reply(
+                    lambda: client.post("/chat/completions", body=kwargs, cast_to=_completion())))
             except Exception as exc:
                 if self.fallback and fmt is not None and _rejects_format(exc):
                     async with self._format_lock:
@@ -421,7 +422,8 @@ class EmbeddingClient(_Endpoint):
             return Result(cached)
         async with semaphore:
             try:
-                reply = await self._with_retries(lambda: client.embeddings.create(model=self.model, input=[text]))
+                reply = await self._with_retries(lambda: calls.json_reply(
+                    lambda: client.embeddings.create(model=self.model, input=[text])))
                 vector = [float(x) for x in reply.data[0].embedding]
                 self.usage.saw(getattr(reply, "model", None))
                 usage = getattr(reply, "usage", None)

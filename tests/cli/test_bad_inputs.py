@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import ast
 import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,43 @@ from tests.conftest import ROOT, free_port
 CASES = yaml.safe_load((ROOT / "tests" / "bad_inputs" / "cases.yaml").read_text(encoding="utf-8"))
 VALID = [{"id": f"e{i}", "query": f"Question {i}?", "reference_answer": f"Answer {i}.",
           "generated_answer": f"Answer {i}."} for i in range(3)]
+
+
+class _Web(BaseHTTPRequestHandler):
+    """A server a judge URL may wrongly name: under /html a web site (its pages, 200 to any POST),
+    anything else 404 in JSON (an OpenAI-compatible API's path given wrong: ``.../v2``)."""
+
+    def log_message(self, *args):
+        pass
+
+    def _send(self, status: int, body: str, kind: str) -> None:
+        data = body.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        if self.path.startswith("/html"):
+            return self._send(200, "<html><body>Welcome to nginx!</body></html>", "text/html")
+        return self._send(404, '{"detail": "Not Found"}', "application/json")
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.do_GET()
+
+
+_WEB: list[str] = []
+
+
+def _web() -> str:
+    """The base URL of one :class:`_Web` server on 127.0.0.1 for the module's cases."""
+    if not _WEB:
+        server = ThreadingHTTPServer(("127.0.0.1", 0), _Web)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        _WEB.append(f"http://127.0.0.1:{server.server_address[1]}")
+    return _WEB[0]
 
 
 def _prepare(case: dict, tmp: Path, monkeypatch) -> tuple[list[list[str]], Path | None]:
@@ -60,7 +99,8 @@ def _prepare(case: dict, tmp: Path, monkeypatch) -> tuple[list[list[str]], Path 
         (tmp / "lacking.json").write_text(json.dumps([lacking]), encoding="utf-8")
         (tmp / "conv.json").write_text(json.dumps({"speaker_a": "A", "session_1": []}), encoding="utf-8")
     if "config" in case:
-        (tmp / "case.yaml").write_text(case["config"], encoding="utf-8")
+        (tmp / "case.yaml").write_text(case["config"].replace("{web}", _web() if "{web}" in case["config"] else ""),
+                                       encoding="utf-8")
     fill = {"{data}": str(valid), "{config}": str(tmp / "case.yaml"), "{tmp}": str(tmp),
             "{configs}": str(ROOT / "configs")}
     if "args" in case:
@@ -91,6 +131,7 @@ def test_the_corpus_is_large_and_names_are_unique():
 def test_a_bad_input_is_one_line_and_its_exit_code(case, tmp_path, monkeypatch, ragmem_main):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("RAGMEM_HOME", str(tmp_path / ".ragmem"))
+    monkeypatch.setenv("RAGMEM_SERVER_HOME", str(tmp_path / "server"))
     # a Prefect API that does not answer: a case that got past validation fails loudly, starting no server
     monkeypatch.setenv("PREFECT_API_URL", f"http://127.0.0.1:{free_port()}/api")
     for name in ("MLFLOW_TRACKING_URI", "RAGMEM_TEST_UNSET_KEY"):
@@ -104,6 +145,7 @@ def test_a_bad_input_is_one_line_and_its_exit_code(case, tmp_path, monkeypatch, 
         where = f"{case['name']}: ragmem {' '.join(argv)}\n{err}"
         assert code == case.get("code", 2), where
         assert "Traceback" not in err and "internal error" not in err, where
+        assert "event loop" not in err, where  # (no message of a library's internals)
         if case.get("usage"):
             assert lines[-1].startswith("Error:"), where
         elif argv[0] == "validate" and lines and lines[0].startswith("invalid:"):
@@ -112,4 +154,4 @@ def test_a_bad_input_is_one_line_and_its_exit_code(case, tmp_path, monkeypatch, 
             assert len(lines) == 1 and lines[0].startswith("error: "), where
         assert all(str(word) in err for word in case["words"]), where
     assert _store(tmp_path) == before  # nothing written to the tracking store
-    assert not (tmp_path / ".ragmem" / "prefect").exists()  # no Prefect server was started
+    assert not (tmp_path / "server" / "prefect").exists()  # no Prefect server was started

@@ -51,6 +51,8 @@ class _Servers(BaseHTTPRequestHandler):
             return self._send(401, {"error": {"message": "bad key"}})
         if self.path.startswith("/html"):
             return self._send(501, "<!DOCTYPE html><html><body>Unsupported method</body></html>", "text/html")
+        if self.path.startswith("/nginx"):  # a web server that answers any POST with its page
+            return self._send(200, "<html><body>Welcome to nginx!</body></html>", "text/html")
         return self._send(404, {"detail": "Not Found"})
 
 
@@ -104,3 +106,28 @@ def test_a_breaker_opened_by_a_wrong_path_asks_for_the_setting_and_a_resume_may_
     started = {"judge.base_url": "http://h/v2", "judge.model": "m"}
     assert settings_that_differ(started, {"judge.base_url": "http://h/v1", "judge.model": "m"}) == []
     assert settings_that_differ(started, {"judge.base_url": "http://h/v1", "judge.model": "other"}) == ["judge.model"]
+
+
+def test_a_run_past_the_preflight_names_a_server_of_another_kind_and_no_library_internals(base):
+    """With --no-preflight, a judge aimed at a web server (200 with a page to every POST): each
+    request fails as "not an OpenAI-compatible server", the breaker opens after five and asks for the
+    setting; a connection that failed inside the client library is said without its internals."""
+    import httpx
+    import openai
+
+    from ragmem.clients.calls import describe
+    from ragmem.clients.llm_client import JudgeClient
+    from ragmem.config.settings import JudgeSettings
+
+    client = JudgeClient(JudgeSettings(type="llm", model="m", base_url=f"{base}/nginx", retry_backoff_s=0.001,
+                                       cache=False, response_format="text", max_concurrency=1))
+    with pytest.raises(EndpointDown) as raised:
+        client.run([("answer_correctness", {"question": "q", "reference": "r", "answer": "a"})] * 8)
+    assert str(raised.value) == (
+        f"judge.base_url {base}/nginx: 5 consecutive failures (last: not an OpenAI-compatible server: the reply "
+        f"is not JSON ('<html><body>Welcome to nginx!</body></html>')); the run stopped")
+    assert raised.value.fix == "judge.base_url"
+    request = httpx.Request("POST", "http://h/v1/chat/completions")
+    inner = openai.APIConnectionError(request=request)
+    inner.__cause__ = RuntimeError("no running event loop")
+    assert describe(inner) == "cannot connect (the connection ended before a reply)"
