@@ -359,6 +359,9 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     bench = raw.get("bench")
     if isinstance(bench, dict) and isinstance(bench.get("data"), str):
         bench["data"] = data_path(bench["data"], path.parent, "bench.data")
+    corpus = raw.get("corpus")  # the reference agent's own corpus file, too
+    if isinstance(corpus, dict) and isinstance(corpus.get("path"), str) and corpus["path"] != "bundled":
+        corpus["path"] = data_path(corpus["path"], path.parent, "corpus.path")
     paths = raw.get("import_paths")
     if paths is None or isinstance(paths, list):  # targets import from the config's folder too
         paths = [os.path.abspath(path.parent / p) if isinstance(p, str) else p for p in paths or []]

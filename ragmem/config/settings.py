@@ -99,7 +99,8 @@ class AgentSettings(Section):
 
 
 class CorpusSettings(Section):
-    path: str = setting("bundled", "bundled, or a JSON file {documents, memories}")
+    path: str = setting("bundled", "bundled, or a JSON file {documents, memories} (relative: against the config "
+                                   "file's folder)")
     chunk_size: Positive = setting(200, "chunk window in characters")
     chunk_overlap: Count = setting(40, "characters shared by consecutive chunks")
 
