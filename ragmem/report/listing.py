@@ -40,11 +40,7 @@ def print_runs(table, title: str, warnings: list[str], notes: list[str] = ()) ->
     need = measure(view).maximum
     keep = 3 if "decision" not in columns else 4  # the run, its decision, a setting or the sort metric
     while width is not None and need > width and len(columns) > keep:
-        settings = [c for c in columns if "." in c]  # the setting with most values first (one that groups
-        # the runs, as a sweep's grid does, says most at a glance), the wider of two such
-        spread = max(settings, key=lambda c: (table[c].nunique(), table[c].astype(str).str.len().max())) \
-            if len(settings) > 1 else None
-        columns.remove(spread or columns[-1])
+        columns.remove(_least_needed(table, columns))
         view = view_of(columns)
         need = measure(view).maximum
     out = terminal.out  # (the console the tests record)
@@ -65,6 +61,20 @@ def print_runs(table, title: str, warnings: list[str], notes: list[str] = ()) ->
         terminal.say(f"note: {note}")
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
+
+
+def _least_needed(table, columns: list[str]) -> str:
+    """The column to leave out first. A sweep's children (a ``decision`` column): the metrics after the
+    objective, from the right (its grid's settings are what the ranking is about); then, as for any
+    listing, the setting with most values (the wider of two such), else the rightmost column."""
+    if "decision" in columns:
+        metrics = [c for c in columns if "." not in c and c not in ("run_id", "decision", "status")]
+        if len(metrics) > 1:
+            return metrics[-1]
+    settings = [c for c in columns if "." in c]
+    if len(settings) > 1:
+        return max(settings, key=lambda c: (table[c].nunique(), table[c].astype(str).str.len().max()))
+    return columns[-1]
 
 
 def listing_width() -> int | None:

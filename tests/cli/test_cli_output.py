@@ -265,5 +265,15 @@ def test_compare_after_a_sweep_reads_well_at_any_width(tmp_path, ragmem_main, mo
     assert order[1:3] == sorted(order[1:3], key=children.index, reverse=True)  # tied: by ndcg, best first
     assert "chosen" in next(line for line in ranked.stdout.splitlines() if chosen[:8] in line)
     assert "ranked as the sweep decided" in " ".join(ranked.stdout.split())
+    for width in (80, 200):  # the command a sweep's last line suggests, in a narrow and a wide terminal
+        env["COLUMNS"] = str(width)
+        shown = ragmem_main(["compare", "--sweep", parent[:8]], env=env, cwd=tmp_path)
+        lines = shown.stdout.splitlines()
+        assert shown.returncode == 0 and len(lines) <= 40, shown.stdout
+        header = next(line for line in lines if "decision" in line).split()
+        assert {"type", "top_k", "ndcg@10"} <= set(header)  # the grid's settings stay: the metrics go first
+        assert max(len(line) for line in lines if "━" in line or any(c[:8] in line for c in children)) <= width
+        if width == 80:
+            assert "hit@10" not in header and "left out to fit 80 characters" in shown.stdout
     other = ragmem_main(["compare", "--sweep", children[0][:8]], env=env, cwd=tmp_path)
     assert other.returncode == 2 and "not a sweep's parent run" in other.stderr
