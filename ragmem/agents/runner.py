@@ -162,13 +162,31 @@ def run_live(agent: Callable[[Example], Any], examples: Sequence[Example], concu
     On Ctrl+C (SIGTERM: :class:`ragmem.errors.Terminated`), a full disk (:class:`ragmem.runtime.space.DiskFull`)
     or the agent's endpoint breaker opening (:class:`ragmem.clients.endpoints.EndpointDown`: the call that tripped
     it is not kept) no new call starts, the calls in flight get ``GRACE_S`` to finish (their outputs go to ``on_output``), and the stop is re-raised.
+    ``on_output`` is called on the worker thread that received the reply (it must be thread-safe).
     """
     breaker = getattr(agent, "breaker", None)
     outputs: list[AgentOutput | None] = [None] * len(examples)
     starts: dict[int, float] = {}
+    claimed: set[int] = set()  # examples whose output is settled: kept by its worker, or timed out here
+    claiming = threading.Lock()
+
+    def claim(i: int) -> bool:
+        with claiming:
+            fresh = i not in claimed
+            claimed.add(i)
+            return fresh
 
     def call(i: int):
-        return _timed_call(agent, examples[i], starts, i, retries, backoff_s)
+        """The call, and its output kept by this worker the moment the reply is in (a reply paid for
+        is journaled before the worker takes the next example: a SIGKILL loses only the calls in
+        flight); ``None`` when it is not kept (the endpoint found down, or the call timed out here)."""
+        result = _timed_call(agent, examples[i], starts, i, retries, backoff_s)
+        if isinstance(result[1], EndpointDown) or (breaker is not None and breaker.open) or not claim(i):
+            return result, None
+        output = _to_output(agent, examples[i], *result)
+        if on_output:
+            on_output(output)
+        return result, output
 
     workers = _Workers(call, concurrency)
     n_workers = max(1, concurrency)
@@ -176,38 +194,40 @@ def run_live(agent: Callable[[Example], Any], examples: Sequence[Example], concu
         workers.todo.put(i)
     remaining = set(range(len(examples)))
 
-    def finish(i: int, output: AgentOutput) -> None:
+    def settle(i: int, output: AgentOutput) -> None:
         outputs[i] = output
         remaining.discard(i)
         starts.pop(i, None)
-        if on_output:
-            on_output(output)
 
     try:
         while remaining:
             interrupts.check()  # a sweep interrupted on the main thread stops its children here
             space.check()  # the disk filled: wound down below like an interrupt (what is in flight kept)
             try:
-                i, result = workers.done.get(timeout=0.05)
+                i, (result, output) = workers.done.get(timeout=0.05)
             except queue.Empty:
-                i = None
+                i = output = None
             n = 0
-            if breaker is not None and breaker.open:
-                if i is not None:
-                    starts.pop(i, None)  # the call that found the endpoint dead: not kept, made again on resume
-                breaker.check()  # raises EndpointDown: wound down below like an interrupt
-            if i is not None and isinstance(result[1], EndpointDown):  # an endpoint the agent calls is down
+            if i is not None and output is None and isinstance(result[1], EndpointDown):  # the agent's endpoint is down
                 starts.pop(i, None)  # (not kept: made again on resume)
                 raise result[1]
-            if i is not None and i in remaining:
-                finish(i, _to_output(agent, examples[i], *result))
+            if breaker is not None and breaker.open:
+                if i is not None and output is None:
+                    starts.pop(i, None)  # the call that found the endpoint dead: not kept, made again on resume
+                breaker.check()  # raises EndpointDown: wound down below like an interrupt
+            if output is not None and i in remaining:
+                settle(i, output)
                 n += 1
             if timeout_s:
                 now = time.perf_counter()
                 for j in [j for j, t in list(starts.items()) if j in remaining and now - t > timeout_s]:
-                    finish(j, AgentOutput(examples[j].id, None, [], timeout_s, {},
-                                          error=f"timeout: no reply within {timeout_s:g} s",
-                                          started_at_ns=time.time_ns() - int(timeout_s * 1e9)))
+                    if not claim(j):  # its reply came in meanwhile: kept by its worker
+                        continue
+                    late = AgentOutput(examples[j].id, None, [], timeout_s, {}, error=f"timeout: no reply within "
+                                       f"{timeout_s:g} s", started_at_ns=time.time_ns() - int(timeout_s * 1e9))
+                    if on_output:
+                        on_output(late)
+                    settle(j, late)
                     workers.abandoned.add(j)
                     workers.add_worker()  # the stuck call keeps its thread; the others go on
                     n_workers += 1
@@ -219,11 +239,11 @@ def run_live(agent: Callable[[Example], Any], examples: Sequence[Example], concu
         deadline = time.monotonic() + GRACE_S
         while starts.keys() & remaining and time.monotonic() < deadline:
             try:
-                i, result = workers.done.get(timeout=0.05)
+                i, (result, output) = workers.done.get(timeout=0.05)
             except queue.Empty:
                 continue
-            if i in remaining and not (breaker is not None and breaker.open):
-                finish(i, _to_output(agent, examples[i], *result))
+            if output is not None and i in remaining:  # (journaled by its worker)
+                settle(i, output)
             starts.pop(i, None)  # returned (kept or not): no longer in flight
         raise
     workers.stop(n_workers)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import uuid
 from dataclasses import fields
 from pathlib import Path
@@ -54,6 +55,7 @@ class Journal:
             _cut_torn_line(self.path)
         space.hold_reserve()  # room for what is in flight when the disk fills
         self._file = open(self.path, "ab", buffering=0)
+        self._lock = threading.Lock()
         self.written = 0
 
     # -- what the run started with --------------------------------------------------------------
@@ -89,8 +91,11 @@ class Journal:
     # -- outputs --------------------------------------------------------------------------------
 
     def append(self, output: AgentOutput) -> None:
-        self._write((json.dumps(_as_record(output), ensure_ascii=False) + "\n").encode("utf-8"))
-        self.written += 1
+        """One output, whole (from any thread: the agent's workers keep their replies themselves)."""
+        line = (json.dumps(_as_record(output), ensure_ascii=False) + "\n").encode("utf-8")
+        with self._lock:
+            self._write(line)
+            self.written += 1
 
     def _write(self, data: bytes) -> None:
         """``data`` at the journal's end, whole: a write the disk had no room for is cut back to where
@@ -136,6 +141,7 @@ class Journal:
         journal.path = folder / PARTS_NAME / f"chunk-{index:05d}.jsonl"
         journal.path.parent.mkdir(parents=True, exist_ok=True)
         journal._file = open(journal.path, "wb", buffering=0)
+        journal._lock = threading.Lock()
         journal.written = 0
         return journal
 
