@@ -148,6 +148,71 @@ class _Workers:
 GRACE_S = 3.0  # on Ctrl+C/SIGTERM: how long the calls in flight may take to finish (and be kept)
 
 
+class _Live:
+    """One :func:`run_live`: the outputs settled, the examples remaining, the calls started, and which
+    example's output is settled by whom (its worker, when the reply came; the watch, on a timeout)."""
+
+    def __init__(self, agent, examples: Sequence[Example], retries: int, backoff_s: float, on_output):
+        self.agent, self.examples, self.retries, self.backoff_s = agent, examples, retries, backoff_s
+        self.on_output = on_output
+        self.breaker = getattr(agent, "breaker", None)
+        self.outputs: list[AgentOutput | None] = [None] * len(examples)
+        self.remaining = set(range(len(examples)))
+        self.starts: dict[int, float] = {}
+        self._claimed: set[int] = set()
+        self._claiming = threading.Lock()
+
+    def claim(self, i: int) -> bool:
+        with self._claiming:
+            fresh = i not in self._claimed
+            self._claimed.add(i)
+            return fresh
+
+    def call(self, i: int):
+        """On a worker: the call, and its output kept the moment the reply is in (a reply paid for is
+        journaled before the worker takes the next example: a SIGKILL loses only the calls in flight);
+        ``None`` when it is not kept (the endpoint found down, or the call timed out meanwhile)."""
+        result = _timed_call(self.agent, self.examples[i], self.starts, i, self.retries, self.backoff_s)
+        if isinstance(result[1], EndpointDown) or (self.breaker is not None and self.breaker.open) or not self.claim(i):
+            return result, None
+        output = _to_output(self.agent, self.examples[i], *result)
+        if self.on_output:
+            self.on_output(output)
+        return result, output
+
+    def settle(self, i: int, output: AgentOutput) -> None:
+        self.outputs[i] = output
+        self.remaining.discard(i)
+        self.starts.pop(i, None)
+
+    def timed_out(self, timeout_s: float) -> list[int]:
+        """The calls running past ``timeout_s``, each settled as a timeout (unless its reply came meanwhile)."""
+        now = time.perf_counter()
+        late = []
+        for j in [j for j, t in list(self.starts.items()) if j in self.remaining and now - t > timeout_s]:
+            if not self.claim(j):  # its reply came in meanwhile: kept by its worker
+                continue
+            output = AgentOutput(self.examples[j].id, None, [], timeout_s, {}, error=f"timeout: no reply within "
+                                 f"{timeout_s:g} s", started_at_ns=time.time_ns() - int(timeout_s * 1e9))
+            if self.on_output:
+                self.on_output(output)
+            self.settle(j, output)
+            late.append(j)
+        return late
+
+    def wind_down(self, workers: "_Workers") -> None:
+        """After a stop: the calls in flight get ``GRACE_S`` to finish (their workers keep them)."""
+        deadline = time.monotonic() + GRACE_S
+        while self.starts.keys() & self.remaining and time.monotonic() < deadline:
+            try:
+                i, (_, output) = workers.done.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            if output is not None and i in self.remaining:
+                self.settle(i, output)
+            self.starts.pop(i, None)  # returned (kept or not): no longer in flight
+
+
 def run_live(agent: Callable[[Example], Any], examples: Sequence[Example], concurrency: int = 1,
              timeout_s: float | None = None, on_done: Callable[[int], None] | None = None,
              retries: int = 0, backoff_s: float = 0.5,
@@ -164,43 +229,13 @@ def run_live(agent: Callable[[Example], Any], examples: Sequence[Example], concu
     it is not kept) no new call starts, the calls in flight get ``GRACE_S`` to finish (their outputs go to ``on_output``), and the stop is re-raised.
     ``on_output`` is called on the worker thread that received the reply (it must be thread-safe).
     """
-    breaker = getattr(agent, "breaker", None)
-    outputs: list[AgentOutput | None] = [None] * len(examples)
-    starts: dict[int, float] = {}
-    claimed: set[int] = set()  # examples whose output is settled: kept by its worker, or timed out here
-    claiming = threading.Lock()
-
-    def claim(i: int) -> bool:
-        with claiming:
-            fresh = i not in claimed
-            claimed.add(i)
-            return fresh
-
-    def call(i: int):
-        """The call, and its output kept by this worker the moment the reply is in (a reply paid for
-        is journaled before the worker takes the next example: a SIGKILL loses only the calls in
-        flight); ``None`` when it is not kept (the endpoint found down, or the call timed out here)."""
-        result = _timed_call(agent, examples[i], starts, i, retries, backoff_s)
-        if isinstance(result[1], EndpointDown) or (breaker is not None and breaker.open) or not claim(i):
-            return result, None
-        output = _to_output(agent, examples[i], *result)
-        if on_output:
-            on_output(output)
-        return result, output
-
-    workers = _Workers(call, concurrency)
+    live = _Live(agent, examples, retries, backoff_s, on_output)
+    workers = _Workers(live.call, concurrency)
     n_workers = max(1, concurrency)
     for i in range(len(examples)):
         workers.todo.put(i)
-    remaining = set(range(len(examples)))
-
-    def settle(i: int, output: AgentOutput) -> None:
-        outputs[i] = output
-        remaining.discard(i)
-        starts.pop(i, None)
-
     try:
-        while remaining:
+        while live.remaining:
             interrupts.check()  # a sweep interrupted on the main thread stops its children here
             space.check()  # the disk filled: wound down below like an interrupt (what is in flight kept)
             try:
@@ -209,45 +244,28 @@ def run_live(agent: Callable[[Example], Any], examples: Sequence[Example], concu
                 i = output = None
             n = 0
             if i is not None and output is None and isinstance(result[1], EndpointDown):  # the agent's endpoint is down
-                starts.pop(i, None)  # (not kept: made again on resume)
+                live.starts.pop(i, None)  # (not kept: made again on resume)
                 raise result[1]
-            if breaker is not None and breaker.open:
+            if live.breaker is not None and live.breaker.open:
                 if i is not None and output is None:
-                    starts.pop(i, None)  # the call that found the endpoint dead: not kept, made again on resume
-                breaker.check()  # raises EndpointDown: wound down below like an interrupt
-            if output is not None and i in remaining:
-                settle(i, output)
+                    live.starts.pop(i, None)  # the call that found the endpoint dead: not kept, made again on resume
+                live.breaker.check()  # raises EndpointDown: wound down below like an interrupt
+            if output is not None and i in live.remaining:
+                live.settle(i, output)
                 n += 1
-            if timeout_s:
-                now = time.perf_counter()
-                for j in [j for j, t in list(starts.items()) if j in remaining and now - t > timeout_s]:
-                    if not claim(j):  # its reply came in meanwhile: kept by its worker
-                        continue
-                    late = AgentOutput(examples[j].id, None, [], timeout_s, {}, error=f"timeout: no reply within "
-                                       f"{timeout_s:g} s", started_at_ns=time.time_ns() - int(timeout_s * 1e9))
-                    if on_output:
-                        on_output(late)
-                    settle(j, late)
-                    workers.abandoned.add(j)
-                    workers.add_worker()  # the stuck call keeps its thread; the others go on
-                    n_workers += 1
-                    n += 1
+            for j in live.timed_out(timeout_s) if timeout_s else ():
+                workers.abandoned.add(j)
+                workers.add_worker()  # the stuck call keeps its thread; the others go on
+                n_workers += 1
+                n += 1
             if on_done and n:
                 on_done(n)
     except (KeyboardInterrupt, EndpointDown, space.DiskFull):
         workers.stop(n_workers)
-        deadline = time.monotonic() + GRACE_S
-        while starts.keys() & remaining and time.monotonic() < deadline:
-            try:
-                i, (result, output) = workers.done.get(timeout=0.05)
-            except queue.Empty:
-                continue
-            if output is not None and i in remaining:  # (journaled by its worker)
-                settle(i, output)
-            starts.pop(i, None)  # returned (kept or not): no longer in flight
+        live.wind_down(workers)
         raise
     workers.stop(n_workers)
-    return [o for o in outputs if o is not None]
+    return [o for o in live.outputs if o is not None]
 
 
 def _to_output(agent: Any, example: Example, raw: Any, exc: BaseException | None, seconds: float, wall: int,
