@@ -48,6 +48,12 @@ def test_overrides_and_tracking_round_trip(store):
     assert run.data.params["judge.threshold"] == "0.5"
     # its name says what it was started from and what was changed (not one MLflow made up)
     assert run.info.run_name == "python-api judge.threshold=0.5 metrics=f1,avg_coverage data=demo_bilingual.json"
+    from ragmem.config import secrets
+    from ragmem.run.prepare import default_run_name
+
+    secrets.remember({"agent": {"params": {"options": {"accessToken": "tok-9f3c2"}}}})  # a secret inside a value
+    assert default_run_name("c.yaml", ["agent.params.options={accessToken: tok-9f3c2}"], None) == \
+        "c agent.params.options={accessToken: ***}"
     assert run.data.metrics["f1"] == pytest.approx(result.metrics["f1"])
     artifacts = {a.path for a in MlflowClient(store["uri"]).list_artifacts(result.run_id)}
     assert {"config.json", "summary.json", "examples.csv", "examples.json", "plots"} <= artifacts

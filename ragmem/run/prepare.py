@@ -125,6 +125,7 @@ def default_run_name(path: str | Path | None, overrides: list[str], data: str | 
               for k, _, v in (c.partition("=") for c in changed)
               if k.split(".")[0] not in ("tracking", "experiment", "run_name")]
     name = " ".join([Path(path).stem if path else "python-api", *masked, *([f"data={Path(data).name}"] if data else [])])
+    name = secrets.scrub(name)  # (a secret inside a value: agent.params.options={accessToken: ...})
     return name if len(name) <= 250 else name[:249] + "…"
 
 
