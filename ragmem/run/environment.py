@@ -50,6 +50,11 @@ def check_components(cfg) -> None:
     if cfg.agent.type == "python":
         resolve(cfg.agent.target, cfg.import_paths)
     custom.load(cfg.metrics.custom, cfg.import_paths)  # metrics of one's own: imported, their parameters read
+    given = [i for i, m in enumerate(cfg.metrics.custom) if m.target.startswith("given:")]
+    if given and cfg.orchestration.task_runner == "dask":
+        raise ConfigError(f"metrics.custom[{given[0]}].target: a function given from the Python API exists only in this "
+                          f"process, and orchestration.task_runner dask scores on other processes: name it as "
+                          f"module:function")
     for i, method in enumerate(cfg.bench.methods if cfg.bench.data else ()):
         target = getattr(method, "target", None)
         if getattr(method, "type", None) == "python" and target:

@@ -154,6 +154,13 @@ def test_two_metrics_of_one_name_and_a_gate_on_an_unknown_name_are_refused(tmp_p
                         metrics={"custom": [{"name": "ok", "target": "m:a"}]})
 
 
+def test_a_function_given_from_the_api_is_refused_for_dask_workers(tmp_path):
+    with pytest.raises(ConfigError, match=r"^metrics.custom\[0\].target: a function given from the Python API exists "
+                                          r"only in this process, and orchestration.task_runner dask"):
+        ragmem.evaluate(_records(tmp_path), track=False, agent=lambda q: "a", metrics={"custom": [order_id_format]},
+                        orchestration={"task_runner": "dask"})
+
+
 def test_the_source_hash_tells_two_versions_of_a_function_apart():
     def a(answer):
         return 1
