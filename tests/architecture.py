@@ -31,6 +31,7 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      ("clients",)),
     ("components", "what a run is made of: agents, judges, the reference RAG and memory agent",
      ("agents", "judges", "reference")),
+    ("testsets", "test sets generated from a corpus: documents read, offline probes", ("testsets",)),
     ("memory", "memory benchmarks (LoCoMo, LongMemEval) and the memory layers they run", ("memory",)),
     ("tracking", "every MLflow call, the tracking URI, runs read back, plots", ("tracking",)),
     ("report", "the terminal tables and the HTML report", ("report",)),

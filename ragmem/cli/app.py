@@ -13,6 +13,7 @@ import typer.core
 from ragmem.cli.common import flags_untyped, in_config_home, log, run_prepared, setup_logging, store_client, store_uri
 from ragmem.cli.common import writable, write
 from ragmem.cli.scheduling import pick_flow, schedule_for, serve_flow
+from ragmem.cli.generating import generate
 from ragmem.cli.services import data_app, init, labels_app, report, server_app, trigger, ui
 from ragmem.clients import endpoints
 from ragmem.clients.llm_client import JudgeClient
@@ -347,10 +348,8 @@ def validate(
 app.add_typer(server_app, name="server")
 app.add_typer(labels_app, name="labels")
 app.add_typer(data_app, name="data")
-app.command()(init)
-app.command()(report)
-app.command()(trigger)
-app.command()(ui)
+for command in (init, report, trigger, ui, generate):
+    app.command()(command)
 
 
 def _version(value: bool) -> None:

@@ -1,0 +1,159 @@
+"""The documents a test set is generated from: a folder (txt, md, html, read recursively), one such
+file, or a corpus JSON of the reference agent (``{documents: [{id, text}]}``), each cut into the
+reference agent's chunks (:func:`ragmem.reference.corpus.chunk_text`: the same ids ``DOC#cN`` it
+retrieves, when it is given the same documents and chunking).
+
+What cannot be read is named, never a traceback: an empty folder, a file that is not text (a NUL
+byte, or not UTF-8: ``--encoding``), an empty document; skipped files are counted, not dropped in
+silence. Documents are read one at a time (a large folder is not held twice).
+"""
+
+from __future__ import annotations
+
+import html.parser
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from ragmem.errors import ConfigError, DataError
+from ragmem.reference.corpus import Chunk, chunk_text
+
+SUFFIXES = {".txt": "text", ".md": "markdown", ".markdown": "markdown", ".html": "html", ".htm": "html"}
+
+
+@dataclass(frozen=True)
+class Document:
+    id: str        # the path under the folder (``guides/setup.md``), or the corpus JSON's id
+    text: str
+    source: str    # the file it was read from
+
+
+@dataclass
+class Read:
+    """What reading a corpus gave: its documents and chunks, and what was left out, with why."""
+
+    documents: list[Document] = field(default_factory=list)
+    chunks: list[Chunk] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)  # file -> why it was left out
+
+
+class _Text(html.parser.HTMLParser):
+    """The visible text of an HTML page (no script, style or head)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self._hidden = 0
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("script", "style", "head", "noscript"):
+            self._hidden += 1
+        elif tag in ("p", "div", "br", "li", "h1", "h2", "h3", "h4", "tr", "section", "article"):
+            self.parts.append("\n")
+
+    def handle_endtag(self, tag):
+        if tag in ("script", "style", "head", "noscript") and self._hidden:
+            self._hidden -= 1
+
+    def handle_data(self, data):
+        if not self._hidden:
+            self.parts.append(data)
+
+
+def html_text(page: str) -> str:
+    """The text a reader sees of an HTML page.
+
+    >>> html_text("<html><head><title>t</title></head><body><p>One &amp; two.</p><script>x()</script></body></html>")
+    'One & two.'
+    """
+    parser = _Text()
+    parser.feed(page)
+    return _tidy("".join(parser.parts))
+
+
+def _tidy(text: str) -> str:
+    lines = [" ".join(line.split()) for line in text.splitlines()]
+    return "\n".join(line for line in lines if line).strip()
+
+
+def markdown_text(text: str) -> str:
+    """Markdown as prose: code blocks, heading marks, link targets and emphasis marks left out.
+
+    >>> markdown_text("# Setup\\n\\nRun **ragmem** ([docs](http://x)).\\n```\\ncode\\n```")
+    'Setup\\nRun ragmem (docs).'
+    """
+    text = re.sub(r"```.*?(```|$)", "", text, flags=re.DOTALL)
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", text)
+    text = re.sub(r"^\s{0,3}#{1,6}\s*", "", text, flags=re.MULTILINE)
+    text = re.sub(r"(\*\*|__|\*|`)", "", text)
+    return _tidy(text)
+
+
+def _decoded(path: Path, encoding: str) -> str:
+    data = path.read_bytes()
+    if b"\x00" in data[:8192]:
+        raise DataError(str(path), "not a text file (it holds NUL bytes: a binary file?)")
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        raise DataError(str(path), f"not {encoding} text ({exc.reason} at byte {exc.start}); give its encoding "
+                                   f"with --encoding (e.g. gb18030)") from None
+
+
+def _files(root: Path) -> Iterator[Path]:
+    if root.is_file():
+        yield root
+        return
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and not any(part.startswith(".") for part in path.relative_to(root).parts):
+            yield path
+
+
+def read_corpus(source: str | Path, chunk_size: int = 200, chunk_overlap: int = 40, encoding: str = "utf-8",
+                strict: bool = False) -> Read:
+    """The documents of ``source`` (module docstring), chunked. A file that cannot be read is a
+    :class:`ragmem.errors.DataError` naming it with ``strict``, else skipped and said in ``skipped``."""
+    root = Path(source).expanduser()
+    if not root.exists():
+        raise ConfigError(f"{source}: no such file or folder")
+    read = Read()
+    if root.is_file() and root.suffix.lower() == ".json":
+        try:
+            documents = json.loads(root.read_text(encoding=encoding))["documents"]
+            docs = [Document(str(d["id"]), str(d["text"]), str(root)) for d in documents]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise DataError(str(root), f"expected a corpus JSON {{documents: [{{id, text}}, ...]}} ({exc})") from None
+    else:
+        docs = _documents(root, encoding, strict, read.skipped)
+    for doc in docs:
+        pieces = chunk_text(doc.text, chunk_size, chunk_overlap)
+        if not pieces:
+            read.skipped[doc.source] = "no text"
+            continue
+        read.documents.append(doc)
+        read.chunks.extend(Chunk(f"{doc.id}#c{n}", doc.id, piece) for n, piece in enumerate(pieces))
+    if not read.documents:
+        kinds = ", ".join(sorted(set(SUFFIXES)))
+        why = f" ({len(read.skipped)} skipped: {next(iter(read.skipped.values()))})" if read.skipped else ""
+        raise DataError(str(source), f"no document to generate from: no readable {kinds} file{why}")
+    return read
+
+
+def _documents(root: Path, encoding: str, strict: bool, skipped: dict[str, str]) -> Iterator[Document]:
+    for path in _files(root):
+        kind = SUFFIXES.get(path.suffix.lower())
+        if kind is None:
+            skipped[str(path)] = f"not one of {', '.join(sorted(SUFFIXES))}"
+            continue
+        try:
+            text = _decoded(path, encoding)
+        except DataError as exc:
+            if strict:
+                raise
+            skipped[str(path)] = exc.detail
+            continue
+        text = html_text(text) if kind == "html" else markdown_text(text) if kind == "markdown" else _tidy(text)
+        doc_id = path.name if root.is_file() else path.relative_to(root).as_posix()
+        yield Document(doc_id, text, str(path))
