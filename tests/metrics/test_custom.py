@@ -15,7 +15,6 @@ import pytest
 import ragmem
 from ragmem.errors import ConfigError
 from ragmem.metrics import custom
-from ragmem.runtime.home import tracking_uri
 from ragmem.tracking.compare import paired_comparison
 
 N = 40
@@ -53,14 +52,16 @@ def _truth(good_every: int) -> float:
     return sum(i % good_every == 0 for i in scored) / len(scored)
 
 
-def test_a_regex_metric_from_the_api_with_an_interval_a_gate_a_failure_and_a_paired_comparison(tmp_path, monkeypatch):
+def test_a_regex_metric_from_the_api_with_an_interval_a_gate_a_failure_and_a_paired_comparison(tmp_path, monkeypatch,
+                                                                                                shared_store):
     monkeypatch.setenv("RAGMEM_HOME", str(tmp_path / "home"))
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)  # (the session's store: a new one would be created for this test alone)
     data = _records(tmp_path)
     runs = {}
     for every in (1, 2):
         result = ragmem.evaluate(data, agent=_agent(every), experiment="own", metrics={"custom": [order_id_format]},
-                                 gates={"order_id_format": {"min": 0.9}}, stats={"resamples": 300})
+                                 gates={"order_id_format": {"min": 0.9}}, stats={"resamples": 300},
+                                 tracking={**shared_store, "max_traces": 0})
         runs[every] = result
         metrics, summary = result.metrics, result.summary
         # the value: the mean over the 39 examples the function could read (the planted truth)
@@ -79,7 +80,7 @@ def test_a_regex_metric_from_the_api_with_an_interval_a_gate_a_failure_and_a_pai
         assert gate["passed"] is (every == 1)
     assert runs[1].metrics["order_id_format"] == 1.0
     # the signature: the function's target and source hash, as a param of the run
-    client = mlflow.MlflowClient(tracking_uri(None))
+    client = mlflow.MlflowClient(shared_store["uri"])
     params = client.get_run(runs[2].run_id).data.params
     assert params["metrics.custom.order_id_format"] == (
         f"target:given:{__name__}.order_id_format|source:sha256:{custom.source_hash(order_id_format)}|args:answer")
