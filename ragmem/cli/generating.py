@@ -7,13 +7,15 @@ from pathlib import Path
 
 import typer
 
-from ragmem.cli.common import setup_logging, writable
+from ragmem.cli.common import setup_logging, store_uri, writable
+from ragmem.data.hashing import file_sha256
 from ragmem.data.readers import check_encoding
 from ragmem.errors import RagmemError
 from ragmem.report.terminal import plural, say
 from ragmem.runtime import progress
 from ragmem.testsets import documents, probes
 from ragmem.text.keywords import KeywordExtractor
+from ragmem.tracking import record_testset, Tracker
 
 
 def generate(
@@ -29,6 +31,10 @@ def generate(
     chunk_overlap: int = typer.Option(40, "--chunk-overlap", help="Characters shared by consecutive chunks."),
     encoding: str = typer.Option("utf-8", "--encoding", help="Text encoding of the documents, e.g. gb18030."),
     tokenizer: str = typer.Option("rjieba", "--tokenizer", help="Keywords' tokenizer: rjieba, jieba or char."),
+    experiment: str = typer.Option("testsets", "--experiment", help="MLflow experiment the test set is logged in "
+                                                                   "(as a run whose dataset is the file)."),
+    track: bool = typer.Option(True, "--track/--no-track", help="Log the test set to the home's MLflow store "
+                                                                 "(or MLFLOW_TRACKING_URI)."),
 ) -> None:
     """Write a test set generated from documents: with --offline, retrieval probes (a query of a chunk's
     distinctive terms, that chunk its relevant context) for the ranking metrics of any retriever."""
@@ -45,6 +51,7 @@ def generate(
         raise RagmemError("generate: this version writes retrieval probes only: add --offline (questions written "
                           "by an LLM are not available yet)")
     output = writable(output)
+    store = store_uri(None) if track else None  # (a tracking server that does not answer: one line, before any work)
     with progress.stage("generate: documents read", unit="documents") as stage:
         read = documents.read_corpus(corpus, chunk_size, chunk_overlap, encoding)
         stage.advance(len(read.documents))
@@ -64,6 +71,14 @@ def generate(
         first = probes.bm25_first(read.chunks, made, keywords, stage.advance)
     say(f"BM25 ranks the probe's own chunk first on {first} of {len(made)} ({first / max(1, len(made)):.1%}): "
         f"how easy the probes are for a keyword retriever")
+    if track:
+        run_id = record_testset(Tracker(store), experiment, output, file_sha256(output), {
+            "corpus": str(Path(corpus).resolve()), "generator": probes.GENERATOR, "mode": "offline", "n": str(n),
+            "seed": str(seed), "chunking": f"{chunk_size}/{chunk_overlap}", "keywords.signature": keywords.signature(),
+            "encoding": encoding}, {"n_questions": len(rows), "n_documents": len(read.documents),
+                                    "n_documents_covered": covered, "n_chunks": len(read.chunks),
+                                    "n_files_skipped": len(read.skipped), "bm25_first": first / max(1, len(made))})
+        say(f"MLflow run {run_id} in experiment {experiment!r}: the test set as its dataset and artifact")
     say(f"next: ragmem run CONFIG --data {output} (an agent over the same documents, chunked {chunk_size}/"
         f"{chunk_overlap}; the ranking metrics hit_rate_at_k, mrr_at_k, ndcg_at_k)")
 

@@ -20,8 +20,8 @@ traces are written, and put back as it was, ``MLFLOW_TRACKING_URI`` included).
 from __future__ import annotations
 
 from ragmem.tracking.lifecycle import end_unfinished, log_results, tracked_run, TrackedRun
-from ragmem.tracking.record import record_labels, record_pairwise, record_run
+from ragmem.tracking.record import record_labels, record_pairwise, record_run, record_testset
 from ragmem.tracking.store import is_transient, prepare_local_store, process_tracking_uri, Tracker
 
 __all__ = ["Tracker", "TrackedRun", "end_unfinished", "is_transient", "log_results", "prepare_local_store",
-           "process_tracking_uri", "record_labels", "record_pairwise", "record_run", "tracked_run"]
+           "process_tracking_uri", "record_labels", "record_pairwise", "record_run", "record_testset", "tracked_run"]

@@ -296,14 +296,14 @@ class Tracker:
                     self.client.set_tag(run_id, MLFLOW_LOGGED_ARTIFACTS, json.dumps([*logged, entry]))
 
     def log_dataset(self, run_id: str, name: str, digest: str, source: str, schema: dict[str, Any],
-                    profile: dict[str, Any]) -> None:
+                    profile: dict[str, Any], context: str = "evaluation") -> None:
         """The run's input dataset (the UI's Dataset column and Datasets page). MLflow caps a digest
         at 36 characters: ``digest`` is cut to that (the whole sha256 is in ``profile``)."""
         from mlflow.entities import Dataset, DatasetInput, InputTag
 
         dataset = Dataset(name=name, digest=digest[:36], source_type="local", source=json.dumps({"uri": source}),
                           schema=json.dumps(schema), profile=json.dumps(profile))
-        entry = [DatasetInput(dataset, tags=[InputTag("mlflow.data.context", "evaluation")])]
+        entry = [DatasetInput(dataset, tags=[InputTag("mlflow.data.context", context)])]
         # the store inserts a dataset it has not seen: sweep children logging the same data at once
         # would race on its unique key (serialized here; another process's insert: tried again once)
         with _DATASETS:

@@ -7,6 +7,7 @@ planted pair of rare words, which the probes must name and BM25 must find."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -82,13 +83,26 @@ def test_a_folder_of_documents_is_read_and_what_cannot_be_read_is_named(tmp_path
         documents.read_corpus(folder / "blob.txt", strict=True)
 
 
-def test_the_command_writes_probes_that_validate_and_run_unchanged(tmp_path, ragmem_main):
+def test_the_command_writes_probes_that_validate_and_run_unchanged(tmp_path, ragmem_main, shared_store, monkeypatch):
+    from mlflow import MlflowClient
+
     out = tmp_path / "probes.jsonl"
-    done = ragmem_main(["generate", str(REFERENCE), "--offline", "--n", "60", "-o", str(out)], cwd=tmp_path)
+    env = {**os.environ, "MLFLOW_TRACKING_URI": shared_store["uri"]}
+    done = ragmem_main(["generate", str(REFERENCE), "--offline", "--n", "60", "-o", str(out), "--experiment",
+                        "generated-probes"], cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr
     text = " ".join(done.stdout.split())
     assert "read 24 documents (36 chunks)" in text and f"wrote 60 probes from 24 of 24 documents (100%) to {out}" in text
     assert "BM25 ranks the probe's own chunk first on " in text
+    client = MlflowClient(shared_store["uri"])  # logged: the file as the run's dataset and artifact
+    (run,) = client.search_runs([client.get_experiment_by_name("generated-probes").experiment_id])
+    assert f"MLflow run {run.info.run_id} in experiment 'generated-probes'" in text
+    assert run.data.params["generator"] == probes.GENERATOR and run.data.params["seed"] == "0"
+    assert run.data.metrics["count/n_questions"] == 60 and run.data.metrics["count/n_documents_covered"] == 24
+    (given,) = run.inputs.dataset_inputs
+    assert given.dataset.name == "probes" and str(out) in given.dataset.source
+    assert [t.value for t in given.tags if t.key == "mlflow.data.context"] == ["testset"]
+    assert [a.path for a in client.list_artifacts(run.info.run_id)] == ["probes.jsonl"]
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert len(rows) == 60 and rows[0]["question_type"] == "probe" and rows[0]["provenance"]["seed"] == 0
     assert rows[0]["reference_contexts"][0] in REFERENCE.read_text(encoding="utf-8")
@@ -97,9 +111,9 @@ def test_the_command_writes_probes_that_validate_and_run_unchanged(tmp_path, rag
     result = ragmem.evaluate(str(out), track=False, agent={"type": "reference"}, stats={"resamples": 0},
                              metrics=["hit_rate_at_k", "mrr_at_k"])
     assert result.metrics["hit_rate_at_5"] >= 0.9 and 0.9 <= result.metrics["mrr_at_5"] <= 1
-    refused = ragmem_main(["generate", str(REFERENCE), "--n", "5", "-o", str(out)], cwd=tmp_path)
+    refused = ragmem_main(["generate", str(REFERENCE), "--n", "5", "-o", str(out), "--no-track"], cwd=tmp_path)
     assert refused.returncode == 2 and "add --offline" in refused.stderr
     empty = tmp_path / "nothing"
     empty.mkdir()
-    bad = ragmem_main(["generate", str(empty), "--offline"], cwd=tmp_path)
+    bad = ragmem_main(["generate", str(empty), "--offline", "--no-track"], cwd=tmp_path)
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "no document to generate from" in bad.stderr
