@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ragmem.agents.python import give
 from ragmem.data import given
 from ragmem.errors import ConfigError
 from ragmem.runtime import targets
@@ -75,7 +74,7 @@ def _prepared(data, config, track: bool, overrides: dict[str, Any], resume: str 
     extra = dict(overrides)
     agent = extra.get("agent")
     if agent is not None and not isinstance(agent, dict):  # a function as the agent
-        extra["agent"] = {"type": "python", "target": give(agent)}
+        extra["agent"] = {"type": "python", "target": targets.give(agent)}
     if isinstance(config, dict):
         extra = {**config, **extra}
         config = None

@@ -1,5 +1,5 @@
 """A Python callable as the agent: ``module:function`` or ``module:Class``, or a function or object
-given to ``ragmem.evaluate(agent=...)`` (:func:`give`); sync or ``async``."""
+given to ``ragmem.evaluate(agent=...)`` (:func:`ragmem.runtime.targets.give`); sync or ``async``."""
 
 from __future__ import annotations
 
@@ -9,15 +9,8 @@ import threading
 from typing import Any, Callable, Sequence
 
 from ragmem.errors import AgentLoadError, failure_message
-from ragmem.runtime import targets
 from ragmem.runtime.targets import resolve
 from ragmem.schema import Example
-
-
-def give(obj: Any) -> str:
-    """The target that names ``obj`` (a callable given as the agent) in this process
-    (:func:`ragmem.runtime.targets.give`): what ``agent.target``, the run's params and the journal hold."""
-    return targets.give(obj)
 
 
 async def _awaited(reply: Any) -> Any:

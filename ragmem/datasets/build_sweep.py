@@ -4,23 +4,19 @@ Run from the project root:
     python ragmem/datasets/build_sweep.py
 
 Each added question shares two words with its document: a common topic word (latency, memory, ...)
-and one rarer word. Beside the documents stand *index pages*: short lists that repeat one topic word
-in every line (as a site's tag pages and glossaries do). BM25 saturates term frequency (k1) and
+and one rarer word. Beside the documents stand *tag pages*: a topic word, then the same word once
+for each page tagged with it (as a site's tag pages list them). BM25 saturates term frequency (k1) and
 normalises by length (b), so the rarer word decides and the document ranks first; TF-IDF's cosine
-rewards a text made mostly of the topic word, so the index page's chunks come first. Reciprocal rank
+rewards a text made mostly of the topic word, so the tag page's chunks come first. Reciprocal rank
 fusion (hybrid) sits between the two. What the sweep then measures (docs/sweeps.md) is a decision
 between retrievers, not a tie broken by the cheapest setting.
 """
 import json
 
-TOPICS = {  # topic word -> the index page's lines
-    "en": {"latency": "Latency", "memory": "Memory", "embedding": "Embedding", "chunking": "Chunking",
-           "reranking": "Reranking", "retrieval": "Retrieval"},
-    "zh": {"延迟": "延迟", "记忆": "记忆", "嵌入": "嵌入", "分块": "分块", "重排序": "重排序", "检索": "检索"},
+TOPICS = {  # the topic words, each with a tag page
+    "en": ["Latency", "Memory", "Embedding", "Chunking", "Reranking", "Retrieval"],
+    "zh": ["延迟", "记忆", "嵌入", "分块", "重排序", "检索"],
 }
-LINES = {"en": ["overview", "basics", "examples", "tips", "questions", "glossary", "checklist", "notes", "history",
-                "pitfalls", "tools", "tutorials", "patterns", "reading list"],
-         "zh": ["概述", "基础", "示例", "技巧", "问答", "术语", "清单", "笔记", "历史", "误区", "工具", "教程", "模式", "书单"]}
 # (id, title, text, question): the question holds the topic word and one rarer word of the text
 ADDED = [
  ("en-13", "Voice assistants", "Voice assistants keep latency under eighty milliseconds so that speech can start at once.",
@@ -66,7 +62,7 @@ examples = json.load(open("ragmem/datasets/reference_eval.json", encoding="utf-8
 for doc_id, title, text, _ in ADDED:
     corpus["documents"].append({"id": doc_id, "title": title, "text": text, "lang": doc_id[:2]})
 for lang, topics in TOPICS.items():
-    for i, shown in enumerate(topics.values()):  # a tag page: the topic word, then each page tagged with it
+    for i, shown in enumerate(topics):  # a tag page: the topic word, then each page tagged with it
         tags = ("、" if lang == "zh" else ", ").join([shown] * 16)
         text = f"{shown}：{tags}。" if lang == "zh" else f"Tagged {shown.lower()}: {tags.lower()}."
         corpus["documents"].append({"id": f"{lang}-tags-{i + 1}", "title": f"{shown} tags", "text": text, "lang": lang})

@@ -48,7 +48,7 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
-from ragmem.errors import ConfigError
+from ragmem.errors import ConfigError, failure_message
 from ragmem.metrics import names, needs
 from ragmem.metrics.base import counted_note, failed, Family, mean_aggregator, MetricResult, nanmean, scored_mask
 from ragmem.runtime.targets import resolve
@@ -132,23 +132,16 @@ def _fields(row: Any) -> dict[str, Any]:
     }
 
 
-def _value(reply: Any) -> float | None:
-    """A function's reply as the metric's value; a TypeError when it is not a number."""
+def _value(reply: Any) -> tuple[float | None, str | None]:
+    """A function's reply as the metric's value, or why it is not one (it is not a number)."""
     if reply is None:
-        return None
+        return None, None
     if isinstance(reply, bool):
-        return float(reply)
+        return float(reply), None
     if isinstance(reply, (int, float)) or (hasattr(reply, "dtype") and getattr(reply, "shape", None) == ()):
         value = float(reply)
-        return None if math.isnan(value) else value
-    raise TypeError(f"returned {type(reply).__name__}, expected a number, a bool or None")
-
-
-def _reason(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    text = text if len(text) <= 200 else text[:197] + "..."
-    return type(exc).__name__ if not text else (text if isinstance(exc, TypeError) and text.startswith("returned ")
-                                                 else f"{type(exc).__name__}: {text}")
+        return (None if math.isnan(value) else value), None
+    return None, f"returned {type(reply).__name__}, expected a number, a bool or None"
 
 
 def score(rows: list, metrics: Sequence[CustomMetric]) -> MetricResult:
@@ -163,9 +156,9 @@ def score(rows: list, metrics: Sequence[CustomMetric]) -> MetricResult:
             given = fields[i]
             kwargs = {a: (types.MappingProxyType(given) if a == "example" else given[a]) for a in metric.arguments}
             try:
-                values[i] = _value(metric.fn(**kwargs))
+                values[i], errors[i] = _value(metric.fn(**kwargs))
             except Exception as exc:  # the user's function fails on this example only (counted, never 0)
-                errors[i] = _reason(exc)
+                errors[i] = failure_message(exc)[:200]
         failures = [e for e in errors if e is not None]
         result.values[metric.name] = nanmean(values)
         result.values[f"{metric.name}_failures"] = float(len(failures))
