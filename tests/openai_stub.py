@@ -155,3 +155,49 @@ def data_block(request: dict, name: str) -> str:
 def verdict_by_answer(request: dict) -> dict:
     """A judge that says yes exactly when the answer block contains "good"."""
     return {"verdict": "yes" if "good" in data_block(request, "answer") else "no", "reason": "scripted"}
+
+
+class OtherServers(BaseHTTPRequestHandler):
+    """Servers an endpoint setting may name, as they answer: /v1 an OpenAI-compatible API; /bare one
+    without GET /models (as some proxies); /html a web site (404 and 501 pages); /nginx a web server
+    that answers any POST with its page; /locked one that refuses the key; anything else 404 in JSON
+    (an API's path given wrong: ``.../v2``). Run it with :func:`serving`."""
+
+    def log_message(self, *args):
+        pass
+
+    def _send(self, status, body, content_type="application/json"):
+        data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        if self.path.startswith("/v1/models"):
+            return self._send(200, {"object": "list", "data": [{"id": "m"}]})
+        if self.path.startswith("/locked"):
+            return self._send(401, {"error": {"message": "bad key"}})
+        if self.path.startswith("/html"):
+            return self._send(404, "<!DOCTYPE html><html><body>Not Found</body></html>", "text/html")
+        return self._send(404, {"detail": "Not Found"})
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        if self.path.startswith(("/bare/chat/completions", "/bare/embeddings")):
+            return self._send(422, {"detail": [{"msg": "field required", "loc": ["body", "model"]}]})
+        if self.path.startswith("/locked"):
+            return self._send(401, {"error": {"message": "bad key"}})
+        if self.path.startswith("/html"):
+            return self._send(501, "<!DOCTYPE html><html><body>Unsupported method</body></html>", "text/html")
+        if self.path.startswith("/nginx"):  # a web server that answers any POST with its page
+            return self._send(200, "<html><body>Welcome to nginx!</body></html>", "text/html")
+        return self._send(404, {"detail": "Not Found"})
+
+
+def serving(handler: type[BaseHTTPRequestHandler]) -> tuple[ThreadingHTTPServer, str]:
+    """``handler`` served on a free 127.0.0.1 port, on a daemon thread: the server and its base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"

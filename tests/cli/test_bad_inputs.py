@@ -7,54 +7,27 @@ from __future__ import annotations
 
 import ast
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.conftest import ROOT, free_port
+from tests.openai_stub import OtherServers, serving
 
 CASES = yaml.safe_load((ROOT / "tests" / "bad_inputs" / "cases.yaml").read_text(encoding="utf-8"))
 VALID = [{"id": f"e{i}", "query": f"Question {i}?", "reference_answer": f"Answer {i}.",
           "generated_answer": f"Answer {i}."} for i in range(3)]
 
 
-class _Web(BaseHTTPRequestHandler):
-    """A server a judge URL may wrongly name: under /html a web site (its pages, 200 to any POST),
-    anything else 404 in JSON (an OpenAI-compatible API's path given wrong: ``.../v2``)."""
-
-    def log_message(self, *args):
-        pass
-
-    def _send(self, status: int, body: str, kind: str) -> None:
-        data = body.encode()
-        self.send_response(status)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self):
-        if self.path.startswith("/html"):
-            return self._send(200, "<html><body>Welcome to nginx!</body></html>", "text/html")
-        return self._send(404, '{"detail": "Not Found"}', "application/json")
-
-    def do_POST(self):
-        self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        self.do_GET()
-
-
 _WEB: list[str] = []
 
 
 def _web() -> str:
-    """The base URL of one :class:`_Web` server on 127.0.0.1 for the module's cases."""
+    """The base URL of the servers a judge URL may wrongly name (:class:`tests.openai_stub.OtherServers`),
+    started once for the module's cases."""
     if not _WEB:
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _Web)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        _WEB.append(f"http://127.0.0.1:{server.server_address[1]}")
+        _WEB.append(serving(OtherServers)[1])
     return _WEB[0]
 
 

@@ -6,62 +6,17 @@ and a resume may change it."""
 
 from __future__ import annotations
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
 
 from ragmem.clients.endpoints import Breaker, Endpoint, EndpointDown, probe
 from ragmem.exits import _resume_hint
 from ragmem.run.resume import settings_that_differ
-
-JSON = "application/json"
-
-
-class _Servers(BaseHTTPRequestHandler):
-    """/v1: an OpenAI-compatible API; /bare: one without GET /models (as some proxies); /html: a web
-    site (404 and 501 pages); /locked: refuses the key; anything else 404 (a wrong path)."""
-
-    def log_message(self, *args):
-        pass
-
-    def _send(self, status, body, content_type=JSON):
-        data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self):
-        if self.path.startswith("/v1/models"):
-            return self._send(200, {"object": "list", "data": [{"id": "m"}]})
-        if self.path.startswith("/locked"):
-            return self._send(401, {"error": {"message": "bad key"}})
-        if self.path.startswith("/html"):
-            return self._send(404, "<!DOCTYPE html><html><body>Not Found</body></html>", "text/html")
-        return self._send(404, {"detail": "Not Found"})
-
-    def do_POST(self):
-        self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        if self.path.startswith(("/bare/chat/completions", "/bare/embeddings")):
-            return self._send(422, {"detail": [{"msg": "field required", "loc": ["body", "model"]}]})
-        if self.path.startswith("/locked"):
-            return self._send(401, {"error": {"message": "bad key"}})
-        if self.path.startswith("/html"):
-            return self._send(501, "<!DOCTYPE html><html><body>Unsupported method</body></html>", "text/html")
-        if self.path.startswith("/nginx"):  # a web server that answers any POST with its page
-            return self._send(200, "<html><body>Welcome to nginx!</body></html>", "text/html")
-        return self._send(404, {"detail": "Not Found"})
-
+from tests.openai_stub import OtherServers, serving
 
 @pytest.fixture(scope="module")
 def base():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Servers)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server, url = serving(OtherServers)
+    yield url
     server.shutdown()
 
 
