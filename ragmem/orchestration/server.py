@@ -322,12 +322,13 @@ def status() -> dict[str, Any]:
     folder, port = server_home(), managed_port()
     api_url = _api_url(port)
     running = healthy(api_url)
-    ours = server_owner(port) if running else None
+    servers = prefect_servers()  # (one pass over /proc for both)
+    ours = next((s for s in servers if s["port"] == port), None) if running else None
     until = idle.idle_until(folder)
     return {"api_url": api_url, "running": running, "pid": server_pid() or (ours or {}).get("pid"),
             "folder": str(folder), "leases": idle.held(folder) if running else [],
             "idle_until": None if until is None or until == float("inf") else until, "never_idle": until == float("inf"),
-            "others": [s for s in prefect_servers() if s["prefect_home"] != str(folder / "prefect")]}
+            "others": [s for s in servers if s["prefect_home"] != str(folder / "prefect")]}
 
 
 def resolve_api_url(log=print, idle_s: float | None = DEFAULT_IDLE_S) -> str:
