@@ -110,6 +110,12 @@ def endpoint_failure(exc: BaseException) -> bool | None:
     return False if status >= 429 else None
 
 
+def wrong_setting(exc: BaseException) -> bool:
+    """Whether the answer says the endpoint's setting is wrong, so no wait or resume with it helps:
+    a path (404) or key (401, 403) refused, or a server of another kind (:class:`NotOpenAI`)."""
+    return isinstance(exc, NotOpenAI) or status_of(exc) in (401, 403, 404)
+
+
 def retry_after(exc: BaseException) -> float | None:
     """The server's ``Retry-After`` in seconds (its delay-seconds form), if it sent one."""
     value = getattr(exc, "retry_after", None)
@@ -223,7 +229,7 @@ class Attempts:
             if kind is None:
                 self.breaker.success()  # the endpoint answered: it is up
             else:
-                self.breaker.failure(describe(exc), kind, slow=_is_timeout(exc))
+                self.breaker.failure(describe(exc), kind, slow=_is_timeout(exc), wrong_setting=wrong_setting(exc))
                 self.breaker.check()
         self.timeouts += _is_timeout(exc)
         if isinstance(exc, EndpointDown):  # an endpoint already declared down is not asked again

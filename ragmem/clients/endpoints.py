@@ -284,10 +284,12 @@ class Breaker:
             self._run = 0
             self._recent.append("ok")
 
-    def failure(self, description: str, endpoint_failure: bool, slow: bool = False) -> None:
+    def failure(self, description: str, endpoint_failure: bool, slow: bool = False, wrong_setting: bool = False) -> None:
         """One failed attempt; ``endpoint_failure``: connection-level or a status no retry fixes;
         ``slow``: a timeout, which says the endpoint is slow rather than down, and counts only while
-        no attempt of the window got a reply (a slow server that answers some requests is alive)."""
+        no attempt of the window got a reply (a slow server that answers some requests is alive);
+        ``wrong_setting``: the answer says the setting itself is wrong (a path or key refused, a server
+        of another kind: :func:`ragmem.clients.calls.wrong_setting`), to be corrected before a resume."""
         with self._lock:
             self._recent.append("slow" if slow else "failed")
             self._run = self._run + 1 if endpoint_failure else 0
@@ -295,7 +297,7 @@ class Breaker:
             if self.reason is None and self._run >= self.consecutive:
                 self.reason = (f"{self.setting} {self.url}: {self._run} consecutive failures "
                                f"(last: {description}); the run stopped")
-                if description.startswith(("HTTP 404", "HTTP 401", "HTTP 403", "not an OpenAI")):  # a wrong URL or key
+                if wrong_setting:  # the last of them: the same setting would fail the same way
                     self.fix = self.setting
             elif self.reason is None and len(self._recent) == self.window and failed >= self.ratio * self.window:
                 self.reason = (f"{self.setting} {self.url}: {failed} of the last {self.window} calls failed "

@@ -42,7 +42,7 @@ def test_an_endpoint_is_asked_as_the_run_will_call_it(base):
 def test_a_breaker_opened_by_a_wrong_path_asks_for_the_setting_and_a_resume_may_change_it():
     breaker = Breaker("judge.base_url", "http://127.0.0.1:1/v2")
     for _ in range(5):
-        breaker.failure("HTTP 404: Not Found", endpoint_failure=True)
+        breaker.failure("HTTP 404: Not Found", endpoint_failure=True, wrong_setting=True)
     with pytest.raises(EndpointDown) as raised:
         breaker.check()
     raised.value.ragmem_progress = ("abc123", 3, 8)
