@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 from collections import OrderedDict
 from typing import Any, Protocol, Sequence
@@ -54,7 +55,9 @@ class BM25Retriever:
         bm25s = import_bm25s()
         self.keywords = keywords
         self.model = bm25s.BM25(k1=k1, b=b)
-        self.model.index([keywords.tokens(c.text) or ["<empty>"] for c in chunks], show_progress=False)
+        # the tokens interned: 200,000 chunks held 0.37 GB of separate copies of a few thousand words
+        self.model.index([[sys.intern(t) for t in keywords.tokens(c.text)] or ["<empty>"] for c in chunks],
+                         show_progress=False)
         self.vocab = set(self.model.vocab_dict)
         self.n = len(chunks)
 

@@ -22,10 +22,12 @@ reference retriever ranks first (:func:`bm25_first`).
 from __future__ import annotations
 
 import collections
+import heapq
 import itertools
 import math
 import random
 import re
+import sys
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -35,6 +37,7 @@ from ragmem.text.keywords import KeywordExtractor
 from ragmem.version import __version__
 
 GENERATOR = "offline-probe-2026-12-04.1"
+TOP = 10  # a chunk's terms kept: a probe pairs the first six, a two-chunk question links by the ten
 TEMPLATES = {
     "en": ("What does the text say about {a} and {b}?", "Which passage covers {a} and {b}?",
            "{a} and {b}: where is this explained?"),
@@ -63,13 +66,27 @@ class Probe:
     language: str
 
 
-def distinctive(chunks: Sequence[Chunk], keywords: KeywordExtractor) -> list[list[str]]:
-    """Each chunk's terms, most distinctive first (module docstring); ties by the term itself."""
-    counts = [collections.Counter(t for t in keywords.tokens(c.text) if _usable(t)) for c in chunks]
-    df = collections.Counter(t for counter in counts for t in counter)
+def distinctive(chunks: Sequence[Chunk], keywords: KeywordExtractor, top: int = TOP) -> list[list[str]]:
+    """Each chunk's ``top`` terms, most distinctive first (module docstring); ties by the term itself.
+
+    Two passes, so that a large corpus is held once: the chunks' tokens (interned, as tuples) and
+    the document frequencies first, then each chunk's weights, of which only the ``top`` are kept
+    (200,000 chunks: 0.37 GB with a counter per chunk kept whole, measured with
+    benchmarks/bench_generate_memory.py)."""
+    df: collections.Counter[str] = collections.Counter()
+    held: list[tuple[str, ...]] = []
+    for chunk in chunks:
+        tokens = tuple(sys.intern(t) for t in keywords.tokens(chunk.text) if _usable(t))
+        held.append(tokens)
+        df.update(set(tokens))
     n = len(chunks)
-    return [sorted(counter, key=lambda t: (-counter[t] * math.log(n / df[t]) if n > 1 else -counter[t], t))
-            for counter in counts]
+    out = []
+    for i, tokens in enumerate(held):
+        counter = collections.Counter(tokens)
+        weight = ((lambda t: (-counter[t] * math.log(n / df[t]), t)) if n > 1 else (lambda t: (-counter[t], t)))
+        out.append(heapq.nsmallest(top, counter, key=weight))
+        held[i] = ()  # (each chunk's tokens let go once weighed)
+    return out
 
 
 def _usable(term: str) -> bool:
@@ -100,16 +117,20 @@ def sample_order(chunks: Sequence[Chunk], seed: int) -> list[int]:
 
 
 def make_probes(chunks: Sequence[Chunk], keywords: KeywordExtractor, n: int, seed: int = 0) -> list[Probe]:
-    """Up to ``n`` probes (fewer only when the corpus holds no more distinct ones)."""
+    """Up to ``n`` probes (fewer only when the corpus holds no more distinct ones). A chunk's term
+    pairs are made when it is first probed (a large corpus: only the chunks probed)."""
     terms = distinctive(chunks, keywords)
-    pairs = [_pairs(t) for t in terms]
-    order = [i for i in sample_order(chunks, seed) if pairs[i]]
+    order = [i for i in sample_order(chunks, seed) if len(terms[i]) >= 2]
+    pairs: dict[int, list[tuple[str, str]]] = {}
     made: list[Probe] = []
     seen: set[str] = set()
-    for round_ in range(max((len(p) for p in pairs), default=0)):
+    rounds = max((math.comb(min(len(terms[i]), 6), 2) for i in order), default=0)
+    for round_ in range(rounds):
         for i in order:
             if len(made) == n:
                 return made
+            if i not in pairs:
+                pairs[i] = _pairs(terms[i])
             if round_ >= len(pairs[i]):
                 continue
             a, b = pairs[i][round_]
