@@ -121,6 +121,9 @@ def _resume_hint(exc: BaseException, argv: list[str]) -> str:
     if progress and argv and argv[0] == "compare" and progress[-1].endswith("kept in the judge cache"):  # pairwise
         first = f"; correct {fix}, then run" if fix else "; run"
         return f"{first} the same command to ask only the rest: ragmem {shlex.join(_masked_sets(argv))}"
+    if progress and argv and argv[0] == "generate":  # (its replies are cached as they arrive: ragmem.testsets.session)
+        first = f"; correct {fix}, then go on with" if fix else "; go on with"
+        return f"{first}: ragmem {shlex.join(_masked_sets([a for a in argv if a != '--resume']))} --resume"
     if not progress or not argv or argv[0] not in ("run", "sweep"):
         return ""
     args = [a for i, a in enumerate(argv) if a != "--resume" and (i == 0 or argv[i - 1] != "--resume")

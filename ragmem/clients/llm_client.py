@@ -36,6 +36,7 @@ from ragmem.config.loading import as_section
 from ragmem.config.settings import EmbeddingSettings, JudgeSettings
 from ragmem.errors import ConfigError
 from ragmem.prompts import rubrics as rubric_prompts, templates as prompts
+from ragmem.prompts.contracts import Contract, contract_of
 from ragmem.runtime import progress, space
 from ragmem.runtime.home import ragmem_home
 
@@ -226,15 +227,20 @@ class JudgeClient(_Endpoint):
         self.prompt_variant = settings.prompt_variant
         self._format_lock: asyncio.Lock | None = None  # per event loop: see run_async
 
+    def contract(self, task: str) -> Contract:
+        """What a request of ``task`` is and what its reply must be (:mod:`ragmem.prompts.contracts`)."""
+        return contract_of(task, self.rubrics, self.prompt_variant)
+
     def reply_limit(self, task: str, fields: dict[str, str]) -> int:
-        """``max_tokens`` for one request, at most ``judge.max_tokens``. A verdict or a question is a
-        sentence: at most ``SHORT_REPLY_TOKENS``. A list (entities of a text, claims of an answer)
-        cannot be longer than what it lists from, written out with quotes and commas: 64 tokens plus
-        4 per token of that text (estimated by :func:`ragmem.prompts.templates.estimate_tokens`). A small model
+        """``max_tokens`` for one request, at most ``judge.max_tokens``. A verdict, a question or a
+        question with its answer is a sentence or two: at most ``SHORT_REPLY_TOKENS``; a rubric's
+        score and reason, that per rubric. A list (entities of a text, claims of an answer) cannot be
+        longer than what it lists from, written out with quotes and commas: 64 tokens plus 4 per
+        token of that text (estimated by :func:`ragmem.prompts.templates.estimate_tokens`). A small model
         that runs on then holds a server slot for seconds, not for minutes."""
         if task.startswith(rubric_prompts.TASK_PREFIX):  # a score and a reason per rubric
-            return min(self.max_tokens, SHORT_REPLY_TOKENS * len(self.rubrics_of(task)))
-        source = {"entities": "text", "claims": "answer"}.get(task)
+            return min(self.max_tokens, SHORT_REPLY_TOKENS * len(rubric_prompts.names_of(task)))
+        source = self.contract(task).listing
         if source is None:
             return min(self.max_tokens, SHORT_REPLY_TOKENS)
         return min(self.max_tokens, 64 + 4 * prompts.estimate_tokens(fields.get(source, "")))
@@ -247,10 +253,9 @@ class JudgeClient(_Endpoint):
 
     def _format(self, task: str) -> dict[str, Any] | None:
         if self.mode == "json_schema":
-            rubrics = self.rubrics_of(task)
-            kind = "rubric" if rubrics else prompts.TASKS[task]["kind"]
-            schema = rubric_prompts.schema(rubrics) if rubrics else prompts.SCHEMAS[kind]
-            return {"type": "json_schema", "json_schema": {"name": kind, "schema": schema, "strict": True}}
+            contract = self.contract(task)
+            return {"type": "json_schema", "json_schema": {"name": contract.kind, "schema": contract.schema,
+                                                           "strict": True}}
         if self.mode == "json_object":
             return {"type": "json_object"}
         return None
@@ -300,21 +305,16 @@ class JudgeClient(_Endpoint):
         value, problem = parse_json(content)
         if problem:
             return value, problem
-        rubrics = self.rubrics_of(task)
-        return value, rubric_prompts.validate(rubrics, value) if rubrics else prompts.validate(prompts.TASKS[task]["kind"], value)
+        return value, self.contract(task).validate(value)
 
     def _repair(self, task: str, problem: str) -> dict[str, str]:
-        rubrics = self.rubrics_of(task)
-        if rubrics:
-            return prompts.repair_message("rubric", problem, rubric_prompts.shape(rubrics))
-        return prompts.repair_message(prompts.TASKS[task]["kind"], problem)
+        contract = self.contract(task)
+        return prompts.repair_message(contract.kind, problem, contract.shape)
 
     def samples_of(self, task: str) -> int:
         """How many times a request of ``task`` is asked: ``judge.samples`` for a verdict or a rubric's
         score, else once (a list of claims or entities, a question: there is no majority of those)."""
-        if task.startswith(rubric_prompts.TASK_PREFIX):
-            return self.samples
-        return self.samples if prompts.TASKS[task]["kind"] == "verdict" else 1
+        return self.samples if self.contract(task).sampled else 1
 
     def seed_of(self, sample: int) -> int | None:
         """The seed sent with sample ``sample`` (0, 1, ...): ``judge.seed + sample``, so that the
@@ -325,12 +325,11 @@ class JudgeClient(_Endpoint):
         """The messages of one request and its cache key (also used by ``ragmem run --dry-run``).
         Every sample has its own key; sample 0's is the key of a run with one sample, so raising
         ``judge.samples`` pays only for the new samples."""
-        rubrics = self.rubrics_of(task)
-        messages = (rubric_prompts.messages(rubrics, fields) if rubrics
-                    else prompts.build_messages(task, prompt_variant=self.prompt_variant, **fields))
+        contract = self.contract(task)
+        messages = contract.messages(fields)
         payload = {"task": task, "messages": messages, "temperature": self.temperature, "seed": self.seed_of(sample)}
-        if rubrics:  # (the messages hold the rubric's text; its version is said as well)
-            payload["rubrics"] = [r.prompt_version for r in rubrics]
+        if contract.version is not None:  # (a rubric's text, a generation prompt: its version is said as well)
+            payload["rubrics" if contract.kind == "rubric" else "generation"] = contract.version
         return messages, self._key(payload if sample == 0 else {**payload, "sample": sample})
 
     async def _ask(self, client, semaphore, task: str, fields: dict[str, str], sample: int = 0) -> Result:

@@ -170,3 +170,10 @@ class Usage:
         return {k: float(v) for k, v in out.items()}
 
 
+
+
+def kept(client: Any, requests: Sequence[tuple[str, dict[str, str]]]) -> int:
+    """How many of ``requests`` (``(task, fields)``) have a reply in ``client``'s cache: what a rerun
+    is not asked again (the count an interrupted command's last line gives)."""
+    cache = getattr(client, "cache", None)
+    return 0 if cache is None else sum(client.request(task, fields)[1] in cache for task, fields in requests)

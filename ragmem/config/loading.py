@@ -362,6 +362,9 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     corpus = raw.get("corpus")  # the reference agent's own corpus file, too
     if isinstance(corpus, dict) and isinstance(corpus.get("path"), str) and corpus["path"] != "bundled":
         corpus["path"] = data_path(corpus["path"], path.parent, "corpus.path")
+    generate = raw.get("generate")  # the documents ragmem generate reads
+    if isinstance(generate, dict) and isinstance(generate.get("corpus"), str):
+        generate["corpus"] = data_path(generate["corpus"], path.parent, "generate.corpus")
     paths = raw.get("import_paths")
     if paths is None or isinstance(paths, list):  # targets import from the config's folder too
         paths = [os.path.abspath(path.parent / p) if isinstance(p, str) else p for p in paths or []]

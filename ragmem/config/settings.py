@@ -11,7 +11,8 @@ dotted setting, the value given and what is allowed (:func:`ragmem.config.loadin
 The documentation's settings tables (``docs/``) and its generated configuration reference are checked
 against these models by ``tests/config/test_config.py`` and ``tests/test_docs.py``. What every section is
 made of is :mod:`ragmem.config.sections`; the sections of sweeps, memory benchmarks and gates are in
-:mod:`ragmem.config.sweep_settings` (all importable from here).
+:mod:`ragmem.config.sweep_settings`, those of ``ragmem generate`` in
+:mod:`ragmem.config.generate_settings` (all importable from here).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from ragmem.runtime.home import DEFAULT_ARTIFACT_ROOT
 # the sections of sweeps, memory benchmarks and gates (their own module), also importable from here
 from ragmem.config.sweep_settings import BenchSettings, Bounds, Constraint, Gate, MethodSpec  # noqa: F401
 from ragmem.config.sweep_settings import Objective, SweepSettings, TieBreak  # noqa: F401
+from ragmem.config.generate_settings import GenerateSettings  # noqa: F401
 from ragmem.config.trace_settings import TracesSettings
 # what a run computes: the metrics selected, one's own, the rubrics (their own module)
 from ragmem.config.metric_settings import CustomMetricSettings, MetricSettings, RubricExample, RubricSettings  # noqa: F401
@@ -317,6 +319,7 @@ class Settings(ReferenceSettings):
     orchestration: OrchestrationSettings = setting(OrchestrationSettings, "where the work runs")
     sweep: SweepSettings = setting(SweepSettings, "read by ragmem sweep")
     bench: BenchSettings = setting(BenchSettings, "read by ragmem bench-memory")
+    generate: GenerateSettings = setting(GenerateSettings, "read by ragmem generate: LLM-written questions")
     gates: dict[str, Gate] = setting({}, "quality gates checked after ragmem run: {metric: {min?, max?}}; "
                                          "a failed gate exits 3")
     baseline: Optional[str] = setting(None, "run id (or unique prefix) the max_regression gates compare with")

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from ragmem.clients.endpoints import EndpointDown
+from ragmem.clients.replies import kept
 from ragmem.errors import RagmemError
 from ragmem.prompts import templates as prompts
 
@@ -146,12 +147,6 @@ def judge_pairs(client: Any, pairs: Sequence[Pair], criterion: str) -> list[dict
                        verdict_b_first=_winner(ba.value), reason_b_first=ba.value.get("reason"))
         rows.append(row)
     return rows
-
-
-def kept(client: Any, requests: Sequence[tuple[str, dict[str, str]]]) -> int:
-    """How many of ``requests`` have a reply in the client's cache (what a rerun is not asked again)."""
-    cache = getattr(client, "cache", None)
-    return 0 if cache is None else sum(client.request(task, fields)[1] in cache for task, fields in requests)
 
 
 def identical(pair: Pair) -> bool:

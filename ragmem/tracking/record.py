@@ -271,15 +271,16 @@ def record_pairwise(tracker, experiment: str, result: dict[str, Any]) -> str:
 
 
 def record_testset(tracker, experiment: str, path: Path, sha256: str, params: dict[str, str],
-                   metrics: dict[str, float | None]) -> str:
+                   metrics: dict[str, float | None], side_files: tuple[Path, ...] = ()) -> str:
     """A generated test set (``ragmem generate``) as a run of its own in ``experiment``: how it was
     made as params (corpus, generator, seed, chunking, keywords), what it holds as metrics, the file
-    as an artifact and as the run's dataset (context ``testset``, its source the file written).
-    Returns the run id."""
+    as an artifact and as the run's dataset (context ``testset``, its source the file written), and
+    ``side_files`` (what was dropped, with why) as artifacts. Returns the run id."""
     with tracked_run(tracker, experiment, f"generate {path.name}", tags={"ragmem.kind": "testset"}) as run:
-        log_results(run, params=params, metrics=metrics, files=(path,))
+        log_results(run, params=params, metrics=metrics, files=(path, *side_files))
         tracker.log_dataset(run.id, path.stem, sha256, str(path.resolve()), {"mlflow_colspec": [
             {"type": "string", "name": "query", "required": True},
-            {"type": "array", "items": {"type": "string"}, "name": "relevant_context_ids", "required": True}]},
+            {"type": "string", "name": "reference_answer", "required": False},
+            {"type": "array", "items": {"type": "string"}, "name": "relevant_context_ids", "required": False}]},
             {"num_rows": int(metrics.get("n_questions") or 0), "sha256": sha256}, context="testset")
     return run.id

@@ -174,7 +174,7 @@ def test_every_setting_has_a_description():
 
 def test_configs_shipped_are_valid():
     paths = sorted((ROOT / "configs").glob("*.yaml"))
-    assert len(paths) == 8
+    assert len(paths) == 9
     for path in paths:
         validate(resolve_config(path))
 
