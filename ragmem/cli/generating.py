@@ -25,7 +25,8 @@ from ragmem.tracking import record_testset, Tracker
 
 
 def generate(
-    corpus: Optional[Path] = typer.Argument(None, help="A folder of documents (txt, md, html, read recursively), one "
+    corpus: Optional[Path] = typer.Argument(None, help="A folder of documents (txt, md, html; pdf with the pdf extra; "
+                                                       "read recursively), one "
                                                        "such file, or a corpus JSON {documents: [{id, text}]} "
                                                        "(default: generate.corpus of --config)."),
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML config: its judge (the endpoint that "

@@ -1,5 +1,5 @@
-"""The documents a test set is generated from: a folder (txt, md, html, read recursively), one such
-file, or a corpus JSON of the reference agent (``{documents: [{id, text}]}``), each cut into the
+"""The documents a test set is generated from: a folder (txt, md, html, and pdf with the ``pdf``
+extra, read recursively), one such file, or a corpus JSON of the reference agent (``{documents: [{id, text}]}``), each cut into the
 reference agent's chunks (:func:`ragmem.reference.corpus.chunk_text`: the same ids ``DOC#cN`` it
 retrieves, when it is given the same documents and chunking).
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html.parser
 import json
+import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,8 @@ from typing import Iterator
 from ragmem.errors import ConfigError, DataError
 from ragmem.reference.corpus import Chunk, chunk_text
 
-SUFFIXES = {".txt": "text", ".md": "markdown", ".markdown": "markdown", ".html": "html", ".htm": "html"}
+SUFFIXES = {".txt": "text", ".md": "markdown", ".markdown": "markdown", ".html": "html", ".htm": "html",
+            ".pdf": "pdf"}
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,25 @@ def _decoded(path: Path, encoding: str) -> str:
                                    f"with --encoding (e.g. gb18030)") from None
 
 
+def pdf_text(path: Path) -> str:
+    """A PDF's text, page after page (pypdf, the ``pdf`` extra); a DataError naming the file when it
+    cannot be read (the extra missing, an encrypted or broken file)."""
+    try:
+        import pypdf  # (the pdf extra: imported only when a folder holds a PDF)
+    except ImportError:
+        raise DataError(str(path), "a PDF: reading it needs the pdf extra (pip install 'ragmem[pdf]')") from None
+    logging.getLogger("pypdf").setLevel(logging.ERROR)  # (a broken file is said once, as skipped, not as pypdf's warnings)
+    try:
+        reader = pypdf.PdfReader(str(path))
+        if reader.is_encrypted:
+            raise DataError(str(path), "an encrypted PDF: not read")
+        return "\n".join(page.extract_text() or "" for page in reader.pages)
+    except DataError:
+        raise
+    except Exception as exc:  # noqa: BLE001  (pypdf's errors for a broken file are of many kinds)
+        raise DataError(str(path), f"not a readable PDF ({type(exc).__name__}: {exc})") from None
+
+
 def _files(root: Path) -> Iterator[Path]:
     if root.is_file():
         yield root
@@ -130,7 +151,8 @@ def read_corpus(source: str | Path, chunk_size: int = 200, chunk_overlap: int = 
     for doc in docs:
         pieces = chunk_text(doc.text, chunk_size, chunk_overlap)
         if not pieces:
-            read.skipped[doc.source] = "no text"
+            read.skipped[doc.source] = "no text" + (" (a scanned PDF holds images, not text)"
+                                                    if doc.source.lower().endswith(".pdf") else "")
             continue
         read.documents.append(doc)
         read.chunks.extend(Chunk(f"{doc.id}#c{n}", doc.id, piece) for n, piece in enumerate(pieces))
@@ -148,7 +170,7 @@ def _documents(root: Path, encoding: str, strict: bool, skipped: dict[str, str])
             skipped[str(path)] = f"not one of {', '.join(sorted(SUFFIXES))}"
             continue
         try:
-            text = _decoded(path, encoding)
+            text = pdf_text(path) if kind == "pdf" else _decoded(path, encoding)
         except DataError as exc:
             if strict:
                 raise

@@ -72,7 +72,7 @@ def test_a_folder_of_documents_is_read_and_what_cannot_be_read_is_named(tmp_path
         "page.html": "Reranking adds latency."}
     assert read.skipped == {str(folder / "blob.txt"): "not a text file (it holds NUL bytes: a binary file?)",
                             str(folder / "gbk.txt"): read.skipped[str(folder / "gbk.txt")],
-                            str(folder / "image.png"): "not one of .htm, .html, .markdown, .md, .txt"}
+                            str(folder / "image.png"): "not one of .htm, .html, .markdown, .md, .pdf, .txt"}
     assert read.skipped[str(folder / "gbk.txt")].startswith("not utf-8 text (") and "--encoding" in \
         read.skipped[str(folder / "gbk.txt")]
     assert [d.id for d in documents.read_corpus(folder / "gbk.txt", encoding="gbk").documents] == ["gbk.txt"]
@@ -117,3 +117,41 @@ def test_the_command_writes_probes_that_validate_and_run_unchanged(tmp_path, rag
     empty.mkdir()
     bad = ragmem_main(["generate", str(empty), "--offline", "--no-track"], cwd=tmp_path)
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "no document to generate from" in bad.stderr
+
+
+def _pdf(lines: list[str]) -> bytes:
+    """A one-page PDF showing ``lines`` in Helvetica (written by hand: no PDF writer is a dependency)."""
+    text = " ".join(f"({line}) Tj 0 -14 Td" for line in lines)
+    stream = f"BT /F1 12 Tf 72 720 Td {text} ET".encode()
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+               b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+               b"/Resources << /Font << /F1 5 0 R >> >> >>",
+               b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream),
+               b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    out, offsets = b"%PDF-1.4\n", []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    return out + b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+
+
+def test_a_pdf_is_read_with_the_pdf_extra_and_named_when_it_cannot_be(tmp_path, monkeypatch):
+    pytest.importorskip("pypdf", reason="pypdf (the pdf extra, in the test extra) is not installed")
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "guide.pdf").write_bytes(_pdf(["Reranking adds thirty milliseconds.", "The index is rebuilt nightly."]))
+    (folder / "broken.pdf").write_bytes(b"%PDF-1.4\nnot really a pdf")
+    (folder / "blank.pdf").write_bytes(_pdf([]))
+    (folder / "notes.txt").write_text("Chunks overlap by forty characters.", encoding="utf-8")
+    read = documents.read_corpus(folder)
+    doc = read.documents[0]
+    assert [d.id for d in read.documents] == ["guide.pdf", "notes.txt"]
+    assert doc.id == "guide.pdf" and "Reranking adds thirty milliseconds." in doc.text and "rebuilt nightly" in doc.text
+    assert read.skipped[str(folder / "broken.pdf")].startswith("not a readable PDF (")
+    assert read.skipped[str(folder / "blank.pdf")] == "no text (a scanned PDF holds images, not text)"
+    monkeypatch.setitem(__import__("sys").modules, "pypdf", None)  # the extra not installed: named, never a traceback
+    assert documents.read_corpus(folder, strict=False).skipped[str(folder / "guide.pdf")] == \
+        "a PDF: reading it needs the pdf extra (pip install 'ragmem[pdf]')"
