@@ -108,17 +108,22 @@ def generate(
 
 def _read(source, size: int, overlap: int, encoding: str) -> documents.Read:
     with progress.stage("generate: documents read", unit="documents") as stage:
-        read = documents.read_corpus(source, size, overlap, encoding)
-        stage.advance(len(read.documents))
+        read = documents.read_corpus(source, size, overlap, encoding, advance=stage.advance)
     say(f"read {plural(len(read.documents), 'document')} ({plural(len(read.chunks), 'chunk')}) from {source}"
         + (f"; {plural(len(read.skipped), 'file')} skipped (first: {next(iter(read.skipped))}: "
            f"{next(iter(read.skipped.values()))})" if read.skipped else ""))
     return read
 
 
+def _terms(read: documents.Read, keywords: KeywordExtractor) -> list[list[str]]:
+    """Every chunk's distinctive terms (the corpus's statistics), with progress on a large corpus."""
+    with progress.stage("generate: term statistics", len(read.chunks), unit="chunks") as stage:
+        return probes.distinctive(read.chunks, keywords, advance=stage.advance)
+
+
 def _probes(read: documents.Read, keywords: KeywordExtractor, n: int, seed: int, chunking: str, output: Path):
     """The offline probes, written; the params and metrics their MLflow run logs."""
-    made = probes.make_probes(read.chunks, keywords, n, seed)
+    made = probes.make_probes(read.chunks, keywords, n, seed, _terms(read, keywords))
     sources = {d.id: d.source for d in read.documents}
     rows = probes.records(made, sources, seed, keywords, chunking)
     records.write_rows(output, rows)
@@ -145,7 +150,7 @@ def _written(cfg, read: documents.Read, keywords: KeywordExtractor, n: int, seed
     if not judge.cache:  # replies kept beside the output until the test set is written (session)
         judge = judge.model_copy(update={"cache": True, "cache_dir": str(session.private_cache(output))})
     client = JudgeClient(judge)
-    writer = Writer(client, read.chunks, keywords, settings, seed, say=log.info)
+    writer = Writer(client, read.chunks, keywords, settings, seed, say=log.info, terms=_terms(read, keywords))
     say(f"asked: {n} questions: " + ", ".join(f"{q} {t}" for t, q in quotas.items() if q)
         + f" (generate.mix); checks: {', '.join(settings.checks) or 'none'}")
     if dry_run:

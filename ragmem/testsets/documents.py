@@ -16,7 +16,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from ragmem.errors import ConfigError, DataError
 from ragmem.reference.corpus import Chunk, chunk_text
@@ -133,9 +133,10 @@ def _files(root: Path) -> Iterator[Path]:
 
 
 def read_corpus(source: str | Path, chunk_size: int = 200, chunk_overlap: int = 40, encoding: str = "utf-8",
-                strict: bool = False) -> Read:
+                strict: bool = False, advance: Callable[[int], None] = lambda n: None) -> Read:
     """The documents of ``source`` (module docstring), chunked. A file that cannot be read is a
-    :class:`ragmem.errors.DataError` naming it with ``strict``, else skipped and said in ``skipped``."""
+    :class:`ragmem.errors.DataError` naming it with ``strict``, else skipped and said in ``skipped``.
+    ``advance(1)`` after each document (the progress of a large folder)."""
     root = Path(source).expanduser()
     if not root.exists():
         raise ConfigError(f"{source}: no such file or folder")
@@ -156,6 +157,7 @@ def read_corpus(source: str | Path, chunk_size: int = 200, chunk_overlap: int = 
             continue
         read.documents.append(doc)
         read.chunks.extend(Chunk(f"{doc.id}#c{n}", doc.id, piece) for n, piece in enumerate(pieces))
+        advance(1)
     if not read.documents:
         kinds = ", ".join(sorted(set(SUFFIXES)))
         why = f" ({len(read.skipped)} skipped: {next(iter(read.skipped.values()))})" if read.skipped else ""

@@ -29,7 +29,7 @@ import random
 import re
 import sys
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ragmem.reference.corpus import Chunk
 from ragmem.reference.retrievers import BM25Retriever
@@ -66,19 +66,21 @@ class Probe:
     language: str
 
 
-def distinctive(chunks: Sequence[Chunk], keywords: KeywordExtractor, top: int = TOP) -> list[list[str]]:
+def distinctive(chunks: Sequence[Chunk], keywords: KeywordExtractor, top: int = TOP,
+                advance: Callable[[int], None] = lambda n: None) -> list[list[str]]:
     """Each chunk's ``top`` terms, most distinctive first (module docstring); ties by the term itself.
 
     Two passes, so that a large corpus is held once: the chunks' tokens (interned, as tuples) and
     the document frequencies first, then each chunk's weights, of which only the ``top`` are kept
     (200,000 chunks: 0.37 GB with a counter per chunk kept whole, measured with
-    benchmarks/bench_generate_memory.py)."""
+    benchmarks/bench_generate_memory.py). ``advance(1)`` after each chunk's tokens."""
     df: collections.Counter[str] = collections.Counter()
     held: list[tuple[str, ...]] = []
     for chunk in chunks:
         tokens = tuple(sys.intern(t) for t in keywords.tokens(chunk.text) if _usable(t))
         held.append(tokens)
         df.update(set(tokens))
+        advance(1)
     n = len(chunks)
     out = []
     for i, tokens in enumerate(held):
@@ -116,10 +118,12 @@ def sample_order(chunks: Sequence[Chunk], seed: int) -> list[int]:
     return order
 
 
-def make_probes(chunks: Sequence[Chunk], keywords: KeywordExtractor, n: int, seed: int = 0) -> list[Probe]:
-    """Up to ``n`` probes (fewer only when the corpus holds no more distinct ones). A chunk's term
-    pairs are made when it is first probed (a large corpus: only the chunks probed)."""
-    terms = distinctive(chunks, keywords)
+def make_probes(chunks: Sequence[Chunk], keywords: KeywordExtractor, n: int, seed: int = 0,
+                terms: Sequence[Sequence[str]] | None = None) -> list[Probe]:
+    """Up to ``n`` probes (fewer only when the corpus holds no more distinct ones); ``terms``: the
+    chunks' :func:`distinctive` terms, when computed already. A chunk's term pairs are made when it is
+    first probed (a large corpus: only the chunks probed)."""
+    terms = distinctive(chunks, keywords) if terms is None else terms
     order = [i for i in sample_order(chunks, seed) if len(terms[i]) >= 2]
     pairs: dict[int, list[tuple[str, str]]] = {}
     made: list[Probe] = []

@@ -99,10 +99,11 @@ class Writer:
     :class:`ragmem.clients.llm_client.JudgeClient`); ``say`` prints a line of progress."""
 
     def __init__(self, client: Any, chunks: Sequence[Chunk], keywords: KeywordExtractor,
-                 settings: GenerateSettings, seed: int, say: Callable[[str], None] = lambda line: None):
+                 settings: GenerateSettings, seed: int, say: Callable[[str], None] = lambda line: None,
+                 terms: Sequence[Sequence[str]] | None = None):
         self.client, self.chunks, self.keywords, self.settings, self.say = client, chunks, keywords, settings, say
         self.enabled = set(settings.checks)
-        self.terms = distinctive(chunks, keywords)
+        self.terms = distinctive(chunks, keywords) if terms is None else terms
         self.seed = seed
         self._retriever: BM25Retriever | None = None
 

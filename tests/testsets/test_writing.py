@@ -151,6 +151,14 @@ def test_a_dry_run_counts_the_first_round_and_its_cost_and_sends_nothing(tmp_pat
     assert "dry run: first round: 31 write requests (0 cached), at most 83 check requests" in text
     assert "cost at most $0." in text and not (tmp_path / "testset.jsonl").exists()
     assert not (tmp_path / ".testset.jsonl.generate.json").exists()
+    config = tmp_path / "gen.yaml"  # the documents named by the config (relative: against its folder)
+    config.write_text("generate: {corpus: docs, n: 4, mix: {single_hop: 1.0}}\n", encoding="utf-8")
+    again = ragmem_main(["generate", "--config", str(config), "--dry-run", *judge], cwd=tmp_path / "docs")
+    assert again.returncode == 0 and "first round: 6 write requests (0 cached), at most 18 check" in \
+        " ".join(again.stdout.split())
+    none = ragmem_main(["generate", "--dry-run", *judge], cwd=tmp_path)
+    assert none.returncode == 2 and none.stderr.strip() == \
+        "error: generate: name the documents (ragmem generate FOLDER ...) or set generate.corpus"
 
 
 def test_resume_is_refused_without_an_interrupted_run_or_with_other_settings(tmp_path):
