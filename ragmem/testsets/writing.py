@@ -164,8 +164,8 @@ class Writer:
         try:
             return self.client.run(requests)
         except (KeyboardInterrupt, EndpointDown) as stopped:  # what was answered is cached: said, and how to go on
-            stopped.ragmem_progress = ("", kept(self.client, requests), len(requests), "requests of this round "
-                                       "answered and kept (the earlier rounds' all kept)")
+            stopped.ragmem_progress = ("", kept(self.client, requests), len(requests), "requests of this step "
+                                       "answered and kept (every earlier reply is kept too)")
             raise
 
     def _write(self, batch: list[Written]) -> None:
