@@ -53,7 +53,8 @@ def generate(
     experiment: str = typer.Option("testsets", "--experiment", help="MLflow experiment the test set is logged in "
                                                                    "(as a run whose dataset is the file)."),
     track: bool = typer.Option(True, "--track/--no-track", help="Log the test set to the home's MLflow store "
-                                                                 "(tracking.uri, or MLFLOW_TRACKING_URI)."),
+                                                                 "(tracking.uri, or MLFLOW_TRACKING_URI; "
+                                                                 "tracking.enabled false: not logged)."),
 ) -> None:
     """Write a test set generated from documents: with --offline, retrieval probes (a query of a chunk's
     distinctive terms, that chunk its relevant context); else questions of the types and mix of
@@ -67,23 +68,10 @@ def generate(
     seed = cfg.seed if seed is None else seed
     size = cfg.corpus.chunk_size if chunk_size is None else chunk_size
     overlap = cfg.corpus.chunk_overlap if chunk_overlap is None else chunk_overlap
-    if n < 1:
-        raise RagmemError(f"--n: expected a positive integer, got {n}")
-    try:
-        check_encoding(encoding)
-    except ValueError as exc:
-        raise RagmemError(f"--encoding: {exc}") from None
-    source = corpus if corpus is not None else cfg.generate.corpus
-    if source is None:
-        raise RagmemError("generate: name the documents (ragmem generate FOLDER ...) or set generate.corpus")
-    if not offline and cfg.judge.type != "llm":
-        raise RagmemError("generate: questions written by an LLM need an OpenAI-compatible endpoint: judge.type llm, "
-                          "judge.model and judge.base_url (in --config or with --set); or add --offline for "
-                          "retrieval probes with no LLM")
-    if dry_run and offline:
-        raise RagmemError("--dry-run: an offline generate sends no request (leave out --dry-run)")
+    source = _checked(cfg, corpus, n, encoding, offline, dry_run, resume)
     output = writable(output)
-    store = store_uri(cfg.tracking.uri) if track and not dry_run else None  # (a dead server: one line, before any work)
+    tracked = track and cfg.tracking.enabled and not dry_run
+    store = store_uri(cfg.tracking.uri) if tracked else None  # (a dead server: one line, before any work)
     read = _read(source, size, overlap, encoding)
     keywords = KeywordExtractor(cfg.keywords.tokenizer, tuple(cfg.keywords.stopwords))
     chunking = f"{size}/{overlap}"
@@ -104,6 +92,27 @@ def generate(
              "n_files_skipped": len(read.skipped), **metrics}, side_files=side)
         say(f"MLflow run {run_id} in experiment {experiment!r}: the test set as its dataset and artifact")
     say(f"next: ragmem run CONFIG --data {output} (an agent over the same documents, chunked {chunking})")
+
+
+def _checked(cfg, corpus: Optional[Path], n: int, encoding: str, offline: bool, dry_run: bool, resume: bool):
+    """The options checked together with the settings (one line each, before any work); the documents."""
+    if n < 1:
+        raise RagmemError(f"--n: expected a positive integer, got {n}")
+    try:
+        check_encoding(encoding)
+    except ValueError as exc:
+        raise RagmemError(f"--encoding: {exc}") from None
+    source = corpus if corpus is not None else cfg.generate.corpus
+    if source is None:
+        raise RagmemError("generate: name the documents (ragmem generate FOLDER ...) or set generate.corpus")
+    if not offline and cfg.judge.type != "llm":
+        raise RagmemError("generate: questions written by an LLM need an OpenAI-compatible endpoint: judge.type llm, "
+                          "judge.model and judge.base_url (in --config or with --set); or add --offline for "
+                          "retrieval probes with no LLM")
+    if offline and (dry_run or resume):
+        flag = "--dry-run" if dry_run else "--resume"
+        raise RagmemError(f"{flag}: an offline generate sends no request (leave out {flag})")
+    return source
 
 
 def _read(source, size: int, overlap: int, encoding: str) -> documents.Read:

@@ -111,7 +111,7 @@ def test_ctrl_c_then_resume_pays_no_request_twice_and_gives_the_uninterrupted_fi
         config = _config(tmp_path, stub, cache=False, max_concurrency=2)
         command = [sys.executable, "-m", "ragmem.cli", "generate", str(corpus), "--config", config, "-o", "t.jsonl",
                    "--no-track"]
-        env = {**os.environ, "RAGMEM_PROGRESS": "log", "RAGMEM_PROGRESS_INTERVAL": "1"}
+        env = {**os.environ, "RAGMEM_PROGRESS": "log", "RAGMEM_PROGRESS_INTERVAL": "0.2"}  # (lines before the 30th request)
         first = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         wait_until(lambda: len(stub.requests) >= 30 or first.poll() is not None, "30 requests", timeout=180)
         first.send_signal(signal.SIGINT)

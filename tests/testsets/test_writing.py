@@ -156,6 +156,10 @@ def test_a_dry_run_counts_the_first_round_and_its_cost_and_sends_nothing(tmp_pat
     again = ragmem_main(["generate", "--config", str(config), "--dry-run", *judge], cwd=tmp_path / "docs")
     assert again.returncode == 0 and "first round: 6 write requests (0 cached), at most 18 check" in \
         " ".join(again.stdout.split())
+    for flag in ("--dry-run", "--resume"):
+        offline = ragmem_main(["generate", str(corpus), "--offline", flag], cwd=tmp_path)
+        assert offline.returncode == 2 and offline.stderr.strip() == \
+            f"error: {flag}: an offline generate sends no request (leave out {flag})"
     none = ragmem_main(["generate", "--dry-run", *judge], cwd=tmp_path)
     assert none.returncode == 2 and none.stderr.strip() == \
         "error: generate: name the documents (ragmem generate FOLDER ...) or set generate.corpus"
