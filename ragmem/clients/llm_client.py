@@ -226,10 +226,14 @@ class JudgeClient(_Endpoint):
         self.samples = settings.samples
         self.prompt_variant = settings.prompt_variant
         self._format_lock: asyncio.Lock | None = None  # per event loop: see run_async
+        self._contracts: dict[str, Contract] = {}
 
     def contract(self, task: str) -> Contract:
-        """What a request of ``task`` is and what its reply must be (:mod:`ragmem.prompts.contracts`)."""
-        return contract_of(task, self.rubrics, self.prompt_variant)
+        """What a request of ``task`` is and must be answered with (ragmem.prompts.contracts), made once."""
+        found = self._contracts.get(task)
+        if found is None:  # (two threads may both make it: the same contract, either kept)
+            found = self._contracts[task] = contract_of(task, self.rubrics, self.prompt_variant)
+        return found
 
     def reply_limit(self, task: str, fields: dict[str, str]) -> int:
         """``max_tokens`` for one request, at most ``judge.max_tokens``. A verdict, a question or a

@@ -170,8 +170,6 @@ class Usage:
         return {k: float(v) for k, v in out.items()}
 
 
-
-
 def kept(client: Any, requests: Sequence[tuple[str, dict[str, str]]]) -> int:
     """How many of ``requests`` (``(task, fields)``) have a reply in ``client``'s cache: what a rerun
     is not asked again (the count an interrupted command's last line gives)."""
