@@ -268,7 +268,7 @@ class JudgeClient(_Endpoint):
         price = self.prices.get(self.model)
         if price is None:
             return 0.0  # no price configured for this model: its cost is not counted
-        return (tokens_in * price.input + tokens_out * price.output) / 1e6
+        return price.usd(tokens_in, tokens_out)
 
     async def _complete(self, client, messages, task, limit, seed) -> tuple[str | None, str | None]:
         """The reply's content and finish reason. The response format is decided once per endpoint

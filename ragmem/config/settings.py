@@ -166,6 +166,10 @@ class Price(Section):
     input: Annotated[float, Ge(0)] = Field(description="USD per million input tokens")
     output: Annotated[float, Ge(0)] = Field(description="USD per million output tokens")
 
+    def usd(self, tokens_in: int, tokens_out: int) -> float:
+        """What ``tokens_in`` input and ``tokens_out`` output tokens cost."""
+        return (tokens_in * self.input + tokens_out * self.output) / 1e6
+
 
 def _samples_need_llm(settings):
     if settings.samples > 1 and settings.type != "llm":

@@ -193,8 +193,8 @@ def _price(cfg: RunConfig, line: Line) -> None:
     price = cfg.judge.prices.get(model)
     if price is None:
         return
-    line.cost_usd = (line.tokens_in * price.input + line.tokens_out * price.output) / 1e6
-    line.cost_max_usd = (line.tokens_in * price.input + line.tokens_out_max * price.output) / 1e6
+    line.cost_usd = price.usd(line.tokens_in, line.tokens_out)
+    line.cost_max_usd = price.usd(line.tokens_in, line.tokens_out_max)
 
 
 def dry_run(cfg: RunConfig, config_name: str = "", *, dataset: Dataset | None = None, resume: str | None = None,

@@ -125,8 +125,8 @@ def estimate(client: Any, requests: Sequence[tuple[str, dict[str, str]]], checks
         limit = client.reply_limit(task, fields)
         tokens_in += size * (1 + checks)
         tokens_out += limit * (1 + checks)
-    price = getattr(client, "prices", {}).get(client.model)
-    cost = None if price is None else (tokens_in * price.input + tokens_out * price.output) / 1e6
+    price = client.prices.get(client.model)
+    cost = None if price is None else price.usd(tokens_in, tokens_out)
     return Estimate(len(requests), cached, sum(checks_per_write), tokens_in, tokens_out, cost)
 
 
