@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 from ragmem.metrics.estimators import majority
 from ragmem.prompts import rubrics as rubric_prompts
+from ragmem.prompts.templates import said_yes
 
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
 
@@ -118,7 +119,7 @@ def combine(samples: Sequence[Result]) -> Result:
     failed = [r.error for r in samples if r.error is not None]
     if not valid:
         return Result(error=failed[0])
-    votes = tuple(1 if str(r.value.get("verdict", "")).strip().lower() == "yes" else 0 for r in valid)
+    votes = tuple(int(said_yes(r.value)) for r in valid)
     winner, _ = majority(votes)
     if winner is None:
         extra = f" ({len(failed)} failed: {failed[0]})" if failed else ""

@@ -12,6 +12,7 @@ leaves the item undecided (``judge_error`` 'undecided: ...').
 from __future__ import annotations
 
 from ragmem.judges.base import JudgeItem, Judgement
+from ragmem.prompts.templates import numbered, said_yes
 from ragmem.judges.keyword import KeywordJudge
 
 
@@ -32,7 +33,7 @@ class LLMJudge:
             if result.error:  # failed, or undecided (a tie of judge.samples)
                 out.append(Judgement(None, kw.score, error=result.error, keyword_verdict=kw.verdict, votes=result.votes))
             else:
-                verdict = 1 if result.value["verdict"].strip().lower() == "yes" else 0
+                verdict = int(said_yes(result.value))
                 out.append(Judgement(verdict, kw.score, reason=result.value.get("reason"), keyword_verdict=kw.verdict,
                                      votes=result.votes))
         return out
@@ -46,5 +47,5 @@ def _request(item: JudgeItem) -> tuple[str, dict[str, str]]:
     if item.reference_answer.strip():
         return "answer_correctness", {"question": item.query, "reference": item.reference_answer,
                                       "answer": item.generated_answer}
-    contexts = "\n".join(f"[{i}] {text}" for i, text in enumerate(item.contexts, 1))
+    contexts = numbered(item.contexts)
     return "answer_supported", {"question": item.query, "contexts": contexts, "answer": item.generated_answer}

@@ -35,7 +35,7 @@ from ragmem.memory.bench_data import BenchData, DATASETS
 from ragmem.memory.layers import build_layer, turn_text
 from ragmem.memory.locomo import Conversation, QA, session_of
 from ragmem.metrics.generation import scorer_for
-from ragmem.prompts.templates import TASKS
+from ragmem.prompts.templates import said_yes, TASKS
 from ragmem.reference.generator import build_generator
 from ragmem.text import plural
 from ragmem.text.keywords import KeywordExtractor
@@ -134,7 +134,7 @@ def judge_answers(judge, answered: Sequence["Answered"], data: BenchData = LOCOM
         values = {"question": qa.question, "reference": qa.answer, "answer": answered[i].answer or ""}
         requests.append((task, {f: values[f] for f in TASKS[task]["fields"]}))
     for i, reply in zip(asked, client.run(requests)):
-        verdicts[i] = None if reply.error else int(reply.value["verdict"].strip().lower() == "yes")
+        verdicts[i] = None if reply.error else int(said_yes(reply.value))
     return verdicts
     asked = [i for i in todo if answered[i].question.category in data.tasks]
     values = [{"question": answered[i].question.question, "reference": answered[i].question.answer,
@@ -142,7 +142,7 @@ def judge_answers(judge, answered: Sequence["Answered"], data: BenchData = LOCOM
     tasks = [data.tasks[answered[i].question.category] for i in asked]
     replies = client.run([(task, {f: v[f] for f in TASKS[task]["fields"]}) for task, v in zip(tasks, values)])
     for i, reply in zip(asked, replies):
-        verdicts[i] = None if reply.error else int(reply.value["verdict"].strip().lower() == "yes")
+        verdicts[i] = None if reply.error else int(said_yes(reply.value))
     return verdicts
 
 

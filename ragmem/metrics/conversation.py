@@ -42,6 +42,7 @@ import pandas as pd
 from ragmem.metrics import names, needs
 from ragmem.metrics.base import failed, Family, mean_aggregator, MetricResult, nanmean, scored_mask, unless_note
 from ragmem.metrics.ranking import keyword_relevant
+from ragmem.prompts.templates import said_yes
 
 NAMES = names.CONVERSATION.selectable
 MEMORY_SOURCES = ("memory_short", "memory_long")
@@ -111,7 +112,7 @@ class _Turns:
             reply = next(replies)
             if reply.error:
                 return None, None, reply.error
-            return float(reply.value["verdict"].strip().lower() == "yes"), reply.value.get("reason"), None
+            return float(said_yes(reply.value)), reply.value.get("reason"), None
         return self._each(judged)
 
     def _offline_retention(self, row, turns: list[tuple[str, str]]) -> tuple[float, str | None]:
@@ -139,7 +140,7 @@ class _Turns:
                 error = next((r.error for r in got if r.error), None)
                 if error:
                     return None, error
-                return [turn for turn, r in zip(turns, got) if r.value["verdict"].strip().lower() == "yes"], None
+                return [turn for turn, r in zip(turns, got) if said_yes(r.value)], None
             query, reference = K(row.query), K(needs.reference(row))
             return [(tid, text) for tid, text in turns
                     if keyword_relevant(K, text, query, t) or (reference & K(text)) - query], None

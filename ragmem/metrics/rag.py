@@ -53,6 +53,7 @@ from ragmem.metrics import names, needs
 from ragmem.metrics.base import Family, mean_aggregator, MetricResult, nanmean, scored_mask
 from ragmem.metrics.ranking import is_gold, keyword_relevant
 from ragmem.metrics.reliability import items_aggregator, majority_aggregator
+from ragmem.prompts.templates import numbered, said_yes
 from ragmem.text.entities import OfflineEntities, normalize_entity, offline_entities  # noqa: F401  (also here)
 from ragmem.text.keywords import keyword_cosines
 
@@ -205,7 +206,7 @@ class RagMetrics:
                 if failed:
                     values.append(None), errors.append(failed[0]), votes.append(None)
                     continue
-                item = [1 if r.value["verdict"].strip().lower() == "yes" else 0 for r in got]
+                item = [int(said_yes(r.value)) for r in got]
                 votes.append(_votes(got, item))
             else:
                 votes.append(None)
@@ -339,7 +340,7 @@ class RagMetrics:
             if claims.error:
                 plan.append(claims.error)
                 continue
-            contexts = "\n".join(f"[{i}] {c['text']}" for i, c in enumerate(row.contexts, 1)) or "(no contexts)"
+            contexts = numbered(c["text"] for c in row.contexts) or "(no contexts)"
             start = len(requests)
             requests += [("claim_support", {"contexts": contexts, "claim": claim}) for claim in claims.value["claims"]]
             plan.append((start, len(claims.value["claims"])))
@@ -349,7 +350,7 @@ class RagMetrics:
             got = verdicts[item[0]:item[0] + item[1]] if isinstance(item, tuple) and item[1] else []
             failed = [g.error for g in got if g.error]
             votes.append(None if failed or not got else
-                         _votes(got, [int(g.value["verdict"].strip().lower() == "yes") for g in got]))
+                         _votes(got, [int(said_yes(g.value)) for g in got]))
             if item is None:
                 values.append(None), errors.append(None)
             elif isinstance(item, str):
@@ -360,7 +361,7 @@ class RagMetrics:
             elif failed:
                 values.append(None), errors.append(failed[0])
             else:
-                supported = sum(g.value["verdict"].strip().lower() == "yes" for g in got)
+                supported = sum(said_yes(g.value) for g in got)
                 values.append(supported / item[1]), errors.append(None)
         return self._finish("faithfulness", values, errors, undefined, votes=votes)
 

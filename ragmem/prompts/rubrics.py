@@ -36,7 +36,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ragmem.prompts.templates import _escape, SYSTEM
+from ragmem.prompts.templates import _escape, numbered, SYSTEM
 
 RUBRIC_PROMPT_VERSION = "rubric-2026-12-02.1"
 SCALES: dict[str, tuple[int, int]] = {"binary": (0, 1), "1-5": (1, 5), "0-10": (0, 10)}
@@ -121,7 +121,7 @@ def check(name: str, criteria: str, scale: str, inputs: Sequence[str], steps: Se
 def _text(value: Any) -> str:
     """An input's text: contexts (a list) numbered one per block line, anything else as is."""
     if isinstance(value, (list, tuple)):
-        return "\n".join(f"[{i}] {v}" for i, v in enumerate(value, 1))
+        return numbered(str(v) for v in value)
     return str(value)
 
 

@@ -21,7 +21,7 @@ import hashlib
 import json
 import math
 import re
-from typing import Any
+from typing import Any, Iterable
 
 PROMPT_VERSION = "2026-12-02.1"
 _CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]")
@@ -234,6 +234,25 @@ def language_of(text: str) -> str:
     if letters and sum(bool(_CJK.match(c)) for c in letters) / len(letters) >= 0.2:
         return "Chinese"
     return "English"
+
+
+def numbered(texts: Iterable[str]) -> str:
+    """Texts as one block, one a line, numbered from 1 (``[1] ...``); "" for none. Contexts and
+    passages are given to every model this way.
+
+    >>> numbered(["Paris is in France.", "Rome is in Italy."])
+    '[1] Paris is in France.\\n[2] Rome is in Italy.'
+    """
+    return "\n".join(f"[{i}] {text}" for i, text in enumerate(texts, 1))
+
+
+def said_yes(reply: dict[str, Any]) -> bool:
+    """Whether a valid verdict reply (:func:`validate`, kind ``verdict``) says yes.
+
+    >>> said_yes({"verdict": " Yes", "reason": ""}), said_yes({"verdict": "no", "reason": ""})
+    (True, False)
+    """
+    return str(reply.get("verdict", "")).strip().lower() == "yes"
 
 
 def _escape(text: str) -> str:

@@ -11,6 +11,7 @@ from ragmem.clients import calls
 from ragmem.clients.endpoints import Breaker, OPENAI_URL, sdk_target
 from ragmem.config.loading import as_section
 from ragmem.config.settings import GeneratorSettings
+from ragmem.prompts.templates import numbered
 from ragmem.text.keywords import KeywordExtractor
 
 _SENTENCES = re.compile(r"[^。！？!?.]+(?:[。！？!?]|\.(?=\s|$))?")
@@ -72,7 +73,7 @@ class ChatGenerator:
             return {k: float(v) for k, v in self.tokens.items()}
 
     def __call__(self, query: str, contexts: Sequence[str]) -> str:
-        passages = "\n".join(f"[{i}] {text}" for i, text in enumerate(contexts, 1)) or "(no passages)"
+        passages = numbered(contexts) or "(no passages)"
         messages = [{"role": "system", "content": self.SYSTEM},
                     {"role": "user", "content": f"<passages>\n{passages}\n</passages>\n<question>{query}</question>"}]
         reply = calls.call(lambda: self.client.chat.completions.create(

@@ -30,6 +30,7 @@ from typing import Any, Callable, Sequence
 from ragmem.clients.endpoints import EndpointDown
 from ragmem.clients.replies import kept
 from ragmem.config.generate_settings import GenerateSettings
+from ragmem.prompts.templates import numbered, said_yes
 from ragmem.reference.corpus import Chunk
 from ragmem.reference.retrievers import BM25Retriever
 from ragmem.testsets import checks, plan
@@ -76,11 +77,6 @@ class Generated:
         """The types that got fewer questions than their quota, with how many fewer."""
         got = collections.Counter(w.candidate.type for w in self.kept)
         return {t: q - got[t] for t, q in self.quotas.items() if got[t] < q}
-
-
-def contexts_text(chunks: Sequence[Chunk]) -> str:
-    """Chunks as the judge sees them: numbered, one per paragraph (as the RAG metrics give contexts)."""
-    return "\n".join(f"[{i}] {c.text}" for i, c in enumerate(chunks, 1))
 
 
 def write_request(candidate: plan.Candidate) -> tuple[str, dict[str, str]]:
@@ -204,7 +200,7 @@ class Writer:
         asked: list[tuple[Written, str]] = []
         for written in alive:
             written.contexts = self._contexts(written)
-            text = contexts_text(written.contexts)
+            text = numbered(c.text for c in written.contexts)
             if written.candidate.type != "unanswerable" and "grounded" in self.enabled:
                 share = checks.grounded_share(written.answer, [c.text for c in written.candidate.chunks], self.keywords)
                 if share is not None and share >= self.settings.grounded_share:
@@ -238,7 +234,7 @@ class Writer:
         return [self.chunks[i] for i, _ in top] or list(written.candidate.chunks)
 
     def _grounded(self, written: Written, value: dict[str, Any]) -> None:
-        if str(value["verdict"]).strip().lower() == "yes":
+        if said_yes(value):
             written.checks["grounded"] = f"pass: the judge: {value.get('reason', '')}".rstrip(": ")
         else:
             written.drop("grounded", f"the reference answer does not follow from its contexts: {value.get('reason', '')}")
@@ -265,7 +261,7 @@ class Writer:
         for (written, attempt), reply in zip(attempts, self._ask(requests) if requests else []):
             if reply.error:
                 written.drop("failed", f"the answerable check: {reply.error}")
-            elif str(reply.value["verdict"]).strip().lower() == "yes":
+            elif said_yes(reply.value):
                 written.checks["answerable"] = f"pass: the judge answered from its contexts: {attempt}"
             else:
                 written.drop("answerable", f"the judge answered from its contexts {attempt!r}, which does not match "
