@@ -164,10 +164,9 @@ def _written(cfg, read: documents.Read, keywords: KeywordExtractor, n: int, seed
         + f" (generate.mix); checks: {', '.join(settings.checks) or 'none'}")
     if dry_run:
         first = writer.first_round(quotas)
-        planned = plan.quotas(n, settings.mix)
         estimate = session.estimate(client, [write_request(c) for c in first],
                                     [session.checks_of(c.type, settings.checks) for c in first])
-        short = {t: q for t, q in planned.items() if q and sum(c.type == t for c in first) < q}
+        short = {t: q for t, q in quotas.items() if q and sum(c.type == t for c in first) < q}
         for line in estimate.lines(settings.max_rounds) + [f"{t}: the documents give only "
                                                            f"{sum(c.type == t for c in first)} candidates for {q}"
                                                            for t, q in short.items()]:

@@ -24,9 +24,8 @@ from typing import Iterator, Mapping, Sequence
 
 from ragmem.config.generate_settings import QUESTION_TYPES
 from ragmem.reference.corpus import Chunk
-from ragmem.testsets.probes import sample_order
+from ragmem.testsets.probes import sample_order, TOP
 
-TOP_TERMS = 10  # a chunk's terms that may link it to another
 
 
 @dataclass(frozen=True)
@@ -61,9 +60,8 @@ def streams(chunks: Sequence[Chunk], terms: Sequence[Sequence[str]], types: Sequ
             seed: int) -> dict[str, Iterator[Candidate]]:
     """One stream of candidates per type (module docstring); ``terms[i]`` is chunk i's terms, the
     most distinctive first."""
-    top = [list(t[:TOP_TERMS]) for t in terms]
     holders: dict[str, list[int]] = collections.defaultdict(list)
-    for i, words in enumerate(top):
+    for i, words in enumerate(terms):
         for word in words:
             holders[word].append(i)
     out = {}
@@ -71,7 +69,7 @@ def streams(chunks: Sequence[Chunk], terms: Sequence[Sequence[str]], types: Sequ
         if kind in types:
             order = sample_order(chunks, seed * len(QUESTION_TYPES) + number)
             out[kind] = (_singles(kind, chunks, order) if kind in ("single_hop", "unanswerable")
-                         else _pairs(kind, chunks, order, top, holders))
+                         else _pairs(kind, chunks, order, terms, holders))
     return out
 
 
@@ -80,7 +78,7 @@ def _singles(kind: str, chunks: Sequence[Chunk], order: list[int]) -> Iterator[C
         yield Candidate(kind, (chunks[i],))
 
 
-def _pairs(kind: str, chunks: Sequence[Chunk], order: list[int], top: list[list[str]],
+def _pairs(kind: str, chunks: Sequence[Chunk], order: list[int], top: Sequence[Sequence[str]],
            holders: Mapping[str, list[int]]) -> Iterator[Candidate]:
     used: set[tuple[int, int]] = set()
     for i in order:
@@ -90,7 +88,7 @@ def _pairs(kind: str, chunks: Sequence[Chunk], order: list[int], top: list[list[
             yield Candidate(kind, (chunks[i], chunks[j]), tuple(shared))
 
 
-def partner(i: int, chunks: Sequence[Chunk], top: list[list[str]], holders: Mapping[str, list[int]],
+def partner(i: int, chunks: Sequence[Chunk], top: Sequence[Sequence[str]], holders: Mapping[str, list[int]],
             used: set[tuple[int, int]] = frozenset()) -> tuple[int | None, list[str]]:
     """Chunk i's partner and the terms they share (module docstring); ``(None, [])`` when none.
     Shared terms are weighted by their rank in chunk i's list (the strongest counts most)."""
@@ -98,7 +96,7 @@ def partner(i: int, chunks: Sequence[Chunk], top: list[list[str]], holders: Mapp
     for rank, word in enumerate(top[i]):
         for j in holders.get(word, ()):
             if j != i:
-                score[j] += TOP_TERMS - rank
+                score[j] += TOP - rank
     def allowed(j: int, other_document: bool) -> bool:
         if (min(i, j), max(i, j)) in used:
             return False

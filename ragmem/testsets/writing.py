@@ -23,6 +23,7 @@ run stopped by Ctrl+C or a dead endpoint asks, when run again, only what was not
 from __future__ import annotations
 
 import collections
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -110,7 +111,7 @@ class Writer:
     def first_round(self, quotas: dict[str, int]) -> list[plan.Candidate]:
         """The candidates of the first round (what ``--dry-run`` counts)."""
         streams = self.candidates(quotas)
-        return [c for t, q in quotas.items() if q for c in _take(streams[t], math.ceil(q * self.settings.oversample))]
+        return [c for t, q in quotas.items() if q for c in itertools.islice(streams[t], math.ceil(q * self.settings.oversample))]
 
     def run(self, quotas: dict[str, int]) -> Generated:
         streams = self.candidates(quotas)
@@ -124,7 +125,7 @@ class Writer:
             batch = []
             for kind, quota in quotas.items():
                 wanted = math.ceil((quota - got[kind]) * self.settings.oversample) if quota > got[kind] else 0
-                taken = _take(streams[kind], wanted)
+                taken = list(itertools.islice(streams[kind], wanted))
                 if len(taken) < wanted:
                     exhausted.add(kind)
                 batch += [Written(c, rounds + 1) for c in taken]
@@ -144,9 +145,7 @@ class Writer:
         return Generated(kept, dropped, dict(quotas), rounds, exhausted)
 
     def _keep(self, written: Written, kept: list[Written], quotas: dict[str, int], duplicates: checks.Duplicates) -> None:
-        same = duplicates.of(written.question) if "duplicate" in self.enabled else None
-        if same is not None:
-            written.drop("duplicate", f"{same[1]:.2f} token overlap with a kept question: {same[0]}")
+        if self._duplicate(written, duplicates):
             return
         if "duplicate" in self.enabled:
             written.checks["duplicate"] = "pass"
@@ -189,9 +188,14 @@ class Writer:
                     written.drop("standalone", f"the question points at the text it was written from ({words!r})")
                     continue
                 written.checks["standalone"] = "pass"
-            same = duplicates.of(written.question) if "duplicate" in self.enabled else None
-            if same is not None:
-                written.drop("duplicate", f"{same[1]:.2f} token overlap with a kept question: {same[0]}")
+            self._duplicate(written, duplicates)
+
+    def _duplicate(self, written: Written, duplicates: checks.Duplicates) -> bool:
+        """Drops ``written`` when it near-duplicates a kept question (and the check is on); whether it did."""
+        same = duplicates.of(written.question) if "duplicate" in self.enabled else None
+        if same is not None:
+            written.drop("duplicate", f"{same[1]:.2f} token overlap with a kept question: {same[0]}")
+        return same is not None
 
     def _judged(self, batch: list[Written]) -> None:
         """The grounded and answerable checks: their requests sent together, then the matches."""
@@ -272,16 +276,4 @@ def _claim(written: Written) -> str:
     if language(written.question) == "zh":
         return f"问题“{written.question}”的答案是：{written.answer}"
     return f"The answer to the question '{written.question}' is: {written.answer}"
-
-
-def _take(stream, k: int) -> list[plan.Candidate]:
-    """The next ``k`` candidates of ``stream`` (fewer when it runs out)."""
-    out: list[plan.Candidate] = []
-    if k < 1:
-        return out
-    for candidate in stream:
-        out.append(candidate)
-        if len(out) == k:
-            break
-    return out
 

@@ -15,7 +15,7 @@ from ragmem.clients.replies import Result
 from ragmem.config.generate_settings import GenerateSettings
 from ragmem.prompts import generation
 from ragmem.prompts.contracts import contract_of
-from ragmem.testsets import checks, documents, plan, records
+from ragmem.testsets import checks, documents, plan, probes, records
 from ragmem.testsets.probes import distinctive
 from ragmem.testsets.writing import Writer
 from ragmem.text.keywords import KeywordExtractor
@@ -59,8 +59,8 @@ def test_quotas_meet_n_and_two_chunks_are_linked_by_their_shared_terms():
     assert pairs and len({frozenset(c.chunks) for c in pairs}) == len(pairs)  # a pair once per type
     for candidate in pairs:
         one, two = candidate.chunks
-        assert candidate.link and all(t in terms[read.chunks.index(one)][:plan.TOP_TERMS] and
-                                      t in terms[read.chunks.index(two)][:plan.TOP_TERMS] for t in candidate.link)
+        assert candidate.link and all(t in terms[read.chunks.index(one)][:probes.TOP] and
+                                      t in terms[read.chunks.index(two)][:probes.TOP] for t in candidate.link)
         assert one.doc_id != two.doc_id or abs(read.chunks.index(one) - read.chunks.index(two)) > 1
     again = plan.streams(read.chunks, terms, ["multi_hop"], seed=3)["multi_hop"]
     assert [c.key for c in again] == [c.key for c in pairs]  # the same seed, the same candidates (a rerun's requests)
