@@ -85,6 +85,22 @@ def wait_until(ready, what: str, timeout: float = 180.0, process: subprocess.Pop
     raise AssertionError(f"{what}: not ready after {timeout:.0f} s")
 
 
+def interrupted_when(command: list[str], ready, what: str, env: dict[str, str], cwd: Path,
+                     timeout: float = 180.0) -> subprocess.CompletedProcess:
+    """Start ``command``, wait until ``ready()`` (or the command ended), send it Ctrl+C (SIGINT) and
+    return how it ended, its output captured. A command still running when the wait fails is killed."""
+    process = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: ready() or process.poll() is not None, what, timeout=timeout)
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=timeout)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    return subprocess.CompletedProcess(command, process.returncode, out, err)
+
+
 @contextlib.contextmanager
 def mlflow_server(folder: Path):
     """A real ``mlflow server`` on a free 127.0.0.1 port, its sqlite store and artifacts in

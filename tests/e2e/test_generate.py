@@ -11,7 +11,6 @@ from __future__ import annotations
 import collections
 import json
 import os
-import signal
 import subprocess
 import sys
 
@@ -22,7 +21,7 @@ from ragmem.config.generate_settings import GenerateSettings
 from ragmem.testsets import documents, plan
 from ragmem.testsets.writing import Writer
 from ragmem.text.keywords import KeywordExtractor
-from tests.conftest import wait_until
+from tests.conftest import interrupted_when
 from tests.openai_stub import Stub, user_text
 from tests.testsets import scripted
 from tests.testsets.test_writing import InProcess
@@ -112,10 +111,8 @@ def test_ctrl_c_then_resume_pays_no_request_twice_and_gives_the_uninterrupted_fi
         command = [sys.executable, "-m", "ragmem.cli", "generate", str(corpus), "--config", config, "-o", "t.jsonl",
                    "--no-track"]
         env = {**os.environ, "RAGMEM_PROGRESS": "log", "RAGMEM_PROGRESS_INTERVAL": "0.2"}  # (lines before the 30th request)
-        first = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        wait_until(lambda: len(stub.requests) >= 30 or first.poll() is not None, "30 requests", timeout=180)
-        first.send_signal(signal.SIGINT)
-        _, err = first.communicate(timeout=180)
+        first = interrupted_when(command, lambda: len(stub.requests) >= 30, "30 requests", env, tmp_path)
+        err = first.stderr
         assert first.returncode == 130, err
         last = err.strip().splitlines()[-1]
         assert last.startswith("interrupted: ") and "answered and kept" in last

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -15,7 +14,7 @@ import time
 import pytest
 
 import ragmem
-from tests.conftest import wait_until
+from tests.conftest import interrupted_when
 from tests.openai_stub import Stub, data_block
 
 pytestmark = pytest.mark.e2e
@@ -57,10 +56,8 @@ def test_pairwise_on_a_slow_judge_shows_progress_resumes_and_asks_nothing_twice(
                    "--tracking-uri", shared_store["uri"], "--set", "judge.type=llm", "--set", "judge.model=judge-test",
                    "--set", f"judge.base_url={stub.base_url}", "--set", f"judge.cache_dir={tmp_path / 'cache'}",
                    "--set", "judge.timeout_s=2", "--set", "judge.retry_backoff_s=0.01", "--set", "judge.max_concurrency=2"]
-        first = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        wait_until(lambda: len(stub.requests) >= 12 or first.poll() is not None, "12 pairwise requests", timeout=180)
-        first.send_signal(signal.SIGINT)
-        _, err = first.communicate(timeout=180)
+        first = interrupted_when(command, lambda: len(stub.requests) >= 12, "12 pairwise requests", env, tmp_path)
+        err = first.stderr
         assert first.returncode == 130, err
         last = err.strip().splitlines()[-1]
         kept = int(last.split()[1])
