@@ -64,14 +64,18 @@ def dropped_records(dropped: Sequence[Written]) -> list[dict[str, Any]]:
 
 
 def write_rows(path: Path, rows: list[dict]) -> None:
-    """JSON lines, or one JSON list when the name ends in .json; written whole (a temporary file renamed)."""
+    """JSON lines, or one JSON list when the name ends in .json; written whole or not at all (a
+    temporary file renamed; removed when the write fails, as :func:`ragmem.run.summary.write_json`'s)."""
     partial = path.with_name(f".{path.name}.partial")
-    with open(partial, "w", encoding="utf-8") as out:
-        if path.suffix.lower() == ".json":
-            json.dump(rows, out, ensure_ascii=False, indent=1)
-        else:
-            out.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
-    partial.replace(path)
+    try:
+        with open(partial, "w", encoding="utf-8") as out:
+            if path.suffix.lower() == ".json":
+                json.dump(rows, out, ensure_ascii=False, indent=1)
+            else:
+                out.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+        partial.replace(path)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def survival(generated: Generated, enabled: Sequence[str]) -> list[str]:
