@@ -179,6 +179,19 @@ def test_configs_shipped_are_valid():
         validate(resolve_config(path))
 
 
+
+def test_the_default_config_keeps_the_code_default_so_no_keyword_coverage_is_null_not_0(tmp_path):
+    """configs/default.yaml sets no zero_division: answers without keywords give avg_coverage null
+    (undefined, counted), never the 0 that ``zero_division: 0`` once printed."""
+    import ragmem
+
+    assert "zero_division" not in yaml.safe_load((ROOT / "configs" / "default.yaml").read_text())
+    records = [{"id": i, "query": "what is it?", "generated_answer": "the of", "reference_answer": "and the",
+                "contexts": [{"text": "the and of"}]} for i in "ab"]
+    result = ragmem.evaluate(records, config=str(ROOT / "configs" / "default.yaml"), track=False, journal=False)
+    assert result.metrics["avg_coverage"] is None
+    assert result.summary["counts"]["undefined_avg_coverage"] == 2
+
 @pytest.mark.parametrize("argv, message", [
     (["run"], "Missing argument 'config'"),
     (["run", str(ROOT / "configs" / "demo.yaml"), "--no-such-flag"], "No such option: --no-such-flag"),
