@@ -38,6 +38,9 @@ class CustomMetricSettings(Section):
     name: str = Field(description="the metric's name (lower-case letters, digits and _; not one of ragmem's)")
     target: str = Field(description="module:function, imported from the working directory, the config's folder "
                                     "and import_paths")
+    direction: Literal["higher", "lower"] = Field(
+        "higher", description="which way is better: higher (a pass, a match) or lower (a count of errors, a "
+                              "cost); read by the gates' baseline comparison, compare's order and the report")
 
     @field_validator("name")
     @classmethod

@@ -34,7 +34,7 @@ from ragmem.metrics.base import Family, MetricResult, ratio_aggregator, scored_m
 from ragmem.schema import LABEL_SET_ASIDE
 
 NAMES = names.CLASSIFICATION.selectable
-COMPANIONS = ("confusion_tp", "confusion_fn", "confusion_fp", "confusion_tn", "n_classified")
+COMPANIONS = tuple(m.name for m in names.CLASSIFICATION.companions)  # the confusion counts, n_classified
 
 #: (numerator, denominator) of each metric from the confusion counts: for one run's counts and for
 #: per-example indicator columns alike (the bootstrap sums those).
@@ -119,7 +119,8 @@ def aggregators(table: pd.DataFrame, names, zero_division: float, scorer=None) -
         return {}
     tp, fn, fp, tn = confusion_indicators(table)
     classified = tp + fn + fp + tn
-    return {name: ratio_aggregator(*FRACTIONS[name](tp, fn, fp, tn), zero_division, classified) for name in names}
+    return {name: ratio_aggregator(*FRACTIONS[name](tp, fn, fp, tn), zero_division, classified) for name in names
+            if name in FRACTIONS}  # (its counts: no interval)
 
 
 FAMILY = Family(names.CLASSIFICATION, compute, aggregators)

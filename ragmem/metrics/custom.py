@@ -94,17 +94,20 @@ class CustomMetric:
     fn: Callable[..., Any]
     arguments: tuple[str, ...]
     source: str  # sha256 of the function's source, 12 hex digits (:func:`source_hash`)
+    direction: str = names.HIGHER  # which way is better (``metrics.custom[].direction``)
 
     @classmethod
-    def of(cls, name: str, fn: Callable[..., Any], target: str, setting: str = "metrics.custom") -> "CustomMetric":
+    def of(cls, name: str, fn: Callable[..., Any], target: str, setting: str = "metrics.custom",
+           direction: str = names.HIGHER) -> "CustomMetric":
         if not callable(fn):
             raise ConfigError(f"{setting}.target: {target} is not callable")
-        return cls(name, target, fn, arguments_of(fn, setting), source_hash(fn))
+        return cls(name, target, fn, arguments_of(fn, setting), source_hash(fn), direction)
 
     @property
     def signature(self) -> str:
         """What made the metric's numbers (the run's param ``metrics.custom.<name>``)."""
-        return f"target:{self.target}|source:sha256:{self.source}|args:{','.join(self.arguments)}"
+        better = "|better:lower" if self.direction == names.LOWER else ""  # (read back: catalogue.own_of)
+        return f"target:{self.target}|source:sha256:{self.source}|args:{','.join(self.arguments)}{better}"
 
 
 def load(specs: Sequence[Any], folders: Sequence[str] = ()) -> tuple[CustomMetric, ...]:
@@ -114,7 +117,7 @@ def load(specs: Sequence[Any], folders: Sequence[str] = ()) -> tuple[CustomMetri
     for i, spec in enumerate(specs):
         setting = f"metrics.custom[{i}]"
         fn = resolve(spec.target, folders, f"{setting}.target", ConfigError)
-        out.append(CustomMetric.of(spec.name, fn, spec.target, setting))
+        out.append(CustomMetric.of(spec.name, fn, spec.target, setting, getattr(spec, "direction", names.HIGHER)))
     return tuple(out)
 
 

@@ -65,7 +65,7 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
             values[name] = reduce([sum(c) for c in zip(*kept)]) if kept else None
         values[f"{name}_sentence_mean"] = nanmean(columns[name])
     # sentence BLEU/chrF and the statistics stay as columns (the bootstrap resamples the statistics)
-    keep = set(wanted) | {"bleu", "chrf", "bleu_stats", "chrf_stats"}
+    keep = set(wanted) | set(CORPUS) | {column for column, _ in CORPUS.values()}
     means = {f"{n}_sentence_mean": mean_aggregator(pd.Series(columns[n], dtype=float)) for n in CORPUS}
     return MetricResult(values=values, columns={k: v for k, v in columns.items() if k in keep}, statistics=means)
 

@@ -29,28 +29,12 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
-from ragmem.metrics import names
+from ragmem.metrics import catalogue, names
+from ragmem.metrics.names import CONTEXTS, GOLD_OR_REFERENCE, HISTORY, REFERENCE  # noqa: F401  (read here)
 
-REFERENCE = "reference_answer"
-CONTEXTS = "contexts"
-GOLD_OR_REFERENCE = "gold_or_reference"  # what a context's relevance is judged by: gold ids, else the reference
-HISTORY = "history"  # the earlier turns of the conversation an example is a turn of
 #: the reason an example is not scored for want of a field (the coverage line's words)
 WHY = {REFERENCE: "no reference answer", CONTEXTS: "no contexts",
        GOLD_OR_REFERENCE: "no gold ids nor reference answer", HISTORY: "no earlier turns (history)"}
-
-_NEEDS: dict[str, tuple[str, ...]] = {
-    **{name: (REFERENCE,) for name in (*names.GENERATION.selectable, *names.GENERATION_COMPANIONS)},
-    "answer_correctness": (REFERENCE,),
-    "faithfulness": (CONTEXTS,),
-    "context_relevance": (CONTEXTS,),
-    "avg_coverage": (CONTEXTS,),
-    "contextual_precision": (CONTEXTS, GOLD_OR_REFERENCE),
-    "context_entity_recall": (REFERENCE, CONTEXTS),
-    "reference_coverage": (REFERENCE, CONTEXTS),
-    **{name: (HISTORY,) for name in names.CONVERSATION.selectable},
-}
-_COLUMNS = {"coverage": "avg_coverage"}  # a per-example column named otherwise than its metric
 
 
 def needs(metric: str) -> tuple[str, ...]:
@@ -59,10 +43,8 @@ def needs(metric: str) -> tuple[str, ...]:
     >>> needs("rouge_l"), needs("faithfulness_pass_rate"), needs("answer_relevancy")
     (('reference_answer',), ('contexts',), ())
     """
-    metric = _COLUMNS.get(metric, metric)
-    if names.RANKING.selects(metric):  # hit_rate_at_5, ...: what says which contexts are relevant (an
-        return (GOLD_OR_REFERENCE,)     # empty retrieval is a real miss, not a missing input)
-    return _NEEDS.get(metric, _NEEDS.get(metric.removesuffix("_pass_rate"), ()))
+    found = catalogue.facts(catalogue.of_column(metric))  # (ranking: gold ids or a reference say which
+    return () if found is None else found.needs            # contexts are relevant; an empty retrieval is a miss)
 
 
 def reference_free(selection: Sequence[str], ks: Sequence[int], gold: bool) -> list[str]:

@@ -425,7 +425,7 @@ def aggregators(table: pd.DataFrame, names, zero_division: float, scorer=None) -
     out = {n: mean_aggregator(table[n], ok) for n in names if n in table}
     if "answer_correctness" in out:  # the verdict of judge.samples: two-stage
         out["answer_correctness"] = majority_aggregator(table["answer_correctness"], ok, table)
-    for name, kind in (("contextual_precision", "precision"), ("context_relevance", "mean"), ("faithfulness", "mean")):
+    for name, kind in {"contextual_precision": "precision", "context_relevance": "mean", "faithfulness": "mean"}.items():
         if name in out and f"{name}_votes" in table:  # items of N samples each: two-stage
             out[name] = items_aggregator(table[name], ok, table[f"{name}_votes"], kind)
     return out

@@ -352,12 +352,12 @@ def aggregators(table: pd.DataFrame, wanted, zero_division: float, scorer=None) 
             out[name] = _kappa_aggregator(confusion)
         elif name in fractions:
             out[name] = ratio_aggregator(*fractions[name], nan)
-        elif name in ("judge_self_agreement", "judge_flip_rate", "judge_fleiss_kappa") and spread is not None:
-            share, flip, votes = spread
-            if name == "judge_fleiss_kappa":
-                out[name] = _fleiss_aggregator(table, int(votes.max()))
-            else:
-                out[name] = mean_aggregator(share if name == "judge_self_agreement" else flip)
+        elif name == "judge_fleiss_kappa" and spread is not None:  # (the judge's samples, against each other)
+            out[name] = _fleiss_aggregator(table, int(spread[2].max()))
+        elif name == "judge_self_agreement" and spread is not None:
+            out[name] = mean_aggregator(spread[0])
+        elif name == "judge_flip_rate" and spread is not None:
+            out[name] = mean_aggregator(spread[1])
         elif name in _MOVED and _MOVED[name][0] in table:
             out[name] = mean_aggregator(table[_MOVED[name][0]])
     return out

@@ -18,16 +18,16 @@ from typing import Any
 
 import pandas as pd
 
-from ragmem.metrics import needs
+from ragmem.metrics import catalogue, needs
+from ragmem.metrics.names import CLASSIFICATION
 
-_CLASSIFICATION = ("accuracy", "precision", "recall", "f1")
-_COLUMN = {"avg_coverage": "coverage", "pass_rate": "verdict"}  # a metric whose column has another name
 
 
 def _column(name: str, table: pd.DataFrame) -> str | None:
     """The per-example column a metric is the mean of, or ``None`` (a count, a corpus-level figure
     without one, a metric of the judge's reliability)."""
-    column = _COLUMN.get(name, name)
+    found = catalogue.facts(name)
+    column = found.column if found is not None and found.column else name  # (avg_coverage's: coverage)
     if column not in table.columns and name.endswith("_pass_rate") and name[: -len("_pass_rate")] + "_error" in table.columns:
         column = name[: -len("_pass_rate")]  # an LLM metric's pass rate rests on the metric's own values
     if column not in table.columns or column in ("label", "id"):
@@ -63,7 +63,7 @@ def chunk_coverage(table: pd.DataFrame, names: list[str]) -> dict[str, dict[str,
     that rest on per-example values of ``table``."""
     out: dict[str, dict[str, Any]] = {}
     for name in names:
-        if name in _CLASSIFICATION and {"verdict", "label"} <= set(table.columns):
+        if name in CLASSIFICATION.selectable and {"verdict", "label"} <= set(table.columns):
             could = table["label"].notna()
             column = "verdict"
         else:
@@ -97,7 +97,7 @@ def failed_replies(metrics: dict[str, Any]) -> dict[str, int]:
     {'faithfulness': 11}
     """
     return {k[: -len("_failures")]: int(v) for k, v in metrics.items()
-            if k.endswith("_failures") and v and not k.startswith(("judge_", "embeddings_"))}
+            if k.endswith("_failures") and v and catalogue.family_of(k) != "usage"}
 
 
 def partial(coverage: dict[str, dict[str, Any]], min_share: float) -> dict[str, str]:

@@ -25,18 +25,13 @@ from typing import Any
 
 import pandas as pd
 
+from ragmem.metrics import catalogue
+from ragmem.metrics.names import SYSTEM
 from ragmem.metrics.scored import failed_replies
 from ragmem.schema import CONTEXT_SOURCES
 
 WORST = 25   # examples shown on a run's page
 MOVED = 25   # examples shown per section of a diff
-SCORES = ("reference_coverage", "coverage", "token_f1", "rouge_l", "bleu", "chrf", "exact_match", "answer_correctness",
-          "faithfulness", "answer_relevancy", "contextual_precision", "context_relevance", "context_entity_recall")
-RELIABILITY = ("judge_label_kappa", "judge_label_agreement", "judge_sensitivity", "judge_specificity", "n_labelled",
-               "pass_rate_ppi", "answer_correctness_ppi", "judge_self_agreement", "judge_flip_rate",
-               "judge_fleiss_kappa", "n_judge_undecided", "judge_threshold_low_pass_rate",
-               "judge_threshold_high_pass_rate", "precision", "f1")
-
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px;color:#1d2329;max-width:1400px}
 h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:28px 0 8px;border-bottom:1px solid #d8dde3;padding-bottom:4px}
@@ -139,11 +134,10 @@ def _contexts(row: dict[str, Any], matched: list[str]) -> str:
     return f"<details><summary>{len(contexts)} context{'s' if len(contexts) != 1 else ''}</summary>{items}</details>"
 
 
-def score_columns(table: pd.DataFrame, ks: list[int]) -> list[str]:
-    """The per-example score columns a page shows: the headline ones and ranking at the largest k."""
-    k = max(ks) if ks else 10
-    return [c for c in (*SCORES, f"hit_rate_at_{k}", f"ndcg_at_{k}", f"mrr_at_{k}") if c in table.columns
-            and table[c].notna().any()]
+def score_columns(table: pd.DataFrame, ks: list[int], own: dict[str, str] | None = None) -> list[str]:
+    """The per-example score columns a page shows (:func:`ragmem.metrics.catalogue.per_example`: ranking
+    at the largest k, the metrics of one's own), those the table has."""
+    return [c for c in catalogue.per_example(ks, own or {}) if c in table.columns and table[c].notna().any()]
 
 
 def _ks(params: dict[str, Any]) -> list[int]:
@@ -229,7 +223,7 @@ def _metrics_table(summary: dict[str, Any], names: list[str]) -> str:
         scored = "" if c is None else f"{c['scored']} of {c['of']}"
         if name in partial:
             scored = f'<span class="fail" title="{_e(partial[name])}">{scored}, partial</span>'
-        if "latency" in name and not _missing(value):  # seconds, as everywhere
+        if catalogue.is_seconds(name) and not _missing(value):  # seconds, as everywhere
             rows.append([_e(f"{name} (s)"), f"{value:.4g}",
                          f"[{interval[0]:.4g}, {interval[1]:.4g}]" if interval else "", scored])
         else:
@@ -264,13 +258,13 @@ def _signatures(params: dict[str, Any]) -> str:
 
 
 def headline(summary: dict[str, Any]) -> list[str]:
-    metrics = summary["metrics"]
-    ks = _ks(summary.get("params", {}))
-    k = max(ks) if ks else 10
-    wanted = ["pass_rate", "reference_coverage", "avg_coverage", f"hit_rate_at_{k}", f"ndcg_at_{k}", f"mrr_at_{k}",
-              "token_f1", "rouge_l", "bleu", "chrf", "answer_correctness", "faithfulness", "answer_relevancy",
-              "contextual_precision", "context_relevance", "context_entity_recall", "latency_p50", "latency_p95"]
-    return [n for n in wanted if metrics.get(n) is not None]
+    """The system's figures a page shows first, in the summary's order: those the catalogue calls
+    headline (:func:`ragmem.metrics.catalogue.shown`), the ranking ones at the largest k, that have a value."""
+    metrics, params = summary["metrics"], summary.get("params", {})
+    ks, own = _ks(params), catalogue.own_of(params)
+    return [n for n in catalogue.summary_order(metrics, own) if metrics.get(n) is not None
+            and catalogue.section(n) == SYSTEM and catalogue.shown(n, ks, own) and not catalogue.is_count(n)
+            and catalogue.family_of(n, own) != "usage"]
 
 
 def run_page(summary: dict[str, Any], table: pd.DataFrame, latency_s: pd.Series | None = None,
@@ -279,7 +273,7 @@ def run_page(summary: dict[str, Any], table: pd.DataFrame, latency_s: pd.Series 
     (:func:`shown_rows`), with ``latency_s`` (every example's) and ``by_file``
     (:func:`file_pass_counts` of every chunk, added)."""
     params = summary.get("params", {})
-    columns = score_columns(table, _ks(params))
+    columns = score_columns(table, _ks(params), catalogue.own_of(params))
     run = f"run {summary['run_id'][:8]}" if summary.get("run_id") else "untracked run"
     body = [f"<h1>{_e(summary['experiment'])}: {_e(run)}</h1>",
             f'<p class="meta">{summary["n_examples"]} examples, {summary["n_errors"]} with errors; data '
@@ -342,15 +336,16 @@ def disputed(table: pd.DataFrame, limit: int = WORST) -> pd.DataFrame:
 
 def _reliability(summary: dict[str, Any], table: pd.DataFrame) -> list[str]:
     """The judge reliability section: the unreliable line, the figures, the disputed examples."""
-    shown = [n for n in RELIABILITY if summary["metrics"].get(n) is not None]
+    shown = [n for n in catalogue.judge_section(catalogue.summary_order(summary["metrics"]))
+             if summary["metrics"].get(n) is not None]
     if not shown:
         return []
     body = ["<h2>Judge reliability</h2>"]
     if summary.get("judge_unreliable"):
         body.append(f'<p class="fail">{_e(summary["judge_unreliable"])}</p>')
     body += ['<p class="note">How far the judge can be trusted: its agreement with the labels and with itself '
-             '(not the system\'s quality); pass_rate_ppi is the share a human would pass, with its '
-             'prediction-powered interval</p>', _metrics_table(summary, shown)]
+             '(not the system\'s quality); pass_rate_ppi, among the headline metrics, is the share a human would '
+             'pass, with its prediction-powered interval</p>', _metrics_table(summary, shown)]
     rows = disputed(table)
     if len(rows):
         body += [f'<p class="note">{len(rows)} examples where the judge disagrees with the label or with itself, '

@@ -4,7 +4,6 @@ comparison, the memory benchmark. Everything shown is also in the JSON the comma
 from __future__ import annotations
 
 import math
-import re
 import sys
 from typing import Any
 
@@ -14,7 +13,9 @@ from rich.table import Table
 
 from ragmem.config.secrets import scrub
 from ragmem.memory.bench_data import DATASETS
-from ragmem.metrics.names import is_count
+from ragmem.metrics import catalogue
+from ragmem.metrics.catalogue import is_count
+from ragmem.metrics.names import AT_K, JUDGE
 from ragmem.metrics.scored import failed_replies
 from ragmem.stats import clusters
 from ragmem.text import plural  # noqa: F401  (also ragmem.report.terminal.plural)
@@ -49,7 +50,8 @@ def legend(names) -> str | None:
 
 
 def is_latency(name: str) -> bool:
-    return "latency" in name and not name.startswith(("n_", "count/"))
+    """Whether ``name`` is in seconds (the catalogue's unit: a latency, an ingest time)."""
+    return catalogue.is_seconds(name)
 
 
 def label(name: str) -> str:
@@ -81,26 +83,6 @@ def fmt(name: str, value: Any) -> str:
     return str(value)
 
 
-def _headline(name: str, max_k: int | None) -> bool:
-    """The metrics the terminal table shows by default (all are in the JSON and in MLflow)."""
-    if name.startswith(("confusion_", "n_", "undefined_", "judge_cache_hit_rate", "embeddings_")):
-        return False
-    if name.endswith(("_failures", "_pass_rate", "_sentence_mean")) or re.search(r"_latency_(avg|p50|p99|max)$", name):
-        return False
-    if any(name.endswith(f"_{s}") for s in ("rag", "memory_short", "memory_long")):
-        return name.startswith(("context_share_", "hit_rate_"))
-    at_k = re.match(r".*_at_(\d+)$", name)
-    return not at_k or max_k is None or int(at_k.group(1)) == max_k
-
-
-#: the judge reliability section of the summary table: what measures the judge, not the system
-#: (accuracy and recall are judge_label_agreement and judge_sensitivity again: shown with --all)
-RELIABILITY_SHOWN = ("judge_label_kappa", "judge_label_agreement", "judge_sensitivity", "judge_specificity",
-                     "precision", "f1", "n_labelled", "judge_self_agreement", "judge_flip_rate", "judge_fleiss_kappa",
-                     "n_judge_undecided", "judge_threshold_low_pass_rate", "judge_threshold_high_pass_rate")
-RELIABILITY_ALL = RELIABILITY_SHOWN + ("accuracy", "recall")
-
-
 def print_summary(summary: dict[str, Any], show_all: bool = False, stored: bool = True) -> None:
     """The summary's table and lines; the last names the run, its store and its report (``stored=False``
     leaves it to the caller, for :func:`print_stored` to print last)."""
@@ -114,11 +96,15 @@ def print_summary(summary: dict[str, Any], show_all: bool = False, stored: bool 
     table.add_column("CI", justify="right")
     intervals = summary.get("ci", {})
     ks = [int(k) for k in str(summary.get("params", {}).get("ranking.k", "")).split(",") if k.strip().isdigit()]
+    own = catalogue.own_of(summary.get("params", {}))
     hidden = 0
     nulls, rows, judging, listed = [], [], [], []
     for name, value in summary["metrics"].items():
-        in_section = name in (RELIABILITY_ALL if show_all else RELIABILITY_SHOWN)
-        if not show_all and not in_section and (name in RELIABILITY_ALL or not _headline(name, max(ks) if ks else None)):
+        # (the judge's reliability: what measures the judge, not the system; accuracy and recall are
+        # judge_label_agreement and judge_sensitivity again, shown with --all)
+        judge_figure = catalogue.section(name) == JUDGE
+        in_section = judge_figure and (show_all or catalogue.shown(name, ks, own))
+        if not show_all and not in_section and (judge_figure or not catalogue.shown(name, ks, own)):
             hidden += 1
             continue
         if value is None:  # (reliability figures: shown where their inputs exist)
@@ -195,7 +181,7 @@ def _column(view: Table, header: str, numeric: bool = True, **kwargs: Any) -> No
 
 def print_sweep(result: dict[str, Any], spec) -> None:
     metric = spec.metric
-    extra = [m for m in ("reference_coverage", "avg_latency") if m != metric]
+    extra = [m for m in catalogue.beside_objective() if m != metric and AT_K.match(m) is None]
     keys = [k.rsplit(".", 1)[-1] for k in spec.keys]
     n = len(result["children"])
     view = Table(title=f"sweep {result['experiment']}: {plural(n, 'configuration')}, objective {spec.goal} {metric}",

@@ -27,10 +27,11 @@ from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
 from ragmem.errors import ConfigError, RagmemError
+from ragmem.metrics import catalogue
 from ragmem.metrics.names import expand_selection
 from ragmem.stats.multiplicity import min_detectable
 from ragmem.stats.paired_runs import paired_rows
-from ragmem.tracking.compare import lower_is_better
+from ragmem.tracking.lifecycle import metric_key
 from ragmem.tracking.runs import read_baseline, scoring_of
 
 EXIT_CODE = 3
@@ -58,8 +59,10 @@ class GateResult:
             if self.diff is None:
                 return (f"gate failed: {self.metric} could not be compared with baseline {self.baseline[:8]} "
                         "(null in either run, or no shared examples)")
+            measured = (f"[{self.ci_low:+.4g}, {self.ci_high:+.4g}] (p={self.p_value:.3g})" if self.p_value is not None
+                        else "(a total of each run, measured: no interval)")
             return (f"gate failed: {self.metric} {self.value:.4g} vs baseline {self.baseline[:8]} {self.baseline_value:.4g}: "
-                    f"{self.diff:+.4g} [{self.ci_low:+.4g}, {self.ci_high:+.4g}] (p={self.p_value:.3g}), "
+                    f"{self.diff:+.4g} {measured}, "
                     f"worse by more than max_regression {self.max_regression:g}"
                     + (f"; {self.n_clusters} clusters resampled" if self.n_clusters else ""))
         if self.value is None:
@@ -102,7 +105,7 @@ def check_names(gates: dict[str, Any], ks, custom: Sequence[str] = ()) -> None:
     """Every gated metric is a metric ragmem computes, or one of the config's own (``custom``: the names
     of ``metrics.custom``), before any work."""
     for metric in gates:
-        if metric in custom:
+        if metric in custom or catalogue.family_of(metric) == "usage":  # (an endpoint's cost: gated as a total)
             continue
         try:
             expand_selection([metric], ks)
@@ -146,26 +149,45 @@ def regressions(cfg, table, params: dict[str, str], metrics: dict[str, Any], bas
     if not gated:
         return []
     if cfg.data.traces.experiment and not cfg.baseline:
-        return _window_regressions(gated, metrics, (traces or {}).get("previous"), cfg.stats.confidence)
+        return _window_regressions(gated, metrics, (traces or {}).get("previous"), cfg.stats.confidence,
+                                   own_directions(cfg))
     base = baseline if baseline is not None else read_baseline(cfg.tracking_uri, cfg.baseline)
     info = base.attrs["run"]
     rows, _ = paired_rows(base, table, list(gated), *scoring_of(info.data.params),
                           cfg.stats.resamples or 1000, cfg.seed, cfg.stats.confidence, cfg.stats.bootstrap)
-    return _against(gated, metrics, rows, info.info.run_id, cfg.stats.confidence)
+    rows += _totals([m for m in gated if catalogue.family_of(m) == "usage"], metrics, info.data.metrics)
+    return _against(gated, metrics, rows, info.info.run_id, cfg.stats.confidence, own_directions(cfg))
 
 
 def _window_regressions(gated: dict[str, float], metrics: dict[str, Any], previous: dict[str, Any] | None,
-                        confidence: float) -> list[GateResult]:
+                        confidence: float, own: dict[str, str]) -> list[GateResult]:
     """The ``max_regression`` gates of a window against the previous one (unpaired); the first
     window, with none before it, passes them (nothing to have dropped from)."""
     if previous is None:
         return [GateResult(metric, metrics.get(metric), None, None, True, max_regression=delta)
                 for metric, delta in gated.items()]
-    return _against(gated, metrics, previous["rows"], previous["run_id"], confidence)
+    return _against(gated, metrics, previous["rows"], previous["run_id"], confidence, own)
+
+
+def own_directions(cfg) -> dict[str, str]:
+    """The config's metrics of one's own and which way each is better (``metrics.custom[].direction``)."""
+    return {m.name: m.direction for m in cfg.metrics.custom}
+
+
+def _totals(names: list[str], metrics: dict[str, Any], logged: dict[str, float]) -> list[dict[str, Any]]:
+    """``B - A`` of figures that are totals of each run (an endpoint's cost, tokens, calls), measured
+    and not estimated from examples: no interval, the difference itself."""
+    rows = []
+    for name in names:
+        a, b = logged.get(metric_key(name)), metrics.get(name)
+        if a is not None and b is not None:
+            rows.append({"metric": name, "a": a, "b": b, "diff": b - a, "ci_low": b - a, "ci_high": b - a,
+                         "p_value": None})
+    return rows
 
 
 def _against(gated: dict[str, float], metrics: dict[str, Any], rows: list[dict[str, Any]], baseline: str,
-             confidence: float) -> list[GateResult]:
+             confidence: float, own: dict[str, str] | None = None) -> list[GateResult]:
     """Each gate's ``B - A`` row (paired or unpaired) judged: failed when the metric was not compared
     (null in either run) or the whole interval lies beyond ``-DELTA`` (``+DELTA`` for a lower-is-better
     metric)."""
@@ -177,11 +199,12 @@ def _against(gated: dict[str, float], metrics: dict[str, Any], rows: list[dict[s
         if row.get("diff") is None or low is None:
             passed = False
         else:
-            passed = not (low > delta if lower_is_better(metric) else high < -delta)
+            passed = not (low > delta if catalogue.lower_is_better(metric, own or {}) else high < -delta)
         out.append(GateResult(metric, metrics.get(metric), None, None, passed, max_regression=delta,
                               baseline=baseline, baseline_value=row.get("a"), diff=row.get("diff"),
                               ci_low=low, ci_high=high, p_value=row.get("p_value"),
-                              min_detectable=min_detectable(low, high, confidence), n_clusters=row.get("n_clusters")))
+                              min_detectable=None if row.get("p_value") is None else min_detectable(low, high, confidence),
+                              n_clusters=row.get("n_clusters")))
     return out
 
 

@@ -21,7 +21,7 @@ from ragmem.data.loaders import Dataset, load_dataset
 from ragmem.errors import ConfigError
 from ragmem.judges import Judge, JudgeItem, Judgement, judging
 from ragmem.metrics import compute_metrics, MetricContext, MetricResult, start_metrics
-from ragmem.metrics import custom, needs
+from ragmem.metrics import catalogue, custom, needs
 from ragmem.metrics.generation import scorer_for
 from ragmem.runtime import progress
 from ragmem.schema import AgentOutput, answer_digest, Example, LABEL_SET_ASIDE, LABEL_UNBOUND
@@ -246,7 +246,13 @@ def start_scoring(examples: Sequence[Example], outputs: Sequence[AgentOutput], c
         return
     rows = [_BatchRow(ex.id, ex.query, out.answer, ex.reference_answer, [c.to_dict() for c in out.contexts], out.error)
             for ex, out in zip(examples, outputs)]
-    start_metrics(rows, [*cfg.metrics.names, *cfg.gates], _metric_context(cfg, components, components.early))
+    start_metrics(rows, selected(cfg), _metric_context(cfg, components, components.early))
+
+
+def selected(cfg: RunConfig) -> list[str]:
+    """The metrics a run computes: those selected, and every gated one (an endpoint's usage, measured
+    on every run, is no metric to compute)."""
+    return [*cfg.metrics.names, *(g for g in cfg.gates if catalogue.family_of(g) != "usage")]
 
 
 def score(table: pd.DataFrame, cfg: RunConfig, components: Components, mapper=None) -> tuple[pd.DataFrame, MetricResult]:
@@ -263,7 +269,7 @@ def scored(table: pd.DataFrame, cfg: RunConfig, components: Components, mapper=N
     """The families' values and per-example columns (on a copy) of a run's or a chunk's table."""
     ctx = _metric_context(cfg, components, mapper, components.early)
     try:
-        result = compute_metrics(table, [*cfg.metrics.names, *cfg.gates], ctx)  # a gated metric is always computed
+        result = compute_metrics(table, selected(cfg), ctx)
     finally:
         if components.early is not None:
             components.early.clear()

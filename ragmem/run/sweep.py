@@ -28,6 +28,7 @@ import pandas as pd
 from ragmem.config.loading import as_section, assign, RunConfig
 from ragmem.config.sweep_settings import SweepSettings
 from ragmem.errors import ConfigError
+from ragmem.metrics import catalogue
 from ragmem.metrics.generation import scorer_for
 from ragmem.run.summary import store_location
 from ragmem.stats.paired_runs import paired_rows
@@ -255,9 +256,7 @@ def parent_record(children: list[dict[str, Any]], best: dict[str, Any] | None, s
     done = table[table["status"] == "FINISHED"]
     metrics = list(spec.plot_metrics or [])
     if not metrics:
-        top_k = max(cfg.ks)
-        metrics = [m for m in dict.fromkeys([spec.metric, "reference_coverage", f"hit_rate_at_{top_k}",
-                                             f"mrr_at_{top_k}", "avg_latency"]) if m in done]
+        metrics = [m for m in dict.fromkeys([spec.metric, *catalogue.beside_objective(cfg.ks)]) if m in done]
     chosen = best.get("run_id") if best else None  # marked in every plot
     figures = {f"plots/{metric}_by_setting.png": plots.metric_by_setting_figure(done, metric, spec.keys, chosen)
                for metric in metrics if metric in done and done[metric].notna().any()}

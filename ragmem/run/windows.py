@@ -29,6 +29,8 @@ from typing import Any
 from ragmem.config.loading import RunConfig
 from ragmem.config.secrets import scrub
 from ragmem.errors import RagmemError
+from ragmem.metrics import catalogue
+from ragmem.metrics.names import REFERENCE
 from ragmem.run.journal import Journal
 from ragmem.runtime.processes import run_is_dead
 from ragmem.stats.paired_runs import unpaired_rows
@@ -36,9 +38,6 @@ from ragmem.tracking.runs import run_table, scoring_of
 from ragmem.tracking.store import Tracker
 
 KEY, SINCE, UNTIL = "ragmem.traces.window", "ragmem.traces.since", "ragmem.traces.until"
-#: the headline metrics a window is compared on (those the run has)
-COMPARED = ("pass_rate", "faithfulness", "answer_relevancy", "context_relevance", "avg_coverage", "avg_latency",
-            "latency_p95", "answer_correctness")
 
 
 def key(cfg: RunConfig) -> str:
@@ -99,6 +98,14 @@ def previous(cfg: RunConfig, run_id: str | None) -> str | None:
     return None
 
 
+def compared(cfg: RunConfig) -> list[str]:
+    """What a window is compared on: the watched metrics the run has (:func:`ragmem.metrics.catalogue.watched`),
+    those that need no reference (traffic has none), and every metric gated on a regression."""
+    own = {m.name: m.direction for m in cfg.metrics.custom}
+    names = catalogue.watched(cfg.metrics.names, own, (REFERENCE,))
+    return names + [m for m, g in cfg.gates.items() if g.max_regression is not None and m not in names]
+
+
 def compare(cfg: RunConfig, table: Any, run_id: str | None) -> dict[str, Any] | None:
     """This window against the previous one, unpaired: ``{run_id, rows}`` (rows of
     :func:`ragmem.stats.paired_runs.unpaired_rows`), or ``None`` when there is no previous window."""
@@ -108,8 +115,7 @@ def compare(cfg: RunConfig, table: Any, run_id: str | None) -> dict[str, Any] | 
     tracker = Tracker(cfg.tracking_uri, cfg.tracking.artifact_root)
     base = run_table(tracker.client, before)
     zero_division, scorer = scoring_of(base.attrs["run"].data.params)
-    names = [m for m in COMPARED if m in cfg.metrics or m in ("pass_rate", "avg_latency", "latency_p95")] + \
-        [m for m, g in cfg.gates.items() if g.max_regression is not None and m not in COMPARED]
+    names = compared(cfg)
     rows = unpaired_rows(base, table, names, zero_division, scorer, cfg.stats.resamples or 1000, cfg.seed,
                          cfg.stats.confidence)
     return {"run_id": before, "test": "unpaired bootstrap (two windows: different traces)", "rows": rows}

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ragmem.metrics.base import MetricResult
+from ragmem.metrics.generation import CORPUS  # (corpus BLEU and chrF: rebuilt with the run's scorer)
 from ragmem.schema import example_keys
 from ragmem.stats import clusters
 from ragmem.stats import intervals as stats
@@ -79,7 +80,7 @@ def paired_rows(a: Any, b: Any, names: list[str], zero_division: float, scorer,
     if not n_shared:
         return [], 0
     if scorer is None:
-        names = [n for n in names if n not in ("bleu", "chrf")]
+        names = [n for n in names if n not in CORPUS]
     if bootstrap == "poisson":
         shared = np.unique(keys_a[in_b])
         first = _summed(a, keys_a, shared, names, zero_division, scorer, resamples, seed, confidence, rows, permutations,
@@ -102,7 +103,7 @@ def unpaired_rows(a: Any, b: Any, names: list[str], zero_division: float, scorer
     diff, ci_low, ci_high, p_value, n_a, n_b}``. The examples alone are resampled (clusters, which
     may span both windows, are not); a percentile on each run's own resamples of its values."""
     if scorer is None:
-        names = [n for n in names if n not in ("bleu", "chrf")]
+        names = [n for n in names if n not in CORPUS]
     summed = []
     for table, drawn_with in ((a, seed), (b, seed + 1)):  # another seed: the two draws independent
         keys = example_keys(_ids(table))

@@ -38,6 +38,7 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 
 from ragmem.metrics.base import Aggregator, MetricResult
+from ragmem.metrics.catalogue import is_count
 from ragmem.stats import clusters
 from ragmem.stats import intervals as stats
 
@@ -45,8 +46,9 @@ __all__ = ["RunStatistics", "additive"]
 
 
 def additive(name: str) -> bool:
-    """Whether a value is a count that chunks add up (``n_*``, ``confusion_*``, ``*_failures``)."""
-    return name.startswith(("n_", "confusion_")) or name.endswith("_failures")
+    """Whether a value is a count that chunks add up (``n_*``, ``confusion_*``, ``*_failures``: the
+    catalogue's counts; an ``undefined_*`` count is kept apart, with the metric it belongs to)."""
+    return is_count(name) and not name.startswith("undefined_")
 
 
 class RunStatistics:

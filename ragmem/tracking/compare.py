@@ -15,9 +15,9 @@ from typing import Any
 import pandas as pd
 
 from ragmem.errors import ConfigError, RagmemError
-from ragmem.metrics import expand_selection, scored
-from ragmem.metrics.names import DEFAULT_METRICS, FAMILY_NAMES
-from ragmem.metrics.ranking import DEFAULT_KS
+from ragmem.metrics import scored
+from ragmem.metrics import catalogue
+from ragmem.metrics.catalogue import lower_is_better, summary_order  # noqa: F401  (read from here too)
 from ragmem.stats.multiplicity import holm, min_detectable, permutations_for
 from ragmem.stats.paired_runs import chunks_of, paired_rows
 from ragmem.tracking.lifecycle import metric_key, metric_name
@@ -29,16 +29,10 @@ SIGNATURE_PARAMS = ("keywords.signature", "judge.signature", "data.sha256", "ran
 
 
 _VOLATILE = {"data.path", "ragmem.version"}
-DEFAULT_COLUMNS = ("pass_rate", "reference_coverage", "hit_rate_at_10", "ndcg_at_10", "latency_p95")
 
 
 def _is_metric_name(name: str) -> bool:
-    at_k = [int(k) for k in re.findall(r"_at_(\d+)$", name)]
-    try:
-        expand_selection([name], tuple(sorted({*DEFAULT_KS, *at_k})))
-    except ConfigError:
-        return False
-    return True
+    return catalogue.family_of(name) not in (None, "count")
 
 
 def latest_experiment(client) -> str:
@@ -49,10 +43,6 @@ def latest_experiment(client) -> str:
     return client.get_experiment(run.info.experiment_id).name
 
 
-def lower_is_better(metric: str) -> bool:
-    return "latency" in metric or metric.endswith(("_error", "_loss")) or metric.startswith("n_")
-
-
 def signature_warnings(params: list[dict[str, str]]) -> list[str]:
     warnings = []
     for key in SIGNATURE_PARAMS:
@@ -60,29 +50,6 @@ def signature_warnings(params: list[dict[str, str]]) -> list[str]:
         if len(values) > 1:
             warnings.append(f"runs differ in {key} ({len(values)} values): their scores are not directly comparable")
     return warnings
-
-
-#: the order of the summary, by family: the headline (pass rate, coverage, latency), ranking,
-#: generation, the LLM metrics, per source, then the judge (against the labels, its reliability)
-_FAMILY_ORDER = ("verdicts", "coverage", "latency", "ranking", "generation", "rag", "rubric", "per_source", "conversation",
-                 "classification", "reliability")
-
-
-def summary_order(metrics) -> list[str]:
-    """``metrics`` in the order the summary shows them (see ``_FAMILY_ORDER``; within a family, as
-    the default selection lists them; anything else last, by name).
-
-    >>> summary_order(["f1", "bleu", "ndcg_at_10", "pass_rate", "avg_coverage", "answer_correctness"])
-    ['pass_rate', 'avg_coverage', 'ndcg_at_10', 'bleu', 'answer_correctness', 'f1']
-    """
-    canonical = {name: i for i, name in enumerate(expand_selection(list(DEFAULT_METRICS), DEFAULT_KS))}
-    families = {f.family: f for f in FAMILY_NAMES}
-
-    def key(name: str) -> tuple:
-        rank = next((i for i, family in enumerate(_FAMILY_ORDER) if families[family].owns(name)), len(_FAMILY_ORDER))
-        return rank, canonical.get(name, len(canonical)), name
-
-    return sorted(metrics, key=key)
 
 
 #: how many runs of an experiment a listing reads (the rows shown are the latest ``--last`` of them;
@@ -159,7 +126,7 @@ def _runs_table(runs: list, metric: str, experiment: str, minimize: bool | None 
     keys = sorted({k for p in params for k in p})
     differing = [k for k in keys if k not in _VOLATILE and not k.startswith(("sweep.", "best."))
                  and len({p.get(k) for p in params}) > 1 and k not in SIGNATURE_PARAMS]
-    columns = list(dict.fromkeys([metric, *DEFAULT_COLUMNS]))
+    columns = list(dict.fromkeys([metric, *catalogue.listed()]))
     rows = []
     for run in runs:
         row: dict[str, Any] = {"run_id": run.info.run_id, "status": run_status(run.info.status, run.data.tags)}
@@ -167,7 +134,8 @@ def _runs_table(runs: list, metric: str, experiment: str, minimize: bool | None 
         row.update({m: run.data.metrics.get(metric_key(m)) for m in columns})
         rows.append(row)
     table = pd.DataFrame(rows)
-    table = table.sort_values(metric, ascending=lower_is_better(metric) if minimize is None else minimize,
+    own = {k: v for p in params for k, v in catalogue.own_of(p).items()}
+    table = table.sort_values(metric, ascending=lower_is_better(metric, own) if minimize is None else minimize,
                               na_position="last", kind="stable")
     table = table.dropna(axis=1, how="all")
     if (table["status"] == "FINISHED").all():

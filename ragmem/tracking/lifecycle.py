@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import signal
 import threading
 from dataclasses import dataclass
@@ -14,7 +13,7 @@ from typing import Any, Iterator
 
 import pandas as pd
 
-from ragmem.metrics.names import RELIABILITY
+from ragmem.metrics.catalogue import metric_key, metric_name  # noqa: F401  (read from here too)
 from ragmem.runtime import interrupts
 from ragmem.tracking.store import _ERROR_TAG_LIMIT, Tracker
 
@@ -119,39 +118,6 @@ def end_unfinished(tracker: Tracker | None, run_ids, status: str, reason: str) -
             return
         if running:
             _end(tracker, run_id, status, reason)
-
-
-_USAGE = re.compile(r"^(judge|embeddings|generator|layer|keywords)_(calls|failures|cache_hits|cache_hit_rate|tokens_in|"
-                    r"tokens_out|tokens|cost_usd)$")
-
-
-#: the reliability figures logged under ``judge/`` (not judge_score, LoCoMo's J, nor the usage)
-_RELIABILITY = frozenset(n for n in RELIABILITY.selectable if n.startswith("judge_"))
-
-
-def metric_key(name: str) -> str:
-    """The name a metric is logged under in MLflow: scores under their own name, counts under
-    ``count/`` (``n_*``, ``undefined_*``, ``confusion_*``, ``*_errors``, ``*_failures``), the usage of an
-    endpoint under ``usage/`` (``judge_calls``, ``judge_failures``, tokens, cost, cache hits) and the
-    judge's reliability under ``judge/`` (``judge_label_kappa`` -> ``judge/label_kappa``), so
-    the UI's metric list and charts show the scores first and the counts apart."""
-    if name.startswith("n_scored/"):  # how many examples a score rests on: beside the score's own name
-        return name
-    if _USAGE.match(name):
-        return f"usage/{name}"
-    if name.startswith(("n_", "undefined_", "confusion_")) or name.endswith(("_errors", "_failures")):
-        return f"count/{name}"
-    base = re.sub(r"_ci_(low|high)$", "", name)
-    if base in _RELIABILITY:  # the judge's reliability (judge_label_kappa -> judge/label_kappa)
-        return f"judge/{name[len('judge_'):]}"
-    return name
-
-
-def metric_name(key: str) -> str:
-    """The inverse of :func:`metric_key`."""
-    if key.startswith("judge/"):
-        return "judge_" + key[len("judge/"):]
-    return key.split("/", 1)[1] if key.startswith(("count/", "usage/")) else key
 
 
 def log_results(run: TrackedRun, *, params: dict[str, Any] | None = None,

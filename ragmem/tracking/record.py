@@ -23,16 +23,13 @@ from typing import Any
 
 import pandas as pd
 
+from ragmem.metrics import catalogue
 from ragmem.runtime.parallel import mapper_for
 from ragmem.prompts.templates import PROMPT_VERSION
 from ragmem.tracking import files, traces
 from ragmem.tracking.lifecycle import log_results, store_errors_muted, tracked_run, TrackedRun
 from ragmem.tracking.store import Feedback
 
-# per-example scores shown on a trace (5 ms each on sqlite: the headline ones, not every k)
-_ASSESSED = ("reference_coverage", "coverage", "token_f1", "rouge_l", "answer_correctness", "faithfulness",
-             "answer_relevancy", "contextual_precision", "context_relevance", "context_entity_recall",
-             "knowledge_retention", "earlier_turn_recall")
 _COLSPEC = {"id": "string", "query": "string", "reference_answer": "string", "generated_answer": "string",
             "label": "long", "latency_ms": "double", "session_id": "string"}
 
@@ -67,9 +64,11 @@ def log_dataset(run: TrackedRun, params: dict[str, str], examples) -> None:
 
 
 def assessments(table: pd.DataFrame, params: dict[str, str], ids: list[str]) -> dict[str, list[Feedback]]:
-    """Per example id of ``ids``: the judge's verdict (rationale: its reason) and the headline scores."""
-    k = max(int(x) for x in params.get("ranking.k", "10").split(","))
-    scored = [c for c in (*_ASSESSED, f"hit_rate_at_{k}", f"ndcg_at_{k}") if c in table.columns]
+    """Per example id of ``ids``: the judge's verdict (rationale: its reason) and the scores the catalogue
+    says are per example (:func:`ragmem.metrics.catalogue.per_example`: ranking at the largest k, every
+    metric of one's own; 5 ms each on sqlite)."""
+    ks = [int(x) for x in params.get("ranking.k", "10").split(",")]
+    scored = [c for c in catalogue.per_example(ks, catalogue.own_of(params)) if c in table.columns]
     llm = params.get("judge.type") == "llm"
     judge = ("LLM_JUDGE", params.get("judge.model", "llm")) if llm else ("CODE", "ragmem keyword judge")
     out: dict[str, list[Feedback]] = {}

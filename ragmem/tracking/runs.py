@@ -14,6 +14,7 @@ import pandas as pd
 
 from ragmem.clients.endpoints import check_store
 from ragmem.errors import ConfigError, RagmemError
+from ragmem.metrics import catalogue
 from ragmem.metrics._division import parse_zero_division
 from ragmem.metrics.generation import scorer_for
 from ragmem.runtime.processes import run_is_dead
@@ -125,13 +126,7 @@ def known_metrics(client, run_ids: list[str]) -> list[str]:
     """The metrics every one of the runs logged (intervals and counts left out)."""
     logged = [set(client.get_run(r).data.metrics) for r in run_ids]
     common = set.intersection(*logged) if logged else set()
-    return sorted(metric_name(m) for m in common if not m.endswith(("_ci_low", "_ci_high"))
-                  and not m.startswith(("confusion_", "n_", "undefined_", "count/", "usage/")))
-
-
-#: what compare shows of each run's judge besides the paired rows (pass_rate_ppi is not paired: its
-#: interval is each run's own)
-_JUDGE_FIGURES = ("pass_rate_ppi", "n_labelled", "judge_label_kappa", "judge_flip_rate")
+    return sorted(metric_name(m) for m in common if not m.startswith(("count/", "usage/")) and catalogue.reported(m))
 
 
 def judge_of(run) -> dict[str, Any]:
@@ -139,7 +134,7 @@ def judge_of(run) -> dict[str, Any]:
     was flagged unreliable (the tag ``ragmem.judge.unreliable``)."""
     logged = run.data.metrics
     out: dict[str, Any] = {"unreliable": run.data.tags.get("ragmem.judge.unreliable") == "true"}
-    for name in _JUDGE_FIGURES:
+    for name in catalogue.JUDGE_FIGURES:
         key = metric_key(name)
         if key in logged:
             out[name] = logged[key]

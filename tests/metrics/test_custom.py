@@ -132,6 +132,7 @@ def test_a_metric_named_in_a_config_reads_what_it_names_and_chunks_give_the_same
     ({"name": "ok", "target": "checks:missing"}, "metrics.custom[0].target: module 'checks' has no attribute 'missing'"),
     ({"name": "ok", "target": "checks:odd"}, "metrics.custom[0]: the function's parameter 'row' is not one it can be given"),
     ({"name": "ok", "target": "checks:VALUE"}, "metrics.custom[0].target: checks:VALUE is not callable"),
+    ({"name": "ok", "target": "checks:ok", "direction": "down"}, "metrics.custom[0].direction: expected one of higher, lower"),
 ])
 def test_a_wrong_metric_entry_is_one_line_before_any_agent_call(tmp_path, monkeypatch, entry, message):
     monkeypatch.delitem(sys.modules, "checks", raising=False)  # (each case's own module)
@@ -170,3 +171,47 @@ def test_the_source_hash_tells_two_versions_of_a_function_apart():
         return 2
     assert custom.source_hash(a) != custom.source_hash(b)
     assert custom.source_hash(a) == custom.source_hash(a) and len(custom.source_hash(a)) == 12
+
+
+def promises_a_refund(answer):
+    """1 when the answer promises a refund (a thing to see less of: lower is better)."""
+    return "refund" in answer.lower()
+
+
+def _promising(every: int):
+    def answer(query):
+        i = int(query.split()[3].rstrip("?"))
+        return f"A refund for order {i} is on its way." if i % every == 0 else f"Order {i} ships on day {i}."
+    answer.__name__ = f"promising_{every}"
+    return answer
+
+
+def test_a_metric_of_ones_own_declares_its_direction_and_is_written_back_onto_the_traces(tmp_path, monkeypatch,
+                                                                                         shared_store):
+    """``direction: lower`` is in its signature, the baseline gate and compare read it; its score on each
+    traced agent call is an assessment beside the built-in ones."""
+    from ragmem.tracking.compare import list_runs
+
+    monkeypatch.chdir(tmp_path)
+    data = _records(tmp_path)
+    own = {"custom": [{"name": "promises_a_refund", "target": promises_a_refund, "direction": "lower"}]}
+    tracking = {**shared_store, "max_traces": 5}
+    few = ragmem.evaluate(data, agent=_promising(10), experiment="own-lower", metrics=own, tracking=tracking)
+    many = ragmem.evaluate(data, agent=_promising(2), experiment="own-lower", metrics=own, tracking=tracking,
+                           baseline=few.run_id, gates={"promises_a_refund": {"max_regression": 0.05}})
+    assert few.metrics["promises_a_refund"] == pytest.approx(0.1) and many.metrics["promises_a_refund"] == 0.5
+    [gate] = many.summary["gates"]  # more refunds promised: worse, beyond the bound
+    assert not gate["passed"] and gate["ci_low"] > 0.05
+    client = mlflow.MlflowClient(shared_store["uri"])
+    assert client.get_run(many.run_id).data.params["metrics.custom.promises_a_refund"].endswith("|better:lower")
+    table, _, _ = list_runs(client, "own-lower", metric="promises_a_refund")
+    assert list(table["run_id"]) == [few.run_id, many.run_id]  # fewest promises first
+    run = client.get_run(many.run_id)
+    traces = client.search_traces(locations=[run.info.experiment_id], run_id=many.run_id)
+    assert len(traces) == 5
+    by_id = many.table.set_index("id")
+    for trace in traces:
+        found = {a.name: a for a in trace.info.assessments}
+        example = trace.info.tags["ragmem.example_id"]
+        assert found["promises_a_refund"].feedback.value == pytest.approx(by_id.loc[example, "promises_a_refund"])
+        assert "verdict" in found

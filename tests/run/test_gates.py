@@ -176,3 +176,46 @@ def test_a_baseline_gate_of_clustered_runs_resamples_the_clusters_and_says_how_m
     [alone] = plain.summary["gates"]
     assert alone["n_clusters"] is None
     assert gate["ci_high"] - gate["ci_low"] > 1.5 * (alone["ci_high"] - alone["ci_low"])
+
+
+def test_a_baseline_gate_on_the_judges_cost_fails_when_it_doubles_and_passes_when_it_halves(tmp_path, shared_store,
+                                                                                           monkeypatch):
+    """The judge's cost is lower-is-better (declared in the catalogue, not guessed from its name): a
+    ``max_regression`` gate fails when it rises beyond the bound and passes when it falls; a total of
+    each run is compared as measured, without an interval. ``compare`` lists the cheapest run first."""
+    from mlflow import MlflowClient
+
+    from ragmem.tracking import compare
+    from tests.openai_stub import Stub
+
+    monkeypatch.setenv("RAGMEM_TEST_KEY", "sk-test-cost")
+    data = tmp_path / "cost.json"
+    data.write_text(json.dumps([{"id": f"q{i}", "query": f"q{i}", "reference_answer": "r", "generated_answer": "a"}
+                                for i in range(6)]), encoding="utf-8")
+    tracking = {**shared_store, "max_traces": 0}
+
+    def judge(stub, price: float, cache: str) -> dict:  # (a cache of its own: every run pays for its verdicts)
+        return {"type": "llm", "model": "judge-test", "base_url": stub.base_url, "api_key_env": "RAGMEM_TEST_KEY",
+                "cache_dir": str(tmp_path / cache), "retry_backoff_s": 0.01, "timeout_s": 5,
+                "prices": {"judge-test": {"input": price, "output": 4 * price}}}
+
+    gate = {"judge_cost_usd": {"max_regression": 0.0}}
+    with Stub(chat=lambda request: {"verdict": "yes", "reason": "fine"}) as stub:
+        base = ragmem.evaluate(str(data), tracking=tracking, experiment="gates-cost", judge=judge(stub, 2.0, "base"),
+                               metrics=["pass_rate"])
+        doubled = ragmem.evaluate(str(data), tracking=tracking, experiment="gates-cost", metrics=["pass_rate"],
+                                  judge=judge(stub, 4.0, "doubled"), baseline=base.run_id, gates=gate)
+        halved = ragmem.evaluate(str(data), tracking=tracking, experiment="gates-cost", metrics=["pass_rate"],
+                                 judge=judge(stub, 1.0, "halved"), baseline=base.run_id, gates=gate)
+    cost = base.metrics["judge_cost_usd"]
+    assert cost > 0 and doubled.metrics["judge_cost_usd"] == pytest.approx(2 * cost)
+    [rose] = doubled.summary["gates"]
+    assert not rose["passed"] and rose["diff"] == pytest.approx(cost) and rose["p_value"] is None
+    assert gates.GateResult(**rose).line() == (
+        f"gate failed: judge_cost_usd {2 * cost:.4g} vs baseline {base.run_id[:8]} {cost:.4g}: {cost:+.4g} "
+        "(a total of each run, measured: no interval), worse by more than max_regression 0")
+    [fell] = halved.summary["gates"]
+    assert fell["passed"] and fell["diff"] == pytest.approx(-cost / 2)
+    table, _, _ = compare.list_runs(MlflowClient(shared_store["uri"]), "gates-cost", metric="judge_cost_usd")
+    assert list(table["run_id"]) == [halved.run_id, base.run_id, doubled.run_id]  # lower is better: ascending
+    assert list(table["judge_cost_usd"]) == pytest.approx([cost / 2, cost, 2 * cost])
