@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import re
 
+import pytest
 import typer
 import yaml
 
@@ -112,3 +113,16 @@ def test_the_metrics_reference_renders_cross_references_and_examples():
                 assert fenced or not line.startswith(">>>"), (name, line)
             checked += doc.count(">>>")
     assert checked > 30  # the examples are there, each in a block
+
+
+def test_every_docstring_example_runs_with_the_suite():
+    """Every module of the package that shows a ``>>>`` example lies under a path the suite collects
+    with ``--doctest-modules`` (pyproject's testpaths), so no example is left unexecuted and wrong."""
+    tomllib = pytest.importorskip("tomllib", reason="tomllib is Python 3.11's (the settings are read the same on 3.10)")
+    options = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pytest"]["ini_options"]
+    assert "--doctest-modules" in options["addopts"]
+    collected = [ROOT / p for p in options["testpaths"]]
+    shown = [p for folder in ("ragmem", "flows", "tasks") for p in (ROOT / folder).rglob("*.py")
+             if ">>> " in p.read_text(encoding="utf-8")]
+    assert len(shown) > 40
+    assert [str(p.relative_to(ROOT)) for p in shown if not any(p.is_relative_to(c) for c in collected)] == []

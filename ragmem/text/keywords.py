@@ -74,7 +74,7 @@ class KeywordExtractor:
 
     >>> K = KeywordExtractor()
     >>> sorted(K("RAG系统依赖向量检索"))
-    ['rag', '依赖', '检索', '系统', '向量']
+    ['rag', '依赖', '向量', '检索', '系统']
     """
 
     def __init__(self, tokenizer: str = DEFAULT_TOKENIZER,
