@@ -30,7 +30,7 @@ def _run_name(parameters: dict[str, Any]) -> str:
 @flow(name="ragmem-evaluate", flow_run_name=lambda: _run_name(flow_run.parameters),
       validate_parameters=False)
 def evaluate_flow(config: dict[str, Any], resume: str | None = None, preflight: bool = True,
-                  prepared: str | None = None) -> dict[str, Any]:
+                  prepared: str | None = None) -> Any:  # (the summary, or a Failed state with it)
     """Evaluate one configuration (or ``resume`` an interrupted run of it) and return the summary
     (see README: summary JSON). ``prepared``: the token of the run the command made ready
     (:mod:`ragmem.run.prepare`); without one (a scheduled run) the flow prepares it."""

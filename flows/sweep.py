@@ -29,7 +29,7 @@ def _run_name(parameters: dict[str, Any]) -> str:
 
 
 @flow(name="ragmem-sweep", flow_run_name=lambda: _run_name(flow_run.parameters), validate_parameters=False,
-      task_runner=ThreadPoolTaskRunner(max_workers=2))
+      task_runner=ThreadPoolTaskRunner(max_workers=2))  # type: ignore[arg-type]  # (Prefect's generic runner)
 def sweep_flow(config: dict[str, Any], preflight: bool = True, resume: str | None = None,
                prepared: str | None = None) -> dict[str, Any]:
     """Evaluate every configuration of the sweep grid and pick the best one (``prepared``: the token

@@ -103,7 +103,8 @@ def _click_errors() -> tuple[tuple[type, ...], tuple[type, ...]]:
     vendors (``typer._click``), not ``click``'s own."""
     import click
 
-    usage, abort = [click.exceptions.ClickException], [click.exceptions.Abort, getattr(typer, "Abort", click.Abort)]
+    usage: list[type[Exception]] = [click.exceptions.ClickException]
+    abort: list[type[BaseException]] = [click.exceptions.Abort, getattr(typer, "Abort", click.Abort)]
     try:
         from typer._click import exceptions as vendored
     except ImportError:
@@ -173,7 +174,7 @@ def finish(exc: BaseException, argv: list[str]) -> int:
         return exc.exit_code
     disguised = interrupts.interrupt_in(exc) if isinstance(exc, Exception) and not isinstance(exc, Stopped) else None
     if disguised is not None:  # an interrupt a library turned into an error of its own
-        disguised.ragmem_progress = getattr(exc, "ragmem_progress", None)
+        disguised.ragmem_progress = getattr(exc, "ragmem_progress", None)  # type: ignore[attr-defined]
         return finish(disguised, argv)
     if isinstance(exc, (KeyboardInterrupt, Stopped)):  # Ctrl+C, or SIGTERM (Terminated): the run is KILLED
         _close_dask_clusters()
@@ -186,8 +187,8 @@ def finish(exc: BaseException, argv: list[str]) -> int:
     if isinstance(exc, usage):  # a command-line mistake: click's own message and usage line
         if type(exc).__name__ == "NoArgsIsHelpError":  # bare `ragmem`: the help was shown, not a mistake
             return 0
-        exc.show()
-        return exc.exit_code
+        exc.show()  # type: ignore[attr-defined]  # (click's and typer's ClickException)
+        return exc.exit_code  # type: ignore[attr-defined]
     if isinstance(exc, abort):  # click turns a Ctrl+C or SIGTERM during its own work into Abort
         cause = exc.__cause__ or exc.__context__
         if isinstance(cause, KeyboardInterrupt):
@@ -198,15 +199,16 @@ def finish(exc: BaseException, argv: list[str]) -> int:
         raise exc
     full = space.as_disk_full(exc, [ragmem_home(), os.getcwd()])
     if full is not None:  # a full disk the command met outside a run (a run names its own: ragmem.run.engine)
-        full.ragmem_progress = getattr(exc, "ragmem_progress", None)
+        full.ragmem_progress = getattr(exc, "ragmem_progress", None)  # type: ignore[attr-defined]
         return finish(full, argv)
 
     path = ragmem_home() / "last-error.log"
+    kept = str(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(scrub("".join(traceback.format_exception(exc))))
     except OSError as unwritable:  # (the home unwritable: the line still says what went wrong)
-        path = f"not kept: {path}: {unwritable.strerror or unwritable}"
-    print(scrub(f"error: internal error: {type(exc).__name__}: {exc} (traceback in {path}){_resume_hint(exc, argv)}"),
+        kept = f"not kept: {path}: {unwritable.strerror or unwritable}"
+    print(scrub(f"error: internal error: {type(exc).__name__}: {exc} (traceback in {kept}){_resume_hint(exc, argv)}"),
           file=sys.stderr)
     return 1

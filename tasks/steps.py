@@ -32,7 +32,7 @@ def _transient(task_, task_run, state) -> bool:
     return False
 
 
-_LOG_RETRIES = {"retries": 2, "retry_delay_seconds": 2, "retry_condition_fn": _transient}
+_LOG_RETRIES: dict[str, Any] = {"retries": 2, "retry_delay_seconds": 2, "retry_condition_fn": _transient}
 
 
 @task(name="load", cache_policy=NO_CACHE)

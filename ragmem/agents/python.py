@@ -48,7 +48,7 @@ class PythonAgent:
         self._fn: Callable[..., Any] = obj
         self.instance = obj  # the function, or the object built from a class target
         self._kwargs = self._accepted_kwargs(obj)
-        call = getattr(obj, "__call__", None)
+        call = getattr(obj, "__call__", None)  # noqa: B004  (its __call__ method, to see whether it is async)
         self._async = inspect.iscoroutinefunction(obj) or inspect.iscoroutinefunction(call)
 
     @staticmethod
@@ -62,7 +62,7 @@ class PythonAgent:
         return {p.name for p in params} & {"session_id", "history"}
 
     def __call__(self, example: Example) -> Any:
-        kwargs = {}
+        kwargs: dict[str, Any] = {}
         if "session_id" in self._kwargs:
             kwargs["session_id"] = example.session_id
         if "history" in self._kwargs:

@@ -241,7 +241,7 @@ def run_live(agent: Callable[[Example], Any], examples: Sequence[Example], concu
             try:
                 i, (result, output) = workers.done.get(timeout=0.05)
             except queue.Empty:
-                i = output = None
+                i, output = None, None  # type: ignore[assignment]  # (nothing done this turn)
             n = 0
             if i is not None and output is None and isinstance(result[1], EndpointDown):  # the agent's endpoint is down
                 live.starts.pop(i, None)  # (not kept: made again on resume)

@@ -130,8 +130,8 @@ def run(
         run_prepared("ragmem.flows.evaluate:run_evaluate", ready, verbose, finish, resume=ready.resume,
                  preflight=False)
     except RagmemError as exc:  # the tracking store went away after the work: the summary is still written
-        if getattr(exc, "ragmem_summary", None):
-            write(output, exc.ragmem_summary, "summary")
+        if summary := getattr(exc, "ragmem_summary", None):
+            write(output, summary, "summary")
         raise
 
 
@@ -151,7 +151,8 @@ def sweep(
     writable(output)
     in_config_home(config)
     ready = prepare.for_sweep(prepare.resolve(config, overrides=set_, data=data), resume=resume)
-    spec = ready.sweep.spec
+    plan = ready.planned
+    spec = plan.spec
 
     def finish(result: dict[str, Any]) -> None:
         print_sweep(result, spec)
@@ -162,7 +163,7 @@ def sweep(
                               f"(first: {result['children'][0]['error']}); see {output}")
 
     if not no_preflight:  # every grid point's endpoints asked before the Prefect server is started
-        endpoints.preflight(list(dict.fromkeys(e for c in ready.sweep.configs for e in endpoints.configured(c))),
+        endpoints.preflight(list(dict.fromkeys(e for c in plan.configs for e in endpoints.configured(c))),
                             log=log.info)
     run_prepared("ragmem.flows.sweep:run_sweep", ready, verbose, finish, preflight=False, resume=ready.resume)
 

@@ -105,7 +105,10 @@ def store_client(tracking_uri: str | None):
     return Tracker(store_uri(tracking_uri)).client
 
 
-def write(path: Path, payload: dict[str, Any], what: str) -> None:
+def write(path: Path | None, payload: dict[str, Any], what: str) -> None:
+    """``payload`` as JSON at ``path`` (``None``: none asked for)."""
+    if path is None:
+        return
     try:
         write_json(path, payload)
     except OSError as exc:  # (checked writable before the run: the disk filled, or the folder went)

@@ -176,11 +176,11 @@ def _written(cfg, read: documents.Read, keywords: KeywordExtractor, n: int, seed
         exclude={"corpus", "n"}), "keywords": keywords.signature(), "temperature": judge.temperature,
         "judge_seed": judge.seed, "prompt_variant": judge.prompt_variant}
     wanted = session.fingerprint(read.chunks, shaping)
-    line = state.check(wanted, resume)
+    resumed = state.check(wanted, resume)
     if not no_preflight:
         endpoints.preflight([e for e in endpoints.configured(cfg) if e.setting == "judge.base_url"], log=log.info)
-    if line:
-        say(line)
+    if resumed:
+        say(resumed)
     state.begin(wanted)
     generated = writer.run(quotas)
     sources = {d.id: d.source for d in read.documents}

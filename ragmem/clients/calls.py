@@ -30,7 +30,7 @@ import signal
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import AbstractSet, Any, Awaitable, Callable, Coroutine, TypeVar
 
 from ragmem.clients.endpoints import Breaker, EndpointDown
 from ragmem.errors import failure_message
@@ -121,7 +121,7 @@ def retry_after(exc: BaseException) -> float | None:
     value = getattr(exc, "retry_after", None)
     if value is None:
         headers = getattr(getattr(exc, "response", None), "headers", None)
-        value = headers.get("retry-after") if hasattr(headers, "get") else None
+        value = headers.get("retry-after") if headers is not None and hasattr(headers, "get") else None
     try:
         return float(value) if value is not None else None
     except (TypeError, ValueError):
@@ -296,7 +296,7 @@ def policy_of(settings: Any) -> Policy:
     retries = getattr(settings, "max_retries", None)
     if retries is None:
         retries = getattr(settings, "retries", 0)
-    return Policy(retries=int(retries), backoff_s=float(getattr(settings, "retry_backoff_s", 1.0)))
+    return Policy(retries=int(retries or 0), backoff_s=float(getattr(settings, "retry_backoff_s", 1.0)))
 
 
 #: how long a stopped run waits for the requests it had already sent (their replies are paid for:
@@ -304,7 +304,7 @@ def policy_of(settings: Any) -> Policy:
 GRACE_S = 5.0
 
 
-def run_loop(main: Awaitable[T], sending: set, grace_s: float = GRACE_S) -> T:
+def run_loop(main: Coroutine[Any, Any, T], sending: AbstractSet[Any], grace_s: float = GRACE_S) -> T:
     """``main`` run to completion on an event loop of its own (``asyncio.run``, but a stop is not a
     loss). On Ctrl+C or SIGTERM the requests already sent (the tasks in ``sending``) are given
     ``grace_s`` to finish, and their replies are kept; the others are not sent (:func:`call_async`

@@ -221,7 +221,7 @@ def probe(endpoint: Endpoint, timeout: float = PROBE_TIMEOUT_S) -> str | None:
     headers = {"Authorization": f"Bearer {key}"} if key else {"Authorization": basic} if basic else {}
     if endpoint.kind == "openai":
         target, query = sdk_target(url)  # (the SDK sends the URL's query with every request)
-        return _openai(endpoint, target, f"?{urllib.parse.urlencode(query)}" if query else "", headers, timeout)
+        return _openai(endpoint, target or url, f"?{urllib.parse.urlencode(query)}" if query else "", headers, timeout)
     answered = _ask({"mlflow": f"{url}/health"}.get(endpoint.kind, url), headers, timeout)
     if isinstance(answered, str):
         return answered

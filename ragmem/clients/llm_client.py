@@ -140,9 +140,9 @@ class _Endpoint:
         return f"{self.section}: all {failed} requests failed ({len(self.reasons)} reasons); most often ({count}): {reason}"
 
     def _keep(self, key: str, value: Any) -> None:
-        """``value`` cached under ``key``; on a full disk, on the home's reserve (a reply paid for is
-        kept, and the run stops at its next check: :mod:`ragmem.runtime.space`)."""
-        space.kept(lambda: self.cache.set(key, value), self.cache.directory)
+        """``value`` cached under ``key`` (a full disk: the home's reserve, :mod:`ragmem.runtime.space`)."""
+        if (cache := self.cache) is not None:
+            space.kept(lambda: cache.set(key, value), cache.directory)
 
     def _cached(self, key: str) -> Any:
         """The cached reply for ``key`` (counted as a hit), or None; every lookup counts one item."""
@@ -219,7 +219,7 @@ class JudgeClient(_Endpoint):
         self.temperature = settings.temperature
         self.seed = settings.seed
         mode = settings.response_format
-        self.mode = "json_schema" if mode == "auto" else mode
+        self.mode: str = "json_schema" if mode == "auto" else mode
         self.fallback = mode == "auto"
         self.prices = settings.prices
         self.max_tokens = settings.max_tokens
@@ -285,10 +285,10 @@ class JudgeClient(_Endpoint):
                 kwargs["response_format"] = fmt
             try:
                 reply = await self._with_retries(lambda: calls.json_reply(
-                    lambda: client.post("/chat/completions", body=kwargs, cast_to=_completion())))
+                    lambda: client.post("/chat/completions", body=kwargs, cast_to=_completion())))  # noqa: B023 (awaited here)
             except Exception as exc:
                 if self.fallback and fmt is not None and _rejects_format(exc):
-                    async with self._format_lock:
+                    async with self._format_lock or asyncio.Lock():  # (made by run_async, before any request)
                         if self.mode == mode:  # the first to be rejected decides; the others just retry
                             self.mode = RESPONSE_MODES[RESPONSE_MODES.index(mode) + 1]
                     continue
@@ -348,7 +348,7 @@ class JudgeClient(_Endpoint):
         result = await self._asked(client, semaphore, task, messages, key, fields, sample)
         if self.cache is not None and result.error is not None:  # marked, never used as a reply
             self._keep(f"failed:{key}", result.error)
-        elif failed_before:
+        elif failed_before and self.cache is not None:
             self.cache.delete(f"failed:{key}")
         return result
 

@@ -22,7 +22,7 @@ class GenerateSettings(Section):
     n: Positive = setting(100, "questions to write (--n)")
     mix: dict[str, Share] = setting(DEFAULT_MIX, "share of each question type: single_hop, multi_hop, comparison, "
                                                  "unanswerable (shares summing to 1)")
-    checks: list[Literal[CHECKS]] = setting(list(CHECKS), "checks a written question must pass to be kept: "
+    checks: list[Literal[CHECKS]] = setting(list(CHECKS), "checks a written question must pass to be kept: "  # type: ignore[valid-type]  # (the choices declared once, as a tuple)
                                                           "language, standalone, duplicate, grounded, answerable")
     duplicate_threshold: Share = setting(0.8, "a question whose token set overlaps a kept one's by at least this "
                                               "(Jaccard) is a near-duplicate")

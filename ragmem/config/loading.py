@@ -54,7 +54,7 @@ def _optional(tp: Any) -> tuple[Any, bool]:
 
 
 def _field_type(field: FieldInfo) -> Any:
-    return Annotated[(field.annotation, *field.metadata)] if field.metadata else field.annotation
+    return Annotated[tuple([field.annotation, *field.metadata])] if field.metadata else field.annotation
 
 
 def expected(tp: Any) -> str:
@@ -141,7 +141,7 @@ def _rank(error: dict) -> int:
 def describe_error(exc: ValidationError, root: type[BaseModel] = Settings, prefix: str = "") -> str:
     """One line for the first problem of a validation error: the dotted setting, what is allowed,
     the value given (``root``: the model validated, ``prefix``: its dotted name in the config)."""
-    error = min(exc.errors(), key=_rank)
+    error: Any = min(exc.errors(), key=_rank)  # type: ignore[arg-type]  # (pydantic's ErrorDetails: a dict)
     dotted, tp, parent = _walk(tuple(error["loc"]), root, prefix)
     kind, given = error["type"], error.get("input")
     if kind == "extra_forbidden":
@@ -210,7 +210,8 @@ class RunConfig(Settings):
 
     @property
     def files(self) -> tuple[DataFile, ...]:
-        return tuple(DataFile(Path(f.path), f.label, f.format or self.data.format, self.data.coerce_numbers,
+        return tuple(DataFile(Path(f.path), f.label, f.format or self.data.format,  # type: ignore[arg-type]  # (a label)
+                              self.data.coerce_numbers,
                               self.data.encoding, self.stats.cluster_by) for f in self.data.files)
 
     @property
@@ -268,7 +269,8 @@ def assign(config: dict[str, Any], keys: list[str], value: Any) -> dict[str, Any
     inside a free-form mapping (``sweep.grid``, ``agent.params``, ``judge.prices``) the rest of the
     dotted key is one key (``sweep.grid.retriever.top_k``)."""
     out = copy.deepcopy(config)
-    node, model, depth = out, Settings, 0
+    node, depth = out, 0
+    model: Any = Settings  # (a section's model, None in a free-form mapping)
     while depth < len(keys):
         part = keys[depth]
         dotted = ".".join(keys[: depth + 1])

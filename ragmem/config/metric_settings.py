@@ -14,7 +14,7 @@ from ragmem.prompts.rubrics import INPUTS as RUBRIC_INPUTS, SCALES as RUBRIC_SCA
 
 
 class RubricExample(Section):
-    inputs: dict[Literal[RUBRIC_INPUTS], Union[str, list[str]]] = setting({}, "the example's inputs (a subset of the rubric's)")
+    inputs: dict[Literal[RUBRIC_INPUTS], Union[str, list[str]]] = setting({}, "the example's inputs (a subset of the rubric's)")  # type: ignore[valid-type]  # (the choices declared once, as a tuple)
     score: int = Field(description="its score on the rubric's scale")
     reason: str = setting("", "why (shown to the judge)")
 
@@ -24,8 +24,8 @@ class RubricSettings(Section):
     :mod:`ragmem.prompts.rubrics`: scales, normalisation, the request)."""
 
     criteria: str = Field(description="what the judge scores (text)")
-    scale: Literal[tuple(RUBRIC_SCALES)] = Field(description="binary (0/1), 1-5 or 0-10; normalised to 0..1")
-    inputs: Annotated[list[Literal[RUBRIC_INPUTS]], Field(min_length=1)] = Field(
+    scale: Literal[tuple(RUBRIC_SCALES)] = Field(description="binary (0/1), 1-5 or 0-10; normalised to 0..1")  # type: ignore[valid-type]  # (the choices declared once, as a tuple)
+    inputs: Annotated[list[Literal[RUBRIC_INPUTS]], Field(min_length=1)] = Field(  # type: ignore[valid-type]  # (the choices declared once, as a tuple)
         description="what the judge may see: any of query, answer, reference, contexts")
     steps: list[str] = setting([], "evaluation steps, in order")
     examples: list[RubricExample] = setting([], "few-shot examples: {inputs, score, reason}")

@@ -224,7 +224,7 @@ class KeywordSettings(Section):
 
 class RankingSettings(Section):
     k: Annotated[list[Positive], Field(min_length=1)] = setting([1, 3, 5, 10], "cut-offs of the ranking metrics")
-    relevance: Literal[RELEVANCE_MODES] = setting("auto", "where gold relevance comes from")
+    relevance: Literal[RELEVANCE_MODES] = setting("auto", "where gold relevance comes from")  # type: ignore[valid-type]  # (the choices declared once, as a tuple)
     keyword_threshold: Share = setting(0.5, "offline relevance: share of the reference's keywords")
 
 

@@ -86,7 +86,8 @@ def _duplicates(data_file: DataFile, keys: np.ndarray, records: np.ndarray) -> l
             if record in wanted:
                 example, _ = parse_record(raw, given.shown(data_file.path), record, data_file.label, False,
                                           data_file.coerce_numbers, tabular, data_file.cluster_by)
-                ids[record] = example.id
+                if example is not None:  # (the wanted records are valid ones)
+                    ids[record] = example.id
     first: dict[str, int] = {}
     out = []
     for number in sorted(ids):

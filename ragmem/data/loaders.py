@@ -109,6 +109,7 @@ def read_examples(data_file: DataFile, require_answer: bool, skip: int = 0, coun
             if problems:  # validated when loaded: the file changed since
                 raise DataError(given.shown(data_file.path), "changed since it was loaded: " + problems[0].detail,
                                 record, problems[0].field)
+            assert example is not None  # (a record without problems is parsed)
             yield example
 
 
@@ -241,7 +242,7 @@ class _RecordReader:
         return out
 
     def optional(self, file_label: int | None) -> dict[str, Any]:
-        raw, out = self.raw, {}
+        raw, out = self.raw, dict[str, Any]()
         if "label" in raw:
             try:
                 out["label"] = parse_label(raw["label"])
@@ -324,7 +325,7 @@ def parse_record(raw: Any, file: str, record: int, file_label: int | None = None
     query = reader.text("query", required=True)
     # optional (production traffic has none): the metrics that need it say so; null or blank is none
     name, value = reader.pick("reference_answer")
-    reference = reader.as_text(name, value) if value is not None else None
+    reference = reader.as_text(name, value) if name is not None and value is not None else None
     reference = reference if reference is not None and reference.strip() else None
     optional = reader.optional(file_label)
     # a recorded failed call (agent_error: a trace that ended in error) has no answer to require
@@ -394,6 +395,7 @@ def _scan(data_file: DataFile, require_answer: bool, kept: list[Example], keys: 
                 more += len(problems) - (first is None)
                 first = first or problems[0]
                 continue
+            assert example is not None  # (a record without problems is parsed)
             ids.append(example.id)
             held["reference"] += example.reference_answer is not None
             held["gold"] += example.relevant_context_ids is not None or example.relevance is not None

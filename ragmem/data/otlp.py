@@ -162,7 +162,7 @@ def _requests(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             try:
                 yield number, json.loads(line)
             except ValueError as exc:
-                raise DataError(str(path), f"line {number}: not JSON ({exc.msg})") from None
+                raise DataError(str(path), f"line {number}: not JSON ({getattr(exc, 'msg', exc)})") from None
 
 
 def read(path: str | Path, *, since: datetime | None = None, until: datetime | None = None, share: float = 1.0,

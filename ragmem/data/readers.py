@@ -191,7 +191,8 @@ def iter_records(path: Path, format: str = "auto", encoding: str = "utf-8", batc
         import pyarrow.parquet as pq
 
         parquet = pq.ParquetFile(path)
-        groups, before = [], 0
+        groups: list[Any] = []
+        before = 0
         for group in range(parquet.num_row_groups):
             rows = parquet.metadata.row_group(group).num_rows
             if before + rows > skip or groups:

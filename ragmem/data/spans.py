@@ -214,7 +214,7 @@ def documents(outputs: Any) -> list[dict[str, Any]]:
         text = next((item[k] for k in TEXT_KEYS if isinstance(item.get(k), str)), None)
         if text is None:
             continue
-        metadata = item.get("metadata") if isinstance(item.get("metadata"), Mapping) else {}
+        metadata: Mapping[str, Any] = item["metadata"] if isinstance(item.get("metadata"), Mapping) else {}
         cid = next((v for v in [item.get("id"), *(metadata.get(k) for k in ID_KEYS)]
                     if isinstance(v, (str, int)) and not isinstance(v, bool) and str(v)), None)
         entry: dict[str, Any] = {"text": text}
@@ -254,7 +254,7 @@ def to_record(trace: Trace, mapping: Any) -> dict[str, Any]:
         record["agent_error"] = error
     else:
         record["answer"] = answer
-    contexts = []
+    contexts: list[dict[str, Any]] = []
     for kinds, source in ((mapping.retriever, "rag"), (mapping.memory, mapping.memory_source)):
         for span in spans:
             if span.type in kinds and span is not root:

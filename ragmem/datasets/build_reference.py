@@ -105,7 +105,7 @@ for sid, user, turns, qs in SESSIONS:
         key = f"{sid}:{j}"
         examples.append({"id": f"q-{sid}-{j}", "query": q, "reference_answer": WRONG.get(key, turns[j]),
                          "label": 0 if key in WRONG else 1, "relevant_context_ids": [f"turn-{j}"],
-                         "session_id": user, "history": history, "conversation_id": sid})
+                         "session_id": user, "history": history, "conversation_id": sid})  # type: ignore[dict-item]
 memory = [{"user_id": u, "id": i, "text": t, "timestamp": ts} for u, i, t, ts in FACTS]
 json.dump({"documents": corpus, "memories": memory}, open("ragmem/datasets/reference_corpus.json", "w"), ensure_ascii=False, indent=1)
 for e in examples:

@@ -125,7 +125,7 @@ def judge_pairs(client: Any, pairs: Sequence[Pair], criterion: str) -> list[dict
     try:
         replies = iter(client.run(requests) if requests else [])
     except (KeyboardInterrupt, EndpointDown) as stopped:  # what was answered is in the cache: said, and how to go on
-        stopped.ragmem_progress = ("", kept(client, requests), len(requests),
+        stopped.ragmem_progress = ("", kept(client, requests), len(requests),  # type: ignore[union-attr]
                                    "pairwise requests answered" + (" and kept in the judge cache" if client.cache is not None
                                                                    else " (judge.cache is off: none kept)"))
         raise

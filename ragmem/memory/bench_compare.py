@@ -67,7 +67,7 @@ def paired_layers(rows: dict[str, list[dict[str, Any]]], baseline: str, categori
     for method, theirs in rows.items():
         if method == baseline or not theirs:
             continue
-        mine = {}
+        mine: dict[Any, Any] = {}
         for row in theirs:  # (a question asked twice in a conversation: each occurrence in order)
             mine.setdefault(_key(row), []).append(row)
         taken: dict[tuple, int] = {}
@@ -121,7 +121,7 @@ def rerun_comparison(first: dict[str, list[dict[str, Any]]], again: dict[str, li
                      confidence: float = 0.95, data: BenchData = DATASETS["locomo"]) -> list[dict[str, Any]]:
     """Each layer of a rerun against its first run (method -> per-question rows of each): whether
     every per-question score is identical, and the paired figures (:func:`paired_layers`)."""
-    out = []
+    out: list[Any] = []
     for method, rows in again.items():
         before = first.get(method)
         if not before or not rows:

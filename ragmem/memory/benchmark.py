@@ -230,7 +230,7 @@ def score(answered: Sequence[Answered], ingested: Ingested, scorer, judge_verdic
     ``:``). Both are null for a question whose recalled memories carry no ids (a layer that returned
     nothing, or facts without the turns' ids): undefined, not 0; such questions are counted in
     ``n_evidence_undefined``."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for item, verdict in zip(answered, judge_verdicts):
         qa = item.question
         retrieved = {str(m.get("id")) for m in item.memories if m.get("id") is not None}
@@ -310,7 +310,7 @@ def results_table(methods: dict[str, dict[str, float | None]], categories: Seque
             row.update({"judge tokens": (m.get("judge_tokens_in") or 0) + (m.get("judge_tokens_out") or 0),
                         "judge cost ($)": m.get("judge_cost_usd")})
         if "generator_calls" in m:  # an LLM generator: what answering cost
-            row["generator tokens"] = m.get("generator_tokens_in", 0) + m.get("generator_tokens_out", 0)
+            row["generator tokens"] = (m.get("generator_tokens_in") or 0) + (m.get("generator_tokens_out") or 0)
         if any(k.startswith("layer_") for k in m):  # the layer's own model, as it reports it
             row.update({"layer tokens": (m.get("layer_tokens_in") or 0) + (m.get("layer_tokens_out") or 0),
                         "layer cost ($)": m.get("layer_cost_usd")})

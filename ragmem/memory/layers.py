@@ -132,11 +132,11 @@ def build_layer(spec: MethodSpec, keywords: KeywordExtractor, count_tokens, full
     if spec.type == "no_memory":
         return NoMemory()
     if spec.type == "http":
-        return HttpMemory(spec.url, spec.timeout_s)
+        return HttpMemory(str(spec.url), spec.timeout_s)  # (an http layer names its url: checked by the schema)
     if spec.type == "mcp":
         return McpMemory(spec)
 
-    cls = resolve(spec.target, folders)
+    cls = resolve(str(spec.target), folders)  # (a python layer names its target: checked by the schema)
     try:
         layer = cls(**spec.params)
     except Exception as exc:

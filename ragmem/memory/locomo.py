@@ -93,8 +93,9 @@ def _parse_conversation(raw: Any, qa: Any, cid: str, file: str) -> Conversation:
     if not isinstance(raw, dict):
         raise DataError(file, f"conversation {cid}: expected an object, got {type(raw).__name__}")
     sessions = []
-    for key in sorted((k for k in raw if _SESSION.match(k)), key=lambda k: int(_SESSION.match(k).group(1))):
-        index = int(_SESSION.match(key).group(1))
+    numbered = {k: int(m.group(1)) for k in raw if (m := _SESSION.match(k))}
+    for key in sorted(numbered, key=numbered.__getitem__):
+        index = numbered[key]
         turns_raw = raw[key]
         if not isinstance(turns_raw, list):
             raise DataError(file, f"conversation {cid}: {key}: expected a list of turns")

@@ -162,7 +162,7 @@ def rows(table: pd.DataFrame) -> list:
     column (Arrow-backed in pandas 3) gives its values with one ``tolist()``, ten times faster than
     iterating it cell by cell as ``itertuples`` does (0.1 s per pass over a 10k-row table)."""
     columns = [table[c].tolist() if isinstance(table[c].dtype, pd.StringDtype) else table[c] for c in table.columns]
-    row = collections.namedtuple("Pandas", table.columns, rename=True)
+    row = collections.namedtuple("Pandas", list(table.columns), rename=True)  # type: ignore[misc]
     return list(map(row._make, zip(*columns)))
 
 
@@ -308,7 +308,8 @@ class WeightedSample:
         self.values, self.weights = values, weights
         self.cum = np.cumsum(weights, axis=1)
         self.total = self.cum[:, -1] if values.size else np.zeros(len(weights))
-        self._flat = self._offsets = None
+        self._flat: Any = None
+        self._offsets: Any = None
 
     def at(self, positions: np.ndarray) -> np.ndarray:
         """The index into ``values`` of each row's element at 0-based ``positions`` of its multiset:

@@ -26,6 +26,7 @@ Metrics of one's own (``metrics.custom``) are named by the config: their facts a
 from __future__ import annotations
 
 import re
+from types import MappingProxyType
 from typing import Iterable, Mapping, Sequence
 
 from ragmem.metrics import names
@@ -37,6 +38,7 @@ __all__ = ["facts", "family_of", "direction", "lower_is_better", "is_count", "is
            "JUDGE_FIGURES", "beside_objective", "reported"]
 
 Own = Mapping[str, str]
+_NONE: Own = MappingProxyType({})  # no metric of one's own (a default that cannot be changed)
 _COUNT = re.compile(r"^(n_|undefined_|confusion_).+|.+_(errors|failures)$")
 #: the order of a summary, by family: the headline (pass rate, coverage, latency), ranking,
 #: generation, the LLM metrics, per source, a conversation's, one's own, then the judge (against the
@@ -67,7 +69,7 @@ def _resolved(name: str, own: Own) -> tuple[str, Metric] | None:
     return None
 
 
-def facts(name: str, own: Own = {}) -> Metric | None:
+def facts(name: str, own: Own = _NONE) -> Metric | None:
     """The facts of the output name ``name`` (``None``: no family declares it and no rule covers it).
 
     >>> facts("retrieve_latency_p95").unit, facts("faithfulness_pass_rate").headline, facts("banana")
@@ -77,7 +79,7 @@ def facts(name: str, own: Own = {}) -> Metric | None:
     return None if found is None else found[1]
 
 
-def family_of(name: str, own: Own = {}) -> str | None:
+def family_of(name: str, own: Own = _NONE) -> str | None:
     """The family that gives ``name`` (``count`` for a count no family declares), or ``None``."""
     found = _resolved(name, own)
     return None if found is None else found[0]
@@ -88,18 +90,18 @@ def of_column(column: str) -> str:
     return next((m.name for family in names.KNOWN for m in family.metrics if m.column == column), column)
 
 
-def catalogued(name: str, own: Own = {}) -> bool:
+def catalogued(name: str, own: Own = _NONE) -> bool:
     return _resolved(name, own) is not None
 
 
-def direction(name: str, own: Own = {}) -> str | None:
+def direction(name: str, own: Own = _NONE) -> str | None:
     """``"higher"`` or ``"lower"`` is better, or ``None`` (a count, a diagnostic); a name the
     catalogue does not hold: higher, as a metric of one's own by default."""
     found = facts(name, own)
     return HIGHER if found is None else found.direction
 
 
-def lower_is_better(name: str, own: Own = {}) -> bool:
+def lower_is_better(name: str, own: Own = _NONE) -> bool:
     """Whether a smaller value of ``name`` is the better one (latencies, costs, tokens, flip rates)."""
     return direction(name, own) == LOWER
 
@@ -125,7 +127,7 @@ def _largest_k(name: str, ks: Sequence[int]) -> bool:
     return at_k is None or not ks or int(at_k.group(2)) == max(ks)
 
 
-def shown(name: str, ks: Sequence[int] = (), own: Own = {}) -> bool:
+def shown(name: str, ks: Sequence[int] = (), own: Own = _NONE) -> bool:
     """Whether the terminal table and the report show ``name`` by default (the rest with ``--all``,
     and always in the summary JSON and MLflow): a headline figure, and of the ranking metrics those
     at the largest k of ``ks``. A name the catalogue does not hold is shown (one's own)."""
@@ -139,7 +141,7 @@ def section(name: str) -> str:
     return SYSTEM if found is None else found.section
 
 
-def per_example(ks: Sequence[int], own: Own = {}) -> list[str]:
+def per_example(ks: Sequence[int], own: Own = _NONE) -> list[str]:
     """The per-example score columns a run may have, in the summary's order: shown on the report's
     examples and written back onto traces as assessments (ranking at the largest k of ``ks``; every
     metric of one's own), besides the verdict (pass_rate's column), which both show with its reason."""
@@ -154,7 +156,7 @@ def per_example(ks: Sequence[int], own: Own = {}) -> list[str]:
 _EVERY_RUN = ("verdicts", "latency")
 
 
-def watched(selected: Iterable[str], own: Own = {}, without: Sequence[str] = ()) -> list[str]:
+def watched(selected: Iterable[str], own: Own = _NONE, without: Sequence[str] = ()) -> list[str]:
     """The names a window of traffic is compared on: the watched ones of ``selected``, of the families
     every run computes and of one's own, leaving out those that need a field in ``without`` (traffic
     has no reference answers)."""
@@ -200,7 +202,7 @@ def _ordered(pairs: list[tuple[str, str | None]], own: Own) -> list[tuple[str, s
     return [(n, by_name[n]) for n in order]
 
 
-def summary_order(metrics: Iterable[str], own: Own = {}) -> list[str]:
+def summary_order(metrics: Iterable[str], own: Own = _NONE) -> list[str]:
     """``metrics`` in the order the summary shows them (by family, see ``_ORDER``; within a family, as
     the default selection lists them; anything else last, by name).
 

@@ -97,7 +97,9 @@ class _Turns:
             if row is not None and value is None and error is None:
                 undefined += 1
                 value = self.ctx.zero_division
-            values.append(value), extras.append(extra), errors.append(error)
+            values.append(value)
+            extras.append(extra)
+            errors.append(error)
         return values, extras, errors, undefined
 
     def retention(self) -> tuple[list[float | None], list[str | None], list[str | None], int]:
@@ -106,7 +108,7 @@ class _Turns:
             return self._each(lambda row, turns: (*self._offline_retention(row, turns), None))
         replies = iter(self.ctx.llm.run([("knowledge_retention", {
             "conversation": _shown(row.history), "question": row.query, "answer": row.generated_answer or ""})
-            for row, turns in zip(self.rows, self.turns) if turns]))
+            for row, turns in zip(self.rows, self.turns) if turns and row is not None]))
 
         def judged(row, turns):
             reply = next(replies)
@@ -131,7 +133,7 @@ class _Turns:
         K, t = self.K, self.t
         if self.ctx.llm is not None:
             replies = iter(self.ctx.llm.run([("context_relevance", {"question": row.query, "context": text})
-                                             for row, turns in zip(self.rows, self.turns) if turns
+                                             for row, turns in zip(self.rows, self.turns) if turns and row is not None
                                              for _, text in turns]))
 
         def needed_of(row, turns):

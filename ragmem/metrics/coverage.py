@@ -33,7 +33,7 @@ from ragmem.metrics._division import divide
 from ragmem.metrics.base import failed, Family, mean_aggregator, MetricResult, nanmean, scored_mask
 
 NAMES = names.COVERAGE.selectable
-COLUMNS = {m.name: m.column for m in names.COVERAGE.metrics}  # per-example column (avg_coverage: coverage)
+COLUMNS = {m.name: str(m.column) for m in names.COVERAGE.metrics}  # per-example column (avg_coverage: coverage)
 
 
 def coverage(target: AbstractSet[str], source: AbstractSet[str], zero_division: float) -> tuple[float, bool]:

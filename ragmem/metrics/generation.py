@@ -29,6 +29,7 @@ as not scored for ``no reference answer`` (:mod:`ragmem.metrics.needs`), and lef
 from __future__ import annotations
 
 import json
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -52,8 +53,8 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
     scores = iter(ctx.map(score_pairs, _pairs(rows), scorer.tokenizer.name, scorer.bleu_tokenize))
     for row in rows:
         if _left_out(row):
-            for values in columns.values():
-                values.append(None)
+            for column in columns.values():
+                column.append(None)
             continue
         for name, value in next(scores).items():
             columns[name].append(value)
@@ -94,6 +95,11 @@ def _stats_matrix(values: pd.Series, width: int) -> np.ndarray:
     return np.asarray(rows, dtype=float).reshape(len(rows), width)
 
 
+def _from_stats(reduce: Callable[[Any], float]) -> Callable[[np.ndarray], float | None]:
+    """A corpus score from summed statistics (none when no example was scored: 0 sentences)."""
+    return lambda s: reduce(s) if s[0] > 0 else None
+
+
 def aggregators(table: pd.DataFrame, names, zero_division: float, scorer=None) -> dict:
     """Corpus BLEU/chrF from summed sacrebleu statistics (with the run's scorer: its tokenizer);
     the other scores as means (over the examples with a reference answer)."""
@@ -106,7 +112,7 @@ def aggregators(table: pd.DataFrame, names, zero_division: float, scorer=None) -
             column, width = CORPUS[name]
             reduce = scorer.bleu_from_stats if name == "bleu" else scorer.chrf_from_stats
             matrix = _stats_matrix(table[column].where(ok, None), width)
-            out[name] = Aggregator("sum", matrix, lambda s, f=reduce: f(s) if s[0] > 0 else None)
+            out[name] = Aggregator("sum", matrix, _from_stats(reduce))
         elif name not in CORPUS and name in table:
             out[name] = mean_aggregator(table[name], ok)
     return out

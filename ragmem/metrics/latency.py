@@ -17,7 +17,7 @@ the metrics are ``None`` ("not measured") and ``n_latency_measured`` is 0.
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from typing import Any, Iterable
 
 import numpy as np
 import pandas as pd
@@ -43,7 +43,7 @@ def _percentile(q):
 
 #: each statistic on one sample, on many (rows of a matrix, NaN = not measured) at once, and on
 #: weighted resamples (the Poisson bootstrap)
-STATISTICS = {
+STATISTICS: dict[str, tuple[Any, Any, Any]] = {
     "avg": (np.mean, lambda v: np.nanmean(v, axis=1), weighted_mean),
     "p50": (lambda v: np.percentile(v, 50), _percentile(50), weighted_percentile(50)),
     "p95": (lambda v: np.percentile(v, 95), _percentile(95), weighted_percentile(95)),

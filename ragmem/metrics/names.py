@@ -168,9 +168,14 @@ AT_K = re.compile(r"^(%s)_at_(\d+)$" % "|".join(RANKING_FAMILIES))
 _RANKING_PER_EXAMPLE = ("hit_rate", "ndcg", "mrr")
 #: a ranking name's facts; headline and per-example at the largest k only (:func:`ragmem.metrics.catalogue.at_k`)
 RANKED = Metric("", needs=(GOLD_OR_REFERENCE,))
+
+
+def _at_every_k(family: str) -> Callable[[Sequence[int]], list[str]]:
+    return lambda ks: [f"{family}_at_{k}" for k in ks]
+
+
 RANKING = Names("ranking", (), pattern=AT_K,
-                selectors={f"{family}_at_k": (lambda ks, f=family: [f"{f}_at_{k}" for k in ks])
-                           for family in RANKING_FAMILIES},
+                selectors={f"{family}_at_k": _at_every_k(family) for family in RANKING_FAMILIES},
                 companions=(_count("n_ranking_no_relevant"),),
                 shaped=lambda name: RANKED.but(name=name, column=name if m.group(1) in _RANKING_PER_EXAMPLE else None,
                                                listed=m.group(1) in ("hit_rate", "ndcg") and m.group(2) == "10")

@@ -130,7 +130,11 @@ FED: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 def fed_counters() -> dict[str, Callable[[Any], bool]]:
     """For each line of :data:`FED`, by its metrics: whether a record (an example) can feed them
     (:func:`ragmem.data.checking.check_file` counts the valid records with them)."""
-    return {metrics: (lambda example, f=fields: all(has(example, x) for x in f)) for metrics, _, fields in FED}
+    return {metrics: _holding_all(fields) for metrics, _, fields in FED}
+
+
+def _holding_all(fields: tuple[str, ...]) -> Callable[[Any], bool]:
+    return lambda example: all(has(example, x) for x in fields)
 
 
 def fed(held: dict[str, int], valid: int) -> list[str]:

@@ -6,6 +6,8 @@ with ``per_source``.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -32,7 +34,7 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
     no context of the run carries a source.
     """
     K = ctx.keywords
-    stats = {f"{kind}_{s}": [] for s in CONTEXT_SOURCES for kind in KINDS}
+    stats: dict[str, list[Any]] = {f"{kind}_{s}": [] for s in CONTEXT_SOURCES for kind in KINDS}
     for row in ctx.rows(table):
         if failed(row):
             for column in stats.values():
@@ -57,7 +59,7 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
             for name, rows in stats.items() if name in wanted}
     values = {name: agg.value() for name, agg in aggs.items()}
     anywhere = any(row[2] for row in stats[f"context_share_{CONTEXT_SOURCES[0]}"])
-    notes = [] if anywhere else [unless_note("per-source metrics: no context carries a source", *aggs)]
+    notes: list[str] = [] if anywhere else [unless_note("per-source metrics: no context carries a source", *aggs)]
     return MetricResult(values=values, notes=notes, statistics=aggs)
 
 

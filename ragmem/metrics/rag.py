@@ -33,10 +33,9 @@ examples with a value >= ``rag_metrics.threshold`` (default 0.5).
   the contexts (LLM verdict, or offline: the contexts hold at least half of its keywords); supported /
   all claims. An answer without claims is undefined (``zero_division``).
 
-An example without the fields a metric needs (:mod:`ragmem.metrics.needs`: contexts for
-faithfulness and contextual_precision, a reference answer and contexts for context_entity_recall) is
-not asked about: null for that metric, counted as not scored with the field it lacks, never 0.
-contextual_precision also needs what its verdicts rest on: gold ids, else a reference answer.
+An example without the fields a metric needs (declared in :mod:`ragmem.metrics.names`, read by
+:mod:`ragmem.metrics.needs`) is not asked about: null for that metric, counted as not scored with the
+field it lacks, never 0.
 """
 
 from __future__ import annotations
@@ -84,10 +83,20 @@ def entity_recall(context_entities: set[str], reference_entities: set[str]) -> f
     return len(context_entities & reference_entities) / len(reference_entities)
 
 
+def _lists() -> tuple[list[float | None], list[str | None]]:
+    return [], []
+
+
+def _put(values: list[float | None], errors: list[str | None], value: float | None, error: str | None = None) -> None:
+    """One example's value (``None``: not scored) and, when it failed, why."""
+    values.append(value)
+    errors.append(error)
+
+
 def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    denominator = np.linalg.norm(a) * np.linalg.norm(b)
-    return float(a @ b / denominator) if denominator else 0.0
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    denominator = np.linalg.norm(x) * np.linalg.norm(y)
+    return float(x @ y / denominator) if denominator else 0.0
 
 
 def _sentences(text: str) -> list[str]:
@@ -117,7 +126,7 @@ class RagMetrics:
         failures = sum(e is not None for e in errors)
         out = {name: nanmean(values), f"{name}_failures": float(failures),
                f"{name}_pass_rate": (sum(v >= self.threshold for v in scored) / len(scored)) if scored else None}
-        columns = {name: values, f"{name}_error": errors}
+        columns: dict[str, list[Any]] = {name: values, f"{name}_error": errors}
         if votes is not None and any(v for v in votes):  # judge.samples > 1: [yes, samples] per item
             columns[f"{name}_votes"] = votes
         passed = [None if v is None or math.isnan(v) else float(v >= self.threshold) for v in values]
@@ -151,7 +160,7 @@ class RagMetrics:
     def contextual_precision(self, table: pd.DataFrame) -> MetricResult:
         rows = self._rows(table, "contextual_precision")  # (with contexts, and gold ids or a reference)
         plan: list[Any] = []
-        requests = []
+        requests: list[tuple[str, dict[str, str]]] = []
         for row in rows:
             if row is None:
                 plan.append(None)
@@ -174,7 +183,7 @@ class RagMetrics:
     def context_relevance(self, table: pd.DataFrame) -> MetricResult:
         rows = self._rows(table, "context_relevance")  # (with contexts: no reference needed)
         plan: list[Any] = []
-        requests = []
+        requests: list[tuple[str, dict[str, str]]] = []
         for row in rows:
             contexts = [] if row is None else list(row.contexts)[: self.top_k] if self.top_k else list(row.contexts)
             if row is None:
@@ -193,30 +202,33 @@ class RagMetrics:
     def _chunk_scores(self, name: str, plan: list, answers: list, score) -> MetricResult:
         """``score(verdicts)`` per example from its chunks' verdicts: given (a list), the LLM's
         (``("llm", start, count)`` into ``answers``), none (``None``: not computed) or ``"undefined"``."""
-        values, errors, votes, undefined = [], [], [], 0
+        values, errors = _lists()
+        votes: list[Any] = []
+        undefined = 0
         for item in plan:
             if item is None or item == "undefined":
                 undefined += item == "undefined"
-                values.append(None if item is None else self.ctx.zero_division), errors.append(None), votes.append(None)
+                _put(values, errors, None if item is None else self.ctx.zero_division)
+                votes.append(None)
                 continue
             if isinstance(item, tuple):
                 _, start, count = item
                 got = answers[start:start + count]
                 failed = [r.error for r in got if r.error]
                 if failed:
-                    values.append(None), errors.append(failed[0]), votes.append(None)
+                    _put(values, errors, None, failed[0])
+                    votes.append(None)
                     continue
                 item = [int(said_yes(r.value)) for r in got]
                 votes.append(_votes(got, item))
             else:
                 votes.append(None)
-            values.append(score(item)), errors.append(None)
+            _put(values, errors, score(item))
         return self._finish(name, values, errors, undefined, votes=votes)
 
     def answer_relevancy(self, table: pd.DataFrame) -> MetricResult:
         rows = self._rows(table)
-        values: list[float | None] = []
-        errors: list[str | None] = []
+        values, errors = _lists()
         if self.llm is None:
             queries = [r.query if r is not None else "" for r in rows]
             answers = [(r.generated_answer or "") if r is not None else "" for r in rows]
@@ -226,15 +238,15 @@ class RagMetrics:
                 cosines = iter(self.ctx.map(keyword_cosines, _relevancy_pairs(rows), K.tokenizer_name, K.stopword_specs))
             for i, row in enumerate(rows):
                 if row is None:
-                    values.append(None), errors.append(None)
+                    _put(values, errors, None)
                 elif vectors is not None:
                     q, a = vectors[i], vectors[len(rows) + i]
                     if q.error or a.error:
-                        values.append(None), errors.append(q.error or a.error)
+                        _put(values, errors, None, q.error or a.error)
                     else:
-                        values.append(_cosine(q.value, a.value)), errors.append(None)
+                        _put(values, errors, _cosine(q.value, a.value))
                 else:
-                    values.append(next(cosines)), errors.append(None)
+                    _put(values, errors, next(cosines))
             if self.embedder is None:
                 self.notes.append("answer_relevancy offline: keyword-count cosine of query and answer (approximation)")
             return self._finish("answer_relevancy", values, errors)
@@ -249,7 +261,7 @@ class RagMetrics:
         generated = self._ask(requests)
         texts = []
         cursor = 0
-        per_row = []
+        per_row: list[Any] = []
         for row in rows:
             if row is None:
                 per_row.append(None)
@@ -261,22 +273,22 @@ class RagMetrics:
         vectors = dict(zip(texts, self._embed(texts))) if texts else {}
         for row, got in zip(rows, per_row):
             if got is None:
-                values.append(None), errors.append(None)
+                _put(values, errors, None)
                 continue
             failed = [g.error for g in got if g.error]
             if failed:
-                values.append(None), errors.append(failed[0])
+                _put(values, errors, None, failed[0])
                 continue
             if all(int(g.value["noncommittal"]) == 1 for g in got):
-                values.append(0.0), errors.append(None)
+                _put(values, errors, 0.0)
                 continue
             q = vectors[row.query]
             embedded = [vectors[g.value["question"]] for g in got]
             bad = [e.error for e in [q, *embedded] if e.error]
             if bad:
-                values.append(None), errors.append(bad[0])
+                _put(values, errors, None, bad[0])
                 continue
-            values.append(float(np.mean([_cosine(q.value, e.value) for e in embedded]))), errors.append(None)
+            _put(values, errors, float(np.mean([_cosine(q.value, e.value) for e in embedded])))
         return self._finish("answer_relevancy", values, errors)
 
     def _embed(self, texts):
@@ -292,45 +304,49 @@ class RagMetrics:
         else:
             K = self.ctx.keywords
             entities = dict(zip(unique, self.ctx.map(offline_entities, unique, K.tokenizer_name, K.stopword_specs)))
-        values, errors, undefined = [], [], 0
+        values, errors = _lists()
+        undefined = 0
         for row in rows:
             if row is None:
-                values.append(None), errors.append(None)
+                _put(values, errors, None)
                 continue
             parts = [entities[needs.reference(row)]] + [entities[c["text"]] for c in row.contexts]
             failed = [p for p in parts if isinstance(p, str)]
             if failed:
-                values.append(None), errors.append(failed[0])
+                _put(values, errors, None, failed[0])
                 continue
             context_entities = set().union(*parts[1:]) if len(parts) > 1 else set()
-            value = entity_recall(context_entities, parts[0])
+            value = entity_recall(context_entities, parts[0])  # type: ignore[arg-type]  # (a set: failures left above)
             if value is None:
                 undefined += 1
                 value = self.ctx.zero_division
-            values.append(value), errors.append(None)
+            _put(values, errors, value)
         return self._finish("context_entity_recall", values, errors, undefined)
 
     def faithfulness(self, table: pd.DataFrame) -> MetricResult:
         rows = self._rows(table, "faithfulness")
-        values, errors, undefined = [], [], 0
+        values, errors = _lists()
+        undefined = 0
         if self.llm is None:
             K = self.ctx.keywords
             for row in rows:
                 if row is None:
-                    values.append(None), errors.append(None)
+                    _put(values, errors, None)
                     continue
                 claims = _sentences(row.generated_answer or "")
                 context_kw = K.union(c["text"] for c in row.contexts)
                 judged = [len(K(c) & context_kw) / len(K(c)) >= 0.5 for c in claims if K(c)]
                 if not judged:
                     undefined += 1
-                    values.append(self.ctx.zero_division), errors.append(None)
+                    _put(values, errors, self.ctx.zero_division)
                 else:
-                    values.append(sum(judged) / len(judged)), errors.append(None)
+                    _put(values, errors, sum(judged) / len(judged))
             return self._finish("faithfulness", values, errors, undefined)
         extracted = self._ask([("claims", {"question": row.query, "answer": row.generated_answer or ""})
                                for row in rows if row is not None])
-        requests, plan, cursor = [], [], 0
+        requests: list[tuple[str, dict[str, str]]] = []
+        plan: list[Any] = []
+        cursor = 0
         for row in rows:
             if row is None:
                 plan.append(None)
@@ -352,17 +368,17 @@ class RagMetrics:
             votes.append(None if failed or not got else
                          _votes(got, [int(said_yes(g.value)) for g in got]))
             if item is None:
-                values.append(None), errors.append(None)
+                _put(values, errors, None)
             elif isinstance(item, str):
-                values.append(None), errors.append(item)
+                _put(values, errors, None, item)
             elif item[1] == 0:
                 undefined += 1
-                values.append(self.ctx.zero_division), errors.append(None)
+                _put(values, errors, self.ctx.zero_division)
             elif failed:
-                values.append(None), errors.append(failed[0])
+                _put(values, errors, None, failed[0])
             else:
                 supported = sum(said_yes(g.value) for g in got)
-                values.append(supported / item[1]), errors.append(None)
+                _put(values, errors, supported / item[1])
         return self._finish("faithfulness", values, errors, undefined, votes=votes)
 
 

@@ -146,7 +146,7 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
             columns[name].append(None if values is None else values[name])
     aggregates: dict[str, float | None] = {n: nanmean(columns[n]) for n in names if n in wanted}
     aggregates["n_ranking_no_relevant"] = float(no_relevant)
-    notes = []
+    notes: list[str] = []
     if used_keyword:
         threshold = ctx.keyword_threshold
         notes.append(counted_note("ranking.keyword", lambda n: f"ranking: {plural(n, 'example')} without gold ids judged "

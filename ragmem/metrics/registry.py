@@ -87,7 +87,7 @@ def compute_metrics(table: pd.DataFrame, selected: Sequence[str], ctx: MetricCon
         ctx.tick()  # free workers take the next parts of the maps begun
     release_freed_memory()  # what the maps' batches allocated and freed
     merged = MetricResult(values={})
-    for i, (family, wanted) in enumerate(runs):
+    for i, (_, wanted) in enumerate(runs):
         result = results[i]
         merged.values.update(result.values)
         merged.columns.update(result.columns)

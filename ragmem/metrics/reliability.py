@@ -32,7 +32,6 @@ The formulas are :mod:`ragmem.metrics.estimators`.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -235,7 +234,7 @@ def _moved_verdicts(table: pd.DataFrame, threshold: float) -> dict[str, list[flo
     return out
 
 
-def _ppi(table: pd.DataFrame, confidence: float) -> tuple[Aggregator | None, str | None]:
+def _ppi(table: pd.DataFrame, confidence: float) -> tuple[Aggregator, str | None]:
     """The prediction-powered pass rate's per-example statistics (:func:`ppi_statistics`, its value
     and interval from their sums: :func:`ragmem.metrics.estimators.pass_rate_ppi`), or ``None`` with the reason it is not
     defined. Its interval is its own, not the bootstrap's."""
@@ -287,7 +286,7 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
         statistics[name] = ppi
         if ppi.value() is not None:
             values[name] = ppi.value()
-            ci[name] = ppi.interval(ppi.data.sum(axis=0))
+            ci[name] = ppi.interval(ppi.data.sum(axis=0)) if ppi.interval is not None else None
     judge = getattr(ctx, "judge", None)
     if judge is not None and judge.samples > 1 and judge.temperature == 0:
         notes.append(f"judge.samples {judge.samples} with judge.temperature 0: the samples may be identical "
@@ -316,7 +315,7 @@ def label_notes(table: pd.DataFrame) -> list[str]:
     """Counted notes (a chunked run adds them up) on the labels that do not judge the answer beside
     them: set aside, because the agent answered something else than the answer they judged; or
     naming no answer (compared with whatever the agent answered)."""
-    notes = []
+    notes: list[str] = []
     aside, unbound = _count(table, LABEL_SET_ASIDE), _count(table, LABEL_UNBOUND)
     if aside:
         notes.append(counted_note("labels.set_aside", lambda n: (

@@ -58,9 +58,9 @@ def score_rubrics(rows: Any, rubrics: Sequence[rubric_prompts.Rubric], llm: Any,
                                                             needs.reference(row), contexts)))
             plan.append((group, i))
     replies = llm.run(requests) if requests else []
-    values = {r.name: [None] * len(rows) for r in rubrics}
-    reasons = {r.name: [None] * len(rows) for r in rubrics}
-    errors = {r.name: [None] * len(rows) for r in rubrics}
+    values: dict[str, list[Any]] = {r.name: [None] * len(rows) for r in rubrics}
+    reasons: dict[str, list[Any]] = {r.name: [None] * len(rows) for r in rubrics}
+    errors: dict[str, list[Any]] = {r.name: [None] * len(rows) for r in rubrics}
     for (group, i), reply in zip(plan, replies):
         scores = None if reply.error else rubric_prompts.scores_of(group, reply.value)
         for rubric in group:

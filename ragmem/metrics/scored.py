@@ -67,9 +67,10 @@ def chunk_coverage(table: pd.DataFrame, names: list[str]) -> dict[str, dict[str,
             could = table["label"].notna()
             column = "verdict"
         else:
-            column = _column(name, table)
-            if column is None:
+            found = _column(name, table)
+            if found is None:
                 continue
+            column = found
             could = pd.Series(True, index=table.index)
         scored = table[column].notna() & could
         out[name] = {"scored": int(scored.sum()), "of": int(could.sum()),

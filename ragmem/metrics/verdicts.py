@@ -38,7 +38,7 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
     n = int(judged.sum())
     llm = getattr(ctx, "llm", None) is not None  # (the LLM judge: reference-free on the contexts)
     unasked = _without_reference(table)
-    notes = [counted_note("pass_rate-no-reference", _no_context_note if llm else _no_reference_note, unasked)
+    notes: list[str] = [counted_note("pass_rate-no-reference", _no_context_note if llm else _no_reference_note, unasked)
              ] if unasked else []
     free = int((judged & ~needs.holding(table, needs.REFERENCE)).sum())  # (judged without a reference)
     if free:

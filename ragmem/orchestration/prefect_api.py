@@ -78,7 +78,11 @@ class _DropUserErrors(logging.Filter):
 
 def _user_error_names(cls: type) -> set[str]:
     """The names of ``cls`` and its subclasses (ConfigError, DataError, EndpointDown, ...)."""
-    return {cls.__name__}.union(*(_user_error_names(sub) for sub in cls.__subclasses__()))
+    names: set[str] = {cls.__name__}
+    subclasses: list[type] = cls.__subclasses__()
+    for sub in subclasses:
+        names |= _user_error_names(sub)
+    return names
 
 
 class _LostApi(logging.Filter):

@@ -145,7 +145,7 @@ def _read_pid_file(path: Path) -> tuple[int, str | None] | None:
     try:
         text = path.read_text().strip()
         record = json.loads(text) if text.startswith("{") else {"pid": int(text), "identity": None}
-        return int(record["pid"]), record.get("identity")
+        return int(record["pid"]), record.get("identity")  # type: ignore[arg-type, return-value]  # (JSON: checked below)
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

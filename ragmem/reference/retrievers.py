@@ -132,7 +132,7 @@ def make_embedder(settings):
         texts = list(texts)
         for start in range(0, len(texts), 64):
             batch = texts[start:start + 64]
-            reply = calls.call(lambda: client.embeddings.create(model=model, input=batch), policy, breaker)
+            reply = calls.call(lambda: client.embeddings.create(model=model, input=batch), policy, breaker)  # noqa: B023
             vectors.extend(item.embedding for item in sorted(reply.data, key=lambda d: d.index))
         return np.asarray(vectors, dtype=float)
 

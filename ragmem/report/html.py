@@ -21,7 +21,7 @@ from __future__ import annotations
 import html
 import json
 import math
-from typing import Any
+from typing import AbstractSet, Any
 
 import pandas as pd
 
@@ -107,7 +107,7 @@ def _page(title: str, body: list[str]) -> str:
             f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
 
 
-def _table(headers: list[str], rows: list[list[str]], numeric: set[int] = frozenset(), css: str = "") -> str:
+def _table(headers: list[str], rows: list[list[str]], numeric: AbstractSet[int] = frozenset(), css: str = "") -> str:
     head = "".join(f"<th>{_e(h)}</th>" for h in headers)
     lines = ["".join(f'<td class="num">{c}</td>' if i in numeric else f"<td>{c}</td>" for i, c in enumerate(row))
              for row in rows]

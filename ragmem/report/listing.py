@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from typing import Sequence
 
 import pandas as pd
 from rich import box
@@ -17,7 +18,7 @@ from ragmem.report import terminal
 __all__ = ["print_runs", "listing_width"]
 
 
-def print_runs(table, title: str, warnings: list[str], notes: list[str] = ()) -> None:
+def print_runs(table, title: str, warnings: list[str], notes: Sequence[str] = ()) -> None:
     """The latest runs of an experiment (or a sweep's children): the settings that differ and the
     metrics, fitted to the width (a terminal's, ``COLUMNS``; a pipe's: the table's own, never folded):
     the columns that do not fit are left out from the right, settings first, and said so."""
@@ -55,8 +56,9 @@ def print_runs(table, title: str, warnings: list[str], notes: list[str] = ()) ->
         shown = ", ".join(left[:4]) + (", ..." if len(left) > 4 else "")
         terminal.say(f"{terminal.plural(len(left), 'column')} left out to fit {width} characters ({shown}): "
                      f"a wider terminal, or --output FILE, has them all")
-    if terminal.legend(columns):
-        terminal.say(terminal.legend(columns))
+    legend = terminal.legend(columns)
+    if legend:
+        terminal.say(legend)
     for note in notes:
         terminal.say(f"note: {note}")
     for warning in warnings:

@@ -98,7 +98,10 @@ def print_summary(summary: dict[str, Any], show_all: bool = False, stored: bool 
     ks = [int(k) for k in str(summary.get("params", {}).get("ranking.k", "")).split(",") if k.strip().isdigit()]
     own = catalogue.own_of(summary.get("params", {}))
     hidden = 0
-    nulls, rows, judging, listed = [], [], [], []
+    nulls: list[str] = []
+    rows: list[tuple[str, str, str]] = []
+    judging: list[tuple[str, str, str]] = []
+    listed: list[str] = []
     for name, value in summary["metrics"].items():
         # (the judge's reliability: what measures the judge, not the system; accuracy and recall are
         # judge_label_agreement and judge_sensitivity again, shown with --all)
@@ -313,10 +316,10 @@ def print_paired(result: dict[str, Any]) -> None:
         say(judge_line(side.upper(), judge))
     differ = result["settings_that_differ"]
     if differ:  # a signature is long and says only "differs"; values are cut to 32 characters
-        shown = [f"{k} differs" if k.endswith(".signature") else f"{k}: {_setting(a)} -> {_setting(b)}"
-                 for k, (a, b) in list(differ.items())[:8]]
+        settings = [f"{k} differs" if k.endswith(".signature") else f"{k}: {_setting(a)} -> {_setting(b)}"
+                    for k, (a, b) in list(differ.items())[:8]]
         more = f" (+{len(differ) - 8} more in the JSON)" if len(differ) > 8 else ""
-        say(f"settings that differ: {'; '.join(shown)}{more}")
+        say(f"settings that differ: {'; '.join(settings)}{more}")
     for warning in result["warnings"]:
         print(f"warning: {warning}", file=sys.stderr)
 

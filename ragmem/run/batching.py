@@ -18,6 +18,7 @@ import json
 import logging
 import shutil
 import time
+from typing import Any
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,9 +72,9 @@ def answer_and_judge(cfg: RunConfig, steps: Steps, components: pipeline.Componen
         space.check()  # a write found the disk full: the run stops, what it paid for kept
         started = time.perf_counter()
         todo = [e for e in batch if e.id not in kept]
-        answered = {o.example_id: o for o in steps.time_agent(components.agent, todo, cfg, i, record)} if todo else {}
+        fresh = {o.example_id: o for o in steps.time_agent(components.agent, todo, cfg, i, record)} if todo else {}
         journal.sync()
-        answered = [kept.get(e.id) or answered[e.id] for e in batch]
+        answered = [kept.get(e.id) or fresh[e.id] for e in batch]
         pipeline.prime_keywords(batch, answered, components.keywords, local, contexts=False)
         verdicts = steps.judge(components.judge, batch, answered, i)
         judged.advance(len(batch), failed=sum(v is not None and v.error is not None for v in verdicts))
@@ -153,7 +154,11 @@ class _Gathered:
         self.run = RunStatistics(cfg.stats.resamples, cfg.seed, cfg.stats.confidence)
         self.counts: collections.Counter = collections.Counter()
         self.by_file: collections.Counter = collections.Counter()
-        self.shown, self.label_rows, self.latency, self.traced, self.sample = None, None, [], [], []
+        self.shown: Any = None
+        self.label_rows: Any = None
+        self.latency: list[Any] = []
+        self.traced: list[Any] = []
+        self.sample: list[Any] = []
         self.chunks = 0
         self.coverage: dict = {}
 
@@ -251,7 +256,7 @@ def score_bounds(chunk_segments: list[segments.Segment], cfg: RunConfig, folder:
 _USAGE = ("calls", "failures", "cache_hits", "tokens_in", "tokens_out", "cost_usd", "items")
 
 
-def usage(components: pipeline.Components) -> dict[str, dict[str, float]]:
+def usage(components: pipeline.Components) -> dict[str, dict[str, Any]]:
     """The counts behind :func:`ragmem.run.pipeline.usage_metrics`: keyword cache lookups, the judge's
     and the embeddings' calls, tokens and cost so far."""
     out = {"keywords": {"hits": components.keywords.hits, "misses": components.keywords.misses}}
@@ -262,7 +267,7 @@ def usage(components: pipeline.Components) -> dict[str, dict[str, float]]:
     return out
 
 
-def add_usage(components: pipeline.Components, counts: dict[str, dict[str, float]]) -> None:
+def add_usage(components: pipeline.Components, counts: dict[str, dict[str, Any]]) -> None:
     """Counts of :func:`usage` (a chunk's, where it ran) added to these components'."""
     components.keywords.hits += counts["keywords"]["hits"]
     components.keywords.misses += counts["keywords"]["misses"]

@@ -190,7 +190,7 @@ def _outputs(cfg: RunConfig, dataset, resume: str | None) -> tuple[list[AgentOut
 
 def _price(cfg: RunConfig, line: Line) -> None:
     model = cfg.judge.model if line.endpoint == "judge" else cfg.embeddings.model
-    price = cfg.judge.prices.get(model)
+    price = cfg.judge.prices.get(model or "")
     if price is None:
         return
     line.cost_usd = price.usd(line.tokens_in, line.tokens_out)
@@ -242,7 +242,7 @@ def dry_run(cfg: RunConfig, config_name: str = "", *, dataset: Dataset | None = 
     result.lines = list(tally.lines.values())
     for line in result.lines:
         _price(cfg, line)
-    unpriced = sorted({cfg.judge.model if line.endpoint == "judge" else cfg.embeddings.model
+    unpriced = sorted({str(cfg.judge.model if line.endpoint == "judge" else cfg.embeddings.model)
                        for line in result.lines if line.cost_usd is None})
     if unpriced:
         result.notes.append(f"no price in judge.prices for {', '.join(unpriced)}: not in the cost")

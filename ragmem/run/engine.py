@@ -68,7 +68,7 @@ class EvaluationResult:
     def table(self) -> pd.DataFrame:
         """One row per example (a streamed run's read from its Parquet file the first time)."""
         if self._table is None:
-            self._table = files.read_table(self.table_path)
+            self._table = files.read_table(self.table_path)  # type: ignore[arg-type]  # (set when streamed)
         return self._table
 
     def __repr__(self) -> str:
@@ -107,7 +107,7 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
     if preflight:
         endpoints.preflight(endpoints.configured(cfg), log=log.info)
     tracker = _tracker(cfg)
-    journal, kept = None, {}
+    journal, kept = None, dict[str, Any]()
     if resume:  # the same MLflow run (none when untracked), the outputs its journal already has
         journal, kept = _resumed(cfg, dataset, tracker, resume)
         run_id = resume if tracker is not None else None
@@ -123,8 +123,8 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
             sheet_rows = table if streamed is None else streamed.label_rows
             result.notes.extend(labels.label_sheet(sheet_rows, cfg.judge.label_sample, cfg.seed, journal.folder, run.id))
             params = summaries.run_params(cfg, dataset, components)
-            summary = summaries.summary(run.id, cfg, result, table, params, streamed and streamed.counts,
-                                        streamed and streamed.coverage)
+            summary = summaries.summary(run.id, cfg, result, table, params, streamed.counts if streamed else None,
+                                        streamed.coverage if streamed else None)
             summary.update({"replied_models": replied} if replied else {})
             whole = table if streamed is None else files.ParquetTable(streamed.table_path)
             windows.summarize(cfg, summary, whole, run.id)  # traces: the window, and against the last one
@@ -193,7 +193,8 @@ def _endpoint_notes(components) -> tuple[list[str], dict[str, list[str]]]:
     replies named another model than the one asked for (one line; and those models by section, for
     the summary and the tag ``ragmem.<section>.replied_model``), requests that had failed in an
     earlier run sent again (one line)."""
-    notes, replied = [], {}
+    notes: list[str] = []
+    replied: dict[str, Any] = {}
     for client in (components.llm, components.embedder):
         if client is None:
             continue
@@ -209,18 +210,19 @@ def _log_run(steps: Steps, run: TrackedRun, cfg: RunConfig, dataset: Dataset, ou
     """The run's params, metrics, artifacts, report and traces to MLflow; a store that went away
     keeps the results local (summary written, the resume hint raised). A streamed run logs its
     Parquet file as it is, and its report from the rows it kept."""
-    held = streamed is None
+    if streamed is None:  # (held: the table itself; streamed: its Parquet file and the rows it kept)
+        log_table, examples, report = table, dataset.examples, report_html.run_page(summary, table)
+    else:
+        log_table, examples = streamed.table_path, streamed.examples
+        report = report_html.run_page(summary, table, streamed.latency_s, streamed.by_file)
     try:
         with progress.stage("logging to MLflow"):
             steps.log(run, resolved_config=mask(cfg.raw), params=params, metrics=result.values,
-                      counts=summary["counts"], table=table if held else streamed.table_path, summary=summary,
-                      examples=dataset.examples if held else streamed.examples, outputs=outputs,
+                      counts=summary["counts"], table=log_table, summary=summary, examples=examples, outputs=outputs,
                       max_traces=cfg.tracking.max_traces,
                       extra_files=tuple(p for p in (journal.path, journal.folder / labels.SHEET) if p.is_file()),
                       workers=cfg.orchestration.workers, copies_max_rows=cfg.tracking.table_copies_max_rows,
-                      write_back=traffic.write_back(cfg),
-                      report=report_html.run_page(summary, table) if held else
-                      report_html.run_page(summary, table, streamed.latency_s, streamed.by_file))
+                      write_back=traffic.write_back(cfg), report=report)
     except Exception as exc:
         if not is_transient(exc):
             raise
@@ -233,10 +235,11 @@ def _evaluate_child(cfg: RunConfig, run_id: str | None, dataset: Dataset, resume
                     answers_from: str | None = None) -> dict[str, Any]:
     again = resume and run_id is not None and Journal.has_meta(run_id)  # it had started: continue it
     if resume and run_id is not None and not again:  # created but never started: start it now
-        _tracker(cfg).reopen(run_id)
+        _tracker(cfg).reopen(run_id)  # type: ignore[union-attr]  # (a run id: tracked)
     result = evaluate(cfg, PLAIN, dataset=dataset, run_id=None if again else run_id, preflight=False,  # checked by the sweep
                       resume=run_id if again else None, answers_from=None if again else answers_from)
-    table = result._table if result._table is not None else files.ParquetTable(result.table_path, keep=result)  # read in chunks
+    table = result._table if result._table is not None else \
+        files.ParquetTable(result.table_path, keep=result)  # type: ignore[arg-type]  # (streamed: read in chunks)
     return {"metrics": {k: v for k, v in result.metrics.items() if v is not None}, "table": table,
             "index_builds": result.index_builds, "ci": result.summary.get("ci", {}), "journal": result.journal_key}
 
@@ -315,7 +318,7 @@ def _run_children(steps: Steps, plan: SweepPlan, datasets: dict, child_ids: list
         end_unfinished(tracker, child_ids, "KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED",
                        f"sweep ended: {failure_message(exc)}")
         finished = sum(tracker.client.get_run(c).info.status == "FINISHED" for c in child_ids) if tracker else 0
-        exc.ragmem_progress = (parent_id, finished, len(plan.points), "configurations done")
+        exc.ragmem_progress = (parent_id, finished, len(plan.points), "configurations done")  # type: ignore[attr-defined]
         raise
     return ran
 
@@ -342,7 +345,7 @@ def _sweep_children(plan: SweepPlan, child_ids: list, outcomes: dict, tracker: T
             index_builds += value["index_builds"]
         else:
             child.update(status="FAILED", error=value)
-            end_unfinished(tracker, child_ids[i:i + 1], "FAILED", value)  # its task died before opening the run
+            end_unfinished(tracker, child_ids[i:i + 1], "FAILED", str(value))  # its task died before opening the run
         children.append(child)
     return children, tables, index_builds
 
@@ -371,10 +374,11 @@ def bench_memory(config: dict[str, Any] | RunConfig, steps: Steps = PLAIN, *, co
               "bench.limit_questions": str(bench.limit_questions), "generator.type": cfg.generator.type,
               "judge.signature": kit.judge.signature(), "generation.signature": kit.scorer.signature()}
     categories = sorted({q.category for qs in selected.values() for q in qs})
-    manifest = bench_compare.manifest(cfg, specs, kit.judge.signature(), file_sha256(bench.data),
+    manifest = bench_compare.manifest(cfg, specs, kit.judge.signature(), file_sha256(str(bench.data)),
                                       f"{PROMPT_VERSION}#{prompt_hash()}")  # what --rerun runs again
     tracker = _tracker(cfg)
-    results, methods = {}, []
+    results: dict[str, dict[str, Any]] = {}
+    methods = []
     with tracked_run(tracker, cfg.experiment, cfg.run_name or "bench-memory",
                      tags={"ragmem.entry": "bench-memory", **(tags or {})}) as parent:
         steps.log_results(parent, params={**common, "bench.methods": [s.name for s in specs],
@@ -382,11 +386,11 @@ def bench_memory(config: dict[str, Any] | RunConfig, steps: Steps = PLAIN, *, co
                           json_files={"manifest.json": manifest})
         for spec in specs:
             outcome = _bench_method(spec, conversations, selected, kit, cfg, steps, tracker, parent.id, common)
-            results[spec.name] = {**outcome["metrics"], "status": outcome["status"]}
+            results[str(spec.name)] = {**outcome["metrics"], "status": outcome["status"]}  # (named by method_specs)
             methods.append(outcome)
         table = memory_bench.results_table(results, categories, data)
         rows = {o["method"]: o.pop("rows", None) for o in methods}  # (per question: not in the result)
-        baseline = bench.baseline or specs[0].name  # every layer against it, question by question
+        baseline = bench.baseline or str(specs[0].name)  # every layer against it, question by question
         paired = bench_compare.paired_layers({m: r for m, r in rows.items() if results[m]["status"] == "FINISHED"},
                                              baseline, categories, cfg.stats.resamples, cfg.seed, cfg.stats.confidence,
                                              data)
@@ -440,6 +444,7 @@ def _bench_method(spec, conversations, selected, kit, cfg: RunConfig, steps: Ste
         outcome["error"] = failure_message(exc)
         log.warning("bench-memory: %s FAILED: %s", spec.name, outcome["error"])
     finally:
-        if callable(getattr(layer, "close", None)):  # an mcp layer's server is stopped
-            layer.close()
+        close = getattr(layer, "close", None)
+        if callable(close):  # an mcp layer's server is stopped
+            close()
     return outcome

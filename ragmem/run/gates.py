@@ -57,11 +57,11 @@ class GateResult:
     def line(self) -> str:
         if self.max_regression is not None:
             if self.diff is None:
-                return (f"gate failed: {self.metric} could not be compared with baseline {self.baseline[:8]} "
+                return (f"gate failed: {self.metric} could not be compared with baseline {str(self.baseline)[:8]} "
                         "(null in either run, or no shared examples)")
             measured = (f"[{self.ci_low:+.4g}, {self.ci_high:+.4g}] (p={self.p_value:.3g})" if self.p_value is not None
                         else "(a total of each run, measured: no interval)")
-            return (f"gate failed: {self.metric} {self.value:.4g} vs baseline {self.baseline[:8]} {self.baseline_value:.4g}: "
+            return (f"gate failed: {self.metric} {self.value:.4g} vs baseline {str(self.baseline)[:8]} {self.baseline_value:.4g}: "
                     f"{self.diff:+.4g} {measured}, "
                     f"worse by more than max_regression {self.max_regression:g}"
                     + (f"; {self.n_clusters} clusters resampled" if self.n_clusters else ""))
@@ -83,7 +83,7 @@ class GateFailed(RagmemError):
 
 
 def from_options(fail_under: list[str], fail_over: list[str],
-                 max_regression: list[str] = ()) -> dict[str, dict[str, float]]:
+                 max_regression: Sequence[str] = ()) -> dict[str, dict[str, float]]:
     """``--fail-under METRIC=VALUE`` / ``--fail-over METRIC=VALUE`` / ``--max-regression METRIC=DELTA``
     -> ``{metric: {min|max|max_regression: value}}``."""
     gates: dict[str, dict[str, float]] = {}
@@ -145,7 +145,7 @@ def regressions(cfg, table, params: dict[str, str], metrics: dict[str, Any], bas
     ``baseline``, read now when not given), example by example; a window of traffic
     (``data.traces.experiment``, no baseline) against the previous window, unpaired (``traces``: the summary's,
     :func:`ragmem.run.windows.summarize`)."""
-    gated = {m: _bound(g, "max_regression") for m, g in cfg.gates.items() if _bound(g, "max_regression") is not None}
+    gated = {m: float(b) for m, g in cfg.gates.items() if (b := _bound(g, "max_regression")) is not None}
     if not gated:
         return []
     if cfg.data.traces.experiment and not cfg.baseline:
@@ -196,7 +196,7 @@ def _against(gated: dict[str, float], metrics: dict[str, Any], rows: list[dict[s
     for metric, delta in gated.items():
         row = by_metric.get(metric, {})
         low, high = row.get("ci_low"), row.get("ci_high")
-        if row.get("diff") is None or low is None:
+        if row.get("diff") is None or low is None or high is None:
             passed = False
         else:
             passed = not (low > delta if catalogue.lower_is_better(metric, own or {}) else high < -delta)

@@ -151,8 +151,10 @@ def _tau_interval(grid_tables: list[list[Any]], metric: str, cfg, scorer, rng) -
     """Percentile interval of tau over ``stats.resamples`` bootstrap draws of the examples (one draw
     for every configuration and both judges: the rankings move together); ``None`` when the
     configurations were not scored on the same examples or a table is missing."""
-    flat = [None if t is None else frame_of(t) for row in grid_tables for t in row]  # (whole: drawn by position)
-    if any(t is None for t in flat) or len({tuple(t["id"]) for t in flat}) != 1 or cfg.stats.resamples < 1:
+    if any(t is None for row in grid_tables for t in row):
+        return None
+    flat = [frame_of(t) for row in grid_tables for t in row]  # (whole: drawn by position)
+    if len({tuple(t["id"]) for t in flat}) != 1 or cfg.stats.resamples < 1:
         return None
     aggs = [stats.aggregators(t, [metric], cfg.zero_division, scorer).get(metric) for t in flat]
     if any(a is None for a in aggs):
@@ -161,7 +163,7 @@ def _tau_interval(grid_tables: list[list[Any]], metric: str, cfg, scorer, rng) -
     index = rng.integers(0, n, size=(resamples, n))
     values = np.array([_resampled(agg, index) for agg in aggs])  # (configurations x judges, resamples)
     half = len(grid_tables[0])
-    taus = [kendall_tau(values[:half, r], values[half:, r]) for r in range(resamples)]
+    taus = [kendall_tau(values[:half, r].tolist(), values[half:, r].tolist()) for r in range(resamples)]
     kept = [t for t in taus if t is not None and not math.isnan(t)]
     if not kept:
         return None

@@ -107,8 +107,9 @@ def time_agent(agent: Any, examples: Sequence[Example], cfg: RunConfig,
     each is handed to ``on_output`` (the journal) as soon as it is known."""
     if not agent.live:
         outputs = [agent.replay(e) for e in examples]
-        for output in outputs if on_output else ():
-            on_output(output)
+        if on_output is not None:
+            for output in outputs:
+                on_output(output)
         if on_done:
             on_done(len(outputs))
         return outputs
@@ -315,8 +316,9 @@ def usage_metrics(components: Components) -> dict[str, float]:
     same for embeddings) when an LLM was used; keywords_cache_hit_rate, the share of keyword-set
     lookups the keyword cache answered (keywords.cache_size)."""
     out: dict[str, float] = {}
-    if components.keywords.hit_rate() is not None:
-        out["keywords_cache_hit_rate"] = components.keywords.hit_rate()
+    rate = components.keywords.hit_rate()
+    if rate is not None:
+        out["keywords_cache_hit_rate"] = rate
     if components.llm is not None:
         out.update(components.llm.usage.as_metrics("judge"))
     if components.embedder is not None:

@@ -52,6 +52,11 @@ class Steps:
         ``score_bounds``) rather than in this process; here, never."""
         return False
 
+    def score_bounds(self, bounds, cfg: RunConfig, folder: str, key: str, require_answer: bool):
+        """The outcomes of chunks read where they are scored: only steps whose :meth:`reads_chunks` is
+        true give them (the Prefect steps, on Dask)."""
+        raise NotImplementedError("the plain steps read every chunk in this process (reads_chunks is false)")
+
     def mapper(self, cfg: RunConfig):
         """Where the text-heavy scoring work runs (:mod:`ragmem.runtime.parallel`): local processes."""
         return mapper_for(cfg.orchestration.workers)

@@ -72,6 +72,13 @@ class Prepared:
     conversations: list[Conversation] | None = None  # ragmem bench-memory: its dataset, read
     resume: str | None = None
 
+    @property
+    def planned(self) -> SweepPlan:
+        """The sweep's plan (a run made ready by :func:`for_sweep` has one)."""
+        if self.sweep is None:
+            raise RuntimeError("not a sweep: prepare.for_sweep plans one")  # (a caller's mistake)
+        return self.sweep
+
 
 def home_config() -> Path | None:
     """The config a run uses when none is named: the home's ``ragmem.yaml`` (the one ``ragmem init``
@@ -94,7 +101,7 @@ def resolve(path: str | Path | None = None, overrides: list[str] | None = None, 
     check_param_sizes(cfg)
     names = [spec.name for spec in memory_layers.method_specs(cfg.bench.methods)]
     if cfg.bench.baseline is not None and cfg.bench.baseline not in names:
-        raise ConfigError(f"bench.baseline: {cfg.bench.baseline!r} is not one of bench.methods ({', '.join(names)})")
+        raise ConfigError(f"bench.baseline: {cfg.bench.baseline!r} is not one of bench.methods ({', '.join(map(str, names))})")
     return cfg
 
 

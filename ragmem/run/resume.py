@@ -69,7 +69,7 @@ def results_kept_local(cfg, journal, summary: dict[str, Any], exc: Exception):
     down = EndpointDown(f"tracking.uri {cfg.tracking_uri}: the tracking store stopped answering while the "
                                   f"results were logged ({failure_message(exc)[:160]}); the results are kept in {path} "
                                   f"and {journal.path}", during_run=True)
-    down.ragmem_summary = summary
+    down.ragmem_summary = summary  # type: ignore[attr-defined]  # (read by the command: cli.app)
     return down
 
 
@@ -170,5 +170,5 @@ def stopped(exc: BaseException, journal: Journal, kept: int, total: int, cfg: Ru
     except OSError:  # (its last fsync, on a full disk: named below)
         pass
     stopped = space.as_disk_full(exc, space.places(cfg.tracking_uri, cfg.artifact_root)) or exc
-    stopped.ragmem_progress = (journal.key, kept + journal.written, total)
+    stopped.ragmem_progress = (journal.key, kept + journal.written, total)  # type: ignore[attr-defined]
     return stopped

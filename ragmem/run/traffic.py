@@ -71,7 +71,7 @@ def _read(cfg: RunConfig, since: datetime | None, until: datetime | None) -> Ite
         return
     uri = settings.tracking_uri or cfg.tracking_uri
     endpoints.check_store(uri, "data.traces.tracking_uri" if settings.tracking_uri else "tracking.uri")  # (a server that is down: one line)
-    yield from mlflow_traces.read(uri, settings.experiment, since=since, until=until, filter=settings.filter,
+    yield from mlflow_traces.read(uri, str(settings.experiment), since=since, until=until, filter=settings.filter,
                                   limit=settings.max, share=settings.sample, seed=settings.seed,
                                   page_size=settings.page_size)
 

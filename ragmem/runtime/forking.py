@@ -83,7 +83,8 @@ def _child(fn: Callable[..., list], part: Sequence[Any], args: tuple, path: str)
             try:
                 pickle.dump(outcome, out, protocol=pickle.HIGHEST_PROTOCOL)
             except Exception:  # noqa: BLE001 (an exception that does not pickle: its text)
-                out.seek(0), out.truncate()
+                out.seek(0)
+                out.truncate()
                 pickle.dump(("error", RuntimeError(f"{type(outcome[1]).__name__}: {outcome[1]}")), out)
     except BaseException:  # noqa: BLE001 (nowhere to write: the parent reports the missing result)
         status = 1
@@ -152,4 +153,4 @@ def release_freed_memory() -> None:
         _LIBC = False
 
 
-_LIBC = None
+_LIBC: Any = None

@@ -112,7 +112,7 @@ def line(clusters: dict[str, Any], shown: Iterable[str] = ()) -> str:
             f"{clusters['method']}" if resampled(clusters["n"]) else
             f"{clusters['n']} clusters ({clusters['by']}) of {clusters['n_examples']} examples: {clusters['method']}")
     if MIN_CLUSTERS <= clusters["n"] < 30:
-        text += f"; few clusters: intervals approximate (benchmarks/bench_coverage.py measures their coverage)"
+        text += "; few clusters: intervals approximate (benchmarks/bench_coverage.py measures their coverage)"
     if wanted:
         text += "; design effect " + ", ".join(f"{k} {effects[k]:.2f}" for k in wanted[:6])
         if len(wanted) > 6:

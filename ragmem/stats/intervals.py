@@ -33,7 +33,7 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterator
 
 import numpy as np
 import pandas as pd
@@ -149,7 +149,7 @@ def poisson_blocks(keys: np.ndarray, resamples: int, seed: int) -> Iterator[tupl
 
 
 def _draws(n: int, resamples: int, seed: int, keys: np.ndarray | None,
-           counted: bool) -> Iterator[tuple[int, np.ndarray | None, np.ndarray | None]]:
+           counted: bool) -> Iterator[tuple[int, Any, np.ndarray | None]]:
     """``(first resample, weights (b, n), indices (b, n) or None)`` blocks of at most
     ``_BLOCK_ELEMENTS`` cells: Poisson weights of the ``keys``, or (classic, ``keys`` None) the
     drawn indices and, when ``counted``, how many times each example was drawn."""
@@ -207,7 +207,7 @@ def resample_all(aggs: dict[str, Aggregator], n: int, resamples: int, seed: int,
     weighted = _Weighted({n: a for n, a in aggs.items() if a.kind != "sum"}) if keys is not None else None
     second = np.random.default_rng([seed, 1])  # the second stage's own stream: the first's numbers stay as they were
     edges = np.cumsum([0] + [agg.data.reshape(n, -1).shape[1] for _, agg in summed])
-    columns = np.empty((n, edges[-1])) if summed else None
+    columns: Any = np.empty((n, edges[-1])) if summed else None
     for (_, agg), low, high in zip(summed, edges[:-1], edges[1:]):  # side by side, one copy at a time:
         columns[:, low:high] = agg.data.reshape(n, -1)              # each aggregator's own array is
         agg.data = columns[:, low:high].reshape(agg.data.shape)     # let go for its (equal) view
@@ -218,7 +218,7 @@ def resample_all(aggs: dict[str, Aggregator], n: int, resamples: int, seed: int,
             for (name, agg), low, high in zip(summed, edges[:-1], edges[1:]):
                 out[name][rows] = agg.reduce_many(sums[:, low:high])
         for name, agg in staged:
-            out[name][rows] = agg.reduce_many(agg.resum(second, weights))
+            out[name][rows] = agg.reduce_many(agg.resum(second, weights))  # type: ignore[misc]  # (staged: set)
         for name, values in weighted.reduce(weights) if weighted is not None else ():
             out[name][rows] = values
         for name, agg in aggs.items() if weighted is None else ():
@@ -297,7 +297,7 @@ def bootstrap(aggs: dict[str, Aggregator], n: int, resamples: int = 1000, seed: 
     out = {name: percentile(values, confidence, clusters)
            for name, values in resample_all({k: a for k, a in aggs.items() if k not in exact}, n, resamples, seed,
                                             keys).items()}
-    out.update({name: quantile_interval(np.asarray(agg.data, dtype=float), agg.quantile, confidence)
+    out.update({name: quantile_interval(np.asarray(agg.data, dtype=float), float(agg.quantile or 0), confidence)
                 for name, agg in exact.items()})  # a percentile of independent values: its order statistics'
     out = {name: out[name] for name in aggs}
     release_freed_memory()  # the blocks' arrays: what glibc keeps of them (about 40 MB at 10k examples)
@@ -373,12 +373,12 @@ def randomization_p(a: Aggregator, b: Aggregator, diff: float, permutations: int
         else (rng.random(n) < 0.5 for _ in range(permutations))
     for swap in drawn:
         mask = swap.reshape(shape)
-        a_star = a.with_data(np.where(mask, b.data, a.data)).value()
-        b_star = b.with_data(np.where(mask, a.data, b.data)).value()
-        if a_star is None or b_star is None:
+        one = a.with_data(np.where(mask, b.data, a.data)).value()
+        other = b.with_data(np.where(mask, a.data, b.data)).value()
+        if one is None or other is None:
             continue
         counted += 1
-        extreme += abs(b_star - a_star) >= abs(diff) - 1e-12
+        extreme += abs(other - one) >= abs(diff) - 1e-12
     return (1 + extreme) / (1 + counted) if counted else None
 
 

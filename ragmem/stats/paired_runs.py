@@ -87,7 +87,7 @@ def paired_rows(a: Any, b: Any, names: list[str], zero_division: float, scorer,
                         alone)
         second = None if first is None else _summed(b, keys_b, shared, names, zero_division, scorer, resamples, seed,
                                                     confidence, rows, permutations, alone)  # (not once A is two-stage)
-        if second is not None:
+        if first is not None and second is not None:
             return [first.paired(second, n).to_dict() for n in names if n in first and n in second], n_shared
     first, second = frame_of(a), frame_of(b)
     if alone:

@@ -62,7 +62,7 @@ class RunStatistics:
         self.counts: dict[str, float] = {}
         self._undefined: collections.Counter = collections.Counter()  # undefined examples, added
         self._whole_undefined: set[str] = set()  # aggregates undefined as a whole (0/0 of the sums)
-        self._notes: dict[str, str] = {}     # by text, or a counted note's key (ragmem.metrics.base.Note)
+        self._notes: dict[str, Any] = {}     # by text, or a counted note's key (a ragmem.metrics.base.Note)
         self._counted: dict[str, tuple] = {}
         self.unmerged: set[str] = set()        # values with neither statistics nor a count form
         self._reducers: dict[str, Aggregator] = {}    # each aggregator without its data
@@ -141,9 +141,9 @@ class RunStatistics:
         if self._groups is not None or other._groups is not None:
             for name in {*self._boot, *other._boot}:  # (a chunk without clusters: its weights are the examples')
                 if name in self._boot or name in other._boot:
-                    mine = self._alone.get(name, self._boot.get(name))
-                    theirs = other._alone.get(name, other._boot.get(name))
-                    self._alone[name] = theirs.copy() if mine is None else mine if theirs is None else mine + theirs
+                    held = self._alone.get(name, self._boot.get(name))
+                    added = other._alone.get(name, other._boot.get(name))
+                    self._alone[name] = added.copy() if held is None else held if added is None else held + added  # type: ignore[union-attr]
             groups = [g for g in (self._groups, other._groups) if g is not None]
             self._groups = np.union1d(*groups) if len(groups) == 2 else groups[0]
         for name, totals in other._sums.items():
@@ -160,8 +160,8 @@ class RunStatistics:
             self._keys = (self._keys or [np.zeros(self.n, dtype=np.uint64)]) + (other._keys or [np.zeros(other.n, dtype=np.uint64)])
             self._wkeys = (self._wkeys or [np.zeros(self.n, dtype=np.uint64)]) + (other._wkeys or [np.zeros(other.n, dtype=np.uint64)])
             for name in {*self._applied, *other._applied}:
-                mine = self._applied.get(name) or [np.full(self.n, np.nan)]
-                self._applied[name] = mine + (other._applied.get(name) or [np.full(other.n, np.nan)])
+                before = self._applied.get(name) or [np.full(self.n, np.nan)]
+                self._applied[name] = before + (other._applied.get(name) or [np.full(other.n, np.nan)])
         self.n += other.n
 
     def _add_sums(self, summed: dict[str, Aggregator], keys: np.ndarray, n: int, alone: np.ndarray | None = None) -> None:
@@ -182,7 +182,7 @@ class RunStatistics:
                 boot[start:start + len(weights)] = weights @ columns
             for start, swaps in stats.swap_blocks(keys, self.permutations, self.seed):
                 swapped[start:start + len(swaps)] = swaps.astype(float) @ columns
-            single = np.zeros((self.resamples, columns.shape[1])) if alone is not None else None
+            single: Any = np.zeros((self.resamples, columns.shape[1])) if alone is not None else None
             for start, weights in stats.poisson_blocks(alone, self.resamples, self.seed) if alone is not None else ():
                 single[start:start + len(weights)] = weights @ columns
         totals = columns.sum(axis=0)
@@ -212,7 +212,8 @@ class RunStatistics:
         (precision's: 1 when its summed denominator is 0)."""
         out = dict(self._undefined)
         for name in self._whole_undefined:
-            out[name] = self._reducers[name].undefined(self._sums[name])
+            count = self._reducers[name].undefined  # (set for every name of _whole_undefined)
+            out[name] = 0 if count is None else count(self._sums[name])
         return out
 
     def values(self) -> dict[str, float | None]:

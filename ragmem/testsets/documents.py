@@ -16,7 +16,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from ragmem.errors import ConfigError, DataError
 from ragmem.reference.corpus import Chunk, chunk_text
@@ -144,7 +144,7 @@ def read_corpus(source: str | Path, chunk_size: int = 200, chunk_overlap: int = 
     if root.is_file() and root.suffix.lower() == ".json":
         try:
             documents = json.loads(root.read_text(encoding=encoding))["documents"]
-            docs = [Document(str(d["id"]), str(d["text"]), str(root)) for d in documents]
+            docs: Iterable[Document] = [Document(str(d["id"]), str(d["text"]), str(root)) for d in documents]
         except (ValueError, KeyError, TypeError) as exc:
             raise DataError(str(root), f"expected a corpus JSON {{documents: [{{id, text}}, ...]}} ({exc})") from None
     else:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import collections
 import math
 from dataclasses import dataclass
-from typing import Iterator, Mapping, Sequence
+from typing import AbstractSet, Iterator, Mapping, Sequence
 
 from ragmem.config.generate_settings import QUESTION_TYPES
 from ragmem.reference.corpus import Chunk
@@ -89,10 +89,10 @@ def _pairs(kind: str, chunks: Sequence[Chunk], order: list[int], top: Sequence[S
 
 
 def partner(i: int, chunks: Sequence[Chunk], top: Sequence[Sequence[str]], holders: Mapping[str, list[int]],
-            used: set[tuple[int, int]] = frozenset()) -> tuple[int | None, list[str]]:
+            used: AbstractSet[tuple[int, int]] = frozenset()) -> tuple[int | None, list[str]]:
     """Chunk i's partner and the terms they share (module docstring); ``(None, [])`` when none.
     Shared terms are weighted by their rank in chunk i's list (the strongest counts most)."""
-    score: dict[int, float] = collections.Counter()
+    score: collections.Counter[int] = collections.Counter()
     for rank, word in enumerate(top[i]):
         for j in holders.get(word, ()):
             if j != i:

@@ -85,7 +85,8 @@ def distinctive(chunks: Sequence[Chunk], keywords: KeywordExtractor, top: int = 
     out = []
     for i, tokens in enumerate(held):
         counter = collections.Counter(tokens)
-        weight = ((lambda t: (-counter[t] * math.log(n / df[t]), t)) if n > 1 else (lambda t: (-counter[t], t)))
+        weight = ((lambda t: (-counter[t] * math.log(n / df[t]), t)) if n > 1  # noqa: B023  (used in this turn)
+                  else (lambda t: (-counter[t], t)))  # noqa: B023
         out.append(heapq.nsmallest(top, counter, key=weight))
         held[i] = ()  # (each chunk's tokens let go once weighed)
     return out
@@ -112,7 +113,7 @@ def sample_order(chunks: Sequence[Chunk], seed: int) -> list[int]:
     rng.shuffle(docs)
     for doc in docs:
         rng.shuffle(by_doc[doc])
-    order = []
+    order: list[Any] = []
     for turn in range(max(len(v) for v in by_doc.values())):
         order.extend(by_doc[doc][turn] for doc in docs if turn < len(by_doc[doc]))
     return order
@@ -134,7 +135,7 @@ def make_probes(chunks: Sequence[Chunk], keywords: KeywordExtractor, n: int, see
             if len(made) == n:
                 return made
             if i not in pairs:
-                pairs[i] = _pairs(terms[i])
+                pairs[i] = _pairs(list(terms[i]))
             if round_ >= len(pairs[i]):
                 continue
             a, b = pairs[i][round_]

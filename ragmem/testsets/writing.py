@@ -56,6 +56,16 @@ class Written:
     detail: str | None = None
     contexts: list[Chunk] = field(default_factory=list)  # what the answerable check gave the judge
 
+    @property
+    def asked(self) -> str:
+        """The question written (the checks run on written questions: a failed write is dropped first)."""
+        return self.question or ""
+
+    @property
+    def said(self) -> str:
+        """The answer written with the question."""
+        return self.answer or ""
+
     def drop(self, reason: str, detail: str) -> None:
         self.dropped, self.detail = reason, detail
 
@@ -72,7 +82,7 @@ class Generated:
 
     def counts(self) -> dict[str, int]:
         """How many were dropped for each reason (``failed`` and ``surplus`` included)."""
-        return dict(collections.Counter(w.dropped for w in self.dropped).most_common())
+        return dict(collections.Counter(str(w.dropped) for w in self.dropped).most_common())
 
     def short(self) -> dict[str, int]:
         """The types that got fewer questions than their quota, with how many fewer."""
@@ -152,15 +162,15 @@ class Writer:
         if sum(w.candidate.type == written.candidate.type for w in kept) >= quotas[written.candidate.type]:
             written.drop("surplus", f"{written.candidate.type}: its quota of {quotas[written.candidate.type]} was met")
             return
-        duplicates.keep(written.question)
+        duplicates.keep(written.asked)
         kept.append(written)
 
     def _ask(self, requests: list[tuple[str, dict[str, str]]]) -> list[Any]:
         try:
             return self.client.run(requests)
         except (KeyboardInterrupt, EndpointDown) as stopped:  # what was answered is cached: said, and how to go on
-            stopped.ragmem_progress = ("", kept(self.client, requests), len(requests), "requests of this step "
-                                       "answered and kept (every earlier reply is kept too)")
+            stopped.ragmem_progress = ("", kept(self.client, requests), len(requests),  # type: ignore[union-attr]
+                                       "requests of this step answered and kept (every earlier reply is kept too)")
             raise
 
     def _write(self, batch: list[Written]) -> None:
@@ -177,13 +187,13 @@ class Writer:
                 continue
             passage = written.candidate.chunks[0].text
             if "language" in self.enabled:
-                if not checks.same_language(written.question, passage):
-                    written.drop("language", f"the question is in {language(written.question)}, its passage in "
+                if not checks.same_language(written.asked, passage):
+                    written.drop("language", f"the question is in {language(written.asked)}, its passage in "
                                              f"{language(passage)}")
                     continue
                 written.checks["language"] = "pass"
             if "standalone" in self.enabled:
-                words = checks.pointing(written.question)
+                words = checks.pointing(written.asked)
                 if words:
                     written.drop("standalone", f"the question points at the text it was written from ({words!r})")
                     continue
@@ -192,7 +202,7 @@ class Writer:
 
     def _duplicate(self, written: Written, duplicates: checks.Duplicates) -> bool:
         """Drops ``written`` when it near-duplicates a kept question (and the check is on); whether it did."""
-        same = duplicates.of(written.question) if "duplicate" in self.enabled else None
+        same = duplicates.of(written.asked) if "duplicate" in self.enabled else None
         if same is not None:
             written.drop("duplicate", f"{same[1]:.2f} token overlap with a kept question: {same[0]}")
         return same is not None
@@ -206,14 +216,14 @@ class Writer:
             written.contexts = self._contexts(written)
             text = numbered(c.text for c in written.contexts)
             if written.candidate.type != "unanswerable" and "grounded" in self.enabled:
-                share = checks.grounded_share(written.answer, [c.text for c in written.candidate.chunks], self.keywords)
+                share = checks.grounded_share(written.said, [c.text for c in written.candidate.chunks], self.keywords)
                 if share is not None and share >= self.settings.grounded_share:
                     written.checks["grounded"] = f"pass: {share:.0%} of the answer's keywords are in its contexts"
                 else:
                     requests.append(("claim_support", {"contexts": text, "claim": _claim(written)}))
                     asked.append((written, "grounded"))
             if "answerable" in self.enabled:
-                requests.append(("answer_from_contexts", {"question": written.question, "contexts": text}))
+                requests.append(("answer_from_contexts", {"question": written.asked, "contexts": text}))
                 asked.append((written, "answerable"))
         attempts: list[tuple[Written, str]] = []
         for (written, check), reply in zip(asked, self._ask(requests) if requests else []):
@@ -234,7 +244,7 @@ class Writer:
             return list(written.candidate.chunks)
         if self._retriever is None:
             self._retriever = BM25Retriever(self.chunks, self.keywords)
-        top = self._retriever.search(self._retriever.prepare(written.question), self.settings.unanswerable_top_k)
+        top = self._retriever.search(self._retriever.prepare(written.asked), self.settings.unanswerable_top_k)
         return [self.chunks[i] for i, _ in top] or list(written.candidate.chunks)
 
     def _grounded(self, written: Written, value: dict[str, Any]) -> None:
@@ -260,7 +270,7 @@ class Writer:
         return [(written, str(value["answer"]))]
 
     def _matched(self, attempts: list[tuple[Written, str]]) -> None:
-        requests = [("answer_correctness", {"question": w.question, "reference": w.answer, "answer": a})
+        requests = [("answer_correctness", {"question": w.asked, "reference": w.said, "answer": a})
                     for w, a in attempts]
         for (written, attempt), reply in zip(attempts, self._ask(requests) if requests else []):
             if reply.error:
@@ -273,7 +283,7 @@ class Writer:
 
 
 def _claim(written: Written) -> str:
-    if language(written.question) == "zh":
-        return f"问题“{written.question}”的答案是：{written.answer}"
-    return f"The answer to the question '{written.question}' is: {written.answer}"
+    if language(written.asked) == "zh":
+        return f"问题“{written.asked}”的答案是：{written.said}"
+    return f"The answer to the question '{written.asked}' is: {written.said}"
 

@@ -9,12 +9,11 @@ practice): each run logs signatures (``keywords.signature``, ``judge.signature``
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import pandas as pd
 
-from ragmem.errors import ConfigError, RagmemError
+from ragmem.errors import RagmemError
 from ragmem.metrics import scored
 from ragmem.metrics import catalogue
 from ragmem.metrics.catalogue import lower_is_better, summary_order  # noqa: F401  (read from here too)

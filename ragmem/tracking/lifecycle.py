@@ -25,13 +25,21 @@ class TrackedRun:
     id: str | None
     tracker: Tracker | None
 
+    def opened(self) -> tuple[Tracker, str]:
+        """The tracker and the run id of a tracked run (the caller has checked ``id is not None``)."""
+        if self.tracker is None or self.id is None:
+            raise RuntimeError("an untracked run has nothing to log to")  # (a caller's mistake, not a user's)
+        return self.tracker, self.id
+
     def logged(self, step: str) -> str | None:
         """What :meth:`mark` recorded for ``step`` on this run, or ``None`` when it was not done
         yet: a retried logging step skips what it already wrote (traces, metrics)."""
-        return self.tracker.tags(self.id).get(f"ragmem.logged.{step}")
+        tracker, run_id = self.opened()
+        return tracker.tags(run_id).get(f"ragmem.logged.{step}")
 
     def mark(self, step: str, value: str) -> None:
-        self.tracker.set_tags(self.id, {f"ragmem.logged.{step}": value})
+        tracker, run_id = self.opened()
+        tracker.set_tags(run_id, {f"ragmem.logged.{step}": value})
 
 
 @contextlib.contextmanager
@@ -111,7 +119,9 @@ def end_unfinished(tracker: Tracker | None, run_ids, status: str, reason: str) -
     """End the runs created beforehand that are still RUNNING (sweep children): FAILED when a
     child's task died before its own :func:`tracked_run` could end it, KILLED when the sweep was
     interrupted while they ran. Runs already ended keep their status."""
-    for run_id in run_ids if tracker is not None else ():
+    if tracker is None:
+        return
+    for run_id in run_ids:
         try:
             running = tracker.client.get_run(run_id).info.status == "RUNNING"
         except Exception:  # the store itself failed: nothing more can be recorded
@@ -131,23 +141,23 @@ def log_results(run: TrackedRun, *, params: dict[str, Any] | None = None,
     tracking is off."""
     if run.id is None:
         return
-    tracker = run.tracker
+    tracker, run_id = run.opened()
     if params:
-        tracker.log_params(run.id, params)
+        tracker.log_params(run_id, params)
     if tags:
-        tracker.set_tags(run.id, tags)
+        tracker.set_tags(run_id, tags)
     if metrics:  # a value the run already holds is not logged again (no second history entry)
         metrics = {metric_key(k): v for k, v in metrics.items()}
-        held = tracker.client.get_run(run.id).data.metrics
-        tracker.log_metrics(run.id, {k: v for k, v in metrics.items() if v is None or held.get(k) != float(v)})
+        held = tracker.client.get_run(run_id).data.metrics
+        tracker.log_metrics(run_id, {k: v for k, v in metrics.items() if v is None or held.get(k) != float(v)})
     for name, payload in (json_files or {}).items():
-        tracker.log_json(run.id, payload, name)
+        tracker.log_json(run_id, payload, name)
     for name, table in (tables or {}).items():
-        tracker.log_table(run.id, table, name)
+        tracker.log_table(run_id, table, name)
     for name, text in (texts or {}).items():
-        tracker.log_text(run.id, text, name)
+        tracker.log_text(run_id, text, name)
     for name, figure in (figures or {}).items():
-        tracker.log_figure(run.id, figure, name)
+        tracker.log_figure(run_id, figure, name)
     for path in files:
         if Path(path).is_file():
-            tracker.log_file(run.id, path)
+            tracker.log_file(run_id, path)

@@ -58,7 +58,8 @@ def dataset_schema(examples) -> dict[str, Any]:
 def log_dataset(run: TrackedRun, params: dict[str, str], examples) -> None:
     paths = params["data.path"].split(";")
     name = Path(paths[0]).stem + (f" +{len(paths) - 1} files" if len(paths) > 1 else "")
-    run.tracker.log_dataset(run.id, name, params["data.sha256"], params["data.path"], dataset_schema(examples),
+    tracker, run_id = run.opened()
+    tracker.log_dataset(run_id, name, params["data.sha256"], params["data.path"], dataset_schema(examples),
                             {"num_rows": int(params.get("data.n_examples", len(examples))), "files": len(paths),
                              "sha256": params["data.sha256"]})
 
@@ -266,7 +267,7 @@ def record_pairwise(tracker, experiment: str, result: dict[str, Any]) -> str:
                     metrics={**{k: result[k] for k in PAIRWISE_METRICS}, "win_rate_ci_low": low,
                              "win_rate_ci_high": high, **result["usage"]},
                     json_files={"pairwise.json": result})
-    return run.id
+    return run.opened()[1]
 
 
 def record_testset(tracker, experiment: str, path: Path, sha256: str, params: dict[str, str],
@@ -277,9 +278,9 @@ def record_testset(tracker, experiment: str, path: Path, sha256: str, params: di
     ``side_files`` (what was dropped, with why) as artifacts. Returns the run id."""
     with tracked_run(tracker, experiment, f"generate {path.name}", tags={"ragmem.kind": "testset"}) as run:
         log_results(run, params=params, metrics=metrics, files=(path, *side_files))
-        tracker.log_dataset(run.id, path.stem, sha256, str(path.resolve()), {"mlflow_colspec": [
+        tracker.log_dataset(run.opened()[1], path.stem, sha256, str(path.resolve()), {"mlflow_colspec": [
             {"type": "string", "name": "query", "required": True},
             {"type": "string", "name": "reference_answer", "required": False},
             {"type": "array", "items": {"type": "string"}, "name": "relevant_context_ids", "required": False}]},
             {"num_rows": int(metrics.get("n_questions") or 0), "sha256": sha256}, context="testset")
-    return run.id
+    return run.opened()[1]

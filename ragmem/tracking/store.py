@@ -74,7 +74,7 @@ def is_transient(exc: BaseException) -> bool:
     return False
 
 
-_URI_STATE = {"uri": None, "users": 0, "previous": None, "env": None, "async": None}
+_URI_STATE: dict[str, Any] = {"uri": None, "users": 0, "previous": None, "env": None, "async": None}
 _ASYNC = "MLFLOW_ENABLE_ASYNC_TRACE_LOGGING"
 _URI_CHANGED = threading.Condition()
 

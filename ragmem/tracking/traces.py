@@ -133,7 +133,7 @@ def write_back(uri: str, feedback: dict[str, list[Feedback]], run_id: str, metad
                                         source=AssessmentSource(source_type=item.source_type, source_id=item.source_id),
                                         metadata={**metadata, RUN_KEY: run_id})
             if item.name in held:
-                client.update_assessment(trace_id, held[item.name], assessment)
+                client.update_assessment(trace_id, str(held[item.name]), assessment)
                 counts["updated"] += 1
             else:
                 client.log_assessment(trace_id, assessment)

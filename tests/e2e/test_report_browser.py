@@ -12,7 +12,6 @@ import subprocess
 import pytest
 
 from tests.conftest import run_cli
-from tests.report.test_report_html import two_runs
 
 pytestmark = pytest.mark.e2e
 

@@ -67,7 +67,7 @@ def test_paired_layers_align_questions_and_mark_only_an_interval_that_excludes_0
     assert by[("half", "single-hop", "F1")]["diff"] == 0.5 and by[("half", "single-hop", "F1")]["n_shared"] == 30
 
 
-def test_on_locomo_noise_is_not_marked_and_memory_against_none_is(locomo_zip):
+def test_on_locomo_noise_is_not_marked_and_memory_against_none_is(locomo_zip):  # noqa: F811  (the fixture)
     locomo = locomo_zip
     noisy = [{"name": f"noisy{seed}", "type": "python", "target": "tests.memory.test_bench_paired:NoisyMemory",
               "params": {"seed": seed}} for seed in (1, 2)]

@@ -7,7 +7,6 @@ corpus is made of Chinese and English words, punctuation of both, numbers, and t
 
 import json
 import random
-from pathlib import Path
 
 import pandas as pd
 import pytest

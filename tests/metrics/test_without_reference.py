@@ -74,8 +74,8 @@ def test_references_on_some_examples_feed_the_generation_metrics_and_the_judge_o
         assert summary["partial"][name] == f"5 of {N} (15: no reference answer)"
     assert summary["coverage"]["pass_rate"] == {"scored": 5, "of": N} and result.metrics["n_judged"] == 5
     assert summary["partial"]["pass_rate"] == f"5 of {N} (15: no reference answer)"
-    assert (f"pass_rate: 15 examples have no reference answer, which the keyword judge needs: not judged "
-            f"(judge.type: llm gives a reference-free verdict)") in summary["notes"]
+    assert ("pass_rate: 15 examples have no reference answer, which the keyword judge needs: not judged "
+            "(judge.type: llm gives a reference-free verdict)") in summary["notes"]
     assert result.table["judge_error"].isna().all()  # not asked is not a failed judgement
     assert result.metrics["rouge_l"] is not None
 

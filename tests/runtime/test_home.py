@@ -169,7 +169,7 @@ def test_an_interrupt_a_library_turned_into_its_own_error_is_still_the_interrupt
         try:
             raise Terminated("terminated by signal 15")
         except KeyboardInterrupt:
-            raise ValueError("Task run is not set")
+            raise ValueError("Task run is not set")  # noqa: B904  (the context is what is tested)
     except ValueError as exc:
         chained = exc
     chained.ragmem_progress = ("abc123", 5, 10)
