@@ -35,6 +35,7 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      ("testsets",)),
     ("memory", "memory benchmarks (LoCoMo, LongMemEval) and the memory layers they run", ("memory",)),
     ("tracking", "every MLflow call, the tracking URI, runs read back, plots", ("tracking",)),
+    ("sources", "where production traces are read from: one module a source, chosen by one registry", ("sources",)),
     ("report", "the terminal tables and the HTML report", ("report",)),
     ("run", "the engine: a run's preparation, steps, batches, summary, sweeps, gates, resume",
      ("run",)),

@@ -15,11 +15,10 @@ A live agent returns the answer as a string, or a dict/object with ``answer``, `
 from __future__ import annotations
 
 from ragmem.agents.http import HttpAgent
+from ragmem.errors import AgentLoadError, failure_message
 from ragmem.agents.python import PythonAgent
 from ragmem.agents.replay import ReplayAgent
 from ragmem.config.loading import RunConfig
-
-REFERENCE_SECTIONS = ("corpus", "retriever", "memory", "generator", "embeddings", "keywords")
 
 
 def build_agent(config):
@@ -28,8 +27,12 @@ def build_agent(config):
     cfg = config if isinstance(config, RunConfig) else RunConfig.from_dict(config)
     agent = cfg.agent
     if agent.type == "reference":
-        return PythonAgent("ragmem.reference.agent:ReferenceAgent",
-                           {"settings": {k: getattr(cfg, k) for k in REFERENCE_SECTIONS}})
+        from ragmem.reference.agent import ReferenceAgent  # (a slow import: its corpus and retrievers are its alone)
+
+        try:  # the run's config holds the agent's sections, validated once (ReferenceSettings)
+            return PythonAgent.of(ReferenceAgent(cfg), "reference")
+        except Exception as exc:  # (a corpus that cannot be read, a retriever that cannot be built)
+            raise AgentLoadError(f"agent: building the reference agent failed: {failure_message(exc)}") from None
     if agent.type == "python":
         return PythonAgent(agent.target, agent.params, cfg.import_paths)
     if agent.type == "http":

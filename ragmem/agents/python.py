@@ -34,7 +34,6 @@ class PythonAgent:
     live = True
 
     def __init__(self, target: str, params: dict[str, Any] | None = None, folders: Sequence[str] = ()):
-        self.target = target
         obj = resolve(target, folders)
         if inspect.isclass(obj):
             try:
@@ -43,8 +42,20 @@ class PythonAgent:
                 raise AgentLoadError(f"agent.target: building {target} failed: {failure_message(exc)}") from None
         elif params:
             raise AgentLoadError("agent.params: only a class target takes params")
+        self._take(target, obj)
+
+    @classmethod
+    def of(cls, obj: Callable[..., Any], name: str) -> "PythonAgent":
+        """An agent built already (the reference agent, from the run's validated settings), called as
+        a target's would be."""
+        agent = cls.__new__(cls)
+        agent._take(name, obj)
+        return agent
+
+    def _take(self, target: str, obj: Any) -> None:
         if not callable(obj):
             raise AgentLoadError(f"agent.target: {target} is not callable")
+        self.target = target
         self._fn: Callable[..., Any] = obj
         self.instance = obj  # the function, or the object built from a class target
         self._kwargs = self._accepted_kwargs(obj)

@@ -16,7 +16,7 @@ from ragmem.cli.scheduling import pick_flow, schedule_for, serve_flow
 from ragmem.cli.generating import generate
 from ragmem.cli.services import data_app, init, labels_app, report, server_app, trigger, ui
 from ragmem.clients import endpoints
-from ragmem.clients.llm_client import JudgeClient
+from ragmem import judges
 from ragmem.config.loading import data_path
 from ragmem.data.checking import check_file
 from ragmem.data.hashing import file_sha256
@@ -382,9 +382,8 @@ def pairwise_command(runs: list[str], config: Path | None, overrides: list[str],
     in run A's experiment (:func:`ragmem.tracking.record_pairwise`)."""
     # (only the judge and the rubrics are read: a metric selection that needs more endpoints is not asked for)
     cfg = prepare.resolve(config, overrides=overrides, extra={"metrics": ["pass_rate"]})
-    if cfg.judge.type != "llm":
-        raise RagmemError("compare --judge pairwise: needs an LLM judge: judge.type llm and judge.model (with "
-                          "judge.base_url), in --config or with --set")
+    judges.require_llm(cfg.judge, "compare --judge pairwise: needs an LLM judge: judge.type llm and judge.model "
+                                  "(with judge.base_url), in --config or with --set")
     chosen = None
     if rubric is not None:
         found = {r.name: r for r in cfg.rubric_definitions()}
@@ -395,7 +394,7 @@ def pairwise_command(runs: list[str], config: Path | None, overrides: list[str],
     a, b = load_run_table(client, runs[0]), load_run_table(client, runs[1])
     pairwise.pairs_to_judge(a, b)  # nothing to judge: one line, before the probe and any request
     endpoints.preflight([e for e in endpoints.configured(cfg) if e.setting == "judge.base_url"])
-    result = pairwise.compare_pairwise(a, b, JudgeClient(cfg.judge), chosen, resamples, seed)
+    result = pairwise.compare_pairwise(a, b, judges.llm_client(cfg.judge, ""), chosen, resamples, seed)
     experiment = client.get_experiment(a.attrs["run"].info.experiment_id).name
     result["pairwise_run_id"] = record_pairwise(Tracker(store_uri(tracking_uri)), experiment, result)
     return result

@@ -11,7 +11,7 @@ import typer
 from ragmem.cli.common import in_config_home, log, setup_logging, store_uri, writable
 from ragmem.clients import endpoints
 from ragmem.clients.endpoints import mask_url
-from ragmem.clients.llm_client import JudgeClient
+from ragmem import judges
 from ragmem.data.hashing import file_sha256
 from ragmem.data.readers import check_encoding
 from ragmem.errors import RagmemError, RunFailed
@@ -105,10 +105,10 @@ def _checked(cfg, corpus: Optional[Path], n: int, encoding: str, offline: bool, 
     source = corpus if corpus is not None else cfg.generate.corpus
     if source is None:
         raise RagmemError("generate: name the documents (ragmem generate FOLDER ...) or set generate.corpus")
-    if not offline and cfg.judge.type != "llm":
-        raise RagmemError("generate: questions written by an LLM need an OpenAI-compatible endpoint: judge.type llm, "
-                          "judge.model and judge.base_url (in --config or with --set); or add --offline for "
-                          "retrieval probes with no LLM")
+    if not offline:
+        judges.require_llm(cfg.judge, "generate: questions written by an LLM need an OpenAI-compatible endpoint: "
+                                      "judge.type llm, judge.model and judge.base_url (in --config or with --set); "
+                                      "or add --offline for retrieval probes with no LLM")
     if offline and (dry_run or resume):
         flag = "--dry-run" if dry_run else "--resume"
         raise RagmemError(f"{flag}: an offline generate sends no request (leave out {flag})")
@@ -158,7 +158,7 @@ def _written(cfg, read: documents.Read, keywords: KeywordExtractor, n: int, seed
     judge = cfg.judge
     if not judge.cache:  # replies kept beside the output until the test set is written (session)
         judge = judge.model_copy(update={"cache": True, "cache_dir": str(session.private_cache(output))})
-    client = JudgeClient(judge)
+    client = judges.llm_client(judge, "")  # (checked with the options: _checked)
     writer = Writer(client, read.chunks, keywords, settings, seed, say=log.info, terms=_terms(read, keywords))
     say(f"asked: {n} questions: " + ", ".join(f"{q} {t}" for t, q in quotas.items() if q)
         + f" (generate.mix); checks: {', '.join(settings.checks) or 'none'}")

@@ -73,7 +73,7 @@ def configured(cfg: Any) -> list[Endpoint]:
     conditions under which :mod:`ragmem.run.pipeline` and :mod:`ragmem.memory.benchmark` build clients)."""
     found: list[Endpoint] = []
     embedder = bool(cfg.embeddings.model and "answer_relevancy" in cfg.metrics)
-    if cfg.judge.type == "llm":
+    if cfg.judge.asks_llm:
         found.append(Endpoint("judge.base_url", cfg.judge.base_url or OPENAI_URL, "openai", cfg.judge.api_key_env))
     reference = cfg.agent.type == "reference"
     bench = bool(getattr(cfg, "bench", None) and cfg.bench.methods)

@@ -18,7 +18,7 @@ made of is :mod:`ragmem.config.sections`; the sections of sweeps, memory benchma
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import Annotated, Any, ClassVar, Literal, Optional, Union
 
 from annotated_types import Ge, Gt, Le, Lt
 from pydantic import Field, field_serializer, field_validator, model_validator
@@ -37,7 +37,7 @@ from ragmem.data.loaders import parse_label
 from ragmem.data.readers import check_encoding
 from ragmem.metrics._division import parse_zero_division
 from ragmem.metrics.names import expand_selection, RELEVANCE_MODES
-from ragmem.metrics.options import GenerationOptions, RagOptions
+from ragmem.metrics.options import DEFAULT_MIN_KAPPA, GenerationOptions, RagOptions
 from ragmem.prompts.rubrics import check as check_rubric
 
 
@@ -172,7 +172,7 @@ class Price(Section):
 
 
 def _samples_need_llm(settings):
-    if settings.samples > 1 and settings.type != "llm":
+    if settings.samples > 1 and not settings.asks_llm:
         raise ValueError(f"judge.samples: {settings.samples} needs judge.type llm (the keyword judge gives the "
                          f"same verdict every time)")
     return settings
@@ -194,12 +194,18 @@ class JudgeSettings(ClientSettings):
     prompt_variant: Literal["default", "strict"] = setting("default", "the built-in prompts, or their stricter "
                                                                       "variant (docs: Judges and LLM metrics)")
     min_kappa: Annotated[float, Ge(-1), Le(1)] = setting(
-        0.4, "the judge is flagged unreliable when the upper end of its kappa interval with the labels is below this")
+        DEFAULT_MIN_KAPPA, "the judge is flagged unreliable when the upper end of its kappa interval with the labels is below this")
     label_sample: Optional[Positive] = setting(None, "write this many examples, stratified by verdict, to "
                                                      "labels_to_fill.csv in the run folder for a person to label")
 
     _model = model_validator(mode="after")(lambda self: _needs_model(self, "judge", "llm"))
     _samples = model_validator(mode="after")(lambda self: _samples_need_llm(self))
+
+    @property
+    def asks_llm(self) -> bool:
+        """Whether this judge asks an LLM (``judge.type: llm``): the one place the judge's kind is read;
+        :mod:`ragmem.judges` builds from it, and the endpoints a run calls follow it."""
+        return self.type == "llm"
 
 
 class RagMetricSettings(Section):
@@ -278,7 +284,10 @@ class OrchestrationSettings(Section):
 
 
 class ReferenceSettings(Section):
-    """The sections the reference agent reads (``agent.type: reference``)."""
+    """The sections the reference agent reads (``agent.type: reference``); embeddings and keywords are
+    read by the judge and the metrics too (:data:`SHARED`), the others by the reference agent alone."""
+
+    SHARED: ClassVar[tuple[str, ...]] = ("embeddings", "keywords")
 
     corpus: CorpusSettings = setting(CorpusSettings, "reference agent: corpus")
     retriever: RetrieverSettings = setting(RetrieverSettings, "reference agent: retriever")
@@ -293,6 +302,23 @@ class ReferenceSettings(Section):
             raise ValueError("embeddings.model: retriever.type dense needs an embeddings model "
                              "(an OpenAI-compatible endpoint, or local:NAME)")
         return self
+
+
+#: the reference agent's sections, declared once by :class:`ReferenceSettings`; those it alone reads
+REFERENCE_SECTIONS: tuple[str, ...] = tuple(ReferenceSettings.model_fields)
+REFERENCE_ONLY: tuple[str, ...] = tuple(s for s in REFERENCE_SECTIONS if s not in ReferenceSettings.SHARED)
+
+
+def run_setting(params: dict[str, Any], key: str) -> Any:
+    """A run's setting ``key`` (``report.min_coverage``) as its params hold it, else the schema's default
+    (a setting a run leaves at its default is not always logged): where a command reads a run back."""
+    if key in params:
+        return params[key]
+    model: Any = Settings
+    *sections, name = key.split(".")
+    for section in sections:
+        model = model.model_fields[section].annotation
+    return model.model_fields[name].default
 
 
 # ---- the whole config ---------------------------------------------------------------------------
@@ -363,14 +389,14 @@ class Settings(ReferenceSettings):
         own = self.metrics.custom_names
         selected = expand_selection([m for m in self.metrics.names if m not in own], self.ranking.k)
         self.rubric_definitions()  # each rubric checked whole (its examples against its scale)
-        if self.rubrics and self.judge.type != "llm":
+        if self.rubrics and not self.judge.asks_llm:
             raise ValueError(f"rubrics: scored by an LLM judge: set judge.type llm (and judge.model), got judge.type "
                              f"{self.judge.type}")
         undefined = [m for m in selected if m.startswith("rubric_") and m[len("rubric_"):] not in self.rubrics]
         if undefined:
             raise ValueError(f"metrics: {undefined[0]} is not a rubric of the config (rubrics: "
                              f"{', '.join(self.rubrics) or 'none'}); a rubric's metric is computed without naming it")
-        if self.judge.type == "llm" and "answer_relevancy" in selected and not self.embeddings.model:
+        if self.judge.asks_llm and "answer_relevancy" in selected and not self.embeddings.model:
             raise ValueError("embeddings.model: answer_relevancy with judge.type llm needs an embeddings endpoint "
                              "(set embeddings.model and embeddings.base_url, or leave answer_relevancy out of metrics)")
         if self.data.traces.given and (self.data.files or self.agent.type != "replay"):

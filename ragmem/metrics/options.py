@@ -21,3 +21,8 @@ class RagOptions:
     threshold: float = 0.5                          # pass threshold of {metric}_pass_rate
     contextual_precision_top_k: int | None = None   # chunks judged per example (None: all)
     relevancy_questions: int = 3                    # questions generated per answer
+
+
+#: judge.min_kappa's default: the judge is flagged unreliable when the upper end of its kappa interval
+#: with the labels is below it (:func:`ragmem.metrics.reliability.unreliable`)
+DEFAULT_MIN_KAPPA = 0.4

@@ -41,13 +41,13 @@ from ragmem.metrics.base import (Aggregator, counted_note, Family, MetricResult,
                                  scored_mask, unless_note)
 from ragmem.metrics.classification import confusion_indicators
 from ragmem.metrics.estimators import binary_kappa, majority_odds, pass_rate_ppi, ppi_statistics, vbinary_kappa
+from ragmem.metrics.options import DEFAULT_MIN_KAPPA  # (its home: the defaults the schema reads)
 from ragmem.schema import LABEL_SET_ASIDE, LABEL_UNBOUND
 from ragmem.text import plural
 
 __all__ = ["majority_aggregator", "items_aggregator", "unreliable", "FAMILY", "NAMES"]
 
 NAMES = names.RELIABILITY.selectable
-DEFAULT_MIN_KAPPA = 0.4
 THRESHOLD_STEP = 0.1
 
 
@@ -300,7 +300,7 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
         values["judge_fleiss_kappa"] = _fleiss_aggregator(table, int(votes.max())).value()
         values["n_judge_undecided"] = float(_undecided(table).sum())
     columns: dict[str, list] = {}
-    if judge is not None and judge.type == "keyword" and "overlap" in table:
+    if judge is not None and not judge.asks_llm and "overlap" in table:  # (the keyword judge's overlap)
         columns = _moved_verdicts(table, judge.threshold)
         for name, (column, _) in _MOVED.items():
             values[name] = mean_aggregator(pd.Series(columns[column], dtype=float)).value()

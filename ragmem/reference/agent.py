@@ -25,10 +25,10 @@ class ReferenceAgent:
     (memory search), ``rerank``, ``llm`` (generation), in seconds.
     """
 
-    def __init__(self, settings: dict[str, Any]):
-        """``settings``: the sections ``corpus``, ``retriever``, ``memory``, ``generator``,
-        ``embeddings`` and ``keywords`` (models or dicts; missing ones take their defaults)."""
-        s = as_section(ReferenceSettings, settings, "")
+    def __init__(self, settings: ReferenceSettings | dict[str, Any]):
+        """``settings``: the sections of :class:`ragmem.config.settings.ReferenceSettings` (a run's
+        config, validated once, is one; a dict is validated here, missing sections take their defaults)."""
+        s = settings if isinstance(settings, ReferenceSettings) else as_section(ReferenceSettings, settings, "")
         self.keywords = KeywordExtractor(s.keywords.tokenizer, s.keywords.stopwords)
         self.top_k = s.retriever.top_k
         self.reranker = s.retriever.reranker

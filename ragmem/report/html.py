@@ -25,6 +25,7 @@ from typing import AbstractSet, Any
 
 import pandas as pd
 
+from ragmem.config.settings import run_setting
 from ragmem.metrics import catalogue
 from ragmem.metrics.names import SYSTEM
 from ragmem.metrics.scored import failed_replies
@@ -231,7 +232,7 @@ def _metrics_table(summary: dict[str, Any], names: list[str]) -> str:
     out = _table(["metric", "value", "95% interval", "scored on"], rows, {1, 2, 3})
     if partial:
         out += ('<p class="note"><span class="fail">partial</span>: scored on less than '
-                f'{_e(summary.get("params", {}).get("report.min_coverage", "0.9"))} of the examples: '
+                f'{_e(run_setting(summary.get("params", {}), "report.min_coverage"))} of the examples: '
                 + "; ".join(f"{_e(n)} {_e(why)}" for n, why in partial.items()) + "</p>")
     return out
 

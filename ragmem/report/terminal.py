@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ragmem.config.secrets import scrub
+from ragmem.config.settings import run_setting
 from ragmem.memory.bench_data import DATASETS
 from ragmem.metrics import catalogue
 from ragmem.metrics.catalogue import is_count
@@ -138,7 +139,7 @@ def print_summary(summary: dict[str, Any], show_all: bool = False, stored: bool 
     if summary.get("judge_unreliable"):
         out.print(summary["judge_unreliable"], style="bold red", markup=False, highlight=False, soft_wrap=True)
     if summary.get("partial"):  # a score that rests on part of the data says so, with how much and why
-        share = summary.get("params", {}).get("report.min_coverage", "0.9")
+        share = run_setting(summary.get("params", {}), "report.min_coverage")
         out.print(f"partial (scored on less than {share} of the examples): " + partial_text(summary["partial"]),
                   style="bold yellow", markup=False, highlight=False, soft_wrap=True)
     if nulls:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ragmem.clients.endpoints import check_store
+from ragmem.config.settings import JudgeSettings, run_setting
 from ragmem.judges import labels
 from ragmem.metrics import classification, reliability, verdicts
 from ragmem.metrics._division import parse_zero_division
@@ -34,16 +35,22 @@ _FAMILIES = (verdicts, reliability, classification)
 
 
 def _settings(params: dict[str, str]) -> SimpleNamespace:
-    """The run's settings that the recomputation needs, from its params."""
+    """The run's settings that the recomputation needs, from its params; a setting a run did not log
+    (it was left at its default) takes the schema's default (:func:`ragmem.config.settings.run_setting`)."""
     signature = dict(part.split(":", 1) for part in params.get("stats.signature", "").split("|") if ":" in part)
+
+    def judge(name: str, kind: type) -> Any:
+        return kind(run_setting(params, f"judge.{name}"))
+
     return SimpleNamespace(
-        judge=SimpleNamespace(type=params.get("judge.type", "keyword"), threshold=float(params.get("judge.threshold", 0.7)),
-                              samples=int(params.get("judge.samples", 1)),
-                              temperature=float(params.get("judge.temperature", 0.0))),
-        min_kappa=float(params.get("judge.min_kappa", reliability.DEFAULT_MIN_KAPPA)),
-        resamples=int(signature.get("bootstrap", 1000)), confidence=float(signature.get("conf", 0.95)),
-        seed=int(signature.get("seed", 0)), method=signature.get("method", "classic"),  # before 2026-12: classic
-        zero_division=parse_zero_division(params.get("zero_division", "0")))
+        judge=JudgeSettings.model_construct(type=judge("type", str), threshold=judge("threshold", float),
+                                            samples=judge("samples", int), temperature=judge("temperature", float)),
+        min_kappa=judge("min_kappa", float),
+        resamples=int(signature.get("bootstrap", run_setting(params, "stats.resamples"))),
+        confidence=float(signature.get("conf", run_setting(params, "stats.confidence"))),
+        seed=int(signature.get("seed", run_setting(params, "seed"))),
+        method=signature.get("method", "classic"),  # (not the schema's: a run before 2026-12 did not say, and was classic)
+        zero_division=parse_zero_division(str(run_setting(params, "zero_division"))))
 
 
 def recompute(table, s: SimpleNamespace, logged: set[str]) -> tuple[dict[str, float | None], dict, list[str]]:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from ragmem.config.loading import RunConfig
+from ragmem.config.settings import REFERENCE_ONLY
 from ragmem.config.secrets import mask, scrub, scrub_all
 from ragmem.data.loaders import Dataset
 from ragmem.errors import ConfigError
@@ -62,7 +63,6 @@ def _param_text(key: str, value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 
 
-_REFERENCE_SECTIONS = ("corpus.", "retriever.", "memory.", "generator.")
 _NOT_PARAMS = ("data.files", "metrics", "ranking.k", "experiment", "run_name", "tracking.uri", "tracking.enabled",
                "tracking.artifact_root", "import_paths")
 
@@ -74,7 +74,7 @@ def _is_param(key: str, value: Any, cfg: RunConfig) -> bool:
     own fields, not params."""
     if value is None or value == [] or value == {} or key in _NOT_PARAMS or key.startswith(("sweep", "bench", "rubrics.")):
         return False
-    if key.startswith(_REFERENCE_SECTIONS):
+    if key.split(".", 1)[0] in REFERENCE_ONLY:
         return cfg.agent.type == "reference"
     if key.startswith("data.traces."):  # production traces: their settings only when they are the data
         return cfg.data.traces.given

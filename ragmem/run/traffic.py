@@ -1,5 +1,5 @@
-"""Production traffic as a run's data: ``data.traces`` read (an MLflow experiment, page by page:
-:mod:`ragmem.tracking.traces`; or OTLP JSON files: :mod:`ragmem.data.otlp`), each trace mapped to a
+"""Production traffic as a run's data: ``data.traces`` read from its source (an MLflow experiment, OTLP
+JSON files: :mod:`ragmem.sources`, one module a source), each trace mapped to a
 record (:mod:`ragmem.data.spans`), the records written as they come to a JSON Lines file in the home
 named by its content (``<home>/traces/traces-<sha256[:16]>.jsonl``). From there on they are a data
 file like any other, answers replayed from it (the agent is not called: the trace is the answer).
@@ -16,17 +16,16 @@ import logging
 from datetime import datetime, timezone
 from typing import Iterator
 
-from ragmem.clients import endpoints
 from ragmem.config.loading import RunConfig
 from ragmem.config.settings import DataFileSpec
 from ragmem.config.trace_settings import parse_time, TracesSettings
-from ragmem.data import given, otlp, spans
+from ragmem.data import given, spans
 from ragmem.data.conversations import Sessions
 from ragmem.errors import DataError
 from ragmem.run import windows
 from ragmem.run.journal import Journal
 from ragmem.runtime import progress
-from ragmem.tracking import traces as mlflow_traces
+from ragmem.sources import source_for
 
 log = logging.getLogger("ragmem")
 
@@ -44,36 +43,20 @@ class NoTraces(DataError):
 
 
 def window(settings: TracesSettings, resume: str | None = None, now: datetime | None = None,
-           watermark: str | None = None) -> tuple[datetime | None, datetime | None]:
+           watermark: str | None = None, timed: bool = True) -> tuple[datetime | None, datetime | None]:
     """``[since, until)`` as times: those of the run ``resume`` continues when it has them, else
-    from the settings (``until`` null: ``now``; the files of ``data.traces.files``: no window unless
-    set); ``watermark``: where the last window ended (``data.traces.incremental``), instead of ``since``."""
+    from the settings (``until`` null: ``now``, for a source whose traces arrive over time, ``timed``;
+    files: no window unless set); ``watermark``: where the last window ended (``data.traces.incremental``),
+    instead of ``since``."""
     if resume:
         started = (Journal.read_meta_for(resume) or {}).get("config", {})
         since, until = started.get("data.traces.since"), started.get("data.traces.until")
         if until:
             return (parse_time(since) if since else None), parse_time(until)
     now = now or datetime.now(timezone.utc)
-    until = parse_time(settings.until, now) if settings.until else (None if settings.files else now)
+    until = parse_time(settings.until, now) if settings.until else (now if timed else None)
     since = parse_time(watermark) if watermark else parse_time(settings.since, now) if settings.since else None
     return since, until
-
-
-def _read(cfg: RunConfig, since: datetime | None, until: datetime | None) -> Iterator[spans.Trace]:
-    settings = cfg.data.traces
-    if settings.files:
-        kept = 0
-        for path in settings.files:
-            for trace in otlp.read(path, since=since, until=until, share=settings.sample, seed=settings.seed,
-                                   limit=settings.max - kept):
-                kept += 1
-                yield trace
-        return
-    uri = settings.tracking_uri or cfg.tracking_uri
-    endpoints.check_store(uri, "data.traces.tracking_uri" if settings.tracking_uri else "tracking.uri")  # (a server that is down: one line)
-    yield from mlflow_traces.read(uri, str(settings.experiment), since=since, until=until, filter=settings.filter,
-                                  limit=settings.max, share=settings.sample, seed=settings.seed,
-                                  page_size=settings.page_size)
 
 
 def as_data(cfg: RunConfig, resume: str | None = None) -> tuple[RunConfig, str | None]:
@@ -88,8 +71,9 @@ def as_data(cfg: RunConfig, resume: str | None = None) -> tuple[RunConfig, str |
         watermark, resume = windows.plan(cfg)
         if resume:
             log.info("data.traces: the last window (run %s) stopped before it ended: resuming it", resume)
-    since, until = window(settings, resume, watermark=watermark)
-    where = f"the files {', '.join(settings.files)}" if settings.files else f"experiment {settings.experiment!r}"
+    source = source_for(cfg)
+    since, until = window(settings, resume, watermark=watermark, timed=source.timed)
+    where = source.where
     if since is not None and until is not None and since >= until:
         raise DataError(where, f"the window [{since.isoformat()}, {until.isoformat()}) is empty: "
                                f"data.traces.since is not before until")
@@ -98,7 +82,8 @@ def as_data(cfg: RunConfig, resume: str | None = None) -> tuple[RunConfig, str |
     conversations = Sessions(settings.history)  # each turn's history: what the conversation metrics read
 
     def lines(stage) -> Iterator[str]:
-        for trace in _read(cfg, since, until):
+        source.check()  # (a store that does not answer: one line)
+        for trace in source.read(since, until):
             record = conversations.history(spans.to_record(trace, settings.mapping))
             counts["traces"] += 1
             counts["failed"] += "agent_error" in record

@@ -15,6 +15,7 @@ import pandas as pd
 
 from ragmem.errors import RagmemError
 from ragmem.metrics import scored
+from ragmem.config.settings import run_setting
 from ragmem.metrics import catalogue
 from ragmem.metrics.catalogue import lower_is_better, summary_order  # noqa: F401  (read from here too)
 from ragmem.stats.multiplicity import holm, min_detectable, permutations_for
@@ -213,7 +214,7 @@ def compare_tables(a: Any, b: Any, names: list[str], resamples: int = 1000, seed
     holm(rows, alpha)
     for row in rows:
         row["min_detectable"] = min_detectable(row["ci_low"], row["ci_high"], confidence)
-    _add_coverage(rows, a, b, float(settings_a.get("report.min_coverage", 0.9)))
+    _add_coverage(rows, a, b, float(run_setting(settings_a, "report.min_coverage")))
     warnings = signature_warnings([settings_a, settings_b])
     if n_shared < max(len(a), len(b)):
         warnings.append(f"compared on the {n_shared} examples the runs share")

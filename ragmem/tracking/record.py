@@ -23,6 +23,7 @@ from typing import Any
 
 import pandas as pd
 
+from ragmem import judges
 from ragmem.metrics import catalogue
 from ragmem.runtime.parallel import mapper_for
 from ragmem.prompts.templates import PROMPT_VERSION
@@ -70,8 +71,7 @@ def assessments(table: pd.DataFrame, params: dict[str, str], ids: list[str]) -> 
     metric of one's own; 5 ms each on sqlite)."""
     ks = [int(x) for x in params.get("ranking.k", "10").split(",")]
     scored = [c for c in catalogue.per_example(ks, catalogue.own_of(params)) if c in table.columns]
-    llm = params.get("judge.type") == "llm"
-    judge = ("LLM_JUDGE", params.get("judge.model", "llm")) if llm else ("CODE", "ragmem keyword judge")
+    judge = judges.source_of(params)
     out: dict[str, list[Feedback]] = {}
     wanted = set(ids)
     for row in table[table["id"].astype(str).isin(wanted)].to_dict("records"):

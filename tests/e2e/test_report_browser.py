@@ -12,6 +12,7 @@ import subprocess
 import pytest
 
 from tests.conftest import run_cli
+from tests.report.test_report_html import two_runs  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.e2e
 
@@ -20,7 +21,7 @@ BROWSER = shutil.which("chromium") or shutil.which("chromium-browser") or shutil
 
 
 @pytest.mark.e2e
-def test_the_pages_render_in_a_headless_browser(two_runs, shared_store, tmp_path):
+def test_the_pages_render_in_a_headless_browser(two_runs, shared_store, tmp_path):  # noqa: F811  (the fixture)
     if BROWSER is None:
         if os.environ.get("RAGMEM_REQUIRE_BROWSER"):  # CI: a browser test that skips is a failure there
             pytest.fail("RAGMEM_REQUIRE_BROWSER is set and no chromium is installed")
