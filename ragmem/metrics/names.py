@@ -121,7 +121,8 @@ class Names:
         return [name] if self.selects(name) else None
 
 
-VERDICTS = Names("verdicts", (Metric("pass_rate", column="verdict", watched=True, listed=True),))
+VERDICTS = Names("verdicts", (Metric("pass_rate", column="verdict", watched=True, listed=True),),
+                 companions=(_count("n_judged"),))
 
 CLASSIFICATION = Names("classification", (
     Metric("accuracy", headline=False, section=JUDGE),  # (judge_label_agreement again: shown with --all)
@@ -281,6 +282,15 @@ def _bench(name: str) -> Metric | None:
 
 MEMORY_BENCH = Names("memory_bench", (), shaped=_bench)
 
+#: A pairwise comparison of two runs' answers (``ragmem compare --judge pairwise``): B's win rate over A,
+#: and how often the judge changed its mind when the answers swapped places
+PAIRWISE = Names("pairwise", (
+    Metric("win_rate", unit="share"),
+    Metric("swap_inconsistency", direction=LOWER, unit="share"),
+    *(Metric(n, direction=None, unit="verdicts") for n in ("wins", "ties", "losses")),  # (its result: logged as such)
+    *(_count(n) for n in ("n_shared", "n_judged", "n_failed", "n_swap_inconsistent", "n_identical")),
+))
+
 def check_custom_name(name: str) -> str | None:
     """Why ``name`` cannot be a metric of one's own (``metrics.custom``), or ``None`` when it can.
 
@@ -300,8 +310,8 @@ FAMILY_NAMES: tuple[Names, ...] = (VERDICTS, RELIABILITY, CLASSIFICATION, COVERA
                                    RUBRIC, PER_SOURCE, CONVERSATION, CUSTOM)
 
 #: Every family whose names have facts: those computed, then the figures no selection names (an
-#: endpoint's usage, the memory benchmark's)
-KNOWN: tuple[Names, ...] = (*FAMILY_NAMES, USAGE, MEMORY_BENCH)
+#: endpoint's usage, the memory benchmark's, a pairwise comparison's)
+KNOWN: tuple[Names, ...] = (*FAMILY_NAMES, USAGE, MEMORY_BENCH, PAIRWISE)
 
 #: The default selection: every metric (ranking families at every k of ``ranking.k``, per-source) but a
 #: conversation's (added where the data has conversations: :func:`ragmem.run.prepare.conversation_defaults`).

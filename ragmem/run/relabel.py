@@ -19,7 +19,7 @@ import numpy as np
 from ragmem.clients.endpoints import check_store
 from ragmem.config.settings import JudgeSettings, run_setting
 from ragmem.judges import labels
-from ragmem.metrics import classification, reliability, verdicts
+from ragmem.metrics import catalogue, classification, reliability, verdicts
 from ragmem.metrics._division import parse_zero_division
 from ragmem.report import html as report_html
 from ragmem.run.summary import clean_number
@@ -97,7 +97,7 @@ def import_labels(tracking_uri: str, run_ref: str, sheet: str | Path, encoding: 
     settings = _settings(summary.get("params") or run.data.params)
     values, ci, notes = recompute(table, settings, set(summary.get("metrics", {})))
     before = summary["metrics"]  # the recomputed figures where a run puts them: after pass_rate
-    head = [k for k in ("pass_rate", "n_judged") if k in before]
+    head = [k for k in before if catalogue.family_of(k) == "verdicts"]
     summary["metrics"] = {**{k: before[k] for k in head}, **{k: clean_number(v) for k, v in values.items()},
                           **{k: v for k, v in before.items() if k not in values and k not in head}}
     summary["ci"].update({k: list(v) for k, v in ci.items() if v is not None and k in values})

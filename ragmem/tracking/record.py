@@ -25,6 +25,7 @@ import pandas as pd
 
 from ragmem import judges
 from ragmem.metrics import catalogue
+from ragmem.metrics.names import PAIRWISE
 from ragmem.runtime.parallel import mapper_for
 from ragmem.prompts.templates import PROMPT_VERSION
 from ragmem.tracking import files, traces
@@ -247,8 +248,7 @@ def record_labels(tracker, run_id: str, *, metrics: dict[str, float | None], sum
     return n
 
 
-PAIRWISE_METRICS = ("win_rate", "wins", "ties", "losses", "swap_inconsistency", "n_shared", "n_judged", "n_failed",
-                    "n_swap_inconsistent", "n_identical")
+PAIRWISE_METRICS = PAIRWISE.selectable  # (declared with their facts: ragmem.metrics.names)
 
 
 def record_pairwise(tracker, experiment: str, result: dict[str, Any]) -> str:

@@ -31,7 +31,7 @@ DIRECTIONS = [
     ("pass_rate", "higher"), ("ndcg_at_7", "higher"), ("hit_rate_at_10", "higher"), ("faithfulness", "higher"),
     ("faithfulness_pass_rate", "higher"), ("judge_label_kappa", "higher"), ("pass_rate_ppi", "higher"),
     ("judge_score_cat1", "higher"), ("evidence_recall", "higher"), ("hit_rate_memory_long", "higher"),
-    ("rubric_tone", "higher"), ("knowledge_retention", "higher"), ("bleu_sentence_mean", "higher"),
+    ("win_rate", "higher"), ("swap_inconsistency", "lower"), ("rubric_tone", "higher"), ("knowledge_retention", "higher"), ("bleu_sentence_mean", "higher"),
     ("n_labelled", None), ("judge_calls", None), ("judge_failures", None), ("undefined_f1", None),
     ("confusion_tp", None), ("rubric_tone_failures", None), ("context_share_rag", None),
     ("judge_threshold_low_pass_rate", None), ("keywords_cache_hit_rate", None), ("n_questions_cat5", None),
