@@ -16,7 +16,6 @@ from ragmem.cli.scheduling import pick_flow, schedule_for, serve_flow
 from ragmem.cli.generating import generate
 from ragmem.cli.services import data_app, init, labels_app, report, server_app, trigger, ui
 from ragmem.clients import endpoints
-from ragmem import judges
 from ragmem.config.loading import data_path
 from ragmem.data.checking import check_file
 from ragmem.data.hashing import file_sha256
@@ -24,7 +23,7 @@ from ragmem.data.loaders import DataFile
 from ragmem.data.readers import check_encoding
 from ragmem.errors import RagmemError, RunFailed, Stopped
 from ragmem.exits import check_environment, finish as finish_command, leave, prepare_environment
-from ragmem.judges import pairwise
+from ragmem.judges import llm_client, pairwise, require_llm
 from ragmem.memory import bench_compare
 from ragmem.memory.bench_data import DATASETS
 from ragmem.metrics import needs
@@ -85,12 +84,14 @@ def run(
     max_regression: List[str] = typer.Option([], "--max-regression", metavar="METRIC=DELTA",
                                              help="Exit 3 when METRIC is significantly worse than the baseline "
                                                   "by more than DELTA (paired test; repeatable)."),
+    stop_when_decided: bool = typer.Option(False, "--stop-when-decided", help="Stop judging once every gate is decided."),
 ) -> None:
     """Run the evaluation flow: load -> time the agent -> judge -> metrics -> MLflow."""
     setup_logging(verbose)
     if output is not None or not dry_run:
         output = writable(output or Path("summary.json"))
-    extra: dict[str, Any] = {"gates": gates.from_options(fail_under, fail_over, max_regression)}
+    extra: dict[str, Any] = {"gates": {**gates.from_options(fail_under, fail_over, max_regression),
+                                       **({"stop_when_decided": True} if stop_when_decided else {})}}
     if baseline:
         extra["baseline"] = baseline
     in_config_home(config)
@@ -382,8 +383,8 @@ def pairwise_command(runs: list[str], config: Path | None, overrides: list[str],
     in run A's experiment (:func:`ragmem.tracking.record_pairwise`)."""
     # (only the judge and the rubrics are read: a metric selection that needs more endpoints is not asked for)
     cfg = prepare.resolve(config, overrides=overrides, extra={"metrics": ["pass_rate"]})
-    judges.require_llm(cfg.judge, "compare --judge pairwise: needs an LLM judge: judge.type llm and judge.model "
-                                  "(with judge.base_url), in --config or with --set")
+    require_llm(cfg.judge, "compare --judge pairwise: needs an LLM judge: judge.type llm and judge.model "
+                           "(with judge.base_url), in --config or with --set")
     chosen = None
     if rubric is not None:
         found = {r.name: r for r in cfg.rubric_definitions()}
@@ -394,7 +395,7 @@ def pairwise_command(runs: list[str], config: Path | None, overrides: list[str],
     a, b = load_run_table(client, runs[0]), load_run_table(client, runs[1])
     pairwise.pairs_to_judge(a, b)  # nothing to judge: one line, before the probe and any request
     endpoints.preflight([e for e in endpoints.configured(cfg) if e.setting == "judge.base_url"])
-    result = pairwise.compare_pairwise(a, b, judges.llm_client(cfg.judge, ""), chosen, resamples, seed)
+    result = pairwise.compare_pairwise(a, b, llm_client(cfg.judge, ""), chosen, resamples, seed)
     experiment = client.get_experiment(a.attrs["run"].info.experiment_id).name
     result["pairwise_run_id"] = record_pairwise(Tracker(store_uri(tracking_uri)), experiment, result)
     return result

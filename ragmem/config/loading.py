@@ -188,12 +188,18 @@ def as_section(model: type[M], value: M | dict[str, Any] | None, name: str) -> M
         raise ConfigError(describe_error(exc, model, name)) from None
 
 
+STOP_WHEN_DECIDED = "stop_when_decided"
+
+
 class RunConfig(Settings):
     """The validated config, with the derived values the steps read."""
 
     #: a choice made for the data that the config does not say, as a note of the run
     #: (:func:`ragmem.run.prepare.reference_free_defaults`)
     _chosen: str | None = PrivateAttr(default=None)
+    #: ``gates.stop_when_decided``: judge in batches and stop once every gate is decided (a key of the
+    #: gates' mapping that names no metric: taken out before the gates are validated, put back in :attr:`raw`)
+    _stop_when_decided: bool = PrivateAttr(default=False)
 
     @classmethod
     def from_dict(cls, config: dict[str, Any]) -> "RunConfig":
@@ -201,12 +207,28 @@ class RunConfig(Settings):
         if not isinstance(config, dict):
             raise ConfigError(f"expected a mapping of settings, got {type(config).__name__}")
         secrets.remember(config)  # its secrets masked by value in every text written from now on
-        return as_section(cls, config, "")
+        gates = config.get("gates")
+        stop = gates.get(STOP_WHEN_DECIDED, False) if isinstance(gates, dict) else False
+        if not isinstance(stop, bool):
+            raise ConfigError(f"gates.{STOP_WHEN_DECIDED}: expected true or false, got {stop!r}")
+        if isinstance(gates, dict) and STOP_WHEN_DECIDED in gates:
+            config = {**config, "gates": {k: v for k, v in gates.items() if k != STOP_WHEN_DECIDED}}
+        cfg = as_section(cls, config, "")
+        cfg._stop_when_decided = stop
+        return cfg
+
+    @property
+    def stops_when_decided(self) -> bool:
+        """``gates.stop_when_decided`` (``--stop-when-decided``): judge in batches, stop once decided."""
+        return self._stop_when_decided
 
     @property
     def raw(self) -> dict[str, Any]:
         """Every setting as plain data (what ``config.json`` holds and the flows take)."""
-        return self.model_dump(mode="json")
+        out = self.model_dump(mode="json")
+        if self._stop_when_decided:
+            out["gates"][STOP_WHEN_DECIDED] = True
+        return out
 
     @property
     def files(self) -> tuple[DataFile, ...]:

@@ -40,6 +40,8 @@ class MetricResult:
     # stats.cluster_by's run: the unit of resampling, how many, and the design effects
     # (ragmem.stats.clusters.describe); None when examples are resampled alone
     clusters: dict[str, Any] | None = None
+    # gates.stop_when_decided: the run stopped judging once its gates were decided (ragmem.run.deciding)
+    decided: dict[str, Any] | None = None
 
 
 def nanmean(values: Iterable[float | None]) -> float | None:

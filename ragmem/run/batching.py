@@ -37,6 +37,8 @@ from ragmem.run.plain_steps import Steps
 from ragmem.runtime import interrupts, progress, space
 from ragmem.runtime.parallel import EarlyMaps, mapper_for, ProcessPool
 from ragmem.schema import AgentOutput, Example
+from ragmem.run import deciding
+from ragmem.run.deciding import Decider
 from ragmem.stats import clusters
 from ragmem.stats.run_statistics import RunStatistics
 from ragmem.tracking import files
@@ -50,10 +52,12 @@ SAMPLE = 1000  # examples of the first chunk a streamed run logs for the dataset
 
 
 def answer_and_judge(cfg: RunConfig, steps: Steps, components: pipeline.Components, examples: list[Example],
-                     journal: Journal, kept: dict[str, AgentOutput], called, judged) -> tuple[list[AgentOutput], list]:
+                     journal: Journal, kept: dict[str, AgentOutput], called, judged,
+                     decider: Decider | None = None) -> tuple[list[AgentOutput], list]:
     """Per batch: time the agent (each output journaled the moment it is known; the ``kept`` ones
     of a resumed run are not asked again), judge, and begin the batch's scoring on idle workers;
-    ``called`` and ``judged`` are the run's progress stages."""
+    ``called`` and ``judged`` are the run's progress stages. With a ``decider`` (``gates.stop_when_decided``)
+    the batches are :data:`ragmem.run.deciding.BATCH` examples and no batch is asked once it has decided."""
     outputs: list[AgentOutput] = []
     judgements: list = []
 
@@ -61,7 +65,7 @@ def answer_and_judge(cfg: RunConfig, steps: Steps, components: pipeline.Componen
         journal.append(output)
         called.advance(1, failed=int(output.error is not None))
 
-    sized = pipeline.Batches(examples, cfg.agent.batch_size)
+    sized = pipeline.Batches(examples, deciding.BATCH if decider is not None else cfg.agent.batch_size)
     local = mapper_for(cfg.orchestration.workers)  # the judge's keyword sets: on local processes
     # a live agent leaves the workers idle while it answers: they score each judged batch
     # meanwhile; replayed answers leave no wait to fill (the metrics map them all at once)
@@ -84,14 +88,22 @@ def answer_and_judge(cfg: RunConfig, steps: Steps, components: pipeline.Componen
         outputs += answered
         log.debug("agent + judge: %d/%d examples (%d agent errors)", len(outputs), len(examples),
                   sum(o.error is not None for o in outputs))
+        if decider is not None:
+            decider.add(verdicts)
+            if decider.decided:
+                log.info("%s", decider.line())
+                break
     return outputs, judgements
 
 
 def answer_and_judge_all(cfg: RunConfig, steps: Steps, components: pipeline.Components, dataset: Dataset,
-                         journal: Journal, kept: dict[str, AgentOutput]) -> tuple[list[AgentOutput], list]:
-    """Every example of a held dataset answered and judged, batch by batch, under the run's progress."""
+                         journal: Journal, kept: dict[str, AgentOutput],
+                         decider: Decider | None = None) -> tuple[list[AgentOutput], list]:
+    """Every example of a held dataset answered and judged, batch by batch, under the run's progress
+    (with a ``decider``: until it has decided)."""
     with progress.stage("agent", len(dataset) - len(kept)) as called, progress.stage("judge", len(dataset)) as judged:
-        outputs, judgements = answer_and_judge(cfg, steps, components, dataset.examples, journal, kept, called, judged)
+        outputs, judgements = answer_and_judge(cfg, steps, components, dataset.examples, journal, kept, called, judged,
+                                               decider)
     (log.debug if progress.folded() else log.info)(  # a sweep's children: the sweep's own line says it
         "agent + judge: %d/%d examples (%d agent errors, %d judge errors)", len(outputs), len(dataset),
         sum(o.error is not None for o in outputs), sum(j is not None and j.error is not None for j in judgements))

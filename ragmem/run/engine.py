@@ -39,6 +39,7 @@ from ragmem.memory import bench_compare, bench_data, benchmark as memory_bench, 
 from ragmem.prompts.templates import prompt_hash, PROMPT_VERSION
 from ragmem.report import html as report_html
 from ragmem.run import batching, gates, judge_sweep, pipeline, prepare, resume as resumes, summary as summaries
+from ragmem.run.deciding import Decider
 from ragmem.run import sweep as sweeps, traffic, windows
 from ragmem.run.journal import Journal
 from ragmem.run.plain_steps import PLAIN, Steps  # noqa: F401  (also ragmem.run.engine.Steps, PLAIN)
@@ -160,13 +161,14 @@ def _scored(cfg: RunConfig, steps: Steps, components: pipeline.Components, datas
             kept: dict[str, AgentOutput]) -> tuple[pd.DataFrame, Any, list, batching.Streamed | None]:
     """Every example answered, judged and scored: the table (a streamed run's: the rows its report
     may show), the result, the outputs (a streamed run's: the first ``tracking.max_traces``)."""
+    decider = Decider.of(cfg, len(dataset), dataset.streamed)  # (gates.stop_when_decided)
     if dataset.streamed:  # chunk by chunk: answered, judged, scored, written (ragmem.run.batching)
         streamed = batching.score_in_chunks(cfg, steps, components, dataset, journal, kept)
         return streamed.shown, streamed.result, streamed.outputs, streamed
-    outputs, judgements = batching.answer_and_judge_all(cfg, steps, components, dataset, journal, kept)
+    outputs, judgements = batching.answer_and_judge_all(cfg, steps, components, dataset, journal, kept, decider)
     with progress.stage("metrics"):
-        table, result = steps.score(dataset.examples, outputs, judgements, components, cfg)
-    return table, result, outputs, None
+        table, result = steps.score(dataset.examples[:len(outputs)], outputs, judgements, components, cfg)
+    return table, Decider.said(decider, result), outputs, None
 
 
 def _resumed(cfg: RunConfig, dataset: Dataset, tracker: Tracker | None, resume: str) -> tuple[Journal, dict]:
@@ -210,11 +212,9 @@ def _log_run(steps: Steps, run: TrackedRun, cfg: RunConfig, dataset: Dataset, ou
     """The run's params, metrics, artifacts, report and traces to MLflow; a store that went away
     keeps the results local (summary written, the resume hint raised). A streamed run logs its
     Parquet file as it is, and its report from the rows it kept."""
-    if streamed is None:  # (held: the table itself; streamed: its Parquet file and the rows it kept)
-        log_table, examples, report = table, dataset.examples, report_html.run_page(summary, table)
-    else:
-        log_table, examples = streamed.table_path, streamed.examples
-        report = report_html.run_page(summary, table, streamed.latency_s, streamed.by_file)
+    # held: the table itself; streamed: its Parquet file, and its report from the rows it kept
+    log_table, examples = (table, dataset.examples) if streamed is None else (streamed.table_path, streamed.examples)
+    report = report_html.run_page(summary, table, *(() if streamed is None else (streamed.latency_s, streamed.by_file)))
     try:
         with progress.stage("logging to MLflow"):
             steps.log(run, resolved_config=mask(cfg.raw), params=params, metrics=result.values,

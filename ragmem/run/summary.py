@@ -194,6 +194,8 @@ def summary(run_id: str | None, cfg: RunConfig, result: MetricResult, table: pd.
         + failed_traces(table, c.get("n_agent_errors", 0)),
         # stats.cluster_by: the unit the intervals resample, how many, the method, the design effects; else null
         "clusters": result.clusters,
+        # gates.stop_when_decided: after how many examples of how many the gates were decided, each one's interval
+        **({"decided": result.decided} if result.decided else {}),
         # one line when the judge agrees with the labels no better than chance (judge.min_kappa), else null
         "judge_unreliable": unreliable(result.values, result.ci, cfg.judge.min_kappa),
         # where the run is stored (a database file by its absolute path; a URL's secrets masked); null untracked

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from ragmem.cli.app import main
-from ragmem.config.loading import assign, DEFAULTS, resolve_config, RunConfig, validate
+from ragmem.config.loading import assign, DEFAULTS, resolve_config, RunConfig, STOP_WHEN_DECIDED, validate
 from ragmem.config.settings import Section, Settings
 from ragmem.errors import ConfigError
 from tests import sample_agents
@@ -114,6 +114,8 @@ _KEY = re.compile(r"^[a-z_]+(\.[a-z_]+)*$")
 
 
 def _schema_default(dotted: str):
+    if dotted == f"gates.{STOP_WHEN_DECIDED}":  # (a key of the gates' mapping that names no metric: the loader's)
+        return RunConfig.from_dict({}).stops_when_decided
     node = DEFAULTS
     for part in dotted.split("."):
         node = node[part]

@@ -219,3 +219,20 @@ def test_run_and_the_api_log_the_same_run(prefect_env, tmp_path, monkeypatch):
     runs = [client.get_run(by_cli["run_id"]), client.get_run(by_api["run_id"])]
     assert [r.data.tags["ragmem.entry"] for r in runs] == ["flow", "python-api"]
     assert all(r.info.status == "FINISHED" for r in runs)
+
+
+def test_stop_when_decided_ends_a_run_whose_gate_is_decided_with_its_exit_code(prefect_env, tmp_path):
+    """``--stop-when-decided`` through the command and its Prefect flow: a pass rate of 0.9 against
+    ``--fail-under pass_rate=0.5`` is decided within 300 of 1,000 examples, exit 0, said in the output
+    and in summary.json."""
+    data = tmp_path / "sites.jsonl"
+    data.write_text("\n".join(json.dumps({"id": f"q{i}", "query": f"where is site {i}?",
+                                           "reference_answer": f"site {i} lies north of the river",
+                                           "generated_answer": f"site {i} lies north of the river" if i % 10 else "no"})
+                               for i in range(1000)), encoding="utf-8")
+    done = run_cli(["run", str(ROOT / "configs" / "default.yaml"), "--data", str(data), "--fail-under",
+                    "pass_rate=0.5", "--stop-when-decided", "--set", "experiment=decided"], env=prefect_env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["decided"]["after"] < 300 and summary["n_examples"] == summary["decided"]["after"]
+    assert f"decided after {summary['decided']['after']} of 1,000 examples" in done.stdout + done.stderr
