@@ -200,6 +200,9 @@ class RunConfig(Settings):
     #: ``gates.stop_when_decided``: judge in batches and stop once every gate is decided (a key of the
     #: gates' mapping that names no metric: taken out before the gates are validated, put back in :attr:`raw`)
     _stop_when_decided: bool = PrivateAttr(default=False)
+    #: a sweep child's hint: the deepest retrieval of the grid points that share its index, so that a
+    #: ``retriever.top_k`` grid retrieves once per (index, query) (:class:`ragmem.reference.retrievers.Rankings`)
+    _retrieval_depth: int = PrivateAttr(default=0)
 
     @classmethod
     def from_dict(cls, config: dict[str, Any]) -> "RunConfig":
@@ -216,6 +219,10 @@ class RunConfig(Settings):
         cfg = as_section(cls, config, "")
         cfg._stop_when_decided = stop
         return cfg
+
+    @property
+    def retrieval_depth(self) -> int:
+        return self._retrieval_depth
 
     @property
     def stops_when_decided(self) -> bool:

@@ -10,7 +10,7 @@ from ragmem.config.settings import ReferenceSettings
 from ragmem.reference.corpus import chunk_corpus, load_corpus
 from ragmem.reference.generator import build_generator
 from ragmem.reference.memory import BM25Memory, short_term
-from ragmem.reference.retrievers import build_retriever, get_index
+from ragmem.reference.retrievers import build_retriever, get_index, rankings_for
 from ragmem.text.keywords import KeywordExtractor
 
 
@@ -44,6 +44,8 @@ class ReferenceAgent:
             return chunks, build_retriever(kind, chunks, self.keywords, embeddings)
 
         (self.chunks, self.retriever), self.index_built = get_index(key, build)
+        self.rankings = rankings_for(key, self.retriever)  # (a sweep's top_k grid: one retrieval per query)
+        self.deepest = int(getattr(settings, "retrieval_depth", 0) or 0)
         self.memory = BM25Memory(self.keywords)
         for fact in corpus.memories:
             self.memory.add([{"content": fact["text"], "id": fact["id"]}], fact["user_id"], fact.get("timestamp"))
@@ -63,7 +65,7 @@ class ReferenceAgent:
 
         t = time.perf_counter()
         depth = max(self.top_k, self.rerank_candidates) if self.reranker != "none" else self.top_k
-        hits = self.retriever.search(prepared, depth) if depth else []
+        hits = self.rankings.search(query, prepared, depth, self.deepest) if depth else []
         timings["retrieve"] = time.perf_counter() - t
         if self.reranker != "none":
             t = time.perf_counter()

@@ -51,6 +51,8 @@ def _top(scores: np.ndarray, top_k: int) -> list[tuple[int, float]]:
 class BM25Retriever:
     """bm25s over jieba/word tokens (the keyword tokenizer, stopwords removed)."""
 
+    prefix_stable = True  # (_top: a deeper ranking's prefix is the shallower one: Rankings)
+
     def __init__(self, chunks: Sequence[Chunk], keywords: KeywordExtractor, k1: float = 1.5, b: float = 0.75):
         bm25s = import_bm25s()
         self.keywords = keywords
@@ -73,6 +75,8 @@ class BM25Retriever:
 class TfidfRetriever:
     """scikit-learn TF-IDF (sublinear tf) over the same tokens; cosine similarity."""
 
+    prefix_stable = True  # (_top: a deeper ranking's prefix is the shallower one: Rankings)
+
     def __init__(self, chunks: Sequence[Chunk], keywords: KeywordExtractor):
         from sklearn.feature_extraction.text import TfidfVectorizer
 
@@ -89,6 +93,8 @@ class TfidfRetriever:
 class DenseRetriever:
     """Cosine similarity of embeddings from an OpenAI-compatible endpoint or a local
     sentence-transformers model (``embeddings.model`` = ``local:NAME``)."""
+
+    prefix_stable = True  # (_top: a deeper ranking's prefix is the shallower one: Rankings)
 
     def __init__(self, chunks: Sequence[Chunk], settings):
         self.embed = make_embedder(settings)
@@ -191,3 +197,52 @@ def get_index(key: tuple, build) -> tuple[Any, bool]:
         while len(_INDEXES) > _INDEX_CACHE_SIZE:
             _INDEXES.popitem(last=False)
         return index, True
+
+
+class Rankings:
+    """The rankings one index gave, by query, shared by every agent (every sweep child) with that index:
+    a query asked again at the same depth or less is the cached ranking's prefix (a ranking's prefix is
+    the smaller ranking: ``_top`` orders by score then chunk, a total order), so a ``retriever.top_k``
+    grid retrieves once per (index, query) at its deepest ``top_k`` (``retrieval_depth``, set by the
+    sweep's plan), never once per configuration. ``searches`` counts the retrievals made. A retriever
+    whose ranking is not a prefix of a deeper one (hybrid: its fused pool grows with the depth) is
+    asked every time."""
+
+    def __init__(self, retriever: Any):
+        self.retriever, self.searches = retriever, 0
+        self.shared = getattr(retriever, "prefix_stable", False)
+        self._held: dict[str, tuple[int, list[tuple[int, float]]]] = {}  # query -> (depth asked, ranking)
+        self._lock = threading.Lock()
+
+    def search(self, query: str, prepared: Any, depth: int, deepest: int = 0) -> list[tuple[int, float]]:
+        """The top ``depth`` of ``query`` (``prepared`` by the retriever), retrieved at ``max(depth,
+        deepest)`` when it is not held deep enough."""
+        if not self.shared:
+            self.searches += 1
+            return self.retriever.search(prepared, depth)
+        with self._lock:
+            held = self._held.get(query)
+        if held is None or held[0] < depth:
+            asked = max(depth, deepest)
+            held = (asked, self.retriever.search(prepared, asked))
+            with self._lock:
+                self.searches += 1
+                self._held[query] = held
+        return held[1][:depth]
+
+
+def rankings_for(key: tuple, retriever: Any) -> Rankings:
+    """The :class:`Rankings` of the index ``key`` (made with it, gone with it)."""
+    with _INDEX_LOCK:
+        entry = _INDEXES.get(key)
+        if isinstance(entry, tuple) and len(entry) == 2 and entry[1] is retriever:
+            found = _RANKINGS.get(key)
+            if found is None or found.retriever is not retriever:
+                found = _RANKINGS[key] = Rankings(retriever)
+            for gone in [k for k in _RANKINGS if k not in _INDEXES]:
+                del _RANKINGS[gone]
+            return found
+    return Rankings(retriever)  # (an index no longer cached: its own)
+
+
+_RANKINGS: dict[tuple, Rankings] = {}

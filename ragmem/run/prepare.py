@@ -143,6 +143,7 @@ def sweep_plan(cfg: RunConfig, load: bool = True) -> SweepPlan:
     spec = sweeps.parse_sweep(cfg.sweep)
     base = {k: v for k, v in cfg.raw.items() if k != "sweep"}
     points, configs = zip(*sweeps.point_configs(base, spec, cfg.seed))
+    sweeps.share_retrievals(configs)
     plan = SweepPlan(spec, base, list(points), list(configs), {})
     if load:
         plan.load()

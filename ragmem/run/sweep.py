@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 import math
 import random
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import pandas as pd
 
@@ -90,6 +91,27 @@ def point_configs(base: dict[str, Any], spec: SweepSpec, seed: int) -> list[tupl
         except ConfigError as exc:
             raise ConfigError(f"sweep.grid ({child_name(point)}): {exc}") from None
     return out
+
+
+def share_retrievals(configs: Sequence[RunConfig]) -> None:
+    """Each reference-agent child told the deepest retrieval of the children that share its index (the
+    same corpus, chunking, retriever, embeddings and keywords): the first to ask a query retrieves at
+    that depth and the others cut its ranking (:class:`ragmem.reference.retrievers.Rankings`)."""
+    def index_of(c: RunConfig) -> str:
+        return json.dumps([c.corpus.model_dump(mode="json"), c.retriever.type, c.embeddings.model_dump(mode="json"),
+                           c.keywords.model_dump(mode="json")], sort_keys=True, default=str)
+
+    def depth_of(c: RunConfig) -> int:
+        r = c.retriever
+        return max(r.top_k, r.rerank_candidates) if r.reranker != "none" else r.top_k
+
+    deepest: dict[str, int] = {}
+    for c in configs:
+        if c.agent.type == "reference":
+            deepest[index_of(c)] = max(deepest.get(index_of(c), 0), depth_of(c))
+    for c in configs:
+        if c.agent.type == "reference":
+            c._retrieval_depth = deepest[index_of(c)]
 
 
 def child_name(point: dict[str, Any]) -> str:
