@@ -7,11 +7,14 @@ tie the other) counts as a tie and as ``swap_inconsistent``. Per example B's out
 1 (won), 0.5 (tie) or 0 (lost)::
 
     win_rate           = mean outcome over the judged examples   (ties count half)
-    swap_inconsistency = share of the judged examples whose verdict changed with the order
+    swap_inconsistency = share of the examples sent to the judge whose verdict changed with the order
 
 with a seeded percentile bootstrap interval of the win rate over examples. Two answers that are the
 same text (whitespace aside) are a tie without a request (``identical``, counted in
-``n_identical``): nothing tells them apart, and a judge would be paid to guess. An example with a failed
+``n_identical``): nothing tells them apart, and a judge would be paid to guess. They are no part of
+the swap inconsistency, which measures the judge (its denominator is the examples the judge was asked
+about, ``n_asked``): a judge that always picks the first position is 1.0 whatever share of the answers
+were identical. An example with a failed
 request (after retries and one repair) is not judged: counted in ``n_failed`` with its reason. The
 default criterion is which answer better answers the question given the reference; ``--rubric NAME``
 takes the criteria (and steps) of the config's rubric. Replies are cached like every judge request,
@@ -163,6 +166,7 @@ def summarise(rows: Sequence[dict[str, Any]], n_shared: int, resamples: int = 10
     """Wins, ties and losses of B against A, B's win rate with its interval, the swap inconsistency
     (module doc). Null (never 0) when no example could be judged."""
     judged = [r for r in rows if r["outcome"] is not None]
+    asked = [r for r in judged if not r.get("identical")]  # (what the judge saw: the swap's denominator)
     counts = collections.Counter(r["outcome"] for r in judged)
     points = [_POINTS[r["outcome"]] for r in judged]
     failures = collections.Counter(r["error"] for r in rows if r["outcome"] is None)
@@ -172,8 +176,8 @@ def summarise(rows: Sequence[dict[str, Any]], n_shared: int, resamples: int = 10
         "wins": counts["win"], "ties": counts["tie"], "losses": counts["loss"],
         "win_rate": float(np.mean(points)) if points else None,
         "win_rate_ci": bootstrap_interval(points, resamples, seed, confidence),
-        "swap_inconsistency": (sum(r["swap_inconsistent"] for r in judged) / len(judged)) if judged else None,
-        "n_swap_inconsistent": sum(r["swap_inconsistent"] for r in judged),
+        "swap_inconsistency": (sum(r["swap_inconsistent"] for r in asked) / len(asked)) if asked else None,
+        "n_swap_inconsistent": sum(r["swap_inconsistent"] for r in asked), "n_asked": len(asked),
         "n_identical": sum(bool(r.get("identical")) for r in judged),
         "failure_reasons": dict(failures.most_common()),
         "resamples": resamples, "seed": seed, "confidence": confidence,

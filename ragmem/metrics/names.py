@@ -288,7 +288,7 @@ PAIRWISE = Names("pairwise", (
     Metric("win_rate", unit="share"),
     Metric("swap_inconsistency", direction=LOWER, unit="share"),
     *(Metric(n, direction=None, unit="verdicts") for n in ("wins", "ties", "losses")),  # (its result: logged as such)
-    *(_count(n) for n in ("n_shared", "n_judged", "n_failed", "n_swap_inconsistent", "n_identical")),
+    *(_count(n) for n in ("n_shared", "n_judged", "n_failed", "n_swap_inconsistent", "n_identical", "n_asked")),
 ))
 
 def check_custom_name(name: str) -> str | None:

@@ -135,8 +135,15 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
     names = metric_names(ks)
     columns: dict[str, list[float | None]] = {n: [] for n in names}
     no_relevant = used_keyword = 0
+    matched, unmatched = 0, []  # examples judged by gold ids: a retrieved id among them, or none with ids
     for row in ctx.rows(table):
         found = None if failed(row) else example_relevance(row, ctx)
+        if found is not None and isinstance(row.gold_relevance, dict) and ctx.relevance != "keyword":
+            retrieved = [c.get("id") for c in row.contexts if c.get("id")]
+            if any(i in found[1] for i in found[0] if i is not None):
+                matched += 1
+            elif retrieved:
+                unmatched.append((retrieved[0], next(iter(found[1]), "")))
         values = None if found is None else query_metrics(found[0], found[1], ks)
         if found is not None and not (isinstance(row.gold_relevance, dict) and ctx.relevance != "keyword"):
             used_keyword += 1
@@ -151,6 +158,13 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
         threshold = ctx.keyword_threshold
         notes.append(counted_note("ranking.keyword", lambda n: f"ranking: {plural(n, 'example')} without gold ids judged "
                                   f"relevant by keyword overlap > {threshold} with the reference (approximation)", used_keyword))
+    if unmatched and not matched:  # (ids that never meet: two schemes for one chunk, not a retriever at 0)
+        retrieved, relevant = unmatched[0]
+        notes.append(counted_note("ranking.ids_never_match", lambda n: (
+            f"ranking: on {plural(n, 'example')} with gold ids, no retrieved context id is among the relevant ones "
+            f"(retrieved {retrieved!r}, relevant {relevant!r}): if the retriever and the labels name chunks "
+            f"differently, the ranking metrics are 0 for that alone; give relevant_context_ids as the retriever "
+            f"names them"), len(unmatched)))
     if no_relevant:
         notes.append(counted_note("ranking.no_relevant", lambda n: f"ranking: {plural(n, 'example')} with no relevant "
                                   f"context left out of the means", no_relevant))

@@ -338,7 +338,7 @@ def print_pairwise(result: dict[str, Any]) -> None:
         + (f"; {same} of the ties: identical answers, not sent to the judge" if same else ""))
     swap = result["swap_inconsistency"]
     say(f"swap_inconsistency {'n/a' if swap is None else f'{swap:.4f}'}: {result['n_swap_inconsistent']} verdicts "
-        f"changed with the order (counted as ties)")
+        f"changed with the order (of {result.get('n_asked', result['n_judged'])} asked; counted as ties)")
     usage = result["usage"]
     say(f"judge requests {int(usage.get('judge_calls', 0))}, cached {int(usage.get('judge_cache_hits', 0))}, "
         f"failed examples {result['n_failed']}, cost ${usage.get('judge_cost_usd', 0.0):.4f}")

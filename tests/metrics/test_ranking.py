@@ -115,3 +115,22 @@ def test_selectors():
     assert expand_selection(["ndcg_at_k", "f1", "mrr_at_7"], ks=(1, 5)) == ["ndcg_at_1", "ndcg_at_5", "f1", "mrr_at_7"]
     with pytest.raises(ConfigError, match="unknown metric"):
         expand_selection(["ndcg"])
+
+
+def test_ids_that_never_meet_are_said_not_left_as_a_silent_zero():
+    """The retriever names a chunk ``backup``, the labels ``backup.txt#c0``: every ranking metric is 0,
+    and the run says why, with the two ids; when the schemes agree, nothing is said."""
+    import ragmem
+
+    rows = [{"id": f"q{i}", "query": f"how do I restore backup {i}?", "generated_answer": "use the backup tool",
+             "contexts": [{"id": "backup", "text": "the backup tool restores"}, {"id": "restore", "text": "restore it"}],
+             "relevant_context_ids": ["backup.txt#c0"]} for i in range(6)]
+    apart = ragmem.evaluate(rows, track=False, metrics=["hit_rate_at_k"])
+    assert apart.metrics["hit_rate_at_10"] == 0.0
+    [line] = [n for n in apart.summary["notes"] if "no retrieved context id" in n]
+    assert line.startswith("ranking: on 6 examples with gold ids, no retrieved context id is among the relevant "
+                           "ones (retrieved 'backup', relevant 'backup.txt#c0')")
+    agreeing = ragmem.evaluate([{**r, "relevant_context_ids": ["backup"]} for r in rows], track=False,
+                               metrics=["hit_rate_at_k"])
+    assert agreeing.metrics["hit_rate_at_10"] == 1.0
+    assert not [n for n in agreeing.summary["notes"] if "no retrieved context id" in n]
