@@ -14,26 +14,21 @@ from ragmem.cli.common import flags_untyped, in_config_home, log, run_prepared, 
 from ragmem.cli.common import writable, write
 from ragmem.cli.scheduling import pick_flow, schedule_for, serve_flow
 from ragmem.cli.generating import generate
-from ragmem.cli.services import data_app, init, labels_app, report, server_app, trigger, ui
+from ragmem.cli.services import data_app, init, labels_app, report, server_app, trigger, ui, validate
 from ragmem.clients import endpoints
 from ragmem.config.loading import data_path
-from ragmem.data.checking import check_file
 from ragmem.data.hashing import file_sha256
-from ragmem.data.loaders import DataFile
-from ragmem.data.readers import check_encoding
 from ragmem.errors import RagmemError, RunFailed, Stopped
 from ragmem.exits import check_environment, finish as finish_command, leave, prepare_environment
 from ragmem.judges import llm_client, pairwise, require_llm
 from ragmem.memory import bench_compare
 from ragmem.memory.bench_data import DATASETS
-from ragmem.metrics import needs
 from ragmem.orchestration.server import resolve_api_url
 from ragmem.report.listing import print_runs
 from ragmem.report.terminal import (out, plural, print_bench, print_paired, print_pairwise, print_rerun, print_stored,
                                     print_stored_parent, print_summary, print_sweep, say)
 from ragmem.run import dryrun, gates, prepare, windows
 from ragmem.run.summary import nothing_measured
-from ragmem.runtime import progress
 from ragmem.tracking import record_pairwise, Tracker
 from ragmem.tracking.compare import latest_experiment, list_runs, paired_comparison, sweep_children
 from ragmem.tracking.runs import artifact_json, bench_rows, load_run_table, resolve_run_id
@@ -315,42 +310,10 @@ def bench_memory(
     run_prepared("ragmem.flows.bench_memory:bench_memory_flow", ready, verbose, finish, preflight=not no_preflight)
 
 
-@app.command()
-def validate(
-    data: Path = typer.Argument(..., help="Dataset file (JSON, JSONL, CSV or Parquet)."),
-    label: Optional[int] = typer.Option(None, "--label", help="File-level label (1 correct, 0 wrong)."),
-    format: str = typer.Option("auto", "--format", help="json, jsonl, csv, parquet or auto (by suffix)."),
-    no_answer: bool = typer.Option(False, "--no-answer", help="Answers come from a live agent: do not require them."),
-    coerce_numbers: bool = typer.Option(False, "--coerce-numbers", help="Read numbers as text (data.coerce_numbers)."),
-    encoding: str = typer.Option("utf-8", "--encoding", help="Text encoding (data.encoding), e.g. gb18030."),
-) -> None:
-    """Report every invalid record; exit 0 when the file is valid, 2 when not."""
-    if label not in (None, 0, 1):
-        raise RagmemError(f"--label: expected 0 or 1, got {label}")
-    try:
-        check_encoding(encoding)
-    except ValueError as exc:
-        raise RagmemError(f"--encoding: {exc}") from None
-    setup_logging(False)  # (the progress lines go to the ragmem logger)
-    with progress.stage("validate", unit="records") as stage:  # (a long file: a line every 10 s)
-        report = check_file(DataFile(data, label, format, coerce_numbers, encoding), require_answer=not no_answer,
-                            keep=False, on_batch=stage.advance, count=needs.fed_counters())
-    for problem in report.problems:
-        print(f"invalid: {problem}", file=sys.stderr)
-    n_bad = len({p.record for p in report.problems})
-    if report.problems:
-        print(f"{data}: {plural(report.n_records, 'record')}, {n_bad} invalid, {plural(len(report.problems), 'problem')}",
-              file=sys.stderr)
-        raise typer.Exit(2)
-    print(f"{data}: {plural(report.n_records, 'record')}, all valid")
-    for line in needs.fed(report.held, report.n_records):  # (a live agent's contexts are its own)
-        print(line)
-
-
 app.add_typer(server_app, name="server")
 app.add_typer(labels_app, name="labels")
 app.add_typer(data_app, name="data")
-for command in (init, report, trigger, ui, generate):
+for command in (init, report, trigger, ui, generate, validate):
     app.command()(command)
 
 

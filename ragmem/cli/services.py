@@ -13,6 +13,11 @@ import typer
 from ragmem.cli import starter
 from ragmem.cli.common import log, setup_logging, store_client, store_uri, writable
 from ragmem.data import published
+from ragmem.data.checking import check_file, questions_only
+from ragmem.data.loaders import DataFile
+from ragmem.data.readers import check_encoding
+from ragmem.metrics import needs
+from ragmem.runtime import progress
 from ragmem.errors import RagmemError
 from ragmem.report import pages as report_pages
 from ragmem.run import relabel
@@ -200,3 +205,41 @@ def server_status() -> None:
 def server_stop() -> None:
     """Stop the local Prefect server (and the one an older ragmem started for this home)."""
     out.print("stopped" if stop_managed_server() else "no local Prefect server of ragmem is running")
+
+
+def validate(
+    data: Path = typer.Argument(..., help="Dataset file (JSON, JSONL, CSV or Parquet)."),
+    label: Optional[int] = typer.Option(None, "--label", help="File-level label (1 correct, 0 wrong)."),
+    format: str = typer.Option("auto", "--format", help="json, jsonl, csv, parquet or auto (by suffix)."),
+    no_answer: bool = typer.Option(False, "--no-answer", help="Answers come from a live agent: do not require them."),
+    coerce_numbers: bool = typer.Option(False, "--coerce-numbers", help="Read numbers as text (data.coerce_numbers)."),
+    encoding: str = typer.Option("utf-8", "--encoding", help="Text encoding (data.encoding), e.g. gb18030."),
+) -> None:
+    """Report every invalid record; exit 0 when the file is valid, 2 when not."""
+    if label not in (None, 0, 1):
+        raise RagmemError(f"--label: expected 0 or 1, got {label}")
+    try:
+        check_encoding(encoding)
+    except ValueError as exc:
+        raise RagmemError(f"--encoding: {exc}") from None
+    setup_logging(False)  # (the progress lines go to the ragmem logger)
+    with progress.stage("validate", unit="records") as stage:  # (a long file: a line every 10 s)
+        report = check_file(DataFile(data, label, format, coerce_numbers, encoding), require_answer=not no_answer,
+                            keep=False, on_batch=stage.advance, count=needs.fed_counters())
+    questions = None if no_answer else questions_only(report, DataFile(data, label, format, coerce_numbers, encoding),
+                                                      needs.fed_counters())
+    if questions is not None:  # a test set: questions for an agent to answer (ragmem generate writes them)
+        print(f"{data}: {plural(questions.n_records, 'question')}, ready for an agent (agent.type "
+              f"python/http/reference); replay needs answers")
+        report = questions
+    for problem in report.problems:
+        print(f"invalid: {problem}", file=sys.stderr)
+    n_bad = len({p.record for p in report.problems})
+    if report.problems:
+        print(f"{data}: {plural(report.n_records, 'record')}, {n_bad} invalid, {plural(len(report.problems), 'problem')}",
+              file=sys.stderr)
+        raise typer.Exit(2)
+    if questions is None:
+        print(f"{data}: {plural(report.n_records, 'record')}, all valid")
+    for line in needs.fed(report.held, report.n_records):  # (a live agent's contexts are its own)
+        print(line)

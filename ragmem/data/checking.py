@@ -96,3 +96,16 @@ def _duplicates(data_file: DataFile, keys: np.ndarray, records: np.ndarray) -> l
                                  number, "id"))
         first.setdefault(ids[number], number)
     return out
+
+
+def questions_only(report: FileReport, data_file: DataFile, count: dict[str, Callable[[Example], bool]] | None = None,
+                   on_batch=None) -> FileReport | None:
+    """The file read again without requiring answers, when every record of it is invalid for its
+    missing answer alone: a test set, questions for an agent to answer (as ``ragmem generate``
+    writes them); else ``None``. A file where some records have answers and others not stays invalid."""
+    missing = {p.record for p in report.problems if p.field == "generated_answer"}
+    if not report.n_records or len(missing) != report.n_records or any(p.field != "generated_answer"
+                                                                        for p in report.problems):
+        return None
+    again = check_file(data_file, require_answer=False, keep=False, on_batch=on_batch, count=count)
+    return again if not again.problems else None

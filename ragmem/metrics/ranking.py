@@ -161,7 +161,7 @@ def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
     if unmatched and not matched:  # (ids that never meet: two schemes for one chunk, not a retriever at 0)
         retrieved, relevant = unmatched[0]
         notes.append(counted_note("ranking.ids_never_match", lambda n: (
-            f"ranking: on {plural(n, 'example')} with gold ids, no retrieved context id is among the relevant ones "
+            f"ranking: ids never matched: on {plural(n, 'example')} with gold ids, no retrieved context id is among the relevant ones "
             f"(retrieved {retrieved!r}, relevant {relevant!r}): if the retriever and the labels name chunks "
             f"differently, the ranking metrics are 0 for that alone; give relevant_context_ids as the retriever "
             f"names them"), len(unmatched)))

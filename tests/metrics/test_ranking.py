@@ -128,8 +128,8 @@ def test_ids_that_never_meet_are_said_not_left_as_a_silent_zero():
     apart = ragmem.evaluate(rows, track=False, metrics=["hit_rate_at_k"])
     assert apart.metrics["hit_rate_at_10"] == 0.0
     [line] = [n for n in apart.summary["notes"] if "no retrieved context id" in n]
-    assert line.startswith("ranking: on 6 examples with gold ids, no retrieved context id is among the relevant "
-                           "ones (retrieved 'backup', relevant 'backup.txt#c0')")
+    assert line.startswith("ranking: ids never matched: on 6 examples with gold ids, no retrieved context id is "
+                           "among the relevant ones (retrieved 'backup', relevant 'backup.txt#c0')")
     agreeing = ragmem.evaluate([{**r, "relevant_context_ids": ["backup"]} for r in rows], track=False,
                                metrics=["hit_rate_at_k"])
     assert agreeing.metrics["hit_rate_at_10"] == 1.0

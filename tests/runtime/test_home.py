@@ -139,6 +139,7 @@ def test_an_interrupt_typer_would_swallow_is_one_line_with_its_code(ragmem_main,
     """This typer turns a KeyboardInterrupt into a silent exit 130 (SIGTERM's 143 lost): seen in the
     interrupt test as exit 130 with nothing on stderr when SIGTERM came while a run read its data."""
     from ragmem.cli import app as cli
+    from ragmem.cli import services  # (where the validate command lives)
     from ragmem.errors import Terminated
 
     data = tmp_path / "d.jsonl"
@@ -146,7 +147,7 @@ def test_an_interrupt_typer_would_swallow_is_one_line_with_its_code(ragmem_main,
     for interrupt, code in ((Terminated("terminated by signal 15"), 143), (KeyboardInterrupt(), 130)):
         def check_file(*args, interrupt=interrupt, **kwargs):
             raise interrupt
-        monkeypatch.setattr(cli, "check_file", check_file)
+        monkeypatch.setattr(services, "check_file", check_file)
         done = ragmem_main(["validate", str(data)])
         assert (done.returncode, done.stderr) == (code, "interrupted\n")
     monkeypatch.setattr(cli, "check_set_flags", lambda argv: None)

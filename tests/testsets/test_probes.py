@@ -108,6 +108,9 @@ def test_the_command_writes_probes_that_validate_and_run_unchanged(tmp_path, rag
     assert rows[0]["reference_contexts"][0] in REFERENCE.read_text(encoding="utf-8")
     valid = ragmem_main(["validate", str(out), "--no-answer"], cwd=tmp_path)
     assert valid.returncode == 0 and "60 records, all valid" in valid.stdout + valid.stderr
+    test_set = ragmem_main(["validate", str(out)], cwd=tmp_path)  # without --no-answer: a test set, said so
+    assert test_set.returncode == 0 and (f"{out}: 60 questions, ready for an agent (agent.type python/http/reference); "
+                                         "replay needs answers") in test_set.stdout
     result = ragmem.evaluate(str(out), track=False, agent={"type": "reference"}, stats={"resamples": 0},
                              metrics=["hit_rate_at_k", "mrr_at_k"])
     assert result.metrics["hit_rate_at_5"] >= 0.9 and 0.9 <= result.metrics["mrr_at_5"] <= 1
