@@ -95,6 +95,12 @@ class MetricSettings(Section):
     def custom_names(self) -> list[str]:
         return [m.name for m in self.custom]
 
+    @property
+    def directions(self) -> dict[str, str]:
+        """Each metric of one's own and which way it is better (``metrics.custom[].direction``): what the
+        catalogue reads as ``own`` (:mod:`ragmem.metrics.catalogue`)."""
+        return {m.name: m.direction for m in self.custom}
+
     def __contains__(self, name) -> bool:
         return name in self.names or name in self.custom_names
 

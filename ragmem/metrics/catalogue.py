@@ -25,6 +25,7 @@ Metrics of one's own (``metrics.custom``) are named by the config: their facts a
 
 from __future__ import annotations
 
+import functools
 import re
 from types import MappingProxyType
 from typing import Iterable, Mapping, Sequence
@@ -34,7 +35,7 @@ from ragmem.metrics.names import HIGHER, JUDGE, LOWER, Metric, OWN, SYSTEM
 
 __all__ = ["facts", "family_of", "direction", "lower_is_better", "is_count", "is_seconds", "shown", "section",
            "per_example", "watched", "listed", "summary_order", "metric_key", "metric_name", "own_of", "catalogued",
-           "of_column", "judge_section",
+           "of_column", "judge_section", "is_total",
            "JUDGE_FIGURES", "beside_objective", "reported"]
 
 Own = Mapping[str, str]
@@ -48,6 +49,14 @@ _ORDER = ("verdicts", "coverage", "latency", "ranking", "generation", "rag", "ru
 
 
 def _declared(name: str) -> tuple[str, Metric] | None:
+    return _declared_in(id(names.KNOWN), name)
+
+
+@functools.lru_cache(maxsize=8192)
+def _declared_in(known: int, name: str) -> tuple[str, Metric] | None:
+    """``name``'s family and facts among the declared families (``known``: the identity of
+    ``names.KNOWN``, so a catalogue extended at run time is looked up afresh). Cached: the lookup sits
+    on the per-example path (:func:`ragmem.metrics.needs.lacks`)."""
     for family in names.KNOWN:
         found = family.facts(name)
         if found is not None:
@@ -87,7 +96,12 @@ def family_of(name: str, own: Own = _NONE) -> str | None:
 
 def of_column(column: str) -> str:
     """The metric whose per-example column is ``column`` (``coverage`` -> ``avg_coverage``), else ``column``."""
-    return next((m.name for family in names.KNOWN for m in family.metrics if m.column == column), column)
+    return _columns(id(names.KNOWN)).get(column, column)
+
+
+@functools.lru_cache(maxsize=8)
+def _columns(known: int) -> dict[str, str]:
+    return {m.column: m.name for family in reversed(names.KNOWN) for m in reversed(family.metrics) if m.column}
 
 
 def catalogued(name: str, own: Own = _NONE) -> bool:
@@ -114,6 +128,12 @@ def is_count(name: str) -> bool:
     """
     found = facts(name)
     return found is not None and found.unit == "count"
+
+
+def is_total(name: str) -> bool:
+    """Whether ``name`` is what an endpoint cost (calls, tokens, dollars: ``judge_cost_usd``), a total of
+    the run measured as it ran: never computed from the examples, gated as the two runs' totals."""
+    return family_of(name) == "usage"
 
 
 def is_seconds(name: str) -> bool:
@@ -193,7 +213,7 @@ def beside_objective(ks: Sequence[int] = ()) -> list[str]:
 def reported(name: str) -> bool:
     """Whether ``name`` is a figure to compare runs on (not a count, an interval's end, an endpoint's usage)."""
     base = metric_name(name)
-    return not base.endswith(("_ci_low", "_ci_high")) and not is_count(base) and family_of(base) != "usage"
+    return not base.endswith(("_ci_low", "_ci_high")) and not is_count(base) and not is_total(base)
 
 
 def _ordered(pairs: list[tuple[str, str | None]], own: Own) -> list[tuple[str, str | None]]:
@@ -231,8 +251,7 @@ def metric_key(name: str) -> str:
     """
     if name.startswith("n_scored/"):  # how many examples a score rests on: beside the score's own name
         return name
-    family = family_of(name)
-    if family == "usage":
+    if is_total(name):
         return f"usage/{name}"
     if is_count(name):
         return f"count/{name}"

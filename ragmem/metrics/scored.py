@@ -98,7 +98,7 @@ def failed_replies(metrics: dict[str, Any]) -> dict[str, int]:
     {'faithfulness': 11}
     """
     return {k[: -len("_failures")]: int(v) for k, v in metrics.items()
-            if k.endswith("_failures") and v and catalogue.family_of(k) != "usage"}
+            if k.endswith("_failures") and v and not catalogue.is_total(k)}
 
 
 def partial(coverage: dict[str, dict[str, Any]], min_share: float) -> dict[str, str]:

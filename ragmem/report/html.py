@@ -265,7 +265,7 @@ def headline(summary: dict[str, Any]) -> list[str]:
     ks, own = _ks(params), catalogue.own_of(params)
     return [n for n in catalogue.summary_order(metrics, own) if metrics.get(n) is not None
             and catalogue.section(n) == SYSTEM and catalogue.shown(n, ks, own) and not catalogue.is_count(n)
-            and catalogue.family_of(n, own) != "usage"]
+            and not catalogue.is_total(n)]
 
 
 def run_page(summary: dict[str, Any], table: pd.DataFrame, latency_s: pd.Series | None = None,

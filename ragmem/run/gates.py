@@ -105,7 +105,7 @@ def check_names(gates: dict[str, Any], ks, custom: Sequence[str] = ()) -> None:
     """Every gated metric is a metric ragmem computes, or one of the config's own (``custom``: the names
     of ``metrics.custom``), before any work."""
     for metric in gates:
-        if metric in custom or catalogue.family_of(metric) == "usage":  # (an endpoint's cost: gated as a total)
+        if metric in custom or catalogue.is_total(metric):  # (an endpoint's cost: gated as a total)
             continue
         try:
             expand_selection([metric], ks)
@@ -150,13 +150,13 @@ def regressions(cfg, table, params: dict[str, str], metrics: dict[str, Any], bas
         return []
     if cfg.data.traces.experiment and not cfg.baseline:
         return _window_regressions(gated, metrics, (traces or {}).get("previous"), cfg.stats.confidence,
-                                   own_directions(cfg))
+                                   cfg.metrics.directions)
     base = baseline if baseline is not None else read_baseline(cfg.tracking_uri, cfg.baseline)
     info = base.attrs["run"]
     rows, _ = paired_rows(base, table, list(gated), *scoring_of(info.data.params),
                           cfg.stats.resamples or 1000, cfg.seed, cfg.stats.confidence, cfg.stats.bootstrap)
-    rows += _totals([m for m in gated if catalogue.family_of(m) == "usage"], metrics, info.data.metrics)
-    return _against(gated, metrics, rows, info.info.run_id, cfg.stats.confidence, own_directions(cfg))
+    rows += _totals([m for m in gated if catalogue.is_total(m)], metrics, info.data.metrics)
+    return _against(gated, metrics, rows, info.info.run_id, cfg.stats.confidence, cfg.metrics.directions)
 
 
 def _window_regressions(gated: dict[str, float], metrics: dict[str, Any], previous: dict[str, Any] | None,
@@ -167,11 +167,6 @@ def _window_regressions(gated: dict[str, float], metrics: dict[str, Any], previo
         return [GateResult(metric, metrics.get(metric), None, None, True, max_regression=delta)
                 for metric, delta in gated.items()]
     return _against(gated, metrics, previous["rows"], previous["run_id"], confidence, own)
-
-
-def own_directions(cfg) -> dict[str, str]:
-    """The config's metrics of one's own and which way each is better (``metrics.custom[].direction``)."""
-    return {m.name: m.direction for m in cfg.metrics.custom}
 
 
 def _totals(names: list[str], metrics: dict[str, Any], logged: dict[str, float]) -> list[dict[str, Any]]:

@@ -253,7 +253,7 @@ def start_scoring(examples: Sequence[Example], outputs: Sequence[AgentOutput], c
 def selected(cfg: RunConfig) -> list[str]:
     """The metrics a run computes: those selected, and every gated one (an endpoint's usage, measured
     on every run, is no metric to compute)."""
-    return [*cfg.metrics.names, *(g for g in cfg.gates if catalogue.family_of(g) != "usage")]
+    return [*cfg.metrics.names, *(g for g in cfg.gates if not catalogue.is_total(g))]
 
 
 def score(table: pd.DataFrame, cfg: RunConfig, components: Components, mapper=None) -> tuple[pd.DataFrame, MetricResult]:

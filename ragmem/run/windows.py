@@ -101,8 +101,7 @@ def previous(cfg: RunConfig, run_id: str | None) -> str | None:
 def compared(cfg: RunConfig) -> list[str]:
     """What a window is compared on: the watched metrics the run has (:func:`ragmem.metrics.catalogue.watched`),
     those that need no reference (traffic has none), and every metric gated on a regression."""
-    own = {m.name: m.direction for m in cfg.metrics.custom}
-    names = catalogue.watched(cfg.metrics.names, own, (REFERENCE,))
+    names = catalogue.watched(cfg.metrics.names, cfg.metrics.directions, (REFERENCE,))
     return names + [m for m, g in cfg.gates.items() if g.max_regression is not None and m not in names]
 
 

@@ -156,22 +156,30 @@ def test_the_verdict_of_two_orders_and_the_interval():
     assert low < 0.75 < high and high - low < 0.35
 
 
-def test_position_bias_is_measured_on_the_pairs_the_judge_saw(runs, shared_store, tmp_path, ragmem_main):
-    """A judge that always picks the first position, on two runs whose answers are identical on 16 of
-    20 examples: the 4 pairs asked all changed with the order, so swap_inconsistency is 1.0 (the
-    judge's bias as it is), not 4 / 20 diluted by pairs it never saw."""
-    changed = {1, 3, 5, 7}
-    records = [{**r, "generated_answer": f"Depot {i} is in Porto." if i in changed else r["generated_answer"]}
+CHANGED = {1, 3, 5, 7}  # A is wrong on the odd ids; a run that answers as A but right on these four
+
+
+def _against_same_but_four(runs, shared_store, tmp_path, ragmem_main, chat, trailing=""):
+    """Run A against a run that answers as A on 16 of 20 examples (the 4 of :data:`CHANGED` right), with
+    the judge ``chat``: the command's output and its JSON; only the 4 differing pairs were sent, both orders."""
+    records = [{**r, "generated_answer": (f"Depot {i} is in Porto." if i in CHANGED else r["generated_answer"]) + trailing}
                for i, r in enumerate(_records(A_RIGHT))]
     path = tmp_path / "same.json"
     path.write_text(json.dumps(records), encoding="utf-8")
     same = ragmem.evaluate(str(path), experiment="pairwise", tracking=shared_store).run_id
-    with Stub(chat=_first_position) as stub:
+    with Stub(chat=chat) as stub:
         done = ragmem_main(["compare", runs[0], same, "--judge", "pairwise", "--tracking-uri", shared_store["uri"],
                             *_set(stub, tmp_path), "-o", str(tmp_path / "p.json")], cwd=tmp_path)
         assert done.returncode == 0, done.stderr
-        assert len(stub.requests) == 2 * len(changed)
-    result = json.loads((tmp_path / "p.json").read_text())
+        assert len(stub.requests) == 2 * len(CHANGED)
+    return done, json.loads((tmp_path / "p.json").read_text())
+
+
+def test_position_bias_is_measured_on_the_pairs_the_judge_saw(runs, shared_store, tmp_path, ragmem_main):
+    """A judge that always picks the first position, on two runs whose answers are identical on 16 of
+    20 examples: the 4 pairs asked all changed with the order, so swap_inconsistency is 1.0 (the
+    judge's bias as it is), not 4 / 20 diluted by pairs it never saw."""
+    done, result = _against_same_but_four(runs, shared_store, tmp_path, ragmem_main, _first_position)
     assert (result["n_asked"], result["n_swap_inconsistent"], result["swap_inconsistency"]) == (4, 4, 1.0)
     assert result["n_identical"] == 16 and result["n_judged"] == N
     assert "swap_inconsistency 1.0000: 4 verdicts changed with the order (of 4 asked;" in " ".join(done.stdout.split())
@@ -180,18 +188,8 @@ def test_position_bias_is_measured_on_the_pairs_the_judge_saw(runs, shared_store
 def test_identical_answers_are_ties_without_a_request(runs, shared_store, tmp_path, ragmem_main):
     """A run that answers as A on 16 of 20 examples (as a setting the answers do not depend on gives):
     those 16 are ties, counted as identical, and only the 4 others are sent to the judge."""
-    changed = {1, 3, 5, 7}  # A is wrong on the odd ids; this run is right on four of them
-    records = [{**r, "generated_answer": (f"Depot {i} is in Porto." if i in changed else r["generated_answer"]) + "  "}
-               for i, r in enumerate(_records(A_RIGHT))]  # (trailing whitespace: still the same answer)
-    path = tmp_path / "same.json"
-    path.write_text(json.dumps(records), encoding="utf-8")
-    same = ragmem.evaluate(str(path), experiment="pairwise", tracking=shared_store).run_id
-    with Stub(chat=_holds_reference) as stub:
-        done = ragmem_main(["compare", runs[0], same, "--judge", "pairwise", "--tracking-uri", shared_store["uri"],
-                            *_set(stub, tmp_path), "-o", str(tmp_path / "p.json")], cwd=tmp_path)
-        assert done.returncode == 0, done.stderr
-        assert len(stub.requests) == 2 * len(changed)
-    result = json.loads((tmp_path / "p.json").read_text())
+    # (trailing whitespace: still the same answer)
+    done, result = _against_same_but_four(runs, shared_store, tmp_path, ragmem_main, _holds_reference, trailing="  ")
     assert (result["wins"], result["ties"], result["losses"]) == (4, 16, 0) and result["n_identical"] == 16
     assert result["win_rate"] == pytest.approx((4 + 0.5 * 16) / N) and result["n_judged"] == N
     assert "16 of the ties: identical answers, not sent to the judge" in " ".join(done.stdout.split())
