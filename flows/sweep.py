@@ -19,7 +19,7 @@ from ragmem.flows.runners import task_runner_for
 from ragmem.orchestration.prefect_api import work_done
 from ragmem.run import engine, prepare
 from ragmem.runtime import interrupts
-from ragmem.run.sweep import parse_sweep
+from ragmem.run.sweep import expand, parse_sweep
 from ragmem.tasks.steps import PrefectSteps
 
 
@@ -45,7 +45,9 @@ def sweep_flow(config: dict[str, Any], preflight: bool = True, resume: str | Non
 def sweep_flow_for(config: dict[str, Any]):
     """The sweep flow with ``sweep.max_parallel`` children at a time (on threads), or its children
     on Dask (``orchestration.task_runner: dask``)."""
-    threads = parse_sweep(config["sweep"]).max_parallel
+    spec = parse_sweep(config["sweep"])
+    # a race's children all start (they wait for each other batch by batch); max_parallel of them work at once
+    threads = len(expand(spec, config.get("seed", 0))) if spec.races else spec.max_parallel
     return sweep_flow.with_options(task_runner=task_runner_for(config, threads=threads))
 
 

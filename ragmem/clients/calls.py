@@ -30,7 +30,7 @@ import signal
 import threading
 import time
 from dataclasses import dataclass
-from typing import AbstractSet, Any, Awaitable, Callable, Coroutine, TypeVar
+from typing import AbstractSet, Any, Awaitable, Callable, Coroutine, Iterator, TypeVar
 
 from ragmem.clients.endpoints import Breaker, EndpointDown
 from ragmem.errors import failure_message
@@ -237,6 +237,47 @@ class Attempts:
         if not self.retryable(exc) or self.count > self.policy.retries or self.timeouts > self.policy.timeout_retries:
             return None
         return self.policy.wait(self.count, exc)
+
+
+class Spent(Exception):
+    """A request not sent: the budget it would have spent past is spent (never retried)."""
+
+
+class Allowance:
+    """The requests an endpoint's section (``judge``) may send while it is installed (:meth:`installed`),
+    across every client and thread of the process: each request (every attempt, a retry too) takes one
+    before it is sent, and once ``requests`` are sent the next raises :class:`Spent`. ``requests`` None:
+    counted, never refused."""
+
+    _active: dict[str, "Allowance"] = {}
+
+    def __init__(self, section: str, requests: int | None, setting: str = "the budget"):
+        self.section, self.requests, self.setting = section, requests, setting
+        self.sent = 0
+        self.refused = 0
+        self._lock = threading.Lock()
+
+    def take(self) -> None:
+        with self._lock:
+            if self.requests is not None and self.sent >= self.requests:
+                self.refused += 1
+                raise Spent(f"not sent: {self.setting} {self.requests} spent")
+            self.sent += 1
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator["Allowance"]:
+        Allowance._active[self.section] = self
+        try:
+            yield self
+        finally:
+            Allowance._active.pop(self.section, None)
+
+    @staticmethod
+    def spend(section: str) -> None:
+        """One request of ``section`` about to be sent: taken from its allowance, if one is installed."""
+        found = Allowance._active.get(section)
+        if found is not None:
+            found.take()
 
 
 def call(fn: Callable[[], T], policy: Policy, breaker: Breaker | None = None,

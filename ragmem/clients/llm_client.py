@@ -1,19 +1,18 @@
-"""The one seam to LLM and embedding endpoints (any OpenAI-compatible server: OpenAI, Azure, Ollama,
-vLLM, LM Studio, llama.cpp).
+"""The one seam to LLM and embedding endpoints (OpenAI-compatible: OpenAI, Azure, Ollama, vLLM, llama.cpp).
 
 - Async calls with at most ``max_concurrency`` in flight; ``run`` is the synchronous entry point.
 - Retries with exponential backoff and jitter on 429, 5xx (not 501), timeouts and connection errors,
   honouring ``Retry-After``; the SDK's own retries are off so that this policy is the only one.
-  400, 401, 403, 404, 422 and 501 are not retried. Every attempt feeds the endpoint's circuit
-  breaker (:mod:`ragmem.clients.endpoints`): a dead endpoint stops the run instead of failing every item.
+  400, 401, 403, 404, 422, 501 are not retried. Every attempt feeds the endpoint's circuit breaker
+  (:mod:`ragmem.clients.endpoints`; a dead endpoint stops the run instead of failing every item).
 - Temperature 0 and a seed by default. JSON replies are requested with ``response_format`` json_schema;
   an endpoint that rejects it (HTTP 400) is asked with json_object, then plain text, and the mode that
   worked is remembered. Every reply is validated against :mod:`ragmem.prompts.templates`; an invalid one gets
   one repair request, then the item is recorded as failed with its reason (never a silent 0).
 - A persistent cache (diskcache) keyed by endpoint, model, prompt version and the full request: a
   rerun or a sweep pays nothing twice, and two models never share entries. Failures are not cached.
-- Token usage and cost (``prices``: USD per million input/output tokens per model) are counted.
-The API key is read from the environment variable named by ``api_key_env``; it is never stored.
+- Usage and cost (``prices``: USD per million tokens in/out per model) are counted. The API key is read
+  from the environment variable ``api_key_env`` names, never stored.
 """
 
 from __future__ import annotations
@@ -161,9 +160,10 @@ class _Endpoint:
 
     async def _with_retries(self, call):
         """``call()`` under the one call policy (:mod:`ragmem.clients.calls`): retried on transient failures,
-        every attempt counted and fed to the endpoint's breaker, which raises
-        :class:`ragmem.clients.endpoints.EndpointDown` once it is open."""
-        return await calls.call_async(call, self.policy, self.breaker, on_attempt=lambda: self.usage.add(calls=1))
+        every attempt taken from a sweep's budget (``calls.Allowance``), counted and fed to the endpoint's
+        breaker, which raises :class:`ragmem.clients.endpoints.EndpointDown` once it is open."""
+        spend = lambda: (calls.Allowance.spend(self.section), self.usage.add(calls=1))  # noqa: E731
+        return await calls.call_async(call, self.policy, self.breaker, on_attempt=spend)
 
     def run_async(self, coros_factory) -> list[Result]:
         """Run ``coros_factory(client, semaphore) -> list[coroutine]`` to completion from sync code."""

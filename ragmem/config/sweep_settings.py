@@ -66,7 +66,36 @@ class TieBreak(Section):
         return self
 
 
+class RaceSettings(Section):
+    """How a race (``sweep.method: race``) looks and decides (:mod:`ragmem.stats.racing`)."""
+
+    batch: Annotated[int, Ge(1)] = setting(20, "examples judged between two looks")
+    alpha: Annotated[float, Field(gt=0, lt=1)] = setting(
+        0.05, "the chance that the best configuration is dropped (split over its tests)")
+    indifference: Annotated[float, Ge(0)] = setting(
+        0.02, "differences smaller than this on the objective are ties: the race ends when every survivor "
+              "is within it of the leader with confidence")
+
+
+class BudgetSettings(Section):
+    """What a race may spend in all (at least one)."""
+
+    judge_requests: Optional[Positive] = setting(None, "judge requests sent, across every configuration")
+
+    @model_validator(mode="after")
+    def _one(self):
+        if self.judge_requests is None:
+            raise ValueError("expected {judge_requests: N}")
+        return self
+
+
 class SweepSettings(Section):
+    method: Literal["grid", "random", "race"] = setting(
+        "grid", "grid: every point; random: sweep.samples points drawn at random; race: every point raced on "
+                "the same examples, a configuration stopped once it is worse than the leader with confidence")
+    race: RaceSettings = setting(RaceSettings, "{batch, alpha, indifference} of sweep.method race")
+    budget: Optional[BudgetSettings] = setting(None, "{judge_requests: N}: a race never spends past it "
+                                                     "(sweep.method race)")
     grid: dict[str, Annotated[list[Any], Field(min_length=1)]] = setting({}, "dotted.key -> [values]")
     samples: Optional[Positive] = setting(None, "run N grid points drawn at random (seed)")
     objective: Objective = setting(Objective, "{metric, goal}")
@@ -75,6 +104,14 @@ class SweepSettings(Section):
                                             "for best (not significantly worse than the top one)")
     max_parallel: Annotated[int, Ge(1), Le(64)] = setting(2, "children at once (at most 64)")
     plot_metrics: Optional[list[str]] = setting(None, "metrics plotted against each swept key")
+
+    @model_validator(mode="after")
+    def _method(self):
+        if self.method == "random" and self.samples is None:
+            raise ValueError("method random: expected samples: N (the grid points drawn at random)")
+        if self.budget is not None and self.method != "race":
+            raise ValueError("budget: needs method race (a grid judges every configuration on every example)")
+        return self
 
 
 #: what an mcp layer's tool arguments may name, per tool ("{name}" in ``args``)

@@ -37,7 +37,6 @@ from ragmem.run.plain_steps import Steps
 from ragmem.runtime import interrupts, progress, space
 from ragmem.runtime.parallel import EarlyMaps, mapper_for, ProcessPool
 from ragmem.schema import AgentOutput, Example
-from ragmem.run import deciding
 from ragmem.run.deciding import Decider
 from ragmem.stats import clusters
 from ragmem.stats.run_statistics import RunStatistics
@@ -57,7 +56,8 @@ def answer_and_judge(cfg: RunConfig, steps: Steps, components: pipeline.Componen
     """Per batch: time the agent (each output journaled the moment it is known; the ``kept`` ones
     of a resumed run are not asked again), judge, and begin the batch's scoring on idle workers;
     ``called`` and ``judged`` are the run's progress stages. With a ``decider`` (``gates.stop_when_decided``)
-    the batches are :data:`ragmem.run.deciding.BATCH` examples and no batch is asked once it has decided."""
+    (or a race's lane, :class:`ragmem.run.racing.Lane`) the batches are its ``batch`` examples, each
+    asked only when it says so (``before``), told what it gave (``after``), and none once it has decided."""
     outputs: list[AgentOutput] = []
     judgements: list = []
 
@@ -65,7 +65,7 @@ def answer_and_judge(cfg: RunConfig, steps: Steps, components: pipeline.Componen
         journal.append(output)
         called.advance(1, failed=int(output.error is not None))
 
-    sized = pipeline.Batches(examples, deciding.BATCH if decider is not None else cfg.agent.batch_size)
+    sized = pipeline.Batches(examples, decider.batch if decider is not None else cfg.agent.batch_size)
     local = mapper_for(cfg.orchestration.workers)  # the judge's keyword sets: on local processes
     # a live agent leaves the workers idle while it answers: they score each judged batch
     # meanwhile; replayed answers leave no wait to fill (the metrics map them all at once)
@@ -73,6 +73,8 @@ def answer_and_judge(cfg: RunConfig, steps: Steps, components: pipeline.Componen
     components.early = EarlyMaps(local) if live and isinstance(local, ProcessPool) else None
     for i, batch in enumerate(sized):
         interrupts.check()
+        if decider is not None and not decider.before(i):  # (a race's lane: stopped, or the race is over)
+            break
         space.check()  # a write found the disk full: the run stops, what it paid for kept
         started = time.perf_counter()
         todo = [e for e in batch if e.id not in kept]
@@ -89,7 +91,7 @@ def answer_and_judge(cfg: RunConfig, steps: Steps, components: pipeline.Componen
         log.debug("agent + judge: %d/%d examples (%d agent errors)", len(outputs), len(examples),
                   sum(o.error is not None for o in outputs))
         if decider is not None:
-            decider.add(verdicts)
+            decider.after(batch, answered, verdicts, components, cfg)
             if decider.decided:
                 log.info("%s", decider.line())
                 break

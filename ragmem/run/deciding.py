@@ -92,6 +92,18 @@ class Decider:
             result.decided = decider.as_dict()
         return result
 
+    batch = BATCH  # examples between two looks
+
+    def before(self, index: int) -> bool:
+        """Whether batch ``index`` is asked (a decided run has already left the loop)."""
+        return True
+
+    def after(self, examples: Sequence[Any], answered: Sequence[Any], judgements: Sequence[Any], components: Any,
+              cfg: Any) -> None:
+        """A batch was answered and judged (the protocol of :func:`ragmem.run.batching.answer_and_judge`,
+        shared with a race's lanes, :mod:`ragmem.run.racing`)."""
+        self.add(judgements)
+
     def add(self, judgements: Sequence[Any]) -> None:
         """A batch's verdicts (one per example, ``None`` or a failed one: left out)."""
         self.judged += len(judgements)

@@ -40,7 +40,7 @@ from ragmem.prompts.templates import prompt_hash, PROMPT_VERSION
 from ragmem.report import html as report_html
 from ragmem.run import batching, gates, judge_sweep, pipeline, prepare, resume as resumes, summary as summaries
 from ragmem.run.deciding import Decider
-from ragmem.run import sweep as sweeps, traffic, windows
+from ragmem.run import racing, sweep as sweeps, traffic, windows
 from ragmem.run.journal import Journal
 from ragmem.run.plain_steps import PLAIN, Steps  # noqa: F401  (also ragmem.run.engine.Steps, PLAIN)
 from ragmem.run.prepare import SweepPlan
@@ -84,14 +84,13 @@ def _tracker(cfg: RunConfig) -> Tracker | None:
 
 def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = None, baseline: pd.DataFrame | None = None,
              run_id: str | None = None, tags: dict[str, str] | None = None, resume: str | None = None,
-             preflight: bool = True, keep_journal: bool = True, answers_from: str | None = None) -> EvaluationResult:
-    """Evaluate one configuration: the steps in order, in one MLflow run (unless tracking is off).
-
-    The agent and judge are built and the data loaded before the run opens (a bad target or a bad
-    dataset is a user error, not a failed run); from the run's opening on, anything that raises
-    marks it FAILED (KILLED on Ctrl+C/SIGTERM). ``dataset`` and ``baseline`` (the baseline run's
-    table) are what :mod:`ragmem.run.prepare` loaded once; ``run_id`` adopts a run created beforehand
-    (sweep children).
+             preflight: bool = True, keep_journal: bool = True, answers_from: str | None = None, lane: Any = None
+             ) -> EvaluationResult:
+    """Evaluate one configuration: the steps in order, in one MLflow run (unless tracking is off). The
+    agent and judge are built and the data loaded before the run opens (a bad target or a bad dataset is
+    a user error, not a failed run); from the run's opening on, anything that raises marks it FAILED
+    (KILLED on Ctrl+C/SIGTERM). ``dataset`` and ``baseline`` (the baseline run's table) are what
+    :mod:`ragmem.run.prepare` loaded once; ``run_id`` adopts a run made before (sweep children).
 
     ``resume`` (a run id, or the ``untracked-...`` key of an untracked run) continues an interrupted
     run: the same MLflow run, the agent called only for examples its journal has no output for,
@@ -99,8 +98,9 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
     carries ``ragmem_progress`` = ``(run key, outputs journaled, examples)`` for the resume hint.
     ``preflight`` checks every configured endpoint first (:mod:`ragmem.clients.endpoints`).
     ``keep_journal=False`` removes the run's journal folder once the run has ended well (one that
-    stopped keeps it, for its resume). ``answers_from`` (a journal key) takes the agent's answers
-    from another run's journal (a sweep's judge-only sibling, :mod:`ragmem.run.judge_sweep`).
+    stopped keeps it, for its resume). ``answers_from`` (a journal key) takes the agent's answers from
+    another run's journal (a judge-only sibling, :mod:`ragmem.run.judge_sweep`); ``lane`` drives its
+    batches in a racing sweep (:class:`ragmem.run.racing.Lane`).
     """
     components = pipeline.build_components(cfg)  # a bad agent or judge setting fails here, before any call
     dataset = steps.load(cfg, dataset)
@@ -118,8 +118,8 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
         if answers_from:  # the sibling's answers, journaled as this run's own (a resume needs no sibling)
             kept = journal.adopt(answers_from)
         try:
-            table, result, outputs, streamed = _scored(cfg, steps, components, dataset, journal, kept)
-            notes, replied = _endpoint_notes(components)
+            table, result, outputs, streamed = _scored(cfg, steps, components, dataset, journal, kept, lane)
+            notes, replied = summaries.endpoint_notes(components)
             result.notes.extend(notes)
             sheet_rows = table if streamed is None else streamed.label_rows
             result.notes.extend(labels.label_sheet(sheet_rows, cfg.judge.label_sample, cfg.seed, journal.folder, run.id))
@@ -158,10 +158,10 @@ def _handed_over(out: EvaluationResult, journal: Journal, streamed, keep_journal
 
 
 def _scored(cfg: RunConfig, steps: Steps, components: pipeline.Components, dataset: Dataset, journal: Journal,
-            kept: dict[str, AgentOutput]) -> tuple[pd.DataFrame, Any, list, batching.Streamed | None]:
+            kept: dict[str, AgentOutput], lane: Any = None) -> tuple[pd.DataFrame, Any, list, batching.Streamed | None]:
     """Every example answered, judged and scored: the table (a streamed run's: the rows its report
     may show), the result, the outputs (a streamed run's: the first ``tracking.max_traces``)."""
-    decider = Decider.of(cfg, len(dataset), dataset.streamed)  # (gates.stop_when_decided)
+    decider = lane or Decider.of(cfg, len(dataset), dataset.streamed)  # (a race; gates.stop_when_decided)
     if dataset.streamed:  # chunk by chunk: answered, judged, scored, written (ragmem.run.batching)
         streamed = batching.score_in_chunks(cfg, steps, components, dataset, journal, kept)
         return streamed.shown, streamed.result, streamed.outputs, streamed
@@ -190,23 +190,6 @@ def _new_journal(run_id: str | None, cfg: RunConfig, dataset: Dataset, tracker: 
     return journal
 
 
-def _endpoint_notes(components) -> tuple[list[str], dict[str, list[str]]]:
-    """What the LLM endpoints say once the run is scored: every call failed alike (one line), the
-    replies named another model than the one asked for (one line; and those models by section, for
-    the summary and the tag ``ragmem.<section>.replied_model``), requests that had failed in an
-    earlier run sent again (one line)."""
-    notes: list[str] = []
-    replied: dict[str, Any] = {}
-    for client in (components.llm, components.embedder):
-        if client is None:
-            continue
-        notes.extend(line for line in (client.failure_summary(), client.model_note(), client.rerun_note()) if line)
-        others = client.other_models()
-        if others:
-            replied[client.section] = others
-    return notes, replied
-
-
 def _log_run(steps: Steps, run: TrackedRun, cfg: RunConfig, dataset: Dataset, outputs, table, result, params,
              summary, journal: Journal, streamed: batching.Streamed | None = None) -> None:
     """The run's params, metrics, artifacts, report and traces to MLflow; a store that went away
@@ -232,12 +215,13 @@ def _log_run(steps: Steps, run: TrackedRun, cfg: RunConfig, dataset: Dataset, ou
 # ---- sweeps -------------------------------------------------------------------------------------
 
 def _evaluate_child(cfg: RunConfig, run_id: str | None, dataset: Dataset, resume: bool = False,
-                    answers_from: str | None = None) -> dict[str, Any]:
+                    answers_from: str | None = None, lane: Any = None) -> dict[str, Any]:
     again = resume and run_id is not None and Journal.has_meta(run_id)  # it had started: continue it
     if resume and run_id is not None and not again:  # created but never started: start it now
         _tracker(cfg).reopen(run_id)  # type: ignore[union-attr]  # (a run id: tracked)
-    result = evaluate(cfg, PLAIN, dataset=dataset, run_id=None if again else run_id, preflight=False,  # checked by the sweep
-                      resume=run_id if again else None, answers_from=None if again else answers_from)
+    with racing.lane_of(lane):  # (a race: the lane leaves it however the child ends)
+        result = evaluate(cfg, PLAIN, dataset=dataset, run_id=None if again else run_id, preflight=False,  # checked
+                          resume=run_id if again else None, answers_from=None if again else answers_from, lane=lane)
     table = result._table if result._table is not None else \
         files.ParquetTable(result.table_path, keep=result)  # type: ignore[arg-type]  # (streamed: read in chunks)
     return {"metrics": {k: v for k, v in result.metrics.items() if v is not None}, "table": table,
@@ -249,14 +233,14 @@ def sweep(config: dict[str, Any] | RunConfig, steps: Steps = PLAIN, *, plan: Swe
     """Evaluate every configuration of ``sweep.grid`` (see :mod:`ragmem.run.sweep`) and pick the best;
     ``plan`` is the sweep :mod:`ragmem.run.prepare` made ready (every point valid, each distinct data
     setting loaded once), made here when not given (:func:`ragmem.run.prepare.sweep_plan`).
-    ``preflight`` checks every endpoint of every configuration first. ``resume`` (a parent run id)
-    continues an interrupted sweep: finished children are read back from MLflow, the others are
-    resumed (or started) in their own child runs."""
+    ``preflight`` checks every configuration's endpoints first. ``resume`` (a parent run id) continues an
+    interrupted sweep: finished children read back from MLflow, the others resumed (or started)."""
     cfg = config if isinstance(config, RunConfig) else RunConfig.from_dict(config)
     plan = plan or prepare.sweep_plan(cfg)
     spec, points = plan.spec, plan.points
     firsts = {tuple(child.files): child for child in reversed(plan.configs)}  # one load per distinct data setting
     datasets = {key: steps.load(child, plan.datasets[key]) for key, child in reversed(firsts.items())}
+    racer = racing.racer_for(plan, datasets, cfg.seed, resume)  # (sweep.method race: the examples in its order)
     if preflight:
         endpoints.preflight(list(dict.fromkeys(e for c in plan.configs for e in endpoints.configured(c))), log=log.info)
     tracker = _tracker(cfg)
@@ -281,13 +265,14 @@ def sweep(config: dict[str, Any] | RunConfig, steps: Steps = PLAIN, *, plan: Swe
         todo = [i for i, f in enumerate(found) if not (f and f[1] == "FINISHED")]
         log.info("sweep: %d configurations, %d at a time%s", len(points), spec.max_parallel,
                  f" ({len(points) - len(todo)} finished before, kept)" if resume else "")
-        outcomes = _run_children(steps, plan, datasets, child_ids, todo, tracker, cfg, parent.id, resume)
+        outcomes = _run_children(steps, plan, datasets, child_ids, todo, tracker, cfg, parent.id, resume, racer)
         children, tables, index_builds = _sweep_children(plan, child_ids, outcomes, tracker)
+        racing.recorded(racer, children, child_ids, tracker)
         top = sweeps.pick_best(children, spec)
         if top is not None:  # compared with the top one; the choice among those tied with it: tie_break
             sweeps.mark_against_best(children, tables, children.index(top), spec, cfg)
         best = sweeps.choose(children, spec)
-        summary = sweeps.summary(parent.id, cfg, spec, children, best, index_builds, plan.base)
+        summary = sweeps.summary(parent.id, cfg, spec, children, best, index_builds, plan.base) | racing.summary_of(racer)
         judges = judge_sweep.agreement(children, tables, spec, cfg)  # the grid varies the judge: do they agree?
         if judges is not None:
             summary["judges"] = judges
@@ -296,23 +281,26 @@ def sweep(config: dict[str, Any] | RunConfig, steps: Steps = PLAIN, *, plan: Swe
 
 
 def _run_children(steps: Steps, plan: SweepPlan, datasets: dict, child_ids: list, todo: list[int],
-                  tracker: Tracker | None, cfg: RunConfig, parent_id: str | None, resume: str | None) -> dict:
+                  tracker: Tracker | None, cfg: RunConfig, parent_id: str | None, resume: str | None,
+                  racer: racing.Racer | None = None) -> dict:
     """The unfinished children, ``sweep.max_parallel`` at a time: index -> ``("ok", result)`` or
     ``("failed", reason)``. Those that differ from a sibling only in judge settings run after it, on
     its agent's answers (:func:`ragmem.run.judge_sweep.answer_sources`). Interrupted, the children still
     running end with the parent. Their traces share one setting of MLflow's process-wide URI."""
-    sources = judge_sweep.answer_sources(plan.points) if judge_sweep.varies_judge(plan.points) else {}
+    sources = judge_sweep.answer_sources(plan.points) if judge_sweep.varies_judge(plan.points) and not racer else {}
     waves = [[i for i in todo if i not in sources], [i for i in todo if i in sources]]
     names = {sweeps.Announced.key(plan.configs[i], child_ids[i]): sweeps.child_name(plan.points[i]) for i in todo}
     try:
         with process_tracking_uri(cfg.tracking_uri) if tracker else contextlib.nullcontext(), \
-                progress.stage("sweep", len(todo), unit="configurations") as overall, progress.fold(overall):
+                progress.stage("sweep", len(todo), unit="configurations") as overall, progress.fold(overall), \
+                racing.spending(racer):  # (a race: every judge request counted, none past sweep.budget)
             announced = sweeps.Announced(_evaluate_child, overall, names, plan.spec.metric, log.info)
             ran: dict[int, Any] = {}
             for wave in waves:
                 items = [(plan.configs[i], child_ids[i], datasets[tuple(plan.configs[i].files)], bool(resume),
-                          _answers_of(sources.get(i), ran, child_ids)) for i in wave]
-                ran.update(zip(wave, steps.children(announced, items, plan.spec.max_parallel) if items else []))
+                          _answers_of(sources.get(i), ran, child_ids), racer.lane(i) if racer else None) for i in wave]
+                at_once = len(items) if racer else plan.spec.max_parallel  # (a race: all start, max_parallel work)
+                ran.update(zip(wave, steps.children(announced, items, at_once) if items else []))
     except BaseException as exc:
         interrupts.STOP.set()  # children on other threads wind down (their runs end KILLED)
         end_unfinished(tracker, child_ids, "KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED",

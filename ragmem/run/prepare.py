@@ -33,7 +33,7 @@ from ragmem.errors import ConfigError, RagmemError
 from ragmem.memory import bench_data, layers as memory_layers
 from ragmem.metrics import names, needs
 from ragmem.memory.locomo import Conversation
-from ragmem.run import environment, gates, pipeline, resume as resumes, sweep as sweeps, traffic
+from ragmem.run import environment, gates, pipeline, racing, resume as resumes, sweep as sweeps, traffic
 from ragmem.run.summary import check_param_sizes
 from ragmem.runtime.forking import release_freed_memory
 from ragmem.runtime.home import project_root
@@ -145,6 +145,8 @@ def sweep_plan(cfg: RunConfig, load: bool = True) -> SweepPlan:
     points, configs = zip(*sweeps.point_configs(base, spec, cfg.seed))
     sweeps.share_retrievals(configs)
     plan = SweepPlan(spec, base, list(points), list(configs), {})
+    if spec.races:
+        racing.check(plan)
     if load:
         plan.load()
     return plan

@@ -233,6 +233,23 @@ def nothing_measured(summary: dict[str, Any]) -> str | None:
     return None
 
 
+def endpoint_notes(components) -> tuple[list[str], dict[str, list[str]]]:
+    """What the LLM endpoints say once the run is scored: every call failed alike (one line), the
+    replies named another model than the one asked for (one line; and those models by section, for
+    the summary and the tag ``ragmem.<section>.replied_model``), requests that had failed in an
+    earlier run sent again (one line)."""
+    notes: list[str] = []
+    replied: dict[str, Any] = {}
+    for client in (components.llm, components.embedder):
+        if client is None:
+            continue
+        notes.extend(line for line in (client.failure_summary(), client.model_note(), client.rerun_note()) if line)
+        others = client.other_models()
+        if others:
+            replied[client.section] = others
+    return notes, replied
+
+
 def store_location(uri: str) -> str:
     """A tracking URI as the user should read it: a SQLite file by its absolute path, a URL masked.
 

@@ -45,6 +45,13 @@ class SweepSpec:
     max_parallel: int
     plot_metrics: tuple[str, ...] | None
     tie_break: tuple[dict[str, Any], ...] = ()
+    method: str = "grid"
+    race: dict[str, Any] | None = None       # sweep.race: {batch, alpha, indifference} (method race)
+    budget: dict[str, Any] | None = None     # sweep.budget: {judge_requests}
+
+    @property
+    def races(self) -> bool:
+        return self.method == "race"
 
     @property
     def keys(self) -> list[str]:
@@ -61,7 +68,8 @@ def parse_sweep(raw: dict[str, Any] | SweepSettings | None) -> SweepSpec:
     tie_break = tuple(t.model_dump(exclude_none=True) for t in settings.tie_break)
     return SweepSpec({k: list(v) for k, v in settings.grid.items()}, settings.samples, settings.objective.metric,
                      settings.objective.goal, constraints, settings.max_parallel,
-                     tuple(settings.plot_metrics) if settings.plot_metrics else None, tie_break)
+                     tuple(settings.plot_metrics) if settings.plot_metrics else None, tie_break, settings.method,
+                     settings.race.model_dump(), settings.budget.model_dump(exclude_none=True) if settings.budget else None)
 
 
 def expand(spec: SweepSpec, seed: int = 0) -> list[dict[str, Any]]:
@@ -181,7 +189,9 @@ def feasible(metrics: dict[str, float | None], spec: SweepSpec) -> bool:
 
 
 def _candidates(children: list[dict[str, Any]], spec: SweepSpec) -> list[dict[str, Any]]:
-    return [c for c in children if c.get("status") == "FINISHED"
+    """The children that may be chosen: finished, with the objective, within the constraints and (a race)
+    not ruled out by it."""
+    return [c for c in children if c.get("status") == "FINISHED" and c.get("race", {}).get("candidate", True)
             and c["metrics"].get(spec.metric) is not None and feasible(c["metrics"], spec)]
 
 
@@ -298,6 +308,13 @@ def parent_record(children: list[dict[str, Any]], best: dict[str, Any] | None, s
     record: dict[str, Any] = {"tables": {"comparison": table}, "json_files": {"sweep.json": summary},
                               "figures": figures, "metrics": metrics_out}
     metrics_out["n_tied_for_best"] = float(sum(bool(c.get("tied_for_best")) for c in children))
+    race = summary.get("race")
+    if race:  # what the race spent, against what the grid would have
+        metrics_out.update({f"race.{k}": race[k] for k in ("judge_requests", "grid_judge_requests", "judge_requests_ratio",
+                                                            "examples_judged", "grid_examples") if race[k] is not None})
+        figures["plots/race.png"] = plots.race_figure([child_name(c["params"]) for c in children],
+                                                      [c["race"]["stopped_at"] for c in children],
+                                                      [c["race"]["reason"] for c in children], race["examples"])
     if best is not None:
         metrics_out[f"best_{spec.metric}"] = best["metrics"][spec.metric]
         record["tags"] = {"best_run_id": best["run_id"]} if best["run_id"] else {}

@@ -31,6 +31,13 @@ simulation with a known truth: ``tests/stats/test_sequential.py`` (reduced) and
 (0.585, 0.813, 200)
 >>> cs.above(0.5), cs.below(0.9)
 (True, True)
+
+A yes-or-no question about the mean ("is it above 0.5?", "is the leader better?") is answered
+sooner by a test of its own, an e-process (:class:`Evidence`): the capital of a bettor who bets
+against the null, a nonnegative supermartingale under it, so by Ville's inequality it reaches
+``1/alpha`` with probability at most ``alpha`` at any time, however often it is looked at. Its
+bets follow aGRAPA (the same paper, section 5.1): the Kelly bet for the mean and variance seen so far,
+which for verdicts is the growth-optimal bet of the data's own law.
 """
 
 from __future__ import annotations
@@ -38,7 +45,7 @@ from __future__ import annotations
 import math
 from typing import Iterable
 
-__all__ = ["ConfidenceSequence", "PairedSequence"]
+__all__ = ["ConfidenceSequence", "PairedSequence", "Evidence"]
 
 
 class ConfidenceSequence:
@@ -125,3 +132,59 @@ class PairedSequence(ConfidenceSequence):
         """Add the pairs ``(a_i, b_i)``; a pair missing either side is left out."""
         self.update(None if x is None or y is None or (isinstance(x, float) and math.isnan(x))
                     or (isinstance(y, float) and math.isnan(y)) else y - x for x, y in zip(a, b))
+
+
+class Evidence:
+    """An e-process for the null "the mean of values in ``[low, high]`` is at most ``null``" (``side``
+    ``"above"``: evidence that it is above) or "at least ``null``" (``side`` ``"below"``): the capital
+    ``K_t = prod (1 + lambda_i s (x_i - null))`` (``s`` = +1 or -1) of predictable bets ``lambda_i``
+    (aGRAPA: ``m / (v + m^2)`` of the centred values seen before, clipped to ``[0, cap / reach]``, where
+    ``reach`` is how far a value can go against the bet, so the capital never reaches 0).
+    :attr:`rejected` once ``K_t >= 1/alpha``: wrong with probability at most ``alpha``, at any time.
+
+    >>> e = Evidence(alpha=0.01, null=0.0, low=-1.0, high=1.0)
+    >>> e.update([1, 0, 1, 0, -1, 1, 1, 0, 1, 0] * 6)
+    >>> e.rejected, round(e.value, 1) > 100
+    (True, True)
+    """
+
+    def __init__(self, alpha: float = 0.05, null: float = 0.0, low: float = 0.0, high: float = 1.0,
+                 side: str = "above", cap: float = 0.5):
+        if not 0 < alpha < 1:
+            raise ValueError(f"alpha: expected a number > 0 and < 1, got {alpha!r}")
+        if side not in ("above", "below") or not low <= null <= high or not high > low:
+            raise ValueError(f"expected side above or below and low <= null <= high, got {side!r}, {low}, {null}, {high}")
+        self.alpha, self.null, self.low, self.high, self.side = alpha, null, low, high, side
+        self._sign = 1.0 if side == "above" else -1.0
+        reach = (null - low) if side == "above" else (high - null)  # the largest loss of a unit bet
+        self._most = cap / reach if reach > 0 else math.inf
+        self.n = 0
+        self._sum = 0.0      # sum of the centred values s (x - null)
+        self._squares = 0.0  # sum of their squares
+        self.log_value = 0.0  # log K_t
+
+    def update(self, values: Iterable[float | None]) -> None:
+        """Add ``values`` in their order (``None`` or NaN: left out)."""
+        for value in values:
+            if value is None or (isinstance(value, float) and math.isnan(value)):
+                continue
+            if not self.low - 1e-12 <= value <= self.high + 1e-12:
+                raise ValueError(f"{value!r} lies outside the range [{self.low}, {self.high}] of the evidence")
+            y = self._sign * (float(value) - self.null)
+            if self.n:
+                m = self._sum / self.n
+                v = max(self._squares / self.n - m * m, 1e-4)
+                bet = min(max(m / (v + m * m), 0.0), self._most)
+                self.log_value += math.log1p(bet * y)
+            self.n += 1
+            self._sum += y
+            self._squares += y * y
+
+    @property
+    def value(self) -> float:
+        """The capital ``K_t`` (the evidence against the null; 1 before any value)."""
+        return math.exp(min(self.log_value, 700.0))
+
+    @property
+    def rejected(self) -> bool:
+        return self.log_value >= math.log(1 / self.alpha)

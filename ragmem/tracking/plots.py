@@ -116,3 +116,21 @@ def pareto_figure(latency: list[float], quality: list[float], labels: list[str],
     ax.legend()
     fig.tight_layout()
     return fig
+
+
+def race_figure(labels: list[str], judged: list[int], reasons: list[str], examples: int) -> Figure:
+    """A race: one line per configuration from 0 to the examples it was judged on, ending where it
+    stopped, labelled with why (``worse than ...``, ``constraint ...``, ``survived``, ``tied``, ``budget``)."""
+    fig, (ax,) = _subplots(8, max(2.5, 0.32 * len(labels) + 1))
+    colours = {"survived": "tab:green", "tied": "tab:green", "budget": "tab:orange"}
+    for row, (n, reason) in enumerate(zip(judged, reasons)):
+        colour = colours.get(reason, "tab:red" if reason.startswith(("worse", "constraint")) else "tab:gray")
+        ax.plot([0, n], [row, row], color=colour, linewidth=3)
+        ax.annotate(reason, (n, row), xytext=(4, 0), textcoords="offset points", va="center", fontsize=7)
+    ax.set_yticks(range(len(labels)), labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlim(0, examples * 1.45)
+    ax.axvline(examples, color="black", linewidth=0.5, linestyle=":")
+    ax.set_xlabel(f"examples judged (of {examples})")
+    ax.set_title("race: where each configuration stopped, and why")
+    return fig

@@ -176,6 +176,9 @@ class Tracker:
     """A thin, explicit-run-id wrapper over ``MlflowClient``."""
 
     def __init__(self, uri: str, artifact_root: str | None = None):
+        # a database store's connections: a racing sweep's children all run at once (sweep.method race,
+        # at most RACE_MOST), each opening its run; SQLAlchemy's default (5 + 10) refused the 16th
+        os.environ.setdefault("MLFLOW_SQLALCHEMYSTORE_MAX_OVERFLOW", "110")
         MlflowClient = lean_import("mlflow").MlflowClient
         if tracking_scheme(uri) in DATABASE_SCHEMES:
             lean_import("mlflow.store.tracking.sqlalchemy_store")  # the client's store for a database URI
