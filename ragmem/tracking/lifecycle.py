@@ -3,6 +3,7 @@ idempotent logging of results (:func:`log_results`)."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import logging
 import signal
@@ -102,17 +103,40 @@ def _end(tracker: Tracker, run_id: str, status: str, exc: BaseException | str) -
             pass           # stays RUNNING, shown DEAD once its process is gone: resumable)
 
 
+class _Muted(logging.Filter):
+    """Drops the records of the threads inside :func:`store_errors_muted`, and only theirs: a sweep's
+    children log and end their runs on threads of one process, and a flag of the logger's own (saved
+    and restored by each) was left set when two of them overlapped out of order, muting every later
+    store error of the process."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.depth: collections.Counter[int] = collections.Counter()  # thread ident -> blocks entered
+        self.lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not self.depth.get(threading.get_ident())  # (a filter runs on the thread that logs)
+
+
+_MUTED = _Muted()
+
+
 @contextlib.contextmanager
 def store_errors_muted() -> Iterator[None]:
     """MLflow's SQL store logs a database error with its traceback before it raises it (a full disk:
     ``database or disk is full`` while a run's metrics are written); ragmem reports the error it
-    raises (one line: :mod:`ragmem.runtime.space`), so that log is muted for the block."""
-    store_log = logging.getLogger("mlflow.store.db.utils")
-    muted, store_log.disabled = store_log.disabled, True
+    raises (one line: :mod:`ragmem.runtime.space`), so that log is muted for the block, on this thread."""
+    logging.getLogger("mlflow.store.db.utils").addFilter(_MUTED)  # (once: a filter is added only once)
+    me = threading.get_ident()
+    with _MUTED.lock:
+        _MUTED.depth[me] += 1
     try:
         yield
     finally:
-        store_log.disabled = muted
+        with _MUTED.lock:
+            _MUTED.depth[me] -= 1
+            if not _MUTED.depth[me]:
+                del _MUTED.depth[me]
 
 
 def end_unfinished(tracker: Tracker | None, run_ids, status: str, reason: str) -> None:

@@ -7,6 +7,7 @@ import os
 import signal
 import sqlite3
 import sys
+import threading
 
 import pandas as pd
 import pytest
@@ -269,5 +270,46 @@ def test_ending_an_interrupted_run_on_a_locked_store_logs_no_traceback():
         assert seen == [] and not store_log.disabled  # muted while ending, and only then
         store_log.error("after")
         assert [r.getMessage() for r in seen] == ["after"]
+    finally:
+        store_log.removeHandler(handler)
+
+
+def test_store_errors_are_muted_on_the_ending_thread_only_and_overlaps_leave_nothing_muted():
+    """Two threads end runs at once, their blocks overlapping out of order (A in, B in, A out, B out):
+    while A is inside, B's own store error is still logged once B has left; afterwards nothing is muted."""
+    from ragmem.tracking.lifecycle import store_errors_muted
+
+    seen: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())
+    store_log = logging.getLogger("mlflow.store.db.utils")
+    store_log.addHandler(handler)
+    a_in, b_in, a_out, b_out = (threading.Event() for _ in range(4))
+
+    def a():
+        with store_errors_muted():
+            a_in.set()
+            assert b_in.wait(60)
+            store_log.error("a inside")
+        a_out.set()
+
+    def b():
+        assert a_in.wait(60)
+        with store_errors_muted():
+            b_in.set()
+            assert a_out.wait(60)
+            store_log.error("b inside")
+        b_out.set()
+        store_log.error("b after")
+
+    try:
+        threads = [threading.Thread(target=a), threading.Thread(target=b)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert b_out.is_set() and seen == ["b after"]
+        store_log.error("main after")
+        assert seen == ["b after", "main after"] and not store_log.disabled
     finally:
         store_log.removeHandler(handler)
