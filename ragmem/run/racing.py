@@ -25,6 +25,8 @@ import threading
 from collections import OrderedDict
 from typing import Any, Iterator, Sequence
 
+import pandas as pd
+
 from ragmem.clients import calls
 from ragmem.errors import ConfigError
 from ragmem.metrics import catalogue
@@ -32,16 +34,16 @@ from ragmem.run import pipeline
 from ragmem.run.plain_steps import PLAIN
 from ragmem.run.sweep import child_name
 from ragmem.runtime import interrupts
+from ragmem.tracking.store import OPEN_RUNS
 from ragmem.stats.racing import BUDGET, Race, raced_bound, RacedBound, Stop, SURVIVED, TIED, WORSE
 
 log = logging.getLogger("ragmem")
 
-_WAIT_S = 0.5
-#: the most configurations a race runs (each a thread and, tracked, an open MLflow run: the store's
-#: connections, ragmem.tracking.store.Tracker)
-RACE_MOST = 96
+_WAIT_S = 0.5  # a lane waiting for its round wakes this often to see a stop (Ctrl+C)
+#: the most configurations a race runs: each is a thread and, tracked, an open MLflow run at once
+RACE_MOST = OPEN_RUNS
 #: the families an LLM judge scores in the metrics step: a race scores each batch, then the run
-_ASKED_TWICE = ("rag", "rubric", "conversation")  # a lane waiting for its round wakes this often to see a stop (Ctrl+C)
+_ASKED_TWICE = ("rag", "rubric", "conversation")
 
 
 def check(plan: Any) -> None:
@@ -94,12 +96,12 @@ class Racer:
     """The race of one sweep's children, shared by their lanes (threads)."""
 
     def __init__(self, spec: Any, names: list[str], examples: int):
-        settings = spec.race or {}
+        settings = spec.race  # (sweep.race, its defaults filled: ragmem.config.sweep_settings.RaceSettings)
         self.spec, self.names, self.examples = spec, names, examples
-        self.batch = int(settings.get("batch", 20))
+        self.batch = int(settings["batch"])
         self.columns = _bounds(spec)
         self.objective = str(catalogue.facts(spec.metric).column)  # type: ignore[union-attr]  # (check: a column)
-        self.race = Race(len(names), settings.get("alpha", 0.05), settings.get("indifference", 0.02), spec.goal,
+        self.race = Race(len(names), settings["alpha"], settings["indifference"], spec.goal,
                          bounds=[b for b, _ in self.columns])
         self.budget = (spec.budget or {}).get("judge_requests")
         self.allowance = calls.Allowance("judge", self.budget, "sweep.budget.judge_requests")
@@ -107,15 +109,11 @@ class Racer:
         self._slots = threading.Semaphore(spec.max_parallel)
         self._reported = [0] * len(names)
         self._decided = 0   # rounds decided
-        self._left: set[int] = set()
 
     def lane(self, i: int) -> "Lane":
         return Lane(self, i)
 
     # -- the lanes' side ---------------------------------------------------------------------------
-
-    def _running(self) -> list[int]:
-        return [i for i in self.race.running if i not in self._left]
 
     def wait_for(self, i: int, index: int) -> bool:
         """Lane ``i`` may ask batch ``index``: once the rounds before it are decided; ``False`` when it has
@@ -145,18 +143,15 @@ class Racer:
             if failed is None:
                 while self._decided < self._reported[i] and i in self.race.running and not self.race.over:
                     self._cond.wait(_WAIT_S)
-            self._left.add(i)
             if i in self.race.running:
                 self.race.retire(i, SURVIVED if failed is None else f"failed: {failed}")
-                if not self.race.running:
-                    self.race.ended = self.race.ended or SURVIVED
             self._maybe_decide()
             self._cond.notify_all()
 
     # -- deciding ----------------------------------------------------------------------------------
 
     def _maybe_decide(self) -> None:
-        running = self._running()
+        running = self.race.running
         if self.race.over or not running or any(self._reported[j] <= self._decided for j in running):
             return
         stops = self.race.decide()
@@ -182,7 +177,7 @@ class Racer:
             return True
         if rate is None:
             return False
-        todo = sum(min(self.batch, self.examples - self.race.judged(i)) for i in self._running())
+        todo = sum(min(self.batch, self.examples - self.race.judged(i)) for i in self.race.running)
         return self.allowance.sent + rate * todo > self.budget  # type: ignore[operator]
 
     def grid_requests(self) -> int | None:
@@ -268,21 +263,12 @@ class Lane:
                 scored, _ = PLAIN.score_chunk(list(examples), list(answered), list(judgements), components, cfg, 0)
             finally:
                 components.early = early
-            table = {c: [_number(v) for v in scored[c]] if c in scored else [None] * len(examples) for c in wanted}
+            table = {c: pd.to_numeric(scored[c], errors="coerce").astype(float).tolist() if c in scored  # (NA: NaN)
+                     else [None] * len(examples) for c in wanted}
         return table[self.racer.objective], {b.metric: table[c] for b, c in self.racer.columns}
 
     def leave(self, failed: str | None = None) -> None:
         self.racer.leave(self.index, failed)
-
-
-def _number(value: Any) -> float | None:
-    if value is None or isinstance(value, str):
-        return None
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if out != out else out
 
 
 # ---- the engine's side (ragmem.run.engine.sweep) -------------------------------------------------
@@ -336,9 +322,8 @@ def recorded(racer: Racer | None, children: list[dict], child_ids: list, tracker
     for i, child in enumerate(children):
         child["race"] = racer.child_record(i, child_ids)
         if tracker is not None and child_ids[i]:
-            for key in ("stopped_at", "reason", "interval", "evidence"):
-                if key in child["race"]:
-                    tracker.client.set_tag(child_ids[i], f"race.{key}", str(child["race"][key]))
+            tracker.set_tags(child_ids[i], {f"race.{k}": str(child["race"][k]) for k in ("stopped_at", "reason",
+                                            "interval", "evidence") if k in child["race"]})
 
 
 def summary_of(racer: Racer | None) -> dict[str, Any]:

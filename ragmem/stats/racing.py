@@ -45,7 +45,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from ragmem.stats.sequential import ConfidenceSequence, Evidence, PairedSequence
+from ragmem.stats.sequential import ConfidenceSequence, differences, Evidence, PairedSequence
 
 __all__ = ["Race", "Stop", "RacedBound", "raced_bound", "WORSE", "CONSTRAINT", "TIED", "SURVIVED", "BUDGET"]
 
@@ -111,11 +111,11 @@ class Stop:
 
 @dataclass
 class _Entry:
+    mean_cs: ConfidenceSequence                          # the objective's mean
+    bounds: dict[str, list[Evidence]]                    # each raced constraint's tests
     values: list[float] = field(default_factory=list)   # the objective, example by example (NaN: not defined)
     total: float = 0.0
     defined: int = 0
-    mean_cs: ConfidenceSequence | None = None
-    bounds: dict[str, list[Evidence]] = field(default_factory=dict)
 
     @property
     def mean(self) -> float | None:
@@ -137,9 +137,10 @@ class Race:
         self.low, self.high, self.bound_tests = low, high, tuple(bounds)
         self.alpha_each = alpha / max(n - 1 + len(self.bound_tests), 1)
         self._sign = 1.0 if goal == "maximize" else -1.0
-        self._entries = [_Entry(mean_cs=ConfidenceSequence(self.alpha_each, low, high),
-                                bounds={b.metric: b.tests(self.alpha_each, low, high) for b in self.bound_tests})
+        self._entries = [_Entry(ConfidenceSequence(self.alpha_each, low, high),
+                                {b.metric: b.tests(self.alpha_each, low, high) for b in self.bound_tests})
                          for _ in range(n)]
+        # per (leader, i): the interval and the test of ``leader - i``, and how many pairs each was fed
         self._pairs: dict[tuple[int, int], tuple[PairedSequence, list[int]]] = {}
         self._evidence: dict[tuple[int, int], tuple[Evidence, list[int]]] = {}
         self.stops: dict[int, Stop] = {}
@@ -159,7 +160,7 @@ class Race:
             if not math.isnan(x):
                 entry.total += x
                 entry.defined += 1
-        entry.mean_cs.update(objective)  # type: ignore[union-attr]
+        entry.mean_cs.update(objective)
         for test in self.bound_tests:
             given = [test.indicator(v) for v in (bounds or {}).get(test.metric, ())]
             for evidence in entry.bounds[test.metric]:
@@ -185,7 +186,7 @@ class Race:
 
     def interval(self, i: int) -> tuple[float, float]:
         """The anytime-valid interval of configuration ``i``'s mean."""
-        return self._entries[i].mean_cs.interval()  # type: ignore[union-attr]
+        return self._entries[i].mean_cs.interval()
 
     def leader(self) -> int | None:
         """The running configuration with the best mean so far (equal means: the earlier one)."""
@@ -196,31 +197,27 @@ class Race:
 
     def versus(self, leader: int, i: int) -> tuple[float, float]:
         """The interval of the mean difference ``leader - i`` on the examples both were judged on."""
-        found = self._pairs.get((leader, i))
+        return self._fed(self._pairs, leader, i, lambda: PairedSequence(self.alpha_each, self.low, self.high)).interval()
+
+    def evidence(self, leader: int, i: int) -> Evidence:
+        """The e-process of "``leader`` is better than ``i``" on the examples both were judged on."""
+        width = self.high - self.low
+        side = "above" if self._sign > 0 else "below"
+        return self._fed(self._evidence, leader, i, lambda: Evidence(self.alpha_each, 0.0, -width, width, side))
+
+    def _fed(self, store: dict, leader: int, i: int, make):
+        """The pair's sequence or test from ``store`` (made by ``make`` the first time the pair is compared),
+        fed the differences ``leader - i`` it has not seen, on the examples both were judged on."""
+        found = store.get((leader, i))
         if found is None:
-            found = self._pairs[(leader, i)] = (PairedSequence(self.alpha_each, self.low, self.high), [0])
+            found = store[(leader, i)] = (make(), [0])
         sequence, fed = found
         a, b = self._entries[i].values, self._entries[leader].values
         upto = min(len(a), len(b))
         if upto > fed[0]:
-            sequence.update_pairs(a[fed[0]:upto], b[fed[0]:upto])
+            sequence.update(differences(a[fed[0]:upto], b[fed[0]:upto]))
             fed[0] = upto
-        return sequence.interval()
-
-    def evidence(self, leader: int, i: int) -> Evidence:
-        """The e-process of "``leader`` is better than ``i``" on the examples both were judged on."""
-        found = self._evidence.get((leader, i))
-        if found is None:
-            width = self.high - self.low
-            found = self._evidence[(leader, i)] = (
-                Evidence(self.alpha_each, 0.0, -width, width, "above" if self._sign > 0 else "below"), [0])
-        evidence, fed = found
-        a, b = self._entries[i].values, self._entries[leader].values
-        upto = min(len(a), len(b))
-        if upto > fed[0]:
-            evidence.update(y - x for x, y in zip(a[fed[0]:upto], b[fed[0]:upto]))
-            fed[0] = upto
-        return evidence
+        return sequence
 
     # -- deciding ----------------------------------------------------------------------------------
 
@@ -264,8 +261,12 @@ class Race:
         return stopped
 
     def retire(self, i: int, reason: str) -> Stop:
-        """Configuration ``i`` leaves the race from outside (its data ran out: ``survived``; its run failed)."""
-        return self._stop(i, reason, self.leader())
+        """Configuration ``i`` leaves the race from outside (its data ran out: ``survived``; its run failed);
+        the last one to leave ends the race."""
+        stop = self._stop(i, reason, self.leader())
+        if not self.running:
+            self.ended = self.ended or SURVIVED
+        return stop
 
     def end(self, reason: str = SURVIVED) -> dict[int, Stop]:
         """The race ended from outside (the data ran out: ``survived``; the budget was spent: ``budget``):

@@ -43,9 +43,9 @@ which for verdicts is the growth-optimal bet of the data's own law.
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from typing import Iterable, Iterator
 
-__all__ = ["ConfidenceSequence", "PairedSequence", "Evidence"]
+__all__ = ["ConfidenceSequence", "PairedSequence", "Evidence", "differences"]
 
 
 class ConfidenceSequence:
@@ -130,8 +130,13 @@ class PairedSequence(ConfidenceSequence):
 
     def update_pairs(self, a: Iterable[float | None], b: Iterable[float | None]) -> None:
         """Add the pairs ``(a_i, b_i)``; a pair missing either side is left out."""
-        self.update(None if x is None or y is None or (isinstance(x, float) and math.isnan(x))
-                    or (isinstance(y, float) and math.isnan(y)) else y - x for x, y in zip(a, b))
+        self.update(differences(a, b))
+
+
+def differences(a: Iterable[float | None], b: Iterable[float | None]) -> Iterator[float | None]:
+    """``b_i - a_i`` pair by pair (``None`` where either side is ``None`` or NaN)."""
+    return (None if x is None or y is None or (isinstance(x, float) and math.isnan(x))
+            or (isinstance(y, float) and math.isnan(y)) else y - x for x, y in zip(a, b))
 
 
 class Evidence:

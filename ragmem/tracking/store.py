@@ -30,6 +30,11 @@ from ragmem.tracking.uri import DATABASE_SCHEMES, tracking_scheme
 
 _PARAM_LIMIT = 6000  # MLflow's limit for a param value
 _ERROR_TAG_LIMIT = 5000
+#: the MLflow runs one process may hold open at once (a racing sweep's children all run together: at
+#: most this many, ragmem.run.racing), and the database store's connections they need: SQLAlchemy's
+#: default pool (5 + 10 more) refused the 16th child of an 18-configuration race
+OPEN_RUNS = 96
+os.environ.setdefault("MLFLOW_SQLALCHEMYSTORE_MAX_OVERFLOW", str(OPEN_RUNS + 14))  # (read when a store is made)
 
 
 def _slug(name: str) -> str:
@@ -176,9 +181,6 @@ class Tracker:
     """A thin, explicit-run-id wrapper over ``MlflowClient``."""
 
     def __init__(self, uri: str, artifact_root: str | None = None):
-        # a database store's connections: a racing sweep's children all run at once (sweep.method race,
-        # at most RACE_MOST), each opening its run; SQLAlchemy's default (5 + 10) refused the 16th
-        os.environ.setdefault("MLFLOW_SQLALCHEMYSTORE_MAX_OVERFLOW", "110")
         MlflowClient = lean_import("mlflow").MlflowClient
         if tracking_scheme(uri) in DATABASE_SCHEMES:
             lean_import("mlflow.store.tracking.sqlalchemy_store")  # the client's store for a database URI
