@@ -127,6 +127,9 @@ def _resume_hint(exc: BaseException, argv: list[str]) -> str:
         return f"{first}: ragmem {shlex.join(_masked_sets([a for a in argv if a != '--resume']))} --resume"
     if not progress or not argv or argv[0] not in ("run", "sweep"):
         return ""
+    if not progress[0]:  # nothing to resume (a racing sweep): the same command again
+        first = f"; correct {fix}, then run" if fix else "; run"
+        return f"{first} the same command again: ragmem {shlex.join(_masked_sets(argv))}"
     args = [a for i, a in enumerate(argv) if a != "--resume" and (i == 0 or argv[i - 1] != "--resume")
             and not a.startswith("--resume=")]
     first = f"; correct {fix} (a resume may change it), then resume with" if fix else "; resume with"

@@ -306,7 +306,8 @@ def _run_children(steps: Steps, plan: SweepPlan, datasets: dict, child_ids: list
         end_unfinished(tracker, child_ids, "KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED",
                        f"sweep ended: {failure_message(exc)}")
         finished = sum(tracker.client.get_run(c).info.status == "FINISHED" for c in child_ids) if tracker else 0
-        exc.ragmem_progress = (parent_id, finished, len(plan.points), "configurations done")  # type: ignore[attr-defined]
+        exc.ragmem_progress = (None, finished, len(plan.points), racing.NOT_RESUMED) if racer else (  # type: ignore[attr-defined]
+            parent_id, finished, len(plan.points), "configurations done")
         raise
     return ran
 

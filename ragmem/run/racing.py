@@ -273,14 +273,18 @@ class Lane:
 
 # ---- the engine's side (ragmem.run.engine.sweep) -------------------------------------------------
 
+#: what an interrupted race says it did (no key: :mod:`ragmem.exits` offers the same command, not --resume)
+_AGAIN = "a race is not resumed: run it again; the judge cache keeps what it paid for"
+NOT_RESUMED = f"configurations done ({_AGAIN})"
+
+
 def racer_for(plan: Any, datasets: dict, seed: int, resume: str | None) -> Racer | None:
     """The race of a ``sweep.method: race`` plan (``None`` for a grid), its data put in the race's seeded
     order (``datasets`` changed in place: every child reads the same examples in the same order)."""
     if not plan.spec.races:
         return None
     if resume:
-        raise ConfigError("--resume: a race is not resumed; run it again (every judgement it paid for is served "
-                          "by the judge cache)")
+        raise ConfigError(f"--resume: {_AGAIN}")
     for key, dataset in datasets.items():
         if dataset.streamed:
             raise ConfigError(f"data.chunk_size: the data ({len(dataset):,} examples) is read in chunks of "
