@@ -17,7 +17,7 @@ from ragmem.config import secrets as masking
 from ragmem.config.loading import RunConfig
 from ragmem.flows.runners import task_runner_for
 from ragmem.orchestration.prefect_api import work_done
-from ragmem.run import engine, gates, prepare, traffic
+from ragmem.run import drift, engine, gates, prepare, traffic
 from ragmem.runtime import interrupts
 from ragmem.tasks.steps import PrefectSteps
 
@@ -45,6 +45,8 @@ def evaluate_flow(config: dict[str, Any], resume: str | None = None, preflight: 
                                  resume=ready.resume, preflight=preflight,
                                  tags={"ragmem.entry": "flow", "prefect.flow_run_id": str(flow_run.id)})
     work_done(result.summary)  # complete now, whatever happens to the Prefect API from here on
+    for line in drift.undetectable_lines(ready.config, (result.summary.get("traces") or {}).get("volume") or {}):
+        get_run_logger().warning(line)
     failed = [gates.GateResult(**g) for g in result.summary.get("gates", []) if not g["passed"]]
     if failed and not prepared:  # a scheduled run: the flow run Failed, with the reason, for Prefect to act on
         return Failed(message="; ".join(g.line() for g in failed), data=result.summary)

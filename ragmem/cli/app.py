@@ -27,7 +27,7 @@ from ragmem.orchestration.server import resolve_api_url
 from ragmem.report.listing import print_runs
 from ragmem.report.terminal import (out, plural, print_bench, print_paired, print_pairwise, print_rerun, print_stored,
                                     print_stored_parent, print_summary, print_sweep, say)
-from ragmem.run import dryrun, gates, prepare, windows
+from ragmem.run import drift, dryrun, gates, prepare, windows
 from ragmem.run.summary import nothing_measured
 from ragmem.tracking import record_pairwise, Tracker
 from ragmem.tracking.compare import latest_experiment, list_runs, paired_comparison, sweep_children
@@ -108,6 +108,8 @@ def run(
             out.print(f"gates: all {len(summary['gates'])} passed")
             for line in filter(None, map(gates.passed_line, summary["gates"])):
                 out.print(f"  {line}")
+        for line in drift.undetectable_lines(ready.config, (summary.get("traces") or {}).get("volume") or {}):
+            out.print(f"note: {line}", highlight=False, markup=False)
         previous = (summary.get("traces") or {}).get("previous")
         if previous:  # a window of traffic against the last one: two samples of different traces
             out.print(f"against the previous window {previous['run_id'][:8]} (unpaired):")

@@ -74,6 +74,10 @@ def serve_flow(config: dict[str, Any], cron: str, name: str | None, flow_kind: s
         config["data"]["traces"]["incremental"] = True  # window (ragmem.run.windows)
         log(f"each run evaluates the traces of experiment {config['data']['traces']['experiment']!r} that arrived "
             f"since the last window ended (the first window: data.traces.since {config['data']['traces']['since']})")
+        from ragmem.run import drift  # (the tracking store, read only to serve a traces config)
+
+        for note in drift.served_notes(RunConfig.from_dict(config)):
+            log(f"note: {note}")
     parameters = {"config": masking.protect(config)}
     flow = pick_flow(config, flow_kind)
     deployment = name or config["experiment"]

@@ -386,6 +386,10 @@ class Settings(ReferenceSettings):
         if regress and not self.baseline and not self.data.traces.experiment:  # (traces: the previous window)
             raise ValueError(f"gates.{regress[0]}.max_regression: needs a baseline run "
                              "(--baseline RUN_ID, or baseline: RUN_ID in the config; a window of traces: the previous one)")
+        drifting = [m for m, g in self.gates.items() if g.drift is not None]
+        if drifting and not self.data.traces.experiment:
+            raise ValueError(f"gates.{drifting[0]}.drift: watches windows of traffic: needs data.traces.experiment "
+                             "(the traces of an MLflow experiment, run on a schedule with data.traces.incremental)")
         own = self.metrics.custom_names
         selected = expand_selection([m for m in self.metrics.names if m not in own], self.ranking.k)
         self.rubric_definitions()  # each rubric checked whole (its examples against its scale)

@@ -11,6 +11,7 @@ from annotated_types import Ge, Le
 from pydantic import Field, field_validator, model_validator
 
 from ragmem.config.sections import Positive, Seconds, Section, setting
+from ragmem.config.trace_settings import parse_time
 
 class Objective(Section):
     metric: str = setting("f1", "metric the sweep optimises")
@@ -36,17 +37,41 @@ class Constraint(Bounds):
     _shape: ClassVar[str] = "{metric: NAME, max: X} or {metric: NAME, min: X}"
 
 
+class DriftSettings(Section):
+    """A monitor across windows of traffic (:mod:`ragmem.stats.drift`): evidence of a sustained drop
+    accumulated window after window."""
+
+    max_drop: Annotated[float, Field(gt=0)] = setting(
+        ..., "the sustained drop to catch (a rise for a lower-is-better metric), in the metric's units")
+    alpha: Annotated[float, Field(gt=0, lt=1)] = setting(
+        0.05, "the chance of a false alarm over the schedule's whole life (the evidence's bar is 1/alpha)")
+    baseline_windows: Annotated[int, Ge(1)] = setting(3, "windows seen before a change is looked for")
+    since: Optional[str] = setting(
+        None, "an ISO time or a duration before now (30d): only windows that start at or after it count "
+              "(move it past a drop you have accepted)")
+
+    @field_validator("since")
+    @classmethod
+    def _time(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None:
+            parse_time(value)  # (a ValueError that says what is expected)
+        return value
+
+
 class Gate(Bounds):
-    """A quality gate: the run fails (exit 3) when the metric is below ``min`` or above ``max``, or
-    (``max_regression``) significantly worse than the ``baseline`` run by more than that much."""
+    """A quality gate: the run fails (exit 3) when the metric is below ``min`` or above ``max``,
+    (``max_regression``) significantly worse than the ``baseline`` run by more than that much, or
+    (``drift``, windows of traffic) down by ``max_drop`` over the last windows with evidence."""
 
     max_regression: Optional[Annotated[float, Ge(0)]] = setting(
         None, "fail when significantly worse than the baseline run by more than this (paired test)")
-    _shape: ClassVar[str] = "{min: X}, {max: X} and/or {max_regression: DELTA}"
+    drift: Optional[DriftSettings] = setting(
+        None, "windows of traffic: fail when a sustained drop of max_drop shows across windows")
+    _shape: ClassVar[str] = "{min: X}, {max: X} and/or {max_regression: DELTA} (a window of traffic: or {drift: {max_drop: DELTA}})"
 
     @model_validator(mode="after")
     def _bound(self):
-        if self.max is None and self.min is None and self.max_regression is None:
+        if self.max is None and self.min is None and self.max_regression is None and self.drift is None:
             raise ValueError(f"expected {self._shape}")
         return self
 

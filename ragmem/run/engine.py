@@ -40,7 +40,7 @@ from ragmem.prompts.templates import prompt_hash, PROMPT_VERSION
 from ragmem.report import html as report_html
 from ragmem.run import batching, gates, judge_sweep, pipeline, prepare, resume as resumes, summary as summaries
 from ragmem.run.deciding import Decider
-from ragmem.run import racing, sweep as sweeps, traffic, windows
+from ragmem.run import drift, racing, sweep as sweeps, traffic, windows
 from ragmem.run.journal import Journal
 from ragmem.run.plain_steps import PLAIN, Steps  # noqa: F401  (also ragmem.run.engine.Steps, PLAIN)
 from ragmem.run.prepare import SweepPlan
@@ -128,7 +128,7 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
                                         streamed.coverage if streamed else None)
             summary.update({"replied_models": replied} if replied else {})
             whole = table if streamed is None else files.ParquetTable(streamed.table_path)
-            windows.summarize(cfg, summary, whole, run.id)  # traces: the window, and against the last one
+            _windows(cfg, summary, whole, run.id)  # traces: the window, against the last one and across all
             # the gates: judged here, acted on by the caller (exit 3) once the run is logged
             summary.update(gates.judged(cfg, whole, params, result.values, baseline, summary.get("traces")))
             if run.id is not None:
@@ -141,6 +141,11 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
         journal.close()
     return _handed_over(EvaluationResult(result.values, None if streamed else table, summary, run.id, params,
                                          components.index_builds(), journal.key), journal, streamed, keep_journal)
+
+
+def _windows(cfg: RunConfig, summary: dict[str, Any], table: Any, run_id: str | None) -> None:
+    windows.summarize(cfg, summary, table, run_id)  # the window, and against the last one
+    drift.summarize(cfg, summary, table, run_id)  # across the windows so far, and the window's volume
 
 
 def _handed_over(out: EvaluationResult, journal: Journal, streamed, keep_journal: bool) -> EvaluationResult:

@@ -53,8 +53,16 @@ class GateResult:
     p_value: float | None = None
     min_detectable: float | None = None  # the smallest |diff| the comparison would detect 80% of the time
     n_clusters: int | None = None  # stats.cluster_by: the clusters resampled (None: the examples)
+    drift: dict[str, Any] | None = None  # the monitor across windows, for such a gate (ragmem.run.drift)
 
     def line(self) -> str:
+        if self.drift is not None:
+            d = self.drift
+            if d.get("window") is None:
+                return f"drift: {self.metric} could not be computed in this window (null)"
+            over = "the last window" if d["over"] == 1 else f"the last {d['over']} windows"
+            return (f"drift: {self.metric} {'up' if d['way'] == 'rise' else 'down'} {abs(d['drop']):.2f} over {over} "
+                    f"(evidence {d['evidence']:.3g} > {d['threshold']:.3g})")
         if self.max_regression is not None:
             if self.diff is None:
                 return (f"gate failed: {self.metric} could not be compared with baseline {str(self.baseline)[:8]} "
@@ -111,6 +119,10 @@ def check_names(gates: dict[str, Any], ks, custom: Sequence[str] = ()) -> None:
             expand_selection([metric], ks)
         except ConfigError as exc:
             raise ConfigError(f"gates.{metric}: {str(exc).removeprefix('metrics: ')}") from None
+        facts = catalogue.facts(metric)
+        if _bound(gates[metric], "drift") is not None and (facts is None or facts.column is None):
+            raise ConfigError(f"gates.{metric}.drift: {metric} has no per-example score to follow across windows "
+                              "(e.g. pass_rate, faithfulness, context_relevance; a latency statistic or f1 is a figure of a whole window)")
 
 
 def _bound(gate: Any, key: str) -> float | None:
@@ -136,7 +148,15 @@ def judged(cfg, table, params: dict[str, str], metrics: dict[str, Any], baseline
     :func:`regressions`, as dicts), or ``{}`` without gates."""
     if not cfg.gates:
         return {}
-    return {"gates": as_dicts(evaluate(metrics, cfg.gates) + regressions(cfg, table, params, metrics, baseline, traces))}
+    return {"gates": as_dicts(evaluate(metrics, cfg.gates) + regressions(cfg, table, params, metrics, baseline, traces)
+                              + drifts(metrics, traces))}
+
+
+def drifts(metrics: dict[str, Any], traces: dict[str, Any] | None) -> list[GateResult]:
+    """Every ``drift`` gate: failed when the monitor across windows alarms, or this window has no
+    score for the metric (:func:`ragmem.run.drift.summarize`, the summary's ``traces.drift``)."""
+    return [GateResult(metric, metrics.get(metric), None, None, d["window"] is not None and not d["alarmed"], drift=d)
+            for metric, d in ((traces or {}).get("drift") or {}).items()]
 
 
 def regressions(cfg, table, params: dict[str, str], metrics: dict[str, Any], baseline=None,
@@ -210,12 +230,24 @@ def passed_line(gate: dict[str, Any]) -> str | None:
     """What a passed baseline gate could and could not see: ``pass_rate vs baseline 1db39252: -0.0123
     [-0.0610, +0.0360]; the comparison would detect a change of 0.0682 80% of the time`` (a smaller
     regression than that may be there, unseen); ``None`` for another gate."""
+    if gate.get("drift") is not None:
+        return drift_line(gate["metric"], gate["drift"])
     if gate.get("max_regression") is None or gate.get("diff") is None or gate.get("min_detectable") is None:
         return None
     return (f"{gate['metric']} vs baseline {gate['baseline'][:8]}: {gate['diff']:+.4f} [{gate['ci_low']:+.4f}, "
             f"{gate['ci_high']:+.4f}]; the comparison would detect a change of {gate['min_detectable']:.4f} 80% of "
             f"the time (a smaller one may be there, unseen)"
             + (f"; {gate['n_clusters']} clusters resampled ({CLUSTERED})" if gate.get("n_clusters") else ""))
+
+
+def drift_line(metric: str, d: dict[str, Any]) -> str:
+    """What a drift gate that passed saw."""
+    if d["drop"] is None:
+        return (f"drift: {metric} watched once {d['baseline_windows']} windows are seen ({d['windows']} so far: "
+                "no change looked for yet)")
+    return (f"drift: {metric} evidence {d['evidence']:.3g} < {d['threshold']:.3g} over {d['windows']} windows "
+            f"(no sustained {d['way']} of {d['max_drop']:g} seen; the likeliest change: {d['drop']:+.3f} over the last "
+            f"{d['over']})")
 
 
 def as_dicts(results: list[GateResult]) -> list[dict[str, Any]]:

@@ -90,6 +90,11 @@ def plan(cfg: RunConfig) -> tuple[str | None, str | None]:
     return run_tags.get(SINCE) or None, None
 
 
+def finished(cfg: RunConfig, most: int) -> list:
+    """The last ``most`` FINISHED windows of this key, newest first."""
+    return _runs(cfg, finished=True, max_results=most)
+
+
 def previous(cfg: RunConfig, run_id: str | None) -> str | None:
     """The last FINISHED window of this key before the run ``run_id``."""
     for run in _runs(cfg, finished=True, max_results=2):

@@ -161,6 +161,7 @@ def _record_run(run, resolved_config, params, metrics, counts, table, summary, e
             tags = {"ragmem.judge.unreliable": "true"} if summary.get("judge_unreliable") else {}
             tags.update({f"ragmem.{section}.replied_model": ", ".join(models)
                          for section, models in summary.get("replied_models", {}).items()})
+            tags.update((summary.get("traces") or {}).get("tags") or {})  # (a window's, for the windows after it)
             log_results(run, params=params, tags=tags or None,
                         metrics={**metrics, **intervals, **{k: float(v) for k, v in counts.items()},
                                  **{f"n_scored/{k}": float(v["scored"]) for k, v in summary.get("coverage", {}).items()},
