@@ -114,15 +114,44 @@ class BudgetSettings(Section):
         return self
 
 
+class Range(Section):
+    """A range of a setting for ``sweep.method: tpe``: integers when ``low``, ``high`` (and ``step``)
+    are integers, else numbers; ``log`` draws on a log scale."""
+
+    low: Union[int, float] = setting(..., "the least value")
+    high: Union[int, float] = setting(..., "the largest value")
+    step: Optional[Union[int, float]] = setting(None, "values low, low + step, ... (none: any value)")
+    log: bool = setting(False, "drawn on a log scale (low > 0, no step)")
+
+    @model_validator(mode="after")
+    def _sane(self):
+        if not self.low < self.high:
+            raise ValueError(f"expected low < high, got low {self.low} and high {self.high}")
+        if self.step is not None and not self.step > 0:
+            raise ValueError(f"step: expected a number > 0, got {self.step}")
+        if self.log and (self.low <= 0 or self.step is not None):
+            raise ValueError("log: needs low > 0 and no step")
+        return self
+
+    @property
+    def integers(self) -> bool:
+        return all(isinstance(v, int) and not isinstance(v, bool) for v in (self.low, self.high, self.step or 1))
+
+
 class SweepSettings(Section):
-    method: Literal["grid", "random", "race"] = setting(
+    method: Literal["grid", "random", "race", "tpe"] = setting(
         "grid", "grid: every point; random: sweep.samples points drawn at random; race: every point raced on "
-                "the same examples, a configuration stopped once it is worse than the leader with confidence")
-    race: RaceSettings = setting(RaceSettings, "{batch, alpha, indifference} of sweep.method race")
+                "the same examples, a configuration stopped once it is worse than the leader with confidence; "
+                "tpe: sweep.trials configurations proposed by Optuna's TPE sampler, each pruned once worse than "
+                "the best finished one with confidence")
+    race: RaceSettings = setting(RaceSettings, "{batch, alpha, indifference} of sweep.method race (tpe: its "
+                                               "batch and alpha prune a trial)")
     budget: Optional[BudgetSettings] = setting(None, "{judge_requests: N}: a race never spends past it "
                                                      "(sweep.method race)")
-    grid: dict[str, Annotated[list[Any], Field(min_length=1)]] = setting({}, "dotted.key -> [values]")
+    grid: dict[str, Union[Annotated[list[Any], Field(min_length=1)], Range]] = setting(
+        {}, "dotted.key -> [values] (tpe: or a range {low, high, step?, log?})")
     samples: Optional[Positive] = setting(None, "run N grid points drawn at random (seed)")
+    trials: Optional[Positive] = setting(None, "sweep.method tpe: the trials to finish (pruned ones count)")
     objective: Objective = setting(Objective, "{metric, goal}")
     constraints: list[Constraint] = setting([], "[{metric, max?, min?}]")
     tie_break: list[TieBreak] = setting([], "secondary objectives, in order, among the configurations tied "
@@ -136,6 +165,12 @@ class SweepSettings(Section):
             raise ValueError("method random: expected samples: N (the grid points drawn at random)")
         if self.budget is not None and self.method != "race":
             raise ValueError("budget: needs method race (a grid judges every configuration on every example)")
+        if self.method == "tpe" and self.trials is None:
+            raise ValueError("method tpe: expected trials: N (the configurations Optuna proposes and ragmem runs)")
+        ranged = [k for k, v in self.grid.items() if isinstance(v, Range)]
+        if ranged and self.method != "tpe":
+            raise ValueError(f"sweep.grid.{ranged[0]}: a range {{low, high}} needs method tpe (a grid, a random draw or a "
+                             "race lists its values)")
         return self
 
 

@@ -209,8 +209,12 @@ def print_sweep(result: dict[str, Any], spec) -> None:
             p = f"{versus['p_value']:.3f} {'worse*' if versus['significantly_worse'] else 'tied'}"
         else:
             shown, p = "", ""
+        status = "ok" if not child["error"] else f"FAILED: {child['error'][:60]}"
+        stopped = child.get("race") or {}
+        if not child["error"] and not stopped.get("candidate", True):  # (a race or a tpe pruner stopped it)
+            status = f"{stopped['reason']} after {stopped['stopped_at']}"
         view.add_row(*[str(child["params"][k]) for k in spec.keys], *[fmt(n_, m.get(n_)) for n_ in [metric, *extra]],
-                     shown, p, "ok" if not child["error"] else f"FAILED: {child['error'][:60]}", style=style)
+                     shown, p, status, style=style)
     out.print(view)
     names = [*spec.keys, metric, *extra]
     say("Δ top: objective difference to the top configuration on the same examples, p: randomization p-value; "

@@ -242,6 +242,10 @@ def sweep(config: dict[str, Any] | RunConfig, steps: Steps = PLAIN, *, plan: Swe
     interrupted sweep: finished children read back from MLflow, the others resumed (or started)."""
     cfg = config if isinstance(config, RunConfig) else RunConfig.from_dict(config)
     plan = plan or prepare.sweep_plan(cfg)
+    if plan.spec.method == "tpe":  # Optuna proposes the configurations (ragmem.run.tuning)
+        from ragmem.run import tuning  # (Optuna's import, 0.3 s: paid only by a tpe sweep)
+        return tuning.tune(cfg, steps, plan, child=_evaluate_child, tracker=_tracker(cfg), tags=tags,
+                           preflight=preflight, resume=resume)
     spec, points = plan.spec, plan.points
     firsts = {tuple(child.files): child for child in reversed(plan.configs)}  # one load per distinct data setting
     datasets = {key: steps.load(child, plan.datasets[key]) for key, child in reversed(firsts.items())}

@@ -145,7 +145,7 @@ def sweep_plan(cfg: RunConfig, load: bool = True) -> SweepPlan:
     points, configs = zip(*sweeps.point_configs(base, spec, cfg.seed))
     sweeps.share_retrievals(configs)
     plan = SweepPlan(spec, base, list(points), list(configs), {})
-    if spec.races:
+    if spec.races or spec.method == "tpe":
         racing.check(plan)
     if load:
         plan.load()

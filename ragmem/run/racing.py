@@ -47,26 +47,28 @@ _ASKED_TWICE = ("rag", "rubric", "conversation")
 
 
 def check(plan: Any) -> None:
-    """Every setting a race needs, checked before any call (a ConfigError naming the setting)."""
+    """Every setting a race (or a tpe sweep, whose pruner is the race's test) needs, checked before any
+    call (a ConfigError naming the setting)."""
     spec = plan.spec
-    if len(plan.points) > RACE_MOST:
+    method, what = spec.method, "a race" if spec.method == "race" else "a tpe sweep's pruner"
+    if spec.races and len(plan.points) > RACE_MOST:
         raise ConfigError(f"sweep.method race: {len(plan.points)} configurations; a race runs every configuration at "
                           f"once, at most {RACE_MOST} (draw fewer with sweep.samples)")
     facts = catalogue.facts(spec.metric)
     if facts is None or facts.column is None or facts.unit != "score":
-        raise ConfigError(f"sweep.objective.metric: {spec.metric} has no per-example score in [0, 1], which a race "
+        raise ConfigError(f"sweep.objective.metric: {spec.metric} has no per-example score in [0, 1], which {what} "
                           "compares example by example (e.g. pass_rate, ndcg_at_10, faithfulness): use sweep.method grid")
     files = {tuple(c.files) for c in plan.configs}
     if len(files) > 1 or any(k.startswith("data.") for k in spec.grid):
-        raise ConfigError("sweep.grid: a race compares its configurations on the same examples: the grid may not vary data.*")
+        raise ConfigError(f"sweep.grid: {what} compares configurations on the same examples: the grid may not vary data.*")
     for c in plan.configs:
         if c.orchestration.task_runner == "dask":
-            raise ConfigError("sweep.method race: its children wait for each other batch by batch, on threads of one "
+            raise ConfigError(f"sweep.method {method}: its configurations are judged batch by batch on threads of one "
                               "process: orchestration.task_runner dask is not supported (use sweep.method grid)")
         if c.judge.asks_llm and not c.judge.cache and any(catalogue.family_of(n) in _ASKED_TWICE
                                                           for n in pipeline.selected(c)):
-            raise ConfigError("sweep.method race: judge.cache false would send the LLM metrics' requests twice "
-                              "(to race, then to score each run): set judge.cache true")
+            raise ConfigError(f"sweep.method {method}: judge.cache false would send the LLM metrics' requests twice "
+                              "(to decide as it goes, then to score each run): set judge.cache true")
 
 
 def order(examples: Sequence[Any], seed: int) -> list[Any]:

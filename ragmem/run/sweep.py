@@ -37,7 +37,7 @@ from ragmem.stats.paired_runs import paired_rows
 
 @dataclass(frozen=True)
 class SweepSpec:
-    grid: dict[str, list[Any]]
+    grid: dict[str, Any]  # a key's values (a list), or (method tpe) its range {low, high, step?, log?}
     samples: int | None
     metric: str
     goal: str
@@ -48,6 +48,7 @@ class SweepSpec:
     method: str = "grid"
     race: dict[str, Any] | None = None       # sweep.race: {batch, alpha, indifference} (method race)
     budget: dict[str, Any] | None = None     # sweep.budget: {judge_requests}
+    trials: int | None = None                # sweep.trials (method tpe; a key's grid may then be a range)
 
     @property
     def races(self) -> bool:
@@ -66,14 +67,27 @@ def parse_sweep(raw: dict[str, Any] | SweepSettings | None) -> SweepSpec:
     constraints = tuple(c.model_dump(exclude_none=True) for c in settings.constraints)
     # (a tie_break setting the grid does not vary is the same for every child: it breaks no tie)
     tie_break = tuple(t.model_dump(exclude_none=True) for t in settings.tie_break)
-    return SweepSpec({k: list(v) for k, v in settings.grid.items()}, settings.samples, settings.objective.metric,
+    grid = {k: list(v) if isinstance(v, list) else v.model_dump(exclude_none=True) for k, v in settings.grid.items()}
+    return SweepSpec(grid, settings.samples, settings.objective.metric,
                      settings.objective.goal, constraints, settings.max_parallel,
                      tuple(settings.plot_metrics) if settings.plot_metrics else None, tie_break, settings.method,
-                     settings.race.model_dump(), settings.budget.model_dump(exclude_none=True) if settings.budget else None)
+                     settings.race.model_dump(), settings.budget.model_dump(exclude_none=True) if settings.budget else None,
+                     settings.trials)
+
+
+def _ends(values: Any) -> list[Any]:
+    """What a key of a tpe sweep is checked at: its listed values, or a range's two ends."""
+    return list(values) if isinstance(values, list) else [values["low"], values["high"]]
 
 
 def expand(spec: SweepSpec, seed: int = 0) -> list[dict[str, Any]]:
-    """Grid points as ``{dotted.key: value}``, in grid order; ``samples`` draws N of them (seeded)."""
+    """Grid points as ``{dotted.key: value}``, in grid order; ``samples`` draws N of them (seeded). A tpe
+    sweep's points are what its settings are checked at before any call (Optuna proposes the trials): the
+    first value of each key, and each key's other values (a range: its ends) with the others at their first."""
+    if spec.method == "tpe":
+        first = {k: _ends(v)[0] for k, v in spec.grid.items()}
+        corners = [first] + [{**first, k: value} for k, v in spec.grid.items() for value in _ends(v)[1:]]
+        return [dict(p) for p in {json.dumps(p, sort_keys=True, default=str): p for p in corners}.values()]
     points = [dict(zip(spec.keys, values)) for values in itertools.product(*spec.grid.values())]
     if spec.samples is not None and spec.samples < len(points):
         chosen = sorted(random.Random(seed).sample(range(len(points)), spec.samples))
