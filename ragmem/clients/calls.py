@@ -30,7 +30,7 @@ import signal
 import threading
 import time
 from dataclasses import dataclass
-from typing import AbstractSet, Any, Awaitable, Callable, Coroutine, Iterator, TypeVar
+from typing import AbstractSet, Any, Awaitable, Callable, Coroutine, Iterator, Sequence, TypeVar
 
 from ragmem.clients.endpoints import Breaker, EndpointDown
 from ragmem.errors import failure_message
@@ -247,22 +247,43 @@ class Allowance:
     """The requests an endpoint's section (``judge``) may send while it is installed (:meth:`installed`),
     across every client and thread of the process: each request (every attempt, a retry too) takes one
     before it is sent, and once ``requests`` are sent the next raises :class:`Spent`. ``requests`` None:
-    counted, never refused."""
+    counted, never refused.
+
+    ``usd`` (a dollar budget): each attempt is taken at the most it could cost (:func:`most_usd`) before
+    it is sent, and refused when that would pass ``usd``; once its reply says what it cost, the
+    reservation is replaced by the cost (:meth:`settle`). An attempt with no reply (it failed) stays
+    counted at its most: the budget is never passed, at the price of ending a little early."""
 
     _active: dict[str, "Allowance"] = {}
 
-    def __init__(self, section: str, requests: int | None, setting: str = "the budget"):
+    def __init__(self, section: str, requests: int | None, setting: str = "the budget", usd: float | None = None,
+                 usd_setting: str = "the budget"):
         self.section, self.requests, self.setting = section, requests, setting
+        self.usd, self.usd_setting = usd, usd_setting
         self.sent = 0
         self.refused = 0
+        self.spent_usd = 0.0  # replies' costs, and the most of attempts with none (or still in flight)
         self._lock = threading.Lock()
 
-    def take(self) -> None:
+    def take(self, most_usd: float = 0.0) -> None:
         with self._lock:
             if self.requests is not None and self.sent >= self.requests:
                 self.refused += 1
                 raise Spent(f"not sent: {self.setting} {self.requests} spent")
+            if self.usd is not None and self.spent_usd + most_usd > self.usd:
+                self.refused += 1
+                raise Spent(f"not sent: {self.usd_setting} {self.usd:g} spent (${self.spent_usd:.4f} so far; this "
+                            f"request could cost up to ${most_usd:.4f})")
             self.sent += 1
+            self.spent_usd += most_usd
+
+    @staticmethod
+    def settle(section: str, most_usd: float, cost_usd: float) -> None:
+        """A reply's cost known: its attempt's reservation ``most_usd`` replaced by ``cost_usd``."""
+        found = Allowance._active.get(section)
+        if found is not None:
+            with found._lock:
+                found.spent_usd += cost_usd - most_usd
 
     @contextlib.contextmanager
     def installed(self) -> Iterator["Allowance"]:
@@ -273,11 +294,32 @@ class Allowance:
             Allowance._active.pop(self.section, None)
 
     @staticmethod
-    def spend(section: str) -> None:
+    def spend(section: str, most_usd: float = 0.0) -> None:
         """One request of ``section`` about to be sent: taken from its allowance, if one is installed."""
         found = Allowance._active.get(section)
         if found is not None:
-            found.take()
+            found.take(most_usd)
+
+
+#: tokens a chat request may spend besides its messages' text (a role and delimiters per message)
+TOKENS_PER_MESSAGE = 16
+
+
+def most_usd(messages: Sequence[dict[str, Any]], max_tokens: int, price: Any) -> float:
+    """The most a chat request could cost at ``price`` (USD per million tokens in and out; ``None``: 0):
+    its messages' UTF-8 bytes as input tokens (a byte-level BPE token holds at least one byte, so no
+    tokenizer of that kind counts more), :data:`TOKENS_PER_MESSAGE` more a message, and ``max_tokens``
+    of output."""
+    if price is None:
+        return 0.0
+    tokens_in = sum(len(str(m.get("content", "")).encode()) + TOKENS_PER_MESSAGE for m in messages)
+    return price.usd(tokens_in, max_tokens)
+
+
+def rejects_format(exc: Exception) -> bool:
+    """An HTTP 400 that names the response format: the cue to fall back to the next format."""
+    text = str(exc).lower()
+    return status_of(exc) == 400 and ("response_format" in text or "json_schema" in text or "json_object" in text)
 
 
 def call(fn: Callable[[], T], policy: Policy, breaker: Breaker | None = None,

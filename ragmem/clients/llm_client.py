@@ -60,12 +60,6 @@ async def _counted(coro, counter) -> "Result":
     return result
 
 
-def _rejects_format(exc: Exception) -> bool:
-    """An HTTP 400 that names the response format: the cue to fall back to the next format."""
-    text = str(exc).lower()
-    return calls.status_of(exc) == 400 and ("response_format" in text or "json_schema" in text or "json_object" in text)
-
-
 class _Endpoint:
     """Settings shared by the chat and the embeddings clients."""
 
@@ -158,11 +152,15 @@ class _Endpoint:
                            "prompt_version": prompts.PROMPT_VERSION, **payload}, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(blob.encode()).hexdigest()
 
-    async def _with_retries(self, call):
+    async def _with_retries(self, call, most_usd: float = 0.0):
         """``call()`` under the one call policy (:mod:`ragmem.clients.calls`): retried on transient failures,
-        every attempt taken from a sweep's budget (``calls.Allowance``), counted and fed to the endpoint's
-        breaker, which raises :class:`ragmem.clients.endpoints.EndpointDown` once it is open."""
-        spend = lambda: (calls.Allowance.spend(self.section), self.usage.add(calls=1))  # noqa: E731
+        every attempt taken from a sweep's budget (``calls.Allowance``, at ``most_usd``: what it could cost),
+        counted and fed to the endpoint's breaker, which raises :class:`ragmem.clients.endpoints.EndpointDown`
+        once it is open."""
+        def spend() -> None:
+            calls.Allowance.spend(self.section, most_usd)
+            self.usage.add(calls=1)
+
         return await calls.call_async(call, self.policy, self.breaker, on_attempt=spend)
 
     def run_async(self, coros_factory) -> list[Result]:
@@ -283,11 +281,12 @@ class JudgeClient(_Endpoint):
                 kwargs["seed"] = seed
             if fmt is not None:
                 kwargs["response_format"] = fmt
+            most = calls.most_usd(messages, limit, self.prices.get(self.model))  # (a dollar budget's reservation)
             try:
                 reply = await self._with_retries(lambda: calls.json_reply(
-                    lambda: client.post("/chat/completions", body=kwargs, cast_to=_completion())))  # noqa: B023 (awaited here)
+                    lambda: client.post("/chat/completions", body=kwargs, cast_to=_completion())), most)  # noqa: B023
             except Exception as exc:
-                if self.fallback and fmt is not None and _rejects_format(exc):
+                if self.fallback and fmt is not None and calls.rejects_format(exc):
                     async with self._format_lock or asyncio.Lock():  # (made by run_async, before any request)
                         if self.mode == mode:  # the first to be rejected decides; the others just retry
                             self.mode = RESPONSE_MODES[RESPONSE_MODES.index(mode) + 1]
@@ -298,6 +297,7 @@ class JudgeClient(_Endpoint):
             tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
             tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
             self.usage.add(tokens_in=tokens_in, tokens_out=tokens_out, cost_usd=self._cost(tokens_in, tokens_out))
+            calls.Allowance.settle(self.section, most, self._cost(tokens_in, tokens_out))
             choices = getattr(reply, "choices", None) or []
             if not choices:
                 return None, None

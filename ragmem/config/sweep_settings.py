@@ -106,11 +106,14 @@ class BudgetSettings(Section):
     """What a race may spend in all (at least one)."""
 
     judge_requests: Optional[Positive] = setting(None, "judge requests sent, across every configuration")
+    usd: Optional[Annotated[float, Field(gt=0)]] = setting(
+        None, "dollars spent on the judge, across every configuration (from judge.prices; each request reserved at "
+              "the most it could cost before it is sent)")
 
     @model_validator(mode="after")
     def _one(self):
-        if self.judge_requests is None:
-            raise ValueError("expected {judge_requests: N}")
+        if self.judge_requests is None and self.usd is None:
+            raise ValueError("expected {judge_requests: N} and/or {usd: X}")
         return self
 
 
@@ -146,8 +149,8 @@ class SweepSettings(Section):
                 "the best finished one with confidence")
     race: RaceSettings = setting(RaceSettings, "{batch, alpha, indifference} of sweep.method race (tpe: its "
                                                "batch and alpha prune a trial)")
-    budget: Optional[BudgetSettings] = setting(None, "{judge_requests: N}: a race never spends past it "
-                                                     "(sweep.method race)")
+    budget: Optional[BudgetSettings] = setting(None, "{judge_requests: N} and/or {usd: X}: a race never spends "
+                                                     "past it (sweep.method race)")
     grid: dict[str, Union[Annotated[list[Any], Field(min_length=1)], Range]] = setting(
         {}, "dotted.key -> [values] (tpe: or a range {low, high, step?, log?})")
     samples: Optional[Positive] = setting(None, "run N grid points drawn at random (seed)")

@@ -61,7 +61,12 @@ def check(plan: Any) -> None:
     files = {tuple(c.files) for c in plan.configs}
     if len(files) > 1 or any(k.startswith("data.") for k in spec.grid):
         raise ConfigError(f"sweep.grid: {what} compares configurations on the same examples: the grid may not vary data.*")
+    usd = (spec.budget or {}).get("usd")
     for c in plan.configs:
+        if usd is not None and (not c.judge.asks_llm or c.judge.model not in c.judge.prices):
+            raise ConfigError(f"sweep.budget.usd: judge.prices has no price for the judge's model {c.judge.model!r} "
+                              "(USD per million tokens: judge.prices: {MODEL: {input: X, output: Y}}): a dollar "
+                              "budget is kept from it")
         if c.orchestration.task_runner == "dask":
             raise ConfigError(f"sweep.method {method}: its configurations are judged batch by batch on threads of one "
                               "process: orchestration.task_runner dask is not supported (use sweep.method grid)")
@@ -106,7 +111,9 @@ class Racer:
         self.race = Race(len(names), settings["alpha"], settings["indifference"], spec.goal,
                          bounds=[b for b, _ in self.columns])
         self.budget = (spec.budget or {}).get("judge_requests")
-        self.allowance = calls.Allowance("judge", self.budget, "sweep.budget.judge_requests")
+        self.budget_usd = (spec.budget or {}).get("usd")
+        self.allowance = calls.Allowance("judge", self.budget, "sweep.budget.judge_requests", self.budget_usd,
+                                         "sweep.budget.usd")
         self._cond = threading.Condition()
         self._slots = threading.Semaphore(spec.max_parallel)
         self._reported = [0] * len(names)
@@ -161,10 +168,11 @@ class Racer:
         for i, stop in stops.items():
             if stop.reason not in (SURVIVED, TIED):
                 log.info("race: %s stopped after %d examples: %s", self.names[i], stop.after, self.said(stop))
-        if not self.race.over and self.budget is not None and self._over_budget():
+        spent = self._over_budget()
+        if not self.race.over and spent:
             self.race.end(BUDGET)
-            log.info("race: the budget (sweep.budget.judge_requests %d) would be spent by the next round: "
-                     "%d configurations left, each with its interval", self.budget, len(self.race.candidates()))
+            log.info("race: the budget (%s) would be spent by the next round: %d configurations left, each with its "
+                     "interval", spent, len(self.race.candidates()))
         log.info("%s", self.progress())
         self._cond.notify_all()
 
@@ -173,14 +181,15 @@ class Racer:
         judged = sum(self.race.judged(i) for i in range(self.race.n))
         return self.allowance.sent / judged if judged and self.allowance.sent else None
 
-    def _over_budget(self) -> bool:
-        rate = self._rate()
-        if self.allowance.sent >= self.budget:  # type: ignore[operator]
-            return True
-        if rate is None:
-            return False
+    def _over_budget(self) -> str | None:
+        """The budget the next round would pass at the rate measured so far (``None``: neither)."""
+        judged = sum(self.race.judged(i) for i in range(self.race.n))
         todo = sum(min(self.batch, self.examples - self.race.judged(i)) for i in self.race.running)
-        return self.allowance.sent + rate * todo > self.budget  # type: ignore[operator]
+        for limit, spent, said in ((self.budget, self.allowance.sent, f"sweep.budget.judge_requests {self.budget}"),
+                                   (self.budget_usd, self.allowance.spent_usd, f"sweep.budget.usd {self.budget_usd}")):
+            if limit is not None and (spent >= limit or (judged and spent + spent / judged * todo > limit)):
+                return said
+        return None
 
     def grid_requests(self) -> int | None:
         """What the grid would have paid: requests per example (as measured) x examples x configurations."""
@@ -231,8 +240,9 @@ class Racer:
                "examples_judged": sum(self.race.judged(i) for i in range(self.race.n)),
                "grid_examples": self.examples * self.race.n,
                "raced_constraints": [b.metric for b, _ in self.columns]}
-        if self.budget is not None:
-            out["budget"] = {"judge_requests": self.budget, "refused": self.allowance.refused}
+        out["judge_cost_usd"] = round(self.allowance.spent_usd, 6)
+        if self.budget is not None or self.budget_usd is not None:
+            out["budget"] = {"judge_requests": self.budget, "usd": self.budget_usd, "refused": self.allowance.refused}
         return out
 
 

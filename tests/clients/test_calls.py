@@ -134,3 +134,26 @@ def test_no_client_keeps_the_sdks_own_retries():
     sources = [p.read_text(encoding="utf-8") for p in (ROOT / "ragmem").rglob("*.py")]
     made = sum(len(re.findall(r"\b(?:Async)?OpenAI\(", s)) for s in sources)  # (not NotOpenAI, an error)
     assert made >= 3 and sum(s.count("max_retries=0") for s in sources) >= made
+
+
+def test_a_dollar_allowance_reserves_the_most_and_keeps_the_cost():
+    from ragmem.clients.calls import Allowance, Spent
+    from ragmem.config.settings import Price
+
+    price = Price(input=10.0, output=30.0)  # USD per million tokens
+    messages = [{"role": "system", "content": "judge"}, {"role": "user", "content": "答案是什么？ the answer"}]
+    most = calls.most_usd(messages, 256, price)
+    tokens_in = len("judge".encode()) + len("答案是什么？ the answer".encode()) + 2 * calls.TOKENS_PER_MESSAGE
+    assert most == pytest.approx((tokens_in * 10 + 256 * 30) / 1e6)  # bytes, not characters: 3 a Chinese one
+    assert calls.most_usd(messages, 256, None) == 0.0
+    allowance = Allowance("judge", None, usd=0.02, usd_setting="sweep.budget.usd")
+    with allowance.installed():
+        Allowance.spend("judge", 0.009)
+        Allowance.settle("judge", 0.009, 0.001)  # its reply cost less than its most
+        Allowance.spend("judge", 0.009)  # no reply (failed): stays at its most
+        assert allowance.spent_usd == pytest.approx(0.010)
+        Allowance.spend("judge", 0.009)
+        with pytest.raises(Spent, match=r"not sent: sweep.budget.usd 0.02 spent \(\$0.0190 so far; this request "
+                                        r"could cost up to \$0.0090\)"):
+            Allowance.spend("judge", 0.009)
+    assert allowance.sent == 3 and allowance.refused == 1 and allowance.spent_usd <= 0.02

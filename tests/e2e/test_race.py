@@ -81,3 +81,34 @@ def test_a_budget_is_never_spent_past(tmp_path, monkeypatch, budget, sent):
         summary = json.dumps(result)
         assert "sweep.budget.judge_requests 100 spent" in summary or any(
             c["metrics"].get("judge_failures") for c in result["children"])
+
+
+def test_a_dollar_budget_is_never_spent_past(tmp_path, monkeypatch):
+    """``sweep.budget.usd`` from the run's own price table: each reply costs (100 x $10 + 10 x $30) / 1M =
+    $0.0013 as the stub reports its usage; a round of 18 x 20 would cost $0.468, the budget is $0.2. Each
+    request is reserved at the most it could cost before it is sent, so what the replies cost never
+    passes the budget; the race ends with ``budget`` and the refused requests are counted."""
+    monkeypatch.setenv("RAGMEM_HOME", str(tmp_path / "home"))
+    with Stub(chat=_judge) as stub:
+        cfg = _config(tmp_path, stub, "usd", cache=False, method="race", budget={"usd": 0.2})
+        cfg["judge"]["prices"] = {"judge": {"input": 10.0, "output": 30.0}}  # USD per million tokens
+        result = engine.sweep(cfg, preflight=False)
+    cost = len(stub.requests) * (100 * 10 + 10 * 30) / 1e6
+    race = result["race"]
+    assert 0 < cost <= 0.2 and race["judge_cost_usd"] == pytest.approx(cost) and race["judge_cost_usd"] <= 0.2
+    assert race["ended"] == "budget" and race["budget"]["usd"] == 0.2 and race["budget"]["refused"] > 0
+    assert len(stub.requests) + race["budget"]["refused"] == 18 * 20  # the first round: sent or refused, none lost
+    assert "sweep.budget.usd 0.2 spent" in json.dumps(result) or any(
+        c["metrics"].get("judge_failures") for c in result["children"])
+
+
+def test_a_dollar_budget_needs_a_price():
+    from ragmem.config.loading import RunConfig
+    from ragmem.errors import ConfigError
+    from ragmem.run import prepare
+
+    cfg = resolve_config(ROOT / "configs" / "sweep_retriever.yaml", extra={
+        "metrics": ["pass_rate", "ndcg_at_10"], "judge": {"type": "llm", "model": "judge", "base_url": "http://127.0.0.1:9/v1"},
+        "sweep": {"method": "race", "budget": {"usd": 1.0}}})
+    with pytest.raises(ConfigError, match="sweep.budget.usd: judge.prices has no price for the judge's model 'judge'"):
+        prepare.sweep_plan(RunConfig.from_dict(cfg), load=False)
