@@ -270,14 +270,15 @@ class _Trials:
                 progress.stage("sweep", target, unit="trials") as stage, progress.fold(stage):
             stage.advance(done)
             while done < target:
-                trial = self.study.ask(self.dists)
-                try:
+                trial = None
+                try:  # (an interruption anywhere here: the trial cut, if any, and the resume hint)
+                    trial = self.study.ask(self.dists)
                     self._one(trial, done + 1, target)
+                    done += 1
+                    stage.advance(1)
                 except BaseException as exc:
                     self._interrupted(trial, exc, done, target)
                     raise
-                done += 1
-                stage.advance(1)
 
     def _one(self, trial: Any, n: int, target: int) -> None:
         point = dict(trial.params)
@@ -349,10 +350,10 @@ class _Trials:
                                               if "pruned" in result else {})})
 
     def _interrupted(self, trial: Any, exc: BaseException, done: int, target: int) -> None:
-        """The trial cut: left RUNNING in the study (a resume tells it FAIL and proposes it again first,
-        as after a killed process), its run ended, the resume hint."""
+        """The trial cut (``None``: between two): left RUNNING in the study (a resume tells it FAIL and
+        proposes it again first, as after a killed process), its run ended, the resume hint."""
         interrupts.STOP.set()
-        run_id = trial.user_attrs.get("run_id")
+        run_id = trial.user_attrs.get("run_id") if trial is not None else None
         end_unfinished(self.tracker, [run_id] if run_id else [], "KILLED" if isinstance(exc, KeyboardInterrupt)
                        else "FAILED", f"sweep ended: {failure_message(exc)}")
         exc.ragmem_progress = (self.parent_id, done, target, DONE)  # type: ignore[attr-defined]
