@@ -16,8 +16,9 @@ from prefect.states import Failed
 from ragmem.config import secrets as masking
 from ragmem.config.loading import RunConfig
 from ragmem.flows.runners import task_runner_for
+from ragmem.orchestration import notify
 from ragmem.orchestration.prefect_api import work_done
-from ragmem.run import drift, engine, gates, prepare, traffic
+from ragmem.run import alerting, drift, engine, gates, prepare, traffic
 from ragmem.runtime import interrupts
 from ragmem.tasks.steps import PrefectSteps
 
@@ -34,17 +35,29 @@ def evaluate_flow(config: dict[str, Any], resume: str | None = None, preflight: 
     """Evaluate one configuration (or ``resume`` an interrupted run of it) and return the summary
     (see README: summary JSON). ``prepared``: the token of the run the command made ready
     (:mod:`ragmem.run.prepare`); without one (a scheduled run) the flow prepares it."""
+    # (a run the command made ready is taken as it is: its config already holds its data)
+    cfg = None if prepared else RunConfig.from_dict(masking.restore(config))  # the secrets masked in the parameters
     try:
-        ready = prepare.take(prepared) if prepared else prepare.for_run(
-            RunConfig.from_dict(masking.restore(config)), resume=resume)  # the secrets masked in the parameters
+        ready = prepare.take(prepared) if prepared else prepare.for_run(cfg, resume=resume)  # type: ignore[arg-type]
     except traffic.NoTraces as nothing:  # a scheduled window with no new traffic: nothing to do, not a failure
         get_run_logger().info("%s: nothing to evaluate", nothing)
         return {"n_examples": 0, "notes": [str(nothing)]}
-    with interrupts.kept_under("prefect"):  # Prefect's SIGTERM handler: the signal still kept
-        result = engine.evaluate(ready.config, PrefectSteps(), dataset=ready.dataset, baseline=ready.baseline,
-                                 resume=ready.resume, preflight=preflight,
-                                 tags={"ragmem.entry": "flow", "prefect.flow_run_id": str(flow_run.id)})
+    except Exception as exc:  # a window that could not start: said to alerts.to (run_failed)
+        if cfg is not None:
+            notify.deliver(cfg.alerts.to, alerting.run_failed(cfg, exc))
+        raise
+    try:
+        with interrupts.kept_under("prefect"):  # Prefect's SIGTERM handler: the signal still kept
+            result = engine.evaluate(ready.config, PrefectSteps(), dataset=ready.dataset, baseline=ready.baseline,
+                                     resume=ready.resume, preflight=preflight,
+                                     tags={"ragmem.entry": "flow", "prefect.flow_run_id": str(flow_run.id)})
+    except Exception as exc:  # (an interruption is not a failure to alert on)
+        notify.deliver(ready.config.alerts.to, alerting.run_failed(ready.config, exc))
+        raise
     work_done(result.summary)  # complete now, whatever happens to the Prefect API from here on
+    for line in alerting.headline(result.summary) if not prepared else []:  # a scheduled run's log: the window
+        get_run_logger().info(line)
+    notify.deliver(ready.config.alerts.to, alerting.messages(ready.config, result.summary))
     for line in drift.undetectable_lines(ready.config, (result.summary.get("traces") or {}).get("volume") or {}):
         get_run_logger().warning(line)
     failed = [gates.GateResult(**g) for g in result.summary.get("gates", []) if not g["passed"]]

@@ -24,9 +24,11 @@ class Stub:
     def __init__(self, chat: Callable[[dict], Any] | None = None, embed: Callable[[str], list[float]] | None = None,
                  fail: Callable[[int], str | None] | None = None, latency_s: float = 0.0,
                  reject_json_schema: bool = False, retry_after: str = "0", reject_json_object: bool = False,
-                 runaway: bool = False, agent: Callable[[dict], dict] | None = None, serves: str | None = None):
+                 runaway: bool = False, agent: Callable[[dict], dict] | None = None, serves: str | None = None,
+                 models: list[str] | None = None):
         self.chat, self.embed, self.fail, self.agent = chat, embed, fail, agent
         self.serves = serves  # the model every reply names (as a server with one model loaded), else the one asked
+        self.models = models  # the models GET /models lists, and the only ones a request may ask (None: any)
         self.latency_s, self.reject_json_schema, self.retry_after = latency_s, reject_json_schema, retry_after
         self.reject_json_object, self.runaway = reject_json_object, runaway
         self.requests: list[dict] = []
@@ -62,7 +64,8 @@ class Stub:
             def do_GET(self):  # a preflight probe (GET /models, or the agent's URL): recorded, answered
                 with stub._lock:
                     stub.gets.append((self.path, dict(self.headers)))
-                return self._send(200, {"object": "list", "data": []})
+                return self._send(200, {"object": "list", "data": [{"id": m, "object": "model"}
+                                                                   for m in stub.models or []]})
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["content-length"])))
@@ -73,6 +76,8 @@ class Stub:
                     number = len(stub.requests)
                 if stub.latency_s:
                     time.sleep(stub.latency_s)
+                if stub.models is not None and "model" in body and body["model"] not in stub.models:  # (as vLLM, Ollama)
+                    return self._send(404, {"error": {"message": f"model '{body['model']}' not found"}})
                 failure = stub.fail(number) if stub.fail else None
                 if failure == "reset":
                     self.close_connection = True

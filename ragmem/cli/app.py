@@ -14,7 +14,7 @@ from ragmem.cli.common import flags_untyped, in_config_home, log, run_prepared, 
 from ragmem.cli.common import writable, write
 from ragmem.cli.scheduling import pick_flow, schedule_for, serve_flow
 from ragmem.cli.generating import generate
-from ragmem.cli.services import data_app, init, labels_app, report, server_app, trigger, ui, validate
+from ragmem.cli.services import alerts_app, data_app, init, labels_app, report, server_app, trigger, ui, validate
 from ragmem.clients import endpoints
 from ragmem.config.loading import data_path
 from ragmem.data.hashing import file_sha256
@@ -112,7 +112,8 @@ def run(
             out.print(f"note: {line}", highlight=False, markup=False)
         previous = (summary.get("traces") or {}).get("previous")
         if previous:  # a window of traffic against the last one: two samples of different traces
-            out.print(f"against the previous window {previous['run_id'][:8]} (unpaired):")
+            how = f"paired: the same {previous['paired']} traces" if previous.get("paired") else "unpaired"
+            out.print(f"against the previous window {previous['run_id'][:8]} ({how}):")
             for row in previous["rows"]:
                 out.print(f"  {windows.line(row)}", highlight=False, markup=False)
         print_stored(summary)  # the last line: where the run is and how to see it
@@ -315,6 +316,7 @@ def bench_memory(
 app.add_typer(server_app, name="server")
 app.add_typer(labels_app, name="labels")
 app.add_typer(data_app, name="data")
+app.add_typer(alerts_app, name="alerts")
 for command in (init, report, trigger, ui, generate, validate):
     app.command()(command)
 

@@ -11,6 +11,10 @@ from typing import List, Optional
 import typer
 
 from ragmem.cli import starter
+from ragmem.config.alert_settings import scheme_of
+from ragmem.config.loading import resolve_settings
+from ragmem.errors import ConfigError, RunFailed
+from ragmem.orchestration import notify
 from ragmem.cli.common import log, setup_logging, store_client, store_uri, writable
 from ragmem.data import published
 from ragmem.data.checking import check_file, questions_only
@@ -243,3 +247,24 @@ def validate(
         print(f"{data}: {plural(report.n_records, 'record')}, all valid")
     for line in needs.fed(report.held, report.n_records):  # (a live agent's contexts are its own)
         print(line)
+
+
+alerts_app = typer.Typer(no_args_is_help=True, help="Alerts of failed gates, drifts and failed runs (alerts: in a config).")
+
+
+@alerts_app.command("test")
+def alerts_test(config: Path = typer.Argument(..., help="A config with an alerts: section.")) -> None:
+    """Send one test message to every destination of the config's alerts.to."""
+    setup_logging(False)
+    cfg = resolve_settings(config)
+    if not cfg.alerts.to:
+        raise ConfigError(f"{config}: alerts.to: no destination to test (alerts: {{to: [URL, ...]}})")
+    failed = notify.send(cfg.alerts.to, f"ragmem {cfg.experiment}: test alert",
+                           f"A test message from ragmem alerts test {config.name} (experiment {cfg.experiment}): "
+                           "this destination will hear of failed gates, drifts and failed runs.", warn=False)
+    for url in cfg.alerts.to:
+        if not any(line.startswith(f"alert not delivered to {scheme_of(url)}") for line in failed):
+            say(f"alert sent to {scheme_of(url)}")
+    if failed:  # (delivery, not the config: exit 3)
+        raise RunFailed(failed[0] if len(failed) == 1 else f"{len(failed)} of {len(cfg.alerts.to)} destinations "
+                        f"failed: {'; '.join(failed)}")

@@ -66,6 +66,12 @@ class Endpoint:
                     # "mlflow" (GET {url}/health), "dask" (a TCP connection to a scheduler's tcp://HOST:PORT)
     key_env: str | None = None
     path: str = "chat/completions"  # "openai": the path the run calls, appended to the URL as the SDK does
+    model: str | None = None        # "openai": the model the run asks for, and the setting that names it
+    model_setting: str | None = None
+
+
+class _Named(str):
+    """A probe's problem that names its own setting (a model the server does not serve), not the URL's."""
 
 
 def configured(cfg: Any) -> list[Endpoint]:
@@ -74,15 +80,16 @@ def configured(cfg: Any) -> list[Endpoint]:
     found: list[Endpoint] = []
     embedder = bool(cfg.embeddings.model and "answer_relevancy" in cfg.metrics)
     if cfg.judge.asks_llm:
-        found.append(Endpoint("judge.base_url", cfg.judge.base_url or OPENAI_URL, "openai", cfg.judge.api_key_env))
+        found.append(Endpoint("judge.base_url", cfg.judge.base_url or OPENAI_URL, "openai", cfg.judge.api_key_env,
+                              model=cfg.judge.model, model_setting="judge.model"))
     reference = cfg.agent.type == "reference"
     bench = bool(getattr(cfg, "bench", None) and cfg.bench.methods)
     if embedder or (reference and cfg.retriever.type in ("dense", "hybrid") and cfg.embeddings.model):
         found.append(Endpoint("embeddings.base_url", cfg.embeddings.base_url or OPENAI_URL, "openai",
-                              cfg.embeddings.api_key_env, "embeddings"))
+                              cfg.embeddings.api_key_env, "embeddings", cfg.embeddings.model, "embeddings.model"))
     if (reference or bench) and cfg.generator.type == "openai":
         found.append(Endpoint("generator.base_url", cfg.generator.base_url or OPENAI_URL, "openai",
-                              cfg.generator.api_key_env))
+                              cfg.generator.api_key_env, model=cfg.generator.model, model_setting="generator.model"))
     if cfg.agent.type == "http":
         found.append(Endpoint("agent.url", cfg.agent.url, "http"))
     for i, method in enumerate(cfg.bench.methods if bench else ()):
@@ -190,7 +197,7 @@ def _openai(endpoint: Endpoint, url: str, query: str, headers: dict[str, str], t
         return f"HTTP {listed[0]}: the credentials were refused (check {endpoint.key_env or 'the key'})"
     models = _json(listed[2])
     if listed[0] == 200 and isinstance(models, dict) and "data" in models:
-        return None
+        return _served(endpoint, url, query, headers, timeout, models["data"])
     called = _ask(f"{url}/{endpoint.path}{query}", headers, timeout, body=b"{}")
     if isinstance(called, str):
         return called
@@ -208,6 +215,25 @@ def _openai(endpoint: Endpoint, url: str, query: str, headers: dict[str, str], t
     if status in (405, 501):
         return f"not an OpenAI-compatible server: POST /{endpoint.path} answered HTTP {status} (not allowed)"
     return None
+
+
+def _served(endpoint: Endpoint, url: str, query: str, headers: dict[str, str], timeout: float,
+            listed: Any) -> str | None:
+    """The model the run asks for, against the server's list: listed (``NAME`` or Ollama's
+    ``NAME:latest``), or the list is empty, or one minimal request with it is answered (a server that
+    takes any name, as llama.cpp's); else :class:`_Named`, the setting named."""
+    ids = [str(m.get("id")) for m in listed if isinstance(m, dict) and m.get("id")] if isinstance(listed, list) else []
+    model = endpoint.model
+    if not model or not ids or model in ids or f"{model}:latest" in ids:
+        return None
+    body = {"model": model, "input": "ok"} if endpoint.path == "embeddings" else \
+        {"model": model, "messages": [{"role": "user", "content": "ok"}], "max_tokens": 1}
+    asked = _ask(f"{url}/{endpoint.path}{query}", headers, timeout, body=json.dumps(body).encode())
+    if not isinstance(asked, str) and asked[0] == 200:
+        return None
+    shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
+    return _Named(f"{endpoint.model_setting} {model!r}: the server at {mask_url(url)} does not serve it (it serves: "
+                  f"{shown})")
 
 
 def probe(endpoint: Endpoint, timeout: float = PROBE_TIMEOUT_S) -> str | None:
@@ -243,8 +269,8 @@ def preflight(endpoints: list[Endpoint], log=None, timeout: float = PROBE_TIMEOU
     if dead:
         endpoint, problem = dead[0]
         more = f" (and {len(dead) - 1} more: {', '.join(e.setting for e, _ in dead[1:])})" if len(dead) > 1 else ""
-        raise EndpointDown(f"{endpoint.setting} {mask_url(endpoint.url)}: {problem}{more}; nothing was run "
-                           f"(--no-preflight skips this check)")
+        where = "" if isinstance(problem, _Named) else f"{endpoint.setting} {mask_url(endpoint.url)}: "
+        raise EndpointDown(f"{where}{problem}{more}; nothing was run (--no-preflight skips this check)")
     if log:
         log("preflight: %d endpoint(s) answer: %s", len(endpoints), ", ".join(e.setting for e in endpoints))
 

@@ -136,6 +136,10 @@ def remember(config: Any) -> None:
             found.add(str(value))
 
     walk(config)
+    alerts = config.get("alerts") if isinstance(config, dict) else None  # (an alert's destination: all of it a secret)
+    for url in (alerts.get("to") or [] if isinstance(alerts, dict) else []):
+        if isinstance(url, str):
+            found.add(url.split("://", 1)[-1])
     fresh = {v for v in found if len(v) >= MIN_VALUE and v != MASK} - _VALUES
     if fresh:
         _VALUES.update(fresh)
@@ -243,6 +247,7 @@ def restore(config: dict[str, Any]) -> dict[str, Any]:
     if not held:
         return config
     remember([{str((json.loads(path) or [""])[-1]): value} for path, value in held.items()])
+    remember({"alerts": {"to": [v for p, v in held.items() if json.loads(p)[:2] == ["alerts", "to"]]}})
     out = copy.deepcopy(config)
     for path_text, value in held.items():
         node, path = out, json.loads(path_text)

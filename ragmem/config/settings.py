@@ -29,6 +29,7 @@ from ragmem.runtime.home import DEFAULT_ARTIFACT_ROOT
 # the sections of sweeps, memory benchmarks and gates (their own module), also importable from here
 from ragmem.config.sweep_settings import BenchSettings, Bounds, Constraint, Gate, MethodSpec  # noqa: F401
 from ragmem.config.sweep_settings import Objective, SweepSettings, TieBreak  # noqa: F401
+from ragmem.config.alert_settings import AlertSettings
 from ragmem.config.generate_settings import GenerateSettings  # noqa: F401
 from ragmem.config.trace_settings import TracesSettings
 # what a run computes: the metrics selected, one's own, the rubrics (their own module)
@@ -350,6 +351,8 @@ class Settings(ReferenceSettings):
     sweep: SweepSettings = setting(SweepSettings, "read by ragmem sweep")
     bench: BenchSettings = setting(BenchSettings, "read by ragmem bench-memory")
     generate: GenerateSettings = setting(GenerateSettings, "read by ragmem generate: LLM-written questions")
+    alerts: AlertSettings = setting(AlertSettings, "who hears of a failed gate, a drift, a failed run: {to, on, "
+                                                   "errors_over}")
     gates: dict[str, Gate] = setting({}, "quality gates checked after ragmem run: {metric: {min?, max?}}; "
                                          "a failed gate exits 3")
     baseline: Optional[str] = setting(None, "run id (or unique prefix) the max_regression gates compare with")

@@ -245,9 +245,12 @@ def drift_line(metric: str, d: dict[str, Any]) -> str:
     if d["drop"] is None:
         return (f"drift: {metric} watched once {d['baseline_windows']} windows are seen ({d['windows']} so far: "
                 "no change looked for yet)")
+    worse = d["drop"] >= 0
+    moved = ("up" if worse else "down") if d["way"] == "rise" else ("down" if worse else "up")
+    over = "the last window" if d["over"] == 1 else f"the last {d['over']} windows"
     return (f"drift: {metric} evidence {d['evidence']:.3g} < {d['threshold']:.3g} over {d['windows']} windows "
-            f"(no sustained {d['way']} of {d['max_drop']:g} seen; the likeliest change: {d['drop']:+.3f} over the last "
-            f"{d['over']})")
+            f"(no sustained {d['way']} of {d['max_drop']:g} seen; the likeliest change: {moved} {abs(d['drop']):.3f} "
+            f"over {over})")
 
 
 def as_dicts(results: list[GateResult]) -> list[dict[str, Any]]:

@@ -26,6 +26,7 @@ from ragmem.run import windows
 from ragmem.run.journal import Journal
 from ragmem.runtime import progress
 from ragmem.sources import source_for
+from ragmem.stats.clusters import MIN_CLUSTERS
 
 log = logging.getLogger("ragmem")
 
@@ -115,8 +116,10 @@ def as_data(cfg: RunConfig, resume: str | None = None) -> tuple[RunConfig, str |
     if sessions and cfg.stats.cluster_by is None and len(sessions) < counts["traces"]:
         # the turns of a session are not independent: the session is the unit the intervals resample
         update["stats"] = cfg.stats.model_copy(update={"cluster_by": "session_id"})
-        chosen = "; ".join(filter(None, [chosen, f"the {counts['traces']} traces came in {len(sessions)} sessions: "
-                                                  f"the intervals resample sessions (stats.cluster_by: session_id)"]))
+        said = "the intervals resample sessions (stats.cluster_by: session_id)" if len(sessions) >= MIN_CLUSTERS else (
+            f"stats.cluster_by: session_id, but fewer than {MIN_CLUSTERS} sessions are too few to resample: the "
+            "intervals resample traces, and run narrow if a session's turns fail together")  # (as the intervals say)
+        chosen = "; ".join(filter(None, [chosen, f"the {counts['traces']} traces came in {len(sessions)} sessions: {said}"]))
     adjusted = cfg.model_copy(update=update)
     adjusted._chosen = chosen
     return adjusted, resume

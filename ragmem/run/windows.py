@@ -33,7 +33,7 @@ from ragmem.metrics import catalogue
 from ragmem.metrics.names import REFERENCE
 from ragmem.run.journal import Journal
 from ragmem.runtime.processes import run_is_dead
-from ragmem.stats.paired_runs import unpaired_rows
+from ragmem.stats.paired_runs import paired_rows, unpaired_rows
 from ragmem.tracking.runs import run_table, scoring_of
 from ragmem.tracking.store import Tracker
 
@@ -120,17 +120,29 @@ def compare(cfg: RunConfig, table: Any, run_id: str | None) -> dict[str, Any] | 
     base = run_table(tracker.client, before)
     zero_division, scorer = scoring_of(base.attrs["run"].data.params)
     names = compared(cfg)
+    shared = _ids(base) & _ids(table)
+    if shared:  # the same traces again (a rerun, an overlapping window): pairs, never two independent samples
+        rows, n = paired_rows(base, table, names, zero_division, scorer, cfg.stats.resamples or 1000, cfg.seed,
+                              cfg.stats.confidence, cfg.stats.bootstrap)
+        return {"run_id": before, "test": f"paired bootstrap (the {n} traces both runs evaluated)", "rows": rows,
+                "paired": n}
     rows = unpaired_rows(base, table, names, zero_division, scorer, cfg.stats.resamples or 1000, cfg.seed,
                          cfg.stats.confidence)
     return {"run_id": before, "test": "unpaired bootstrap (two windows: different traces)", "rows": rows}
+
+
+def _ids(table: Any) -> set:
+    return set(table.ids() if hasattr(table, "ids") else table["id"].tolist())
 
 
 def line(row: dict[str, Any]) -> str:
     """``pass_rate 0.7000 -> 0.6200: -0.0800 [-0.1591, +0.0060] p=0.064 (unpaired, 300 and 250 traces)``."""
     if row.get("diff") is None:
         return f"{row['metric']}: not compared (null in either window)"
+    how = f"unpaired, {row['n_a']} and {row['n_b']} traces" if "n_a" in row else f"paired, {row.get('n_shared')} traces"
+    p = "" if row.get("p_value") is None else f" p={row['p_value']:.3g}"
     return (f"{row['metric']} {row['a']:.4f} -> {row['b']:.4f}: {row['diff']:+.4f} [{row['ci_low']:+.4f}, "
-            f"{row['ci_high']:+.4f}] p={row['p_value']:.3g} (unpaired, {row['n_a']} and {row['n_b']} traces)")
+            f"{row['ci_high']:+.4f}]{p} ({how})")
 
 
 def summarize(cfg: RunConfig, summary: dict[str, Any], table: Any, run_id: str | None) -> None:

@@ -6,9 +6,13 @@ and a resume may change it."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
+from ragmem.clients import endpoints
 from ragmem.clients.endpoints import Breaker, Endpoint, EndpointDown, probe
+from ragmem.config.loading import RunConfig
 from ragmem.exits import _resume_hint
 from ragmem.run.resume import settings_that_differ
 from tests.openai_stub import OtherServers, serving
@@ -86,3 +90,32 @@ def test_a_run_past_the_preflight_names_a_server_of_another_kind_and_no_library_
     inner = openai.APIConnectionError(request=request)
     inner.__cause__ = RuntimeError("no running event loop")
     assert describe(inner) == "cannot connect (the connection ended before a reply)"
+
+
+def test_a_model_the_server_does_not_serve_is_refused_before_any_work():
+    """A server that lists its models (and refuses others, as vLLM and Ollama do): a wrong judge.model
+    is one line naming the setting, exit 2, before any run; a listed one, Ollama's ``NAME:latest`` and a
+    server that takes any name (llama.cpp: the minimal request answered) pass."""
+    from tests.openai_stub import Stub
+
+    with Stub(chat=lambda r: {"verdict": "yes", "reason": "ok"}, models=["qwen2.5:latest", "judge-a"]) as stub:
+        wrong = endpoints.Endpoint("judge.base_url", stub.base_url, "openai", model="tiny-judge-7b",
+                                   model_setting="judge.model")
+        with pytest.raises(endpoints.EndpointDown) as caught:
+            endpoints.preflight([wrong])
+        assert caught.value.exit_code == 2
+        assert str(caught.value) == (f"judge.model 'tiny-judge-7b': the server at {stub.base_url} does not serve it (it "
+                                     "serves: qwen2.5:latest, judge-a); nothing was run (--no-preflight skips this check)")
+        for model in ("judge-a", "qwen2.5"):
+            endpoints.preflight([dataclasses.replace(wrong, model=model)])
+    with Stub(chat=lambda r: {"verdict": "yes", "reason": "ok"}) as anything:  # lists none, takes any name
+        anything.models = None
+        endpoints.preflight([endpoints.Endpoint("judge.base_url", anything.base_url, "openai", model="whatever",
+                                                model_setting="judge.model")])
+
+
+def test_the_configured_endpoints_carry_their_models():
+    cfg = RunConfig.from_dict({"judge": {"type": "llm", "model": "j", "base_url": "http://127.0.0.1:1/v1"},
+                               "metrics": ["pass_rate"]})
+    (judge,) = endpoints.configured(cfg)
+    assert (judge.model, judge.model_setting) == ("j", "judge.model")

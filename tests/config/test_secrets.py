@@ -88,3 +88,15 @@ def test_a_value_derived_from_a_secret_is_masked_by_value(monkeypatch):
 
 def test_a_url_in_a_signature_ends_at_the_next_field():
     assert masking.scrub("base:http://h/v1?api_key=SEC|temp:0") == "base:http://h/v1?api_key=***|temp:0"
+
+
+def test_an_alert_destination_is_masked_for_prefect_and_restored_in_another_process():
+    """``alerts.to`` (its tokens are in its path, not a password or a query): masked in a flow's
+    parameters and given back to the flow from the environment alone (a flow run's process holds no
+    value of its own: :func:`forget` stands for it)."""
+    config = {"alerts": {"to": ["json://127.0.0.1:5555/hook-token-1234"], "on": ["gate_failed"]}}
+    masking.remember(config)
+    protected = masking.protect(config)
+    assert protected["alerts"]["to"] == ["json://***"]
+    masking.forget()
+    assert masking.restore(protected) == config

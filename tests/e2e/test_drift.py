@@ -10,8 +10,10 @@ import json
 import re
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from mlflow import MlflowClient
@@ -37,13 +39,33 @@ def _write_window(app: str, number: int, wrong: int) -> None:
     traffic.write_mlflow(app, "app", planned)
 
 
+class _Hook(BaseHTTPRequestHandler):
+    """A JSON webhook (Apprise's json://): every message received, kept."""
+
+    received: list[dict] = []
+
+    def do_POST(self):  # noqa: N802 (http.server's name)
+        body = self.rfile.read(int(self.headers.get("content-length", 0)))
+        type(self).received.append(json.loads(body))
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args):  # (quiet)
+        pass
+
+
 def test_a_drop_across_windows_fails_the_scheduled_flow_run_on_the_drift_line(prefect_env, tmp_path, monkeypatch):
+    """... and alerts reach a webhook: one message per failed gate of the scheduled window, naming the
+    metric, its value and interval, and the threshold; ``ragmem alerts test`` delivers one."""
     app = f"sqlite:///{tmp_path / 'app.db'}"
     store = f"sqlite:///{tmp_path / 'eval.db'}"
     api_url = f"http://127.0.0.1:{prefect_env['RAGMEM_PREFECT_PORT']}/api"
     env = {**prefect_env, "RAGMEM_HOME": str(tmp_path / "home"), "OPENAI_API_KEY": "x"}
     for name in ("RAGMEM_HOME", "OPENAI_API_KEY"):
         monkeypatch.setenv(name, env[name])
+    hook = ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
+    _Hook.received = []
+    threading.Thread(target=hook.serve_forever, daemon=True).start()
     with Stub(chat=_verdict) as stub:
         config = tmp_path / "traffic.yaml"
         config.write_text(f"""experiment: traffic-drift
@@ -55,6 +77,7 @@ gates:
   pass_rate: {{max_regression: 0.05, drift: {{max_drop: 0.2}}}}
 stats: {{resamples: 300}}
 tracking: {{uri: "{store}", max_traces: 0}}
+alerts: {{to: ["json://127.0.0.1:{hook.server_address[1]}/hook"]}}
 """)
         client = MlflowClient(store)
         for number in range(3):  # the baseline: three nights at 0.9, run in this process
@@ -89,12 +112,28 @@ tracking: {{uri: "{store}", max_traces: 0}}
                 return state if state["state_type"] in ("COMPLETED", "FAILED", "CRASHED") else None
 
             state = wait_until(ended, "the window's flow run", timeout=300, process=serve)
-            assert state["state_type"] == "FAILED", state
-            message = state["state"]["message"]
-            assert re.search(r"drift: pass_rate down 0\.50 over the last window \(evidence [0-9.e+]+ > 20\)", message), message
         finally:
             serve.terminate()
             log, _ = serve.communicate(timeout=60)
+        assert state["state_type"] == "FAILED", (state, log[-3000:])
+        message = state["state"]["message"]
+        assert re.search(r"drift: pass_rate down 0\.50 over the last window \(evidence [0-9.e+]+ > 20\)", message), \
+            (message, log[-3000:])
+        assert len(_Hook.received) == 2, _Hook.received  # the two failed gates of window 4, one message each
+        regression, drifted = sorted(_Hook.received, key=lambda m: "drift" in m["title"])
+        assert regression["title"] == "ragmem traffic-drift: gate failed: pass_rate"
+        assert drifted["title"] == "ragmem traffic-drift: drift: pass_rate"
+        for message, bar in ((regression, "max_regression 0.05"), (drifted, "drift max_drop 0.2")):
+            assert re.search(r"^pass_rate 0\.4000 \[0\.\d{4}, 0\.\d{4}\]; threshold: " + re.escape(bar) + "$",
+                             message["message"], re.M), message["message"]
+            assert "experiment traffic-drift, window " in message["message"] and "report: ragmem report " in message["message"]
+        assert "worse by more than max_regression 0.05" in regression["message"]
+        assert re.search(r"drift: pass_rate down 0\.50 over the last window", drifted["message"])
+        tested = run_cli(["alerts", "test", str(config)], env=env, cwd=tmp_path)
+        assert tested.returncode == 0 and tested.stdout.strip() == "alert sent to json://…", tested
+        assert len(_Hook.received) == 3 and _Hook.received[-1]["title"] == "ragmem traffic-drift: test alert"
+        assert f"127.0.0.1:{hook.server_address[1]}" not in log  # (a destination is a secret: never logged)
+        hook.shutdown()
         noted = "note: pass_rate: max_regression 0.05 is below what 10 sessions can detect"
         assert noted in log and "the drift gate watches across windows" in log, log[-3000:]
         runs = client.search_runs([client.get_experiment_by_name("traffic-drift").experiment_id],

@@ -137,3 +137,22 @@ def test_the_worked_example_the_traced_reference_agent_then_configs_traces(prefe
     assert summary["metrics"]["faithfulness"] is not None and summary["metrics"]["retrieve_latency_p95"] is not None
     assert summary["metrics"]["context_share_memory_long"] > 0  # the memory spans' recalls, by source
     assert any("judge.type llm judges an answer without one" in note for note in summary["notes"])
+
+
+def test_a_rerun_over_the_same_traces_is_paired_never_two_independent_windows(tmp_path, monkeypatch):
+    """The same traces config run twice (not incremental): the second run's comparison with the first
+    pairs the traces both evaluated (a rerun is not a new window), and says so."""
+    uri = f"sqlite:///{tmp_path / 'app.db'}"
+    monkeypatch.setenv("RAGMEM_HOME", str(tmp_path / "home"))
+    traffic.write_mlflow(uri, "prod-demo", traffic.plan(40, raised=0))
+    config = {"experiment": "prod-demo-eval", "data": {"traces": {"experiment": "prod-demo", "tracking_uri": uri,
+                                                                  "since": "24h"}},
+              "tracking": {"uri": f"sqlite:///{tmp_path / 'eval.db'}", "max_traces": 0}, "stats": {"resamples": 200}}
+    first = ragmem.evaluate(config=config)
+    second = ragmem.evaluate(config=config)
+    previous = second.summary["traces"]["previous"]
+    assert previous["run_id"] == first.run_id and previous["paired"] == 40
+    assert previous["test"] == "paired bootstrap (the 40 traces both runs evaluated)"
+    row = next(r for r in previous["rows"] if r["diff"] is not None)
+    assert row["n_shared"] == 40 and row["diff"] == pytest.approx(0.0, abs=1e-12)  # the same traces, the same judge
+    assert "n_a" not in row

@@ -100,3 +100,15 @@ def test_drift_settings_are_checked(config, message):
 def test_a_drift_on_a_figure_of_the_whole_window_is_refused():
     with pytest.raises(ConfigError, match="gates.f1.drift: f1 has no per-example score"):
         gates.check_names({"f1": {"drift": {"max_drop": 0.1}}}, (10,))
+
+
+def test_a_drift_gate_that_passed_says_what_it_saw(monkeypatch):
+    kept = json.dumps({"faithfulness": [10, 0.9, 0.4]})
+    _history(monkeypatch, [_run(f"r{i}", f"2026-12-0{i + 1}T00:00:00Z", kept) for i in range(3)])
+    summary = {"traces": {"previous": None}}
+    drift.summarize(_cfg(drift={"max_drop": 0.2}), summary, _table([1.0, 0.7] * 10, [f"s{i // 2}" for i in range(20)]),
+                    "this")
+    (gate,) = gates.as_dicts(gates.drifts({}, summary["traces"]))
+    assert gate["passed"]
+    assert gates.passed_line(gate) == ("drift: faithfulness evidence 0.0527 < 20 over 4 windows (no sustained drop of "
+                                       "0.2 seen; the likeliest change: down 0.050 over the last window)")
