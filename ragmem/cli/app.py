@@ -171,7 +171,9 @@ def sweep(
 def compare(
     runs: List[str] = typer.Argument(None, help="RUN_A RUN_B for a paired comparison; none for a table of runs."),
     experiment: Optional[str] = typer.Option(None, "--experiment", "-e", help="Experiment whose runs to list (default: the latest run's)."),
-    metric: str = typer.Option("pass_rate", "--metric", "-m", help="Metric to sort by (best first)."),
+    metric: Optional[str] = typer.Option(None, "--metric", "-m", help="Metric to sort by (best first; default: the first "
+                                         "headline metric the runs have: pass_rate, else reference_coverage, ..., "
+                                         "else faithfulness)."),
     last: int = typer.Option(20, "--last", "-n", help="How many of the latest runs to list."),
     sweep: Optional[str] = typer.Option(None, "--sweep", metavar="PARENT_RUN_ID",
                                         help="List a sweep's children, ranked as the sweep decided."),
@@ -228,6 +230,7 @@ def compare(
     else:
         experiment = experiment or latest_experiment(client)
         table, warnings, notes = list_runs(client, experiment, metric, last)
+        metric = table.attrs["sorted_by"]
         title = f"{experiment}: {plural(len(table), 'run')}, sorted by {metric}"
     print_runs(table, title, warnings, notes)
     if output:

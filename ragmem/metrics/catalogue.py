@@ -194,6 +194,20 @@ def listed() -> list[str]:
     return sorted(summary_order(declared + ranked), key=is_seconds)
 
 
+#: what a report ranks its worst examples by after the failures and the verdicts: the first of these
+#: columns the run has a value of (with reference answers, their coverage; traffic without: faithfulness)
+WORST_BY = ("reference_coverage", "faithfulness", "answer_relevancy", "context_relevance", "coverage")
+
+
+def sorted_by(present: Iterable[str]) -> str:
+    """What a table of runs sorts by when not told: the first listed quality metric the runs have
+    (pass_rate, reference_coverage, ...), else the first watched one (faithfulness, answer_relevancy,
+    ...: traffic without references), else pass_rate."""
+    found = set(present)
+    every = [m.name for family in names.KNOWN for m in family.metrics]
+    return next((n for n in (*listed(), *watched(every)) if n in found and not is_seconds(n)), "pass_rate")
+
+
 #: what ``compare`` shows of each run's judge besides the paired rows (pass_rate_ppi is not paired:
 #: its interval is each run's own)
 JUDGE_FIGURES = ("pass_rate_ppi", "n_labelled", "judge_label_kappa", "judge_flip_rate")

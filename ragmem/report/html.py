@@ -154,14 +154,26 @@ def shown_rows(table: pd.DataFrame) -> pd.DataFrame:
     return table[table.index.isin(keep)].reset_index(drop=True)
 
 
+WORST_BY = catalogue.WORST_BY  # (declared with the metrics' facts)
+
+
+def worst_by(table: pd.DataFrame) -> str | None:
+    """The score :func:`worst` ranks by (:data:`WORST_BY`), or ``None`` when the run has none of them."""
+    return next((c for c in WORST_BY if c in table and pd.to_numeric(table[c], errors="coerce").notna().any()), None)
+
+
 def worst(table: pd.DataFrame, limit: int = WORST) -> pd.DataFrame:
-    """Failed calls first, then failed judgements, then failed verdicts, then the lowest reference coverage."""
+    """Failed calls first, then failed judgements, then failed verdicts (no verdict: neither a failure nor
+    a pass, as without references), then the lowest :func:`worst_by` score."""
+    by = worst_by(table)
+    verdict = pd.to_numeric(table["verdict"], errors="coerce").astype(float) if "verdict" in table else None
     order = pd.DataFrame({
         "error": table["error"].isna() if "error" in table else True,
-        "verdict": pd.to_numeric(table["verdict"], errors="coerce").fillna(-1) if "verdict" in table else 2,
-        "coverage": table["reference_coverage"].fillna(2) if "reference_coverage" in table else 2,
+        "judged": table["judge_error"].isna() if "judge_error" in table else True,
+        "verdict": verdict.fillna(0.5) if verdict is not None else 2,
+        "score": pd.to_numeric(table[by], errors="coerce").fillna(2) if by else 2,
     })
-    return table.loc[order.sort_values(["error", "verdict", "coverage"], kind="stable").index[:limit]]
+    return table.loc[order.sort_values(["error", "judged", "verdict", "score"], kind="stable").index[:limit]]
 
 
 def _example_rows(rows: pd.DataFrame, columns: list[str]) -> list[list[str]]:
@@ -301,12 +313,12 @@ def run_page(summary: dict[str, Any], table: pd.DataFrame, latency_s: pd.Series 
     body += by_metric
     if not len(failed) and not by_metric:
         body.append('<p class="note">none: every agent call, every judgement and every metric\'s reply succeeded</p>')
-    shown = worst(table)
+    shown, by = worst(table), worst_by(table) or "score"
     passed = int((pd.to_numeric(shown["verdict"], errors="coerce") == 1).sum()) if "verdict" in shown else 0
     body += [f"<h2>Worst examples ({len(shown)} of {summary['n_examples']}"
-             + (f"; {passed} of them passed, shown for their low reference coverage" if passed else "") + ")</h2>",
-             '<p class="note">failed calls first, then failed verdicts, then the passed ones with the lowest '
-             'reference coverage (labelled <span class="pass">pass</span>); '
+             + (f"; {passed} of them passed, shown for their low {by.replace('_', ' ')}" if passed else "") + ")</h2>",
+             f'<p class="note">failed calls first, then failed verdicts, then the lowest {_e(by)} (the first of '
+             f'{", ".join(WORST_BY)} the run has; a passed one labelled <span class="pass">pass</span>); '
              '<mark class="hit">matched</mark> keywords in the answer and contexts, '
              '<mark class="miss">missed</mark> ones in the reference</p>',
              _table(["id", "query", "answer", "reference", "contexts", "verdict", "scores"],

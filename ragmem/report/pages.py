@@ -9,9 +9,9 @@ from typing import Any
 import pandas as pd
 
 from ragmem.report.html import (
-    _e, _ks, _missing, _num, _page, _table, _verdict, headline, MOVED, run_page, score_columns,
+    _e, _ks, _missing, _num, _page, _table, _verdict, MOVED, run_page, score_columns,
 )
-from ragmem.tracking.compare import compare_tables
+from ragmem.tracking.compare import compare_tables, compared_names
 from ragmem.tracking.runs import known_metrics, latest_pairwise, load_run_table, resolve_run_id, run_summary
 
 
@@ -55,11 +55,16 @@ def diff_page(comparison: dict[str, Any], a: pd.DataFrame, b: pd.DataFrame,
     for title, mask in (("Flipped to fail (pass in A, fail in B)", (merged["verdict_a"] == 1) & (merged["verdict_b"] == 0)),
                         ("Flipped to pass (fail in A, pass in B)", (merged["verdict_a"] == 0) & (merged["verdict_b"] == 1))):
         body += [f"<h2>{title}: {int(mask.sum())}</h2>", _pairs(merged[mask].head(MOVED), columns)]
-    if columns:
-        key = columns[0]
-        moved = merged.assign(_delta=(merged[f"{key}_b"] - merged[f"{key}_a"]).abs()).sort_values("_delta", ascending=False)
+    shown = 0
+    for key in columns:  # the scores both runs have, each that moved (at most 3: the first in summary order)
+        delta = (pd.to_numeric(merged[f"{key}_b"], errors="coerce") - pd.to_numeric(merged[f"{key}_a"], errors="coerce")).abs()
+        moved = merged.assign(_delta=delta).sort_values("_delta", ascending=False)
         moved = moved[moved["_delta"] > 0].head(MOVED)
-        body += [f"<h2>Moved most in {_e(key)}: {len(moved)}</h2>", _pairs(moved, columns)]
+        if len(moved) and shown < 3:
+            body += [f"<h2>Moved most in {_e(key)}: {len(moved)}</h2>", _pairs(moved, columns)]
+            shown += 1
+    if columns and not shown:
+        body.append(f'<p class="note">no example moved in {_e(", ".join(columns))}</p>')
     if pairwise is not None:
         body += _pairwise(pairwise)
     return _page(f"ragmem diff {comparison['run_a'][:8]} {comparison['run_b'][:8]}", body)
@@ -116,8 +121,7 @@ def from_tracking(client, runs: list[str], resamples: int = 1000, seed: int = 0)
         table.attrs["params"] = summary.get("params", {})
     if len(runs) == 1:
         return run_page(summaries[0], tables[0])
-    known = set(known_metrics(client, runs))
-    names = [n for n in headline(summaries[0]) if n in known]
-    comparison = compare_tables(tables[0], tables[1], names or sorted(known), resamples, seed)
+    names = compared_names(known_metrics(client, runs))  # (the family ragmem compare tests: the same p-values)
+    comparison = compare_tables(tables[0], tables[1], names, resamples, seed)
     return diff_page(comparison, tables[0], tables[1], latest_pairwise(client, runs[0], runs[1]))
 

@@ -57,11 +57,12 @@ def signature_warnings(params: list[dict[str, str]]) -> list[str]:
 READ_AT_MOST = 1000
 
 
-def list_runs(client, experiment: str, metric: str = "pass_rate", last: int = 20) -> tuple[pd.DataFrame, list[str], list[str]]:
+def list_runs(client, experiment: str, metric: str | None = None, last: int = 20) -> tuple[pd.DataFrame, list[str], list[str]]:
     """The last ``last`` runs of an experiment (parents of other runs left out: a sweep's parent has
     none of its children's settings nor metrics): the params that differ between them, the chosen
     metric and a few common ones (those whose values differ first), sorted by the metric (best
-    first); and what a reader must know (parents left out, older runs not shown)."""
+    first; ``None``: :func:`ragmem.metrics.catalogue.sorted_by` of what they logged); and what a reader
+    must know (parents left out, older runs not shown)."""
     found = client.get_experiment_by_name(experiment)
     if found is None:
         names = [e.name for e in client.search_experiments()]
@@ -82,7 +83,10 @@ def list_runs(client, experiment: str, metric: str = "pass_rate", last: int = 20
         more = len(listed) - last
         notes.append(f"{plural(more, 'older run')} not shown{'+' if len(every) == READ_AT_MOST else ''} "
                      f"(-n {min(len(listed), READ_AT_MOST)} lists them)")
+    if metric is None:  # the first headline metric the runs have (traffic without references: no pass_rate)
+        metric = catalogue.sorted_by(metric_name(k) for r in listed[:last] for k in r.data.metrics)
     table, warnings = _runs_table(listed[:last], metric, experiment)
+    table.attrs["sorted_by"] = metric
     return table, warnings, notes
 
 
@@ -156,8 +160,14 @@ def paired_comparison(client, run_a: str, run_b: str, metrics: list[str] | None 
     unknown = [m for m in metrics or [] if m not in known]
     if unknown:
         raise RagmemError(f"--metrics {unknown[0]!r}: not logged by both runs; known: {', '.join(known)}")
-    return compare_tables(run_table(client, run_a), run_table(client, run_b), summary_order(metrics or known),
+    return compare_tables(run_table(client, run_a), run_table(client, run_b), compared_names(known, metrics),
                           resamples, seed, confidence)
+
+
+def compared_names(known: list[str], metrics: list[str] | None = None) -> list[str]:
+    """The metrics a comparison of two runs tests, in the summary's order: one family for Holm's correction
+    whoever shows it (``ragmem compare``'s terminal and ``--output``, ``ragmem report``'s diff.html)."""
+    return summary_order(metrics or known)
 
 
 def _coverage(table: Any, names: list[str]) -> dict[str, dict[str, Any]]:

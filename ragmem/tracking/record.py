@@ -24,6 +24,7 @@ from typing import Any
 import pandas as pd
 
 from ragmem import judges
+from ragmem.version import __version__
 from ragmem.metrics import catalogue
 from ragmem.metrics.names import PAIRWISE
 from ragmem.runtime.parallel import mapper_for
@@ -101,8 +102,9 @@ def write_back_assessments(uri: str, table, params: dict[str, str], run_id: str)
     pairs = {str(i): str(t) for i, t in zip(ids_table["id"], ids_table["trace_id"]) if not _missing(t)}
     rows = table.rows(list(pairs)) if isinstance(table, _TracedRows) else table
     feedback = assessments(rows, params, list(pairs))
-    metadata = {"ragmem.judge.signature": params.get("judge.signature", ""),
-                "ragmem.prompt_version": params.get("judge.prompt_version", PROMPT_VERSION)}
+    metadata = {traces.SIGNATURE_KEY: params.get("judge.signature", ""),
+                "ragmem.prompt_version": params.get("judge.prompt_version", PROMPT_VERSION),
+                "ragmem.version": __version__}
     return traces.write_back(uri, {pairs[i]: items for i, items in feedback.items()}, run_id, metadata)
 
 

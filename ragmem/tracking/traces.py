@@ -24,6 +24,8 @@ from ragmem.tracking.store import Feedback, prepare_local_store
 
 #: the metadata key that marks an assessment as ragmem's (and names the run that wrote it)
 RUN_KEY = "ragmem.run_id"
+#: an assessment's judge (its signature: model, prompt version, settings): the same judge updates its own
+SIGNATURE_KEY = "ragmem.judge.signature"
 
 
 def window_filter(since: datetime | None, until: datetime | None, extra: str | None) -> str | None:
@@ -114,8 +116,10 @@ def as_trace(found: Any) -> Trace:
 
 
 def write_back(uri: str, feedback: dict[str, list[Feedback]], run_id: str, metadata: dict[str, str]) -> dict[str, int]:
-    """Each trace id's ``feedback`` as assessments on it: ragmem's earlier assessment of the same
-    name updated, a new one logged otherwise. Returns the counts ``{"added", "updated"}``."""
+    """Each trace id's ``feedback`` as assessments on it, each with its origin in its metadata (the run
+    id, the judge's signature, the prompt and ragmem versions: ``metadata``): ragmem's earlier assessment
+    of the same name *by the same judge* (signature) updated, a new one logged otherwise, so a second
+    judge's verdict stands beside the first one's. Returns the counts ``{"added", "updated"}``."""
     lean_import("mlflow")  # (mlflow's entities and tracing client: with mlflow, imported on demand)
     from mlflow.entities import AssessmentSource
     from mlflow.entities import Feedback as MlflowFeedback
@@ -126,14 +130,15 @@ def write_back(uri: str, feedback: dict[str, list[Feedback]], run_id: str, metad
     for trace_id, items in feedback.items():
         if not items:
             continue
-        held = {a.name: a.assessment_id for a in client.get_trace_info(trace_id).assessments or ()
-                if (a.metadata or {}).get(RUN_KEY) is not None}
+        held = {(a.name, (a.metadata or {}).get(SIGNATURE_KEY)): a.assessment_id
+                for a in client.get_trace_info(trace_id).assessments or () if (a.metadata or {}).get(RUN_KEY) is not None}
+        mine = metadata.get(SIGNATURE_KEY)
         for item in items:
             assessment = MlflowFeedback(name=item.name, value=item.value, rationale=item.rationale,
                                         source=AssessmentSource(source_type=item.source_type, source_id=item.source_id),
                                         metadata={**metadata, RUN_KEY: run_id})
-            if item.name in held:
-                client.update_assessment(trace_id, str(held[item.name]), assessment)
+            if (item.name, mine) in held:
+                client.update_assessment(trace_id, str(held[(item.name, mine)]), assessment)
                 counts["updated"] += 1
             else:
                 client.log_assessment(trace_id, assessment)

@@ -156,3 +156,39 @@ def test_a_rerun_over_the_same_traces_is_paired_never_two_independent_windows(tm
     row = next(r for r in previous["rows"] if r["diff"] is not None)
     assert row["n_shared"] == 40 and row["diff"] == pytest.approx(0.0, abs=1e-12)  # the same traces, the same judge
     assert "n_a" not in row
+
+
+def test_two_judges_keep_their_own_assessments_on_each_trace(tmp_path, monkeypatch):
+    """Two runs by two judges over the same 20 MLflow traces leave both judges' assessments on each
+    trace, each with its run id and signature; a third run by the first judge updates its own and adds
+    none; a metric of one's own is written back on every trace too."""
+    uri = f"sqlite:///{tmp_path / 'app.db'}"
+    monkeypatch.setenv("RAGMEM_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    ids = traffic.write_mlflow(uri, "prod-demo", traffic.plan(20, raised=0))
+
+    def short(answer):  # a metric of one's own
+        return len(answer) < 45
+
+    def run(threshold: float):
+        return ragmem.evaluate(config={"experiment": "two-judges", "judge": {"type": "keyword", "threshold": threshold},
+                                       "data": {"traces": {"experiment": "prod-demo", "tracking_uri": uri, "since": "7d"}},
+                                       "tracking": {"uri": f"sqlite:///{tmp_path / 'eval.db'}", "max_traces": 0},
+                                       "stats": {"resamples": 100}, "metrics": {"custom": [short]}})
+
+    a, b = run(0.7), run(0.3)
+    signatures = {a.params["judge.signature"], b.params["judge.signature"]}
+    assert len(signatures) == 2
+    by_trace = _assessments(uri, ids)
+    for trace_id in ids:
+        found = by_trace[trace_id]
+        faithful = [x for x in found if x.name == "faithfulness"]
+        assert {(x.metadata["ragmem.run_id"], x.metadata["ragmem.judge.signature"]) for x in faithful} == \
+            {(a.run_id, a.params["judge.signature"]), (b.run_id, b.params["judge.signature"])}
+        assert all(x.metadata["ragmem.version"] and x.metadata["ragmem.prompt_version"] for x in found)
+        assert {x.metadata["ragmem.run_id"] for x in found if x.name == "short"} == {a.run_id, b.run_id}
+    again = run(0.7)
+    after = _assessments(uri, ids)
+    assert {i: sorted(x.assessment_id for x in v) for i, v in after.items()} == \
+        {i: sorted(x.assessment_id for x in v) for i, v in by_trace.items()}  # updated, none added
+    assert {x.metadata["ragmem.run_id"] for v in after.values() for x in v} == {again.run_id, b.run_id}
