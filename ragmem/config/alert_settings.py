@@ -14,6 +14,7 @@ held as a secret (:func:`ragmem.config.secrets.remember`), masked to its scheme 
 
 from __future__ import annotations
 
+import logging
 from typing import Literal, Optional
 
 from pydantic import field_validator, model_validator
@@ -24,6 +25,15 @@ from ragmem.config.sections import Section, Share, setting
 EVENTS = ("gate_failed", "drift", "run_failed", "errors")
 #: a Prefect notification block, by name, instead of an Apprise URL
 PREFECT_BLOCK = "prefect-block://"
+
+
+def apprise_quiet():
+    """Apprise, its own logger muted: its lines quote a destination's URL, which is a secret (a failure
+    is said by ragmem, masked to its scheme)."""
+    import apprise  # (only a config or a run with alerts: 0.1 s)
+
+    logging.getLogger("apprise").disabled = True
+    return apprise
 
 
 def scheme_of(url: str) -> str:
@@ -55,9 +65,7 @@ class AlertSettings(Section):
                 if not url[len(PREFECT_BLOCK):].strip():
                     raise ValueError(f"[{i}]: prefect-block:// needs the block's name (prefect-block://NAME)")
                 continue
-            import apprise  # (only a config with alerts: 0.1 s)
-
-            if not apprise.Apprise().add(url):
+            if not apprise_quiet().Apprise().add(url):
                 raise ValueError(f"[{i}]: {scheme_of(url)} is not a notification URL Apprise knows (e.g. "
                                  "json://HOST:PORT/PATH, slack://TOKEN_A/TOKEN_B/TOKEN_C, mailto://USER@HOST)")
         return value

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Sequence
 
-from ragmem.config.alert_settings import PREFECT_BLOCK, scheme_of
+from ragmem.config.alert_settings import apprise_quiet, PREFECT_BLOCK, scheme_of
 from ragmem.config.secrets import scrub
 
 log = logging.getLogger("ragmem")
@@ -23,9 +23,7 @@ def _one(url: str, title: str, body: str) -> str | None:
             block: Any = NotificationBlock.load(url[len(PREFECT_BLOCK):])  # (sync: outside an event loop)
             block.notify(body, subject=title)
             return None
-        import apprise  # (only a run with alerts)
-
-        sender = apprise.Apprise()
+        sender = apprise_quiet().Apprise()
         sender.add(url)
         return None if sender.notify(body=body, title=title) else "not delivered (the service refused or did not answer)"
     except Exception as exc:  # a destination that fails is said, never the run's end

@@ -62,9 +62,12 @@ def test_a_destination_is_a_secret_everywhere_ragmem_writes():
     assert "hook-with-a-token-inside" not in json.dumps(secrets.protect(cfg.raw))
 
 
-def test_a_url_apprise_does_not_know_is_refused_when_the_config_is_read():
+def test_a_url_apprise_does_not_know_is_refused_when_the_config_is_read(caplog):
     with pytest.raises(ConfigError, match=r"^alerts.to: \[1\]: nope://… is not a notification URL Apprise knows"):
         RunConfig.from_dict({"alerts": {"to": [HOOK, "nope://secret-part"]}})
+    with pytest.raises(ConfigError):
+        RunConfig.from_dict({"alerts": {"to": ["json://"]}})  # (Apprise knows the scheme, not the URL: it logs it)
+    assert "secret-part" not in caplog.text and "Unparseable" not in caplog.text  # (Apprise's own lines: muted)
     with pytest.raises(ConfigError, match=r"prefect-block:// needs the block's name"):
         RunConfig.from_dict({"alerts": {"to": ["prefect-block://"]}})
 
