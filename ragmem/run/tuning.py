@@ -356,6 +356,10 @@ class _Trials:
         run_id = trial.user_attrs.get("run_id") if trial is not None else None
         end_unfinished(self.tracker, [run_id] if run_id else [], "KILLED" if isinstance(exc, KeyboardInterrupt)
                        else "FAILED", f"sweep ended: {failure_message(exc)}")
+        try:  # (what the study holds: a trial told just before the cut counts, whatever the loop had counted)
+            done = sum(_counted(t) for t in self.study.get_trials(deepcopy=False))
+        except Exception as unread:  # (a store that went away: the loop's count)
+            log.debug("tpe: the study not read after the cut: %s", unread)
         exc.ragmem_progress = (self.parent_id, done, target, DONE)  # type: ignore[attr-defined]
 
     # -- the record ----------------------------------------------------------------------------------
