@@ -29,6 +29,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator
@@ -62,14 +63,35 @@ def any_value(value: dict[str, Any]) -> Any:
         return None
     kind, inner = next(iter(value.items()))
     if kind == "intValue":
-        return int(inner)
+        return _integer(inner, "intValue")
     if kind == "doubleValue":
-        return float(inner)
+        number = _number(inner, "doubleValue")
+        return number if math.isfinite(number) else None  # (1e999: not a measurement of anything)
     if kind == "arrayValue":
         return [any_value(v) for v in (inner or {}).get("values", [])]
     if kind == "kvlistValue":
         return {kv["key"]: any_value(kv.get("value", {})) for kv in (inner or {}).get("values", [])}
     return inner  # stringValue, boolValue, bytesValue (base64 text)
+
+
+class Malformed(ValueError):
+    """A span that is not OTLP: said with the file and the span's number (:func:`read`)."""
+
+
+def _integer(value: Any, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or (isinstance(value, str) and not (
+            value.strip().lstrip("-").isdigit() and len(value.strip()) <= 30)):
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
+        raise Malformed(f"{field}: expected an integer, got {shown}")
+    return int(value)
+
+
+def _number(value: Any, field: str) -> float:
+    try:
+        return float(value) if not isinstance(value, bool) and len(str(value)) <= 40 else float("x")
+    except (TypeError, ValueError):
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
+        raise Malformed(f"{field}: expected a number, got {shown}") from None
 
 
 def attributes(items: list[dict[str, Any]] | None) -> dict[str, Any]:
@@ -129,27 +151,41 @@ def _error(span: dict[str, Any]) -> str | None:
     return (span.get("status") or {}).get("message") or None
 
 
+def _nanoseconds(value: Any, field: str) -> int:
+    try:
+        return _integer(value, field)
+    except Malformed:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
+        raise Malformed(f"{field}: expected nanoseconds since 1970, got {shown}") from None
+
+
 def as_span(span: dict[str, Any]) -> tuple[str, Span, dict[str, Any]]:
-    """One OTLP span: its trace's hex id, the :class:`Span`, its attributes."""
+    """One OTLP span: its trace's hex id, the :class:`Span`, its attributes (:class:`Malformed`: why it
+    is not one)."""
+    if not isinstance(span, dict):
+        raise Malformed(f"expected a span object, got {'null' if span is None else type(span).__name__}")
+    if not isinstance(span.get("attributes") or [], list):
+        raise Malformed(f"attributes: expected a list, got {type(span['attributes']).__name__}")
     attrs = attributes(span.get("attributes"))
     kind = span_type(attrs)
     outputs = decoded(_first(attrs, _OUTPUTS))
     if kind == "RETRIEVER":
         outputs = _documents(attrs) or outputs
-    tokens = {name: int(_first(attrs, keys)) for name, keys in _TOKENS.items() if _first(attrs, keys) is not None}
+    tokens = {name: _first(attrs, keys) for name, keys in _TOKENS.items() if _first(attrs, keys) is not None}
     if not tokens and isinstance(decoded(attrs.get("mlflow.chat.tokenUsage")), dict):
         tokens = decoded(attrs["mlflow.chat.tokenUsage"])
     end = span.get("endTimeUnixNano")
+    start = _nanoseconds(span.get("startTimeUnixNano", 0), "startTimeUnixNano")
     return hex_id(span.get("traceId")), Span(
         hex_id(span.get("spanId")), hex_id(span["parentSpanId"]) if span.get("parentSpanId") else None,
-        str(span.get("name", "")), kind, int(span.get("startTimeUnixNano", 0)), int(end) if end else None,
+        str(span.get("name", "")), kind, start, _nanoseconds(end, "endTimeUnixNano") if end else None,
         _status(span), _error(span), decoded(_first(attrs, _INPUTS)), outputs, tokens or None), attrs
 
 
 def _requests(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """The ExportTraceServiceRequests of a file: the whole file as one, else one per line."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # (a byte-order mark, as data files accept it)
     except (OSError, UnicodeDecodeError) as exc:
         raise DataError(str(path), f"cannot be read as OTLP JSON: {exc}") from None
     try:
@@ -157,12 +193,16 @@ def _requests(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         return
     except ValueError:
         pass
+    except RecursionError:
+        raise DataError(str(path), "nested deeper than can be read (not an OTLP export)") from None
     for number, line in enumerate(text.splitlines(), 1):
         if line.strip():
             try:
                 yield number, json.loads(line)
             except ValueError as exc:
                 raise DataError(str(path), f"line {number}: not JSON ({getattr(exc, 'msg', exc)})") from None
+            except RecursionError:
+                raise DataError(str(path), f"line {number}: nested deeper than can be read") from None
 
 
 def read(path: str | Path, *, since: datetime | None = None, until: datetime | None = None, share: float = 1.0,
@@ -174,13 +214,27 @@ def read(path: str | Path, *, since: datetime | None = None, until: datetime | N
         raise DataError(str(path), "no such file (data.traces.files)")
     grouped: dict[str, list[Span]] = {}
     meta: dict[str, dict[str, Any]] = {}
+    counted = 0  # the spans read, for a message that names one
     for number, request in _requests(path):
         if not isinstance(request, dict) or not isinstance(request.get("resourceSpans"), list):
             raise DataError(str(path), f"line {number}: expected OTLP JSON ({{\"resourceSpans\": [...]}})")
         for resource in request["resourceSpans"]:
-            for scope in (resource or {}).get("scopeSpans") or ():
-                for raw in (scope or {}).get("spans") or ():
-                    trace_id, span, attrs = as_span(raw)
+            scopes = resource.get("scopeSpans") if isinstance(resource, dict) else None
+            if not isinstance(resource, dict) or not isinstance(scopes or [], list):
+                raise DataError(str(path), f"line {number}: resourceSpans: expected objects with scopeSpans, got "
+                                           f"{type(resource).__name__ if not isinstance(resource, dict) else 'scopeSpans ' + type(scopes).__name__}")
+            for scope in scopes or ():
+                found_spans = scope.get("spans") if isinstance(scope, dict) else None
+                if not isinstance(scope, dict) or not isinstance(found_spans or [], list):
+                    raise DataError(str(path), f"line {number}: scopeSpans: expected objects with spans")
+                for raw in found_spans or ():
+                    counted += 1
+                    try:
+                        trace_id, span, attrs = as_span(raw)
+                    except Malformed as exc:
+                        raise DataError(str(path), f"span {counted}: {exc}") from None
+                    except RecursionError:
+                        raise DataError(str(path), f"span {counted}: its attributes nest deeper than can be read") from None
                     grouped.setdefault(trace_id, []).append(span)
                     found = meta.setdefault(trace_id, {})
                     for key, names in (("session_id", _SESSION), ("user_id", _USER)):

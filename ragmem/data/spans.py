@@ -55,7 +55,7 @@ class Span:
     error: str | None = None
     inputs: Any = None
     outputs: Any = None
-    tokens: dict[str, int] | None = None
+    tokens: dict[str, Any] | None = None  # (as exported: checked into counts by to_record)
 
 
 @dataclass
@@ -67,7 +67,7 @@ class Trace:
     spans: list[Span]
     session_id: str | None = None
     user_id: str | None = None
-    tokens: dict[str, int] | None = None
+    tokens: dict[str, Any] | None = None  # (as exported: checked into counts by to_record)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -246,10 +246,14 @@ def to_record(trace: Trace, mapping: Any) -> dict[str, Any]:
     query = find_query(root.inputs, mapping.query) if root else None
     answer = find_answer(root.outputs, mapping.answer) if root and root.status != "ERROR" else None
     record: dict[str, Any] = {"id": trace.trace_id, "trace_id": trace.trace_id}
+    # (no query: the inputs' keys are said, never their values: a root's inputs may hold a password)
     record["query"] = query if query and query.strip() else _shown(root.inputs if root else None)
     error = _error_of(root, trace, answer, mapping)
     if query is None or not query.strip():
         error = error or f"no query in the root span's inputs{f' at {mapping.query!r}' if mapping.query else ''}"
+    timed, odd = _timed(root, spans, mapping)
+    tokens, odd_tokens = _counted(trace, spans)
+    error = error or odd or odd_tokens
     if error:
         record["agent_error"] = error
     else:
@@ -261,16 +265,7 @@ def to_record(trace: Trace, mapping: Any) -> dict[str, Any]:
                 contexts.extend({**d, "source": source} for d in documents(span.outputs))
     if contexts:
         record["contexts"] = contexts
-    if root is not None and root.end_ns is not None:
-        record["latency_ms"] = (root.end_ns - root.start_ns) / 1e6
-    stages: dict[str, float] = {}
-    for span in spans:
-        stage = mapping.stages.get(span.type)
-        if stage and span is not root and span.end_ns is not None:
-            stages[stage] = stages.get(stage, 0.0) + (span.end_ns - span.start_ns) / 1e6
-    if stages:
-        record["timings_ms"] = stages
-    tokens = trace.tokens or _summed(s.tokens for s in spans)
+    record.update(timed)
     if tokens:
         record["tokens"] = tokens
     for key in ("session_id", "user_id"):
@@ -284,13 +279,53 @@ def to_record(trace: Trace, mapping: Any) -> dict[str, Any]:
 
 
 def _shown(inputs: Any) -> str:
-    text = inputs if isinstance(inputs, str) else json.dumps(inputs, ensure_ascii=False, default=str)
-    return text if text and text.strip() and text != "null" else "(no input)"
+    """What stands for the query of a trace that has none: the root's input keys, never their values."""
+    if isinstance(inputs, dict) and inputs:
+        keys = ", ".join(str(k) for k in list(inputs)[:10]) + (", ..." if len(inputs) > 10 else "")
+        return f"(no query: the root's inputs hold {keys})"
+    return "(no input)" if inputs in (None, "", {}, []) else "(no query in the root's inputs)"
 
 
-def _summed(usages: Iterable[dict[str, int] | None]) -> dict[str, int] | None:
+#: the longest a trace's root may last (a week): a longer one is a clock or an exporter gone wrong
+MAX_MS = 7 * 24 * 3600 * 1000.0
+
+
+def _timed(root: Span | None, spans: list[Span], mapping: Any) -> tuple[dict[str, Any], str | None]:
+    """The root's latency and the stages' times (``latency_ms``, ``timings_ms``), or why the trace's
+    times cannot be used (a span that ends before it starts: a clock step; one longer than a week)."""
+    out: dict[str, Any] = {}
+    if root is not None and root.end_ns is not None:
+        ms = (root.end_ns - root.start_ns) / 1e6
+        if not 0 <= ms <= MAX_MS:
+            return {}, f"its root span lasts {ms:g} ms (it ends before it starts, or after a week: a clock step?)"
+        out["latency_ms"] = ms
+    stages: dict[str, float] = {}
+    for span in spans:
+        stage = mapping.stages.get(span.type)
+        if stage and span is not root and span.end_ns is not None:
+            ms = (span.end_ns - span.start_ns) / 1e6
+            if not 0 <= ms <= MAX_MS:
+                return {}, f"its {span.type} span {span.name!r} lasts {ms:g} ms (a clock step?)"
+            stages[stage] = stages.get(stage, 0.0) + ms
+    if stages:
+        out["timings_ms"] = stages
+    return out, None
+
+
+#: the largest token count believed (a trillion): a larger one is an exporter's garbage
+MAX_TOKENS = 10**12
+
+
+def _counted(trace: Trace, spans: list[Span]) -> tuple[dict[str, int] | None, str | None]:
+    """The trace's token usage (its own, else its spans' summed), or why it is not a usage."""
     total: dict[str, int] = {}
-    for usage in usages:
+    for usage in ([trace.tokens] if trace.tokens else [s.tokens for s in spans]):
         for key, value in (usage or {}).items():
-            total[key] = total.get(key, 0) + int(value)
-    return total or None
+            count = value if isinstance(value, int) and not isinstance(value, bool) else None
+            if count is None and isinstance(value, float) and value.is_integer():
+                count = int(value)
+            if count is None or not 0 <= count <= MAX_TOKENS:
+                shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
+                return None, f"its token usage {key} = {shown} is not a count"
+            total[key] = total.get(key, 0) + count
+    return total or None, None

@@ -11,7 +11,8 @@ Parameters it may take (any subset, by name; ``**kwargs`` takes them all): ``que
 ``history`` (a conversation's earlier turns), ``id``, ``label``, ``latency_s``, ``session_id``, and
 ``example`` (all of them as one read-only mapping). Per example::
 
-    value = float(fn(...))   # a bool is 1.0 / 0.0; None or NaN: null (not defined for this example)
+    value = float(fn(...))   # a bool is 1.0 / 0.0; None or NaN: null (not defined for this example);
+                             # inf or -inf: a failure of that example (its reason: returned inf)
 
 and per run ``name = mean of the values over the examples whose agent call succeeded`` (null when
 none has a value), with its bootstrap interval, its paired comparison and its gates like any metric.
@@ -142,7 +143,12 @@ def _value(reply: Any) -> tuple[float | None, str | None]:
     if isinstance(reply, bool):
         return float(reply), None
     if isinstance(reply, (int, float)) or (hasattr(reply, "dtype") and getattr(reply, "shape", None) == ()):
-        value = float(reply)
+        try:
+            value = float(reply)
+        except OverflowError:  # (an int too large for a float)
+            return None, "returned a number too large to be a float"
+        if math.isinf(value):  # (an infinite score would make the mean infinite: a gate on it would pass)
+            return None, f"returned {value}, expected a finite number"
         return (None if math.isnan(value) else value), None
     return None, f"returned {type(reply).__name__}, expected a number, a bool or None"
 

@@ -89,8 +89,7 @@ def _tokens(usage: Any) -> dict[str, int] | None:
             return None
     if not isinstance(usage, dict):
         return None
-    out = {str(k): int(v) for k, v in usage.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    return out or None
+    return {str(k): v for k, v in usage.items()} or None  # (as exported: a count that is none is the trace's failure)
 
 
 def as_trace(found: Any) -> Trace:

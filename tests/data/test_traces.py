@@ -61,7 +61,8 @@ def test_the_mapping_can_be_told_where_the_query_and_answer_are(tmp_path):
     none = spans.to_record(spans.Trace("tr-3", 0, []), TraceMapping())
     assert none["agent_error"] == "no root span" and none["query"] == "(no input)"
     blank = spans.to_record(spans.Trace("tr-4", 0, [span("r", None, "AGENT", {"n": 3}, "ok")]), TraceMapping())
-    assert blank["agent_error"] == "no query in the root span's inputs" and blank["query"] == '{"n": 3}'
+    assert blank["agent_error"] == "no query in the root span's inputs" and blank["query"] == \
+        "(no query: the root's inputs hold n)"  # (the keys, never the values: they may hold a password)
 
 
 def test_the_sample_is_seeded_and_near_its_share():
@@ -140,3 +141,83 @@ def test_a_traces_run_holds_a_thousand_traces_at_once_unless_told(tmp_path, monk
         data = {"traces": {"files": [str(path)]}, **({"chunk_size": given} if given else {})}
         cfg, _ = traffic_data.as_data(resolve_settings(extra={"data": data, "tracking": {"enabled": False}}))
         assert cfg.data.chunk_size == held and len(cfg.data.files) == 1
+
+
+def _root(start_ns: int, end_ns: int, inputs=None, tokens=None) -> spans.Trace:
+    root = spans.Span("r", None, "r", "AGENT", start_ns, end_ns, "OK", None, inputs or {"query": "q?"}, {"answer": "a"},
+                      tokens)
+    return spans.Trace("tr-x", 0, [root])
+
+
+@pytest.mark.parametrize("trace, said", [
+    (_root(5_000_000_000, 0), "its root span lasts -5000 ms (it ends before it starts, or after a week: a clock step?)"),
+    (_root(0, 10**19), "its root span lasts 1e+13 ms"),
+    (_root(0, 5, tokens={"input_tokens": "12"}), "its token usage input_tokens = '12' is not a count"),
+    (_root(0, 5, tokens={"input_tokens": -3}), "its token usage input_tokens = -3 is not a count"),
+    (_root(0, 5, tokens={"total_tokens": 1e30}), "its token usage total_tokens = 1e+30 is not a count"),
+    (_root(0, 5, tokens={"total_tokens": float("inf")}), "its token usage total_tokens = inf is not a count"),
+], ids=["clock-step", "a-week", "string-tokens", "negative-tokens", "huge-tokens", "infinite-tokens"])
+def test_a_trace_whose_times_or_usage_are_not_usable_is_a_named_failure(trace, said):
+    """A per-trace problem is that trace's failure (the window goes on), never a refused window: no
+    latency, no tokens written for the loader to refuse."""
+    record = spans.to_record(trace, TraceMapping())
+    assert record["agent_error"].startswith(said) and "answer" not in record
+    assert "latency_ms" not in record or record["latency_ms"] >= 0
+    assert "tokens" not in record
+
+
+def test_a_root_without_a_query_key_never_puts_its_inputs_in_the_query():
+    record = spans.to_record(_root(0, 5, inputs={"user_password": "hunter2-secret", "n": 1}), TraceMapping())
+    assert record["query"] == "(no query: the root's inputs hold user_password, n)"
+    assert "hunter2" not in json.dumps(record)
+
+
+def _otlp(spans_: list, resource=None) -> dict:
+    scope = {"scopeSpans": [{"spans": spans_}]}
+    return {"resourceSpans": [resource if resource is not None else scope]}
+
+
+def _span(**more) -> dict:
+    return {"traceId": "0" * 31 + "1", "spanId": "0" * 15 + "1", "name": "agent", "startTimeUnixNano": "1000",
+            "endTimeUnixNano": "2000", "attributes": [{"key": "input.value", "value": {"stringValue": "q?"}}], **more}
+
+
+def _nested(depth: int) -> str:
+    """An OTLP file whose one attribute nests ``depth`` kvlists deep (as text: too deep to dump)."""
+    value = '{"kvlistValue": {"values": [{"key": "k", "value": ' * depth + '{"stringValue": "x"}' + "}]}}" * depth
+    text = json.dumps(_otlp([_span(attributes=[{"key": "input.value", "value": {"stringValue": "q?"}},
+                                              {"key": "deep", "value": "@"}])]))
+    return text.replace('"@"', value)
+
+
+@pytest.mark.parametrize("content, said", [
+    (_nested(100), None),  # 400 JSON levels deep: read
+    (_nested(5000), "nested deeper than can be read"),
+    (_otlp([_span(attributes=[{"key": "n", "value": {"intValue": "9" * 5000}}])]), "span 1: intValue: expected an integer"),
+    (_otlp([_span(startTimeUnixNano="yesterday")]),
+     "span 1: startTimeUnixNano: expected nanoseconds since 1970, got 'yesterday'"),
+    (_otlp([_span(), None]), "span 2: expected a span object, got null"),
+    (_otlp([], resource="not a resource"), "resourceSpans: expected objects with scopeSpans, got str"),
+    (_otlp([_span(attributes="a string")]), "span 1: attributes: expected a list, got str"),
+    ({"resourceSpans": [{"scopeSpans": "spans"}]}, "resourceSpans: expected objects with scopeSpans, got scopeSpans str"),
+], ids=["nested-400-deep", "nested-5000-deep", "5000-digit-int", "time-yesterday", "null-span", "resource-a-string", "attributes-a-string",
+        "scope-spans-a-string"])
+def test_a_malformed_otlp_file_is_one_line_naming_the_file_and_the_span(tmp_path, content, said):
+    path = tmp_path / "spans.json"
+    path.write_text(content if isinstance(content, str) else json.dumps(content), encoding="utf-8")
+    if said is None:  # (read whole: one trace, its record made)
+        (trace,) = list(otlp.read(path))
+        assert spans.to_record(trace, TraceMapping())["query"] == "q?"
+        return
+    with pytest.raises(DataError) as caught:
+        list(otlp.read(path))
+    assert str(caught.value).startswith(f"{path}: ") and said in str(caught.value), str(caught.value)
+
+
+def test_an_otlp_file_with_a_byte_order_mark_and_an_infinite_double_is_read(tmp_path):
+    content = _otlp([_span(attributes=[{"key": "input.value", "value": {"stringValue": "q?"}},
+                                       {"key": "llm.token_count.total", "value": {"doubleValue": 1e308 * 10}}])])
+    path = tmp_path / "spans.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(content).replace("Infinity", "1e999").encode())
+    (trace,) = list(otlp.read(path))
+    assert trace.spans[0].tokens in (None, {})  # (1e999 is no count: dropped, not an infinite usage)

@@ -215,3 +215,25 @@ def test_a_metric_of_ones_own_declares_its_direction_and_is_written_back_onto_th
         example = trace.info.tags["ragmem.example_id"]
         assert found["promises_a_refund"].feedback.value == pytest.approx(by_id.loc[example, "promises_a_refund"])
         assert "verdict" in found
+
+
+def test_an_infinite_score_fails_its_examples_and_can_never_pass_a_gate(tmp_path, monkeypatch):
+    """A function that returns inf (a division by a zero it did not expect): each such example fails with
+    its reason, the metric's mean stays finite, and a gate on a metric of only infinite values fails
+    (null), where the mean inf had passed `min`."""
+    monkeypatch.setenv("RAGMEM_HOME", str(tmp_path / "home"))
+
+    def ratio(answer):
+        return float("inf") if "Paris" in answer else 0.5
+
+    records = [{"id": f"q{i}", "query": "q", "generated_answer": "Paris" if i % 2 else "Rome", "reference_answer": "r"}
+               for i in range(10)]
+    mixed = ragmem.evaluate(records, track=False, metrics={"custom": [ratio]}, gates={"ratio": {"min": 0.1}})
+    assert mixed.metrics["ratio"] == 0.5 and mixed.metrics["ratio_failures"] == 5
+    assert mixed.table.set_index("id").loc["q1", "ratio_error"] == "returned inf, expected a finite number"
+
+    def always(answer):
+        return float("-inf")
+
+    only = ragmem.evaluate(records, track=False, metrics={"custom": [always]}, gates={"always": {"max": 1.0}})
+    assert only.metrics.get("always") is None and not only.summary["gates"][0]["passed"]
