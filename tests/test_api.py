@@ -98,7 +98,7 @@ def test_pass_rate_needs_no_labels_and_comes_first(tmp_path, capsys):
     assert 0 <= low <= 0.75 <= high <= 1
     print_summary(result.summary)
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("│")]
-    assert rows[0].split("│")[1].strip() == "pass_rate"  # the first line of the table
+    assert rows[0].split("│")[1].strip() == "pass_rate (keyword)"  # the first line of the table (the keyword judge's)
     assert not any(r.split("│")[1].strip() in ("accuracy", "f1") for r in rows)  # no labels: not shown
 
 

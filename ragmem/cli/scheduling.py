@@ -84,7 +84,9 @@ def serve_flow(config: dict[str, Any], cron: str, name: str | None, flow_kind: s
     log(f"serving {flow.name}/{deployment} on '{cron}' ({timezone}) at {api_url}; "
         f"trigger a run now with: ragmem trigger {deployment}; Ctrl+C to stop")
     with prefect_context(api_url, quiet=False):
-        flow.serve(name=deployment, schedule=schedule, parameters=parameters, pause_on_shutdown=False,
+        # (served: its schedule active; stopped, by Ctrl+C or SIGTERM: paused, so no run is scheduled that
+        # nothing serves; served again: active again)
+        flow.serve(name=deployment, schedule=schedule, parameters=parameters, paused=False, pause_on_shutdown=True,
                    print_starting_message=False, limit=1)
 
 

@@ -94,6 +94,16 @@ def family_of(name: str, own: Own = _NONE) -> str | None:
     return None if found is None else found[0]
 
 
+#: the families the judge scores: an LLM reads them, a keyword judge only counts shared words
+JUDGED = ("verdicts", "rag", "rubric", "conversation")
+
+
+def keyword_based(name: str, asks_llm: bool, own: Own = _NONE) -> bool:
+    """Whether ``name``'s value is word overlap rather than what its name says: a judged family's
+    metric (:data:`JUDGED`) scored without an LLM judge."""
+    return not asks_llm and family_of(name, own) in JUDGED
+
+
 def of_column(column: str) -> str:
     """The metric whose per-example column is ``column`` (``coverage`` -> ``avg_coverage``), else ``column``."""
     return _columns(id(names.KNOWN)).get(column, column)

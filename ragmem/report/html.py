@@ -227,6 +227,8 @@ def _metrics_table(summary: dict[str, Any], names: list[str]) -> str:
     """Each metric with its interval and the examples it was scored on (``5 of 16``, marked partial
     below ``report.min_coverage``, with the main reason)."""
     ci, coverage, partial = summary.get("ci", {}), summary.get("coverage", {}), summary.get("partial", {})
+    params = summary.get("params", {})
+    llm, own = str(params.get("judge.type", "keyword")) != "keyword", catalogue.own_of(params)
     rows = []
     for name in names:
         value = summary["metrics"].get(name)
@@ -240,8 +242,12 @@ def _metrics_table(summary: dict[str, Any], names: list[str]) -> str:
             rows.append([_e(f"{name} (s)"), f"{value:.4g}",
                          f"[{interval[0]:.4g}, {interval[1]:.4g}]" if interval else "", scored])
         else:
-            rows.append([_e(name), _num(value), shown_ci, scored])
+            marked = " (keyword)" if catalogue.keyword_based(name, llm, own) else ""  # (word overlap, not meaning)
+            rows.append([_e(name + marked), _num(value), shown_ci, scored])
     out = _table(["metric", "value", "95% interval", "scored on"], rows, {1, 2, 3})
+    if any(catalogue.keyword_based(n, llm, own) for n in names):
+        out += ('<p class="note">(keyword): the offline judge\'s word overlap, not what the name says; '
+                'judge.type llm for verdicts, faithfulness and relevance that mean it</p>')
     if partial:
         out += ('<p class="note"><span class="fail">partial</span>: scored on less than '
                 f'{_e(run_setting(summary.get("params", {}), "report.min_coverage"))} of the examples: '

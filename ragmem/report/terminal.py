@@ -98,6 +98,7 @@ def print_summary(summary: dict[str, Any], show_all: bool = False, stored: bool 
     intervals = summary.get("ci", {})
     ks = [int(k) for k in str(summary.get("params", {}).get("ranking.k", "")).split(",") if k.strip().isdigit()]
     own = catalogue.own_of(summary.get("params", {}))
+    llm = str(summary.get("params", {}).get("judge.type", "keyword")) != "keyword"
     hidden = 0
     nulls: list[str] = []
     rows: list[tuple[str, str, str]] = []
@@ -119,7 +120,8 @@ def print_summary(summary: dict[str, Any], show_all: bool = False, stored: bool 
         interval = intervals.get(name)
         shown = f"[{fmt(name, interval[0])}, {fmt(name, interval[1])}]" if interval else ""
         partial = " (partial)" if name in summary.get("partial", {}) else ""  # the line below says how much
-        (judging if in_section else rows).append((label(name) + partial, fmt(name, value), shown))
+        offline = " (keyword)" if catalogue.keyword_based(name, llm, own) else ""  # (word overlap, not meaning)
+        (judging if in_section else rows).append((label(name) + partial + offline, fmt(name, value), shown))
         listed += [] if in_section else [name]
     for row in rows:
         table.add_row(*row)
@@ -131,6 +133,9 @@ def print_summary(summary: dict[str, Any], show_all: bool = False, stored: bool 
     out.print(table)
     say("CI: bootstrap intervals (stats.confidence); pass_rate_ppi's is the prediction-powered one"
         if "pass_rate_ppi" in intervals else "CI: bootstrap intervals (stats.confidence)")
+    if any(catalogue.keyword_based(n, llm, own) for n in listed):
+        say("(keyword): the offline judge's word overlap, not what the name says (a copied wrong sentence is "
+            "'faithful', a paraphrase is not): judge.type llm for verdicts, faithfulness and relevance that mean it")
     if summary.get("clusters"):  # the unit of resampling, how many, and what the clusters cost
         say(clusters.line(summary["clusters"], listed))
     if judging:

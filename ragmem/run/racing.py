@@ -43,7 +43,7 @@ _WAIT_S = 0.5  # a lane waiting for its round wakes this often to see a stop (Ct
 #: the most configurations a race runs: each is a thread and, tracked, an open MLflow run at once
 RACE_MOST = OPEN_RUNS
 #: the families an LLM judge scores in the metrics step: a race scores each batch, then the run
-_ASKED_TWICE = ("rag", "rubric", "conversation")
+_ASKED_TWICE = tuple(f for f in catalogue.JUDGED if f != "verdicts")  # (the verdicts: asked once, by the judge step)
 
 
 def check(plan: Any) -> None:

@@ -115,6 +115,8 @@ alerts: {{to: ["json://127.0.0.1:{hook.server_address[1]}/hook"]}}
         finally:
             serve.terminate()
             log, _ = serve.communicate(timeout=60)
+        # stopped by SIGTERM: the deployment stays, its schedule paused (no run scheduled that nothing serves)
+        assert api_get(api_url, "/deployments/name/ragmem-evaluate/drift-test")["paused"] is True
         assert state["state_type"] == "FAILED", (state, log[-3000:])
         message = state["state"]["message"]
         assert re.search(r"drift: pass_rate down 0\.50 over the last window \(evidence [0-9.e+]+ > 20\)", message), \

@@ -47,7 +47,7 @@ def test_every_run_logs_a_self_contained_report(two_runs, shared_store):
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)  # nothing fetched at view time
     assert "<script" not in page  # works in MLflow's sandboxed artifact viewer
     headline = page.index("<h2>Headline metrics</h2>")
-    assert page.index(">pass_rate<", headline) < page.index(">reference_coverage<", headline)
+    assert page.index(">pass_rate (keyword)<", headline) < page.index(">reference_coverage<", headline)
     assert "0.5833" in page and "[0.4186, 0.7420]" in page  # pass rate and its interval
     # the demo's 15 failed verdicts first, then 10 passed ones, labelled as such
     assert "Worst examples (25 of 36; 10 of them passed, shown for their low reference coverage)" in page
@@ -101,3 +101,19 @@ def test_the_judge_reliability_section_puts_the_disputed_examples_first():
     assert "3 examples where the judge disagrees with the label or with itself" in section
     order = [section.index(f">{i}<") for i in ("against-label", "self-split-more", "self-split")]
     assert order == sorted(order) and ">agree<" not in section[:section.index("<h2>", 10)]
+
+
+def test_keyword_based_values_are_marked_as_such():
+    """The offline judge's figures are word overlap: marked ``(keyword)`` in the report (and the
+    terminal, by the same catalogue predicate); an LLM judge's, and the figures no judge scores, are not."""
+    from ragmem.metrics import catalogue
+    from ragmem.report import html as report_html
+
+    assert catalogue.keyword_based("faithfulness", asks_llm=False) and catalogue.keyword_based("pass_rate", False)
+    assert not catalogue.keyword_based("faithfulness", asks_llm=True)
+    assert not catalogue.keyword_based("ndcg_at_10", asks_llm=False) and not catalogue.keyword_based("bleu", False)
+    summary = {"metrics": {"pass_rate": 0.5, "ndcg_at_10": 0.7}, "params": {"judge.type": "keyword"}}
+    offline = report_html._metrics_table(summary, ["pass_rate", "ndcg_at_10"])
+    assert ">pass_rate (keyword)<" in offline and ">ndcg_at_10<" in offline and "word overlap" in offline
+    judged = report_html._metrics_table({**summary, "params": {"judge.type": "llm"}}, ["pass_rate"])
+    assert ">pass_rate<" in judged and "(keyword)" not in judged
