@@ -14,7 +14,7 @@ from ragmem.cli.common import flags_untyped, in_config_home, log, run_prepared, 
 from ragmem.cli.common import writable, write
 from ragmem.cli.scheduling import pick_flow, schedule_for, serve_flow
 from ragmem.cli.generating import generate
-from ragmem.cli.services import alerts_app, data_app, init, labels_app, report, server_app, trigger, ui, validate
+from ragmem.cli.services import alerts_app, data_app, init, labels_app, report, server_app, trigger, ui, unserve, validate
 from ragmem.clients import endpoints
 from ragmem.config.loading import data_path
 from ragmem.data.hashing import file_sha256
@@ -320,7 +320,7 @@ app.add_typer(server_app, name="server")
 app.add_typer(labels_app, name="labels")
 app.add_typer(data_app, name="data")
 app.add_typer(alerts_app, name="alerts")
-for command in (init, report, trigger, ui, generate, validate):
+for command in (init, report, trigger, unserve, ui, generate, validate):
     app.command()(command)
 
 

@@ -90,10 +90,11 @@ def serve_flow(config: dict[str, Any], cron: str, name: str | None, flow_kind: s
                    print_starting_message=False, limit=1)
 
 
-def trigger(name: str, api_url: str) -> tuple[str, str, str]:
-    """Start a run of the served deployment ``name`` (``NAME`` or ``FLOW/NAME``) now; the ``ragmem
-    serve`` process that serves it runs it. Returns (deployment, flow run name, flow run id)."""
-    import asyncio
+def _on_deployment(name: str, api_url: str, verb: str, act: Callable[[Any, Any], Any]) -> tuple[str, Any]:
+    """``act(client, deployment)`` on the deployment ``name`` (``NAME`` or ``FLOW/NAME``); its label
+    ``FLOW/NAME`` and what ``act`` returned. One that is not there (or not one) is a ConfigError naming
+    the deployments there are."""
+    import asyncio  # (the Prefect client: only the commands that reach a deployment)
 
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterName
@@ -115,11 +116,30 @@ def trigger(name: str, api_url: str) -> tuple[str, str, str]:
             if len(matches) != 1:
                 every = [await label(d) for d in await client.read_deployments()]
                 why = "no deployment" if not matches else "more than one deployment"
-                raise ConfigError(f"trigger {name!r}: {why} of that name at {api_url}; deployments: "
+                raise ConfigError(f"{verb} {name!r}: {why} of that name at {api_url}; deployments: "
                                   f"{', '.join(sorted(every)) or '(none: start one with ragmem serve)'}")
             label, deployment = matches[0]
-            run = await client.create_flow_run_from_deployment(deployment.id)
-            return label, run.name, str(run.id)
+            return label, await act(client, deployment)
 
     with prefect_context(api_url):
         return asyncio.run(go())
+
+
+def trigger(name: str, api_url: str) -> tuple[str, str, str]:
+    """Start a run of the served deployment ``name`` (``NAME`` or ``FLOW/NAME``) now; the ``ragmem
+    serve`` process that serves it runs it. Returns (deployment, flow run name, flow run id)."""
+    async def run(client, deployment):
+        started = await client.create_flow_run_from_deployment(deployment.id)
+        return started.name, str(started.id)
+
+    label, (run_name, run_id) = _on_deployment(name, api_url, "trigger", run)
+    return label, run_name, run_id
+
+
+def unserve(name: str, api_url: str) -> str:
+    """Remove the deployment ``name`` from the Prefect server (its schedule and its future runs with it;
+    the runs it made stay). Returns its label ``FLOW/NAME``."""
+    async def remove(client, deployment):
+        await client.delete_deployment(deployment.id)
+
+    return _on_deployment(name, api_url, "unserve", remove)[0]

@@ -29,7 +29,7 @@ from ragmem.run.summary import store_location
 from ragmem.runtime import home
 from ragmem.orchestration import server as prefect_server
 from ragmem.orchestration.server import configured_api_url, ensure_managed_server, healthy, managed_port, stop_managed_server
-from ragmem.cli.scheduling import trigger as start
+from ragmem.cli.scheduling import trigger as start, unserve as remove_deployment
 from ragmem.report.terminal import out, plural, print_summary, say
 from ragmem.tracking.ui import serve_ui
 
@@ -124,6 +124,15 @@ def trigger(name: str = typer.Argument(..., help="Deployment name (as ragmem ser
     deployment, run_name, run_id = start(name, url)
     out.print(f"triggered {deployment}: flow run {run_name} ({run_id}); the ragmem serve process runs it",
               markup=False, highlight=False)
+
+
+def unserve(name: str = typer.Argument(..., help="Deployment name (as ragmem serve printed it), or FLOW/NAME.")) -> None:
+    """Remove a deployment ragmem serve made (its schedule and future runs; the runs it made stay)."""
+    url = configured_api_url() or f"http://127.0.0.1:{managed_port()}/api"
+    if not healthy(url):
+        raise RagmemError(f"unserve: no Prefect server answers at {url} (ragmem server start starts the local one; "
+                          "set PREFECT_API_URL for another)")
+    out.print(f"removed {remove_deployment(name, url)}", markup=False, highlight=False)
 
 
 def ui(

@@ -14,6 +14,7 @@ coverage is its chunks' sum.
 from __future__ import annotations
 
 import collections
+import re
 from typing import Any
 
 import pandas as pd
@@ -35,13 +36,35 @@ def _column(name: str, table: pd.DataFrame) -> str | None:
     return column if pd.api.types.is_numeric_dtype(table[column]) else None
 
 
+#: a number that belongs to one example (a claim's index, the tokens its reply ran to), not to the cause;
+#: a setting's value (``judge.max_tokens 1024``) and a status (``HTTP 404``) are kept
+_VARYING = re.compile(r"(?<![\w.])(?<!HTTP )(?<!max_tokens )\d+(?:\.\d+)?(?![\w.])")
+#: the longest a cause is shown (cut at a space, never inside a word or a number)
+CAUSE_CHARS = 160
+
+
+def cause(reason: str) -> str:
+    """What a failure's reason says of its cause, the same for every example it struck:
+    ``claim 3: reply cut off at 84 tokens (judge.max_tokens 1024)`` -> ``claim …: reply cut off at …
+    tokens (judge.max_tokens 1024)``; a long one cut at a space.
+
+    >>> cause("claim 3: reply cut off at 84 tokens (judge.max_tokens 1024)")
+    'claim …: reply cut off at … tokens (judge.max_tokens 1024)'
+    """
+    text = _VARYING.sub("…", " ".join(str(reason).split()))
+    if len(text) > CAUSE_CHARS:
+        text = text[:CAUSE_CHARS].rsplit(" ", 1)[0] + " …"
+    return text
+
+
 def _why(table: pd.DataFrame, column: str, missing: pd.Series) -> collections.Counter:
     """Why each of the ``missing`` rows has no value: the first cause that applies to it."""
     error_column = f"{column}_error" if f"{column}_error" in table.columns else (
         "judge_error" if column == "verdict" else None)
     agent = missing & (table["error"].notna() if "error" in table.columns else False)  # (a bare table: none)
     reply = missing & ~agent & (table[error_column].notna() if error_column is not None else False)
-    reasons = collections.Counter(table.loc[reply, error_column].astype(str).str[:80].tolist() if reply.any() else [])
+    reasons = collections.Counter(cause(r) for r in table.loc[reply, error_column].astype(str)) if reply.any() \
+        else collections.Counter()
     if agent.any():
         reasons["agent call failed"] = int(agent.sum())
     rest = missing & ~agent & ~reply
@@ -103,14 +126,23 @@ def failed_replies(metrics: dict[str, Any]) -> dict[str, int]:
 
 def partial(coverage: dict[str, dict[str, Any]], min_share: float) -> dict[str, str]:
     """The metrics scored on less than ``min_share`` of the examples they could have been, each with
-    its count and main reason: ``{"faithfulness": "5 of 16 (11: reply cut off at 256 tokens)"}``.
+    its count and every cause with its count, the most frequent first (they add up to the examples
+    missing): ``{"faithfulness": "6 of 16 (10: reply cut off at … tokens (judge.max_tokens 1024))"}``.
 
-    >>> partial({"f": {"scored": 5, "of": 16, "reasons": {"cut off": 11}}, "g": {"scored": 9, "of": 9, "reasons": {}}}, 0.9)
-    {'f': '5 of 16 (11: cut off)'}
+    >>> partial({"f": {"scored": 5, "of": 16, "reasons": {"cut off": 9, "agent call failed": 2}},
+    ...          "g": {"scored": 9, "of": 9, "reasons": {}}}, 0.9)
+    {'f': '5 of 16 (9: cut off; 2: agent call failed)'}
     """
     out = {}
     for name, c in coverage.items():
         if c["of"] and c["scored"] < min_share * c["of"]:
-            reason, n = max(c["reasons"].items(), key=lambda item: item[1]) if c["reasons"] else ("not scored", 0)
-            out[name] = f"{c['scored']} of {c['of']} ({n}: {reason})"
+            out[name] = f"{c['scored']} of {c['of']} ({causes(c['reasons'])})"
     return out
+
+
+def causes(reasons: dict[str, int], most: int = 4) -> str:
+    """``10: reply cut off ...; 2: agent call failed`` (the ``most`` most frequent, then how many more)."""
+    ranked = sorted(reasons.items(), key=lambda item: -item[1])
+    shown = "; ".join(f"{n}: {reason}" for reason, n in ranked[:most]) or "not scored"
+    rest = sum(n for _, n in ranked[most:])
+    return shown + (f"; {rest}: {len(ranked) - most} other causes" if rest else "")

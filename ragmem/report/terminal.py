@@ -17,7 +17,7 @@ from ragmem.memory.bench_data import DATASETS
 from ragmem.metrics import catalogue
 from ragmem.metrics.catalogue import is_count
 from ragmem.metrics.names import AT_K, JUDGE
-from ragmem.metrics.scored import failed_replies
+from ragmem.metrics.scored import causes, failed_replies
 from ragmem.stats import clusters
 from ragmem.text import plural  # noqa: F401  (also ragmem.report.terminal.plural)
 
@@ -147,8 +147,11 @@ def print_summary(summary: dict[str, Any], show_all: bool = False, stored: bool 
         share = run_setting(summary.get("params", {}), "report.min_coverage")
         out.print(f"partial (scored on less than {share} of the examples): " + partial_text(summary["partial"]),
                   style="bold yellow", markup=False, highlight=False, soft_wrap=True)
-    if nulls:
-        say(f"not computed (null): {', '.join(nulls)}")
+    if nulls:  # each with why, when it failed on examples it could have been scored on (not just undefined)
+        coverage = summary.get("coverage", {})
+        said = [f"{n} ({coverage[n]['scored']} of {coverage[n]['of']}: {causes(coverage[n]['reasons'])})"
+                if coverage.get(n, {}).get("of") and coverage[n].get("reasons") else n for n in nulls]
+        say(f"not computed (null): {', '.join(said)}")
     if hidden:
         say(f"({plural(hidden, 'more metric')} in the summary JSON and in MLflow; --all shows them here)")
     counts = {k: v for k, v in summary.get("counts", {}).items() if v and k not in ("n_examples",)}

@@ -117,6 +117,12 @@ alerts: {{to: ["json://127.0.0.1:{hook.server_address[1]}/hook"]}}
             log, _ = serve.communicate(timeout=60)
         # stopped by SIGTERM: the deployment stays, its schedule paused (no run scheduled that nothing serves)
         assert api_get(api_url, "/deployments/name/ragmem-evaluate/drift-test")["paused"] is True
+        removed = run_cli(["unserve", "drift-test"], env=env, cwd=tmp_path)
+        assert removed.returncode == 0 and removed.stdout.strip() == "removed ragmem-evaluate/drift-test", removed
+        with pytest.raises(urllib.error.HTTPError):
+            api_get(api_url, "/deployments/name/ragmem-evaluate/drift-test")
+        again = run_cli(["unserve", "drift-test"], env=env, cwd=tmp_path)
+        assert again.returncode == 2 and "unserve 'drift-test': no deployment of that name" in again.stderr
         assert state["state_type"] == "FAILED", (state, log[-3000:])
         message = state["state"]["message"]
         assert re.search(r"drift: pass_rate down 0\.50 over the last window \(evidence [0-9.e+]+ > 20\)", message), \

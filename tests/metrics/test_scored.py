@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+import pandas as pd
 import pytest
 from mlflow import MlflowClient
 
 import ragmem
+from ragmem.metrics import scored
 from ragmem.metrics.scored import chunk_coverage, merged
 from ragmem.report import html as report_html, terminal
 from tests.openai_stub import Stub, data_block, user_text
@@ -59,7 +62,7 @@ def test_a_score_from_5_of_16_examples_is_shown_as_partial_everywhere(tmp_path, 
     assert list(summary["partial"]) == ["faithfulness", "faithfulness_pass_rate"]  # its pass rate rests on the same
     assert summary["partial"]["faithfulness"].startswith("5 of 16 (11: ")
     reason = summary["partial"]["faithfulness"][len("5 of 16 (11: "):-1]
-    assert reason and reason in held.table["faithfulness_error"].dropna().iloc[0]
+    assert reason and reason == scored.cause(held.table["faithfulness_error"].dropna().iloc[0])
     # a streamed run's coverage is its chunks' added up: the same
     assert streamed.summary["coverage"] == summary["coverage"] and streamed.summary["partial"] == summary["partial"]
     logged = MlflowClient(shared_store["uri"]).get_run(held.run_id).data.metrics
@@ -90,3 +93,31 @@ def test_chunks_add_up_and_classification_rests_on_the_labelled_examples():
     assert "n_labelled" not in whole  # a count rests on nothing
     parts = merged(chunk_coverage(table.iloc[:2], ["f1", "avg_coverage"]), chunk_coverage(table.iloc[2:], ["f1", "avg_coverage"]))
     assert parts == {k: whole[k] for k in ("f1", "avg_coverage")}
+
+
+def test_failures_are_grouped_by_cause_and_add_up_with_the_setting_whole():
+    """Ten replies cut off at different lengths and a claim number each are one cause, its setting's
+    value whole (1024, never cut to 102); the causes add up to the examples missing; a metric that failed
+    on every example says why where it is listed as not computed."""
+    ids = [f"q{i}" for i in range(16)]
+    table = pd.DataFrame({"id": ids, "error": [None] * 14 + ["timed out"] * 2,
+                          "faithfulness": [1.0] * 4 + [np.nan] * 12,
+                          "faithfulness_error": [None] * 4 + [f"claim {i}: reply cut off at {80 + i} tokens "
+                                                               f"(judge.max_tokens 1024)" for i in range(10)] + [None] * 2})
+    coverage = chunk_coverage(table, ["faithfulness"])
+    assert coverage["faithfulness"]["reasons"] == {
+        "claim …: reply cut off at … tokens (judge.max_tokens 1024)": 10, "agent call failed": 2}
+    assert scored.partial(coverage, 0.9) == {"faithfulness": "4 of 16 (10: claim …: reply cut off at … tokens "
+                                                             "(judge.max_tokens 1024); 2: agent call failed)"}
+    long = scored.cause("word " * 20 + "(judge.max_tokens 1024) " + "word " * 30)
+    assert len(long) <= scored.CAUSE_CHARS + 2 and long.endswith(" …") and "(judge.max_tokens 1024)" in long
+
+
+def test_a_metric_failed_everywhere_says_why_in_the_terminal(capsys):
+    summary = {"experiment": "e", "n_examples": 16, "n_errors": 0, "metrics": {"pass_rate": 0.5, "faithfulness": None},
+               "coverage": {"faithfulness": {"scored": 0, "of": 16, "reasons": {"reply cut off at … tokens "
+                                                                                "(judge.max_tokens 1024)": 16}}}}
+    terminal.print_summary(summary, stored=False)
+    shown = " ".join(capsys.readouterr().out.split())
+    assert ("not computed (null): faithfulness (0 of 16: 16: reply cut off at … tokens (judge.max_tokens 1024))"
+            in shown), shown

@@ -131,8 +131,8 @@ def test_compare_says_how_many_examples_each_side_rests_on_and_marks_a_partial_o
     result = compare_tables(a, b, ["faithfulness"], resamples=200, seed=0)
     row = result["metrics"][0]
     assert row["coverage_a"] == {"scored": 16, "of": 16} and row["coverage_b"] == {"scored": 5, "of": 16}
-    assert row["partial"] == {"B": "5 of 16 (11: reply cut off at 256 tokens)"}
+    assert row["partial"] == {"B": "5 of 16 (11: reply cut off at … tokens)"}  # (the cause: the count of one reply left out)
     terminal.print_paired(result)
     shown = " ".join(capsys.readouterr().out.split())
     assert "(partial)" in shown.split("partial (scored")[0]  # the row's mark (80 columns wrap it below the name)
-    assert "faithfulness B 5 of 16 (11: reply cut off at 256 tokens)" in shown
+    assert "faithfulness B 5 of 16 (11: reply cut off at … tokens)" in shown
