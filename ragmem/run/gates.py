@@ -60,8 +60,7 @@ class GateResult:
             d = self.drift
             if d.get("window") is None:
                 return f"drift: {self.metric} could not be computed in this window (null)"
-            over = "the last window" if d["over"] == 1 else f"the last {d['over']} windows"
-            return (f"drift: {self.metric} {'up' if d['way'] == 'rise' else 'down'} {abs(d['drop']):.2f} over {over} "
+            return (f"drift: {self.metric} {'up' if d['way'] == 'rise' else 'down'} {abs(d['drop']):.2f} over {_last(d)} "
                     f"(evidence {d['evidence']:.3g} > {d['threshold']:.3g})")
         if self.max_regression is not None:
             if self.diff is None:
@@ -240,6 +239,11 @@ def passed_line(gate: dict[str, Any]) -> str | None:
             + (f"; {gate['n_clusters']} clusters resampled ({CLUSTERED})" if gate.get("n_clusters") else ""))
 
 
+def _last(d: dict[str, Any]) -> str:
+    """``the last window`` or ``the last 3 windows``: the stretch a drift verdict's change covers."""
+    return "the last window" if d["over"] == 1 else f"the last {d['over']} windows"
+
+
 def drift_line(metric: str, d: dict[str, Any]) -> str:
     """What a drift gate that passed saw."""
     if d["drop"] is None:
@@ -247,10 +251,9 @@ def drift_line(metric: str, d: dict[str, Any]) -> str:
                 "no change looked for yet)")
     worse = d["drop"] >= 0
     moved = ("up" if worse else "down") if d["way"] == "rise" else ("down" if worse else "up")
-    over = "the last window" if d["over"] == 1 else f"the last {d['over']} windows"
     return (f"drift: {metric} evidence {d['evidence']:.3g} < {d['threshold']:.3g} over {d['windows']} windows "
             f"(no sustained {d['way']} of {d['max_drop']:g} seen; the likeliest change: {moved} {abs(d['drop']):.3f} "
-            f"over {over})")
+            f"over {_last(d)})")
 
 
 def as_dicts(results: list[GateResult]) -> list[dict[str, Any]]:

@@ -76,6 +76,15 @@ def check(plan: Any) -> None:
                               "(to decide as it goes, then to score each run): set judge.cache true")
 
 
+def in_order(dataset: Any, seed: int, what: str) -> Any:
+    """``dataset`` with its examples in the race's seeded :func:`order` (a race's, or a tpe sweep's:
+    ``what``, for the line that refuses data read in chunks, which cannot be held)."""
+    if dataset.streamed:
+        raise ConfigError(f"data.chunk_size: the data ({len(dataset):,} examples) is read in chunks of "
+                          f"{dataset.chunk_size:,}; {what} holds its examples (raise data.chunk_size)")
+    return dataclasses.replace(dataset, examples=order(dataset.examples, seed))
+
+
 def order(examples: Sequence[Any], seed: int) -> list[Any]:
     """The examples in the race's seeded order: sessions (or lone examples) shuffled with ``seed``, the
     turns of a session kept in their order (a file sorted by topic would otherwise race on one topic)."""
@@ -298,10 +307,7 @@ def racer_for(plan: Any, datasets: dict, seed: int, resume: str | None) -> Racer
     if resume:
         raise ConfigError(f"--resume: {_AGAIN}")
     for key, dataset in datasets.items():
-        if dataset.streamed:
-            raise ConfigError(f"data.chunk_size: the data ({len(dataset):,} examples) is read in chunks of "
-                              f"{dataset.chunk_size:,}; a race holds its examples (raise data.chunk_size)")
-        datasets[key] = dataclasses.replace(dataset, examples=order(dataset.examples, seed))
+        datasets[key] = in_order(dataset, seed, "a race")
     examples = len(next(iter(datasets.values())))
     log.info("race: %d configurations on %d examples, %d at a time, batches of %d", len(plan.points), examples,
              plan.spec.max_parallel, plan.spec.race["batch"])

@@ -49,7 +49,7 @@ from ragmem.errors import ConfigError, failure_message
 from ragmem.metrics import catalogue
 from ragmem.run import resume as resumes, sweep as sweeps
 from ragmem.run.journal import Journal
-from ragmem.run.racing import Lane, order
+from ragmem.run.racing import in_order, Lane
 from ragmem.runtime import interrupts, progress
 from ragmem.runtime.home import ragmem_home
 from ragmem.stats.sequential import differences, Evidence
@@ -177,10 +177,7 @@ def tune(cfg: RunConfig, steps: Any, plan: Any, *, child: Callable[..., Any], tr
     """A ``sweep.method: tpe`` sweep, from its checked ``plan`` to its summary (``sweep.json``)."""
     spec, dists = plan.spec, distributions(plan.spec)
     dataset = steps.load(plan.configs[0], next(iter(plan.datasets.values())))
-    if dataset.streamed:
-        raise ConfigError(f"data.chunk_size: the data ({len(dataset):,} examples) is read in chunks of "
-                          f"{dataset.chunk_size:,}; a tpe sweep holds its examples (raise data.chunk_size)")
-    dataset = dataclasses.replace(dataset, examples=order(dataset.examples, cfg.seed))
+    dataset = in_order(dataset, cfg.seed, "a tpe sweep")
     if preflight:
         endpoints.preflight(list(dict.fromkeys(e for c in plan.configs for e in endpoints.configured(c))), log=log.info)
     meta = {"config": resumes.compared_config(cfg), "data.sha256": dataset.sha256, "experiment": cfg.experiment}

@@ -33,7 +33,7 @@ from ragmem.metrics import catalogue
 from ragmem.metrics.names import REFERENCE
 from ragmem.run.journal import Journal
 from ragmem.runtime.processes import run_is_dead
-from ragmem.stats.paired_runs import paired_rows, unpaired_rows
+from ragmem.stats.paired_runs import ids_of, paired_rows, unpaired_rows
 from ragmem.tracking.runs import run_table, scoring_of
 from ragmem.tracking.store import Tracker
 
@@ -120,7 +120,7 @@ def compare(cfg: RunConfig, table: Any, run_id: str | None) -> dict[str, Any] | 
     base = run_table(tracker.client, before)
     zero_division, scorer = scoring_of(base.attrs["run"].data.params)
     names = compared(cfg)
-    shared = _ids(base) & _ids(table)
+    shared = set(ids_of(base)) & set(ids_of(table))
     if shared:  # the same traces again (a rerun, an overlapping window): pairs, never two independent samples
         rows, n = paired_rows(base, table, names, zero_division, scorer, cfg.stats.resamples or 1000, cfg.seed,
                               cfg.stats.confidence, cfg.stats.bootstrap)
@@ -130,9 +130,6 @@ def compare(cfg: RunConfig, table: Any, run_id: str | None) -> dict[str, Any] | 
                          cfg.stats.confidence)
     return {"run_id": before, "test": "unpaired bootstrap (two windows: different traces)", "rows": rows}
 
-
-def _ids(table: Any) -> set:
-    return set(table.ids() if hasattr(table, "ids") else table["id"].tolist())
 
 
 def line(row: dict[str, Any]) -> str:

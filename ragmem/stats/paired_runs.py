@@ -56,7 +56,8 @@ def _clustered(table: Any) -> bool:
     return clusters.COLUMN in names
 
 
-def _ids(table: Any) -> list:
+def ids_of(table: Any) -> list:
+    """A per-example table's ``id`` column: a frame's, or a table on disk's (read alone)."""
     return table["id"].tolist() if isinstance(table, pd.DataFrame) else table.ids()
 
 
@@ -74,7 +75,7 @@ def paired_rows(a: Any, b: Any, names: list[str], zero_division: float, scorer,
     # both runs clustered: whole clusters weighed and swapped together; else (one of them ran without
     # stats.cluster_by) the examples alone for both, the same weights on either side
     alone = not (_clustered(a) and _clustered(b))
-    keys_a, keys_b = example_keys(_ids(a)), example_keys(_ids(b))
+    keys_a, keys_b = example_keys(ids_of(a)), example_keys(ids_of(b))
     in_b = np.isin(keys_a, keys_b)
     n_shared = int(in_b.sum())
     if not n_shared:
@@ -106,7 +107,7 @@ def unpaired_rows(a: Any, b: Any, names: list[str], zero_division: float, scorer
         names = [n for n in names if n not in CORPUS]
     summed = []
     for table, drawn_with in ((a, seed), (b, seed + 1)):  # another seed: the two draws independent
-        keys = example_keys(_ids(table))
+        keys = example_keys(ids_of(table))
         statistics = _summed(table, keys, np.unique(keys), names, zero_division, scorer, resamples, drawn_with,
                              confidence, rows, 0, alone=True)
         if statistics is None:  # a two-stage aggregator (judge.samples > 1): not compared
