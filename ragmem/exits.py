@@ -23,7 +23,7 @@ import traceback
 import typer
 
 from ragmem.config.secrets import is_secret, MASK, scrub
-from ragmem.errors import RagmemError, Stopped, Terminated
+from ragmem.errors import RagmemError, Stopped
 from ragmem.runtime import interrupts, space
 from ragmem.runtime.home import ragmem_home
 from ragmem.runtime.parallel import stop_pool
@@ -185,7 +185,7 @@ def finish(exc: BaseException, argv: list[str]) -> int:
         progress = getattr(exc, "ragmem_progress", None)
         done = f": {progress[1]} of {progress[2]} {progress[3] if len(progress) > 3 else 'examples answered'}" if progress else ""
         print(scrub(f"interrupted{done}{_resume_hint(exc, argv)}"), file=sys.stderr)
-        return getattr(exc, "exit_code", 143 if isinstance(exc, Terminated) else 130)
+        return interrupts.exit_code(exc)
     usage, abort = _click_errors()
     if isinstance(exc, usage):  # a command-line mistake: click's own message and usage line
         if type(exc).__name__ == "NoArgsIsHelpError":  # bare `ragmem`: the help was shown, not a mistake

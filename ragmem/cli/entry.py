@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import sys
 
-from ragmem.errors import Terminated
 from ragmem.runtime import interrupts
 from ragmem.runtime.interrupts import sigterm_raises
 
@@ -29,7 +28,7 @@ def main() -> None:
             raise
         print("interrupted", file=sys.stderr)
         sys.stderr.flush()
-        os._exit(143 if isinstance(interrupt, Terminated) else 130)
+        os._exit(interrupts.exit_code(interrupt))
     command()
 
 

@@ -1,7 +1,10 @@
-"""Writes demo_bilingual.json (text written for ragmem). Run from the project root:
+"""Writes demo_bilingual.json (text written for ragmem). Run it (importing it writes nothing):
     python ragmem/datasets/build_demo.py
 """
 import json
+from pathlib import Path
+
+HERE = Path(__file__).parent  # the files are written beside this script, wherever it is run from
 # (query, contexts[(source, text)], generated, reference, label)
 zh = [
  ("什么是检索增强生成（RAG）？", [("rag","检索增强生成先从知识库检索相关文档，再把文档交给大模型生成答案"),("rag","RAG可以减少大模型的幻觉"),("memory_long","用户偏好简洁的中文回答")],
@@ -79,11 +82,18 @@ en = [
  ("What does a vector database do?", [("rag","A vector database stores embeddings and supports approximate nearest neighbour search"),("memory_short","The user asked about Qdrant")],
   "It stores embeddings and runs approximate nearest neighbour search", "A vector database stores embeddings and supports approximate nearest neighbour search", 1),
 ]
-out = []
-for lang, rows in (("zh", zh), ("en", en)):
-    for i, (q, ctx, gen, ref, label) in enumerate(rows, 1):
-        out.append({"id": f"{lang}-{i:02d}", "query": q,
-                    "context": [{"id": f"{lang}-{i:02d}-c{j}", "source": s, "text": t} for j, (s, t) in enumerate(ctx, 1)],
-                    "generated_answer": gen, "reference_answer": ref, "label": label})
-json.dump(out, open("ragmem/datasets/demo_bilingual.json", "w"), ensure_ascii=False, indent=1)
-print(len(out), sum(1 for o in out if o["label"] == 0))
+
+
+def main() -> None:
+    out = []
+    for lang, rows in (("zh", zh), ("en", en)):
+        for i, (q, ctx, gen, ref, label) in enumerate(rows, 1):
+            out.append({"id": f"{lang}-{i:02d}", "query": q,
+                        "context": [{"id": f"{lang}-{i:02d}-c{j}", "source": s, "text": t} for j, (s, t) in enumerate(ctx, 1)],
+                        "generated_answer": gen, "reference_answer": ref, "label": label})
+    (HERE / "demo_bilingual.json").write_text(json.dumps(out, ensure_ascii=False, indent=1), encoding="utf-8")
+    print(len(out), sum(1 for o in out if o["label"] == 0))
+
+
+if __name__ == "__main__":
+    main()

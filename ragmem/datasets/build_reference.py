@@ -1,7 +1,10 @@
-"""Writes reference_corpus.json and reference_eval.json (text written for ragmem). Run from the project root:
+"""Writes reference_corpus.json and reference_eval.json (text written for ragmem). Run it (importing it writes nothing):
     python ragmem/datasets/build_reference.py
 """
 import json
+from pathlib import Path
+
+HERE = Path(__file__).parent  # the files are written beside this script, wherever it is run from
 DOCS = {
  "zh-01": ("检索增强生成", ["检索增强生成先从知识库中检索相关文档。", "检索到的文档与用户问题一起作为提示交给大模型。", "这种做法让回答有据可查并减少幻觉。", "知识库更新后无需重新训练模型。"]),
  "zh-02": ("向量数据库", ["向量数据库存储文本的嵌入向量。", "它使用近似最近邻索引加速相似度搜索。", "常见的向量数据库有Qdrant、Milvus和FAISS。", "向量数据库也可以保存元数据用于过滤。"]),
@@ -88,27 +91,33 @@ WRONG = {"zh-03:2": "BM25的参数b控制词频饱和的速度。", "en-04:2": "
          "zh-10:2": "第95百分位延迟反映平均请求的速度。", "en-12:3": "Multilingual embedding models only work in English.",
          "mem-zh-4": "用户的检索预算是每个请求不超过一秒。", "s-en-1:2": "The report is due on Monday."}
 
-corpus = [{"id": d, "title": t, "text": "".join(s) if d.startswith("zh") else " ".join(s),
-           "lang": d[:2]} for d, (t, s) in DOCS.items()]
-examples = []
-for d, i, q in QUESTIONS:
-    key = f"{d}:{i}"
-    examples.append({"id": f"q-{d}-{i}", "query": q, "reference_answer": WRONG.get(key, DOCS[d][1][i]),
-                     "label": 0 if key in WRONG else 1, "relevant_context_ids": [d], "session_id": "u-zh" if d.startswith("zh") else "u-en"})
-for user, mid, q in LONG_Q:
-    text = next(f[2] for f in FACTS if f[1] == mid)
-    examples.append({"id": f"q-{mid}", "query": q, "reference_answer": WRONG.get(mid, text), "label": 0 if mid in WRONG else 1,
-                     "relevant_context_ids": [mid], "session_id": user})
-for sid, user, turns, qs in SESSIONS:
-    history = [{"role": "user" if j % 2 == 0 else "assistant", "content": t} for j, t in enumerate(turns)]
-    for q, j in qs:
-        key = f"{sid}:{j}"
-        examples.append({"id": f"q-{sid}-{j}", "query": q, "reference_answer": WRONG.get(key, turns[j]),
-                         "label": 0 if key in WRONG else 1, "relevant_context_ids": [f"turn-{j}"],
-                         "session_id": user, "history": history, "conversation_id": sid})  # type: ignore[dict-item]
-memory = [{"user_id": u, "id": i, "text": t, "timestamp": ts} for u, i, t, ts in FACTS]
-json.dump({"documents": corpus, "memories": memory}, open("ragmem/datasets/reference_corpus.json", "w"), ensure_ascii=False, indent=1)
-for e in examples:
-    e.pop("conversation_id", None)
-json.dump(examples, open("ragmem/datasets/reference_eval.json", "w"), ensure_ascii=False, indent=1)
-print(len(corpus), len(examples), sum(e["label"] == 0 for e in examples))
+
+def main() -> None:
+    corpus = [{"id": d, "title": t, "text": "".join(s) if d.startswith("zh") else " ".join(s),
+               "lang": d[:2]} for d, (t, s) in DOCS.items()]
+    examples = []
+    for d, i, q in QUESTIONS:
+        key = f"{d}:{i}"
+        examples.append({"id": f"q-{d}-{i}", "query": q, "reference_answer": WRONG.get(key, DOCS[d][1][i]),
+                         "label": 0 if key in WRONG else 1, "relevant_context_ids": [d], "session_id": "u-zh" if d.startswith("zh") else "u-en"})
+    for user, mid, q in LONG_Q:
+        text = next(f[2] for f in FACTS if f[1] == mid)
+        examples.append({"id": f"q-{mid}", "query": q, "reference_answer": WRONG.get(mid, text), "label": 0 if mid in WRONG else 1,
+                         "relevant_context_ids": [mid], "session_id": user})
+    for sid, user, turns, qs in SESSIONS:
+        history = [{"role": "user" if j % 2 == 0 else "assistant", "content": t} for j, t in enumerate(turns)]
+        for q, j in qs:
+            key = f"{sid}:{j}"
+            examples.append({"id": f"q-{sid}-{j}", "query": q, "reference_answer": WRONG.get(key, turns[j]),
+                             "label": 0 if key in WRONG else 1, "relevant_context_ids": [f"turn-{j}"],
+                             "session_id": user, "history": history, "conversation_id": sid})  # type: ignore[dict-item]
+    memory = [{"user_id": u, "id": i, "text": t, "timestamp": ts} for u, i, t, ts in FACTS]
+    (HERE / "reference_corpus.json").write_text(json.dumps({"documents": corpus, "memories": memory}, ensure_ascii=False, indent=1), encoding="utf-8")
+    for e in examples:
+        e.pop("conversation_id", None)
+    (HERE / "reference_eval.json").write_text(json.dumps(examples, ensure_ascii=False, indent=1), encoding="utf-8")
+    print(len(corpus), len(examples), sum(e["label"] == 0 for e in examples))
+
+
+if __name__ == "__main__":
+    main()

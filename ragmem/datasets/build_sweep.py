@@ -1,6 +1,6 @@
 """Writes sweep_corpus.json and sweep_eval.json: the reference corpus and questions (build_reference.py)
 plus documents and questions on which the retrievers of configs/sweep_retriever.yaml really differ.
-Run from the project root:
+Run it (importing it writes nothing):
     python ragmem/datasets/build_sweep.py
 
 Each added question shares two words with its document: a common topic word (latency, memory, ...)
@@ -12,6 +12,9 @@ fusion (hybrid) sits between the two. What the sweep then measures (docs/sweeps.
 between retrievers, not a tie broken by the cheapest setting.
 """
 import json
+from pathlib import Path
+
+HERE = Path(__file__).parent  # the files are written beside this script, wherever it is run from
 
 TOPICS = {  # the topic words, each with a tag page
     "en": ["Latency", "Memory", "Embedding", "Chunking", "Reranking", "Retrieval"],
@@ -57,18 +60,24 @@ ADDED = [
  ("zh-24", "多跳检索", "多跳检索分步回答：第一次搜索找到的内容用来写第二次查询。", "多跳检索如何进行？"),
 ]
 
-corpus = json.load(open("ragmem/datasets/reference_corpus.json", encoding="utf-8"))
-examples = json.load(open("ragmem/datasets/reference_eval.json", encoding="utf-8"))
-for doc_id, title, text, _ in ADDED:
-    corpus["documents"].append({"id": doc_id, "title": title, "text": text, "lang": doc_id[:2]})
-for lang, topics in TOPICS.items():
-    for i, shown in enumerate(topics):  # a tag page: the topic word, then each page tagged with it
-        tags = ("、" if lang == "zh" else ", ").join([shown] * 16)
-        text = f"{shown}：{tags}。" if lang == "zh" else f"Tagged {shown.lower()}: {tags.lower()}."
-        corpus["documents"].append({"id": f"{lang}-tags-{i + 1}", "title": f"{shown} tags", "text": text, "lang": lang})
-for doc_id, _, text, question in ADDED:
-    examples.append({"id": f"q-{doc_id}", "query": question, "reference_answer": text, "label": 1,
-                     "relevant_context_ids": [doc_id], "session_id": "u-zh" if doc_id.startswith("zh") else "u-en"})
-json.dump(corpus, open("ragmem/datasets/sweep_corpus.json", "w", encoding="utf-8"), ensure_ascii=False, indent=1)
-json.dump(examples, open("ragmem/datasets/sweep_eval.json", "w", encoding="utf-8"), ensure_ascii=False, indent=1)
-print(len(corpus["documents"]), len(examples))
+
+def main() -> None:
+    corpus = json.loads((HERE / "reference_corpus.json").read_text(encoding="utf-8"))
+    examples = json.loads((HERE / "reference_eval.json").read_text(encoding="utf-8"))
+    for doc_id, title, text, _ in ADDED:
+        corpus["documents"].append({"id": doc_id, "title": title, "text": text, "lang": doc_id[:2]})
+    for lang, topics in TOPICS.items():
+        for i, shown in enumerate(topics):  # a tag page: the topic word, then each page tagged with it
+            tags = ("、" if lang == "zh" else ", ").join([shown] * 16)
+            text = f"{shown}：{tags}。" if lang == "zh" else f"Tagged {shown.lower()}: {tags.lower()}."
+            corpus["documents"].append({"id": f"{lang}-tags-{i + 1}", "title": f"{shown} tags", "text": text, "lang": lang})
+    for doc_id, _, text, question in ADDED:
+        examples.append({"id": f"q-{doc_id}", "query": question, "reference_answer": text, "label": 1,
+                         "relevant_context_ids": [doc_id], "session_id": "u-zh" if doc_id.startswith("zh") else "u-en"})
+    (HERE / "sweep_corpus.json").write_text(json.dumps(corpus, ensure_ascii=False, indent=1), encoding="utf-8")
+    (HERE / "sweep_eval.json").write_text(json.dumps(examples, ensure_ascii=False, indent=1), encoding="utf-8")
+    print(len(corpus["documents"]), len(examples))
+
+
+if __name__ == "__main__":
+    main()

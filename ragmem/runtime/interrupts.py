@@ -9,13 +9,15 @@ to the end while the process waits to exit.
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from ragmem.errors import Terminated
+from ragmem.runtime.home import ragmem_home
 
 STOP = threading.Event()
 #: the signal a ``ragmem`` command received (SIGINT or SIGTERM), kept: the exception its handler raises
@@ -38,6 +40,16 @@ def check() -> None:
 def received() -> int | None:
     """The signal the command received, or ``None``."""
     return _RECEIVED[-1] if _RECEIVED else None
+
+
+def exit_code(exc: BaseException) -> int:
+    """143 for a SIGTERM, 130 for a Ctrl+C: by the exception's kind (:class:`Terminated`, or a
+    ``Stopped`` carrying 143), else by the signal the command received, since a library may catch a
+    SIGTERM's ``Terminated`` and raise a plain ``KeyboardInterrupt`` of its own (seen during the
+    command's import: ``interrupted``, exit 130, after a SIGTERM)."""
+    if isinstance(exc, Terminated) or getattr(exc, "exit_code", None) == 143 or received() == signal.SIGTERM:
+        return 143
+    return 130
 
 
 def _as_exception(signum: int) -> KeyboardInterrupt:
@@ -77,14 +89,14 @@ _COMMAND = threading.Event()  # set by sigterm_raises: this process is a ragmem 
 SAID = threading.Event()  # set by ragmem.exits.leave: the command's one line is out, and its own bound runs
 
 
-def exit_after(seconds: float, code: int, line: str | None = None) -> None:
+def exit_after(seconds: float, code: int, line: str | Callable[[], str] | None = None) -> None:
     """End the process with ``code`` should it still run ``seconds`` from now (a daemon timer), first
-    writing ``line`` to stderr unless the command's own line is out by then (:data:`SAID`)."""
+    writing ``line`` (or what it returns) to stderr unless the command's own line is out by then (:data:`SAID`)."""
 
     def end() -> None:
         try:
             if line is not None and not SAID.is_set():
-                os.write(2, (line + "\n").encode())
+                os.write(2, ((line() if callable(line) else line) + "\n").encode())
         finally:
             os._exit(code)
 
@@ -93,13 +105,48 @@ def exit_after(seconds: float, code: int, line: str | None = None) -> None:
     timer.start()
 
 
+def _stacks_kept() -> str:
+    """Every thread's stack written to ``last-error.log`` in the ragmem home (a command that did not
+    wind down hangs somewhere: that is a bug, and where is what it takes to fix it); where they are."""
+    path = ragmem_home() / "last-error.log"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "w", encoding="utf-8") as out:
+            faulthandler.dump_traceback(out, all_threads=True)
+    except (OSError, ValueError) as unwritable:
+        return f"its threads' stacks not kept: {path}: {getattr(unwritable, 'strerror', None) or unwritable}"
+    return f"its threads' stacks in {path}"
+
+
+def _in_import_machinery(frame) -> bool:
+    """The signal landed inside importlib's own code (taking or giving back a module's lock): an
+    exception raised there can leave the lock held by the main thread, and every other thread that
+    imports the module (Prefect's event-loop threads do, at a run's start) then waits for ever."""
+    return frame is not None and frame.f_code.co_filename.startswith("<frozen importlib")
+
+
+def _deferred(signum: int, frame) -> bool:
+    """A command's signal that landed inside importlib (:func:`_in_import_machinery`) is sent again
+    10 ms later, from another thread, so that its exception is raised in the module code being
+    imported instead (the import then fails and gives its locks back). True when it was deferred."""
+    if not _COMMAND.is_set() or not _in_import_machinery(frame):
+        return False
+    timer = threading.Timer(0.01, os.kill, (os.getpid(), signum))
+    timer.daemon = True
+    timer.start()
+    return True
+
+
 def raise_terminated(signum, frame) -> None:
     """The SIGTERM handler of a command and of a tracked run: Ctrl+C's way, as :class:`Terminated`.
     In a ``ragmem`` command the process ends within :data:`WIND_DOWN_S` whatever the interrupted
-    code does (never in a library user's process: there the exception is theirs to handle)."""
+    code does (never in a library user's process: there the exception is theirs to handle). A
+    signal inside importlib's own code is raised a moment later (:func:`_deferred`)."""
+    _arm_wind_down()
+    if _deferred(signum, frame):
+        return
     if _COMMAND.is_set():
         _RECEIVED.append(signum)
-    _arm_wind_down()
     raise Terminated(f"terminated by signal {signum}")
 
 
@@ -108,12 +155,16 @@ def _arm_wind_down() -> None:
     (armed once: the first signal's bound holds), whoever's handler took the signal."""
     if _COMMAND.is_set() and not _ENDING.is_set():
         _ENDING.set()
-        exit_after(WIND_DOWN_S, 143, f"interrupted: the command did not wind down within {WIND_DOWN_S:.0f} s of the "
-                                     f"signal and was ended (a run it had started keeps its journal: ragmem run --resume)")
+        exit_after(WIND_DOWN_S, 143, lambda: f"interrupted: the command did not wind down within {WIND_DOWN_S:.0f} s of "
+                                             f"the signal and was ended ({_stacks_kept()}; a run it had started keeps "
+                                             f"its journal: ragmem run --resume)")
 
 
 def raise_interrupt(signum, frame) -> None:
-    """The SIGINT handler of a command: Python's own (``KeyboardInterrupt``), the signal kept for :func:`check`."""
+    """The SIGINT handler of a command: Python's own (``KeyboardInterrupt``), the signal kept for
+    :func:`check`; inside importlib's own code, a moment later (:func:`_deferred`)."""
+    if _deferred(signum, frame):
+        return
     _RECEIVED.append(signum)
     raise KeyboardInterrupt
 
@@ -170,9 +221,11 @@ def kept_under(library: str) -> Iterator[None]:
         handler = signal.getsignal(sig)
         if callable(handler) and handler not in (raise_terminated, raise_interrupt):
             def keeping(signum, frame, _handler=handler):
-                _RECEIVED.append(signum)
                 if signum == signal.SIGTERM:  # (seen in CI: SIGTERM under Prefect's flow engine, whose crash
                     _arm_wind_down()          # handling then waited for ever on a module lock: no bound was armed)
+                if _deferred(signum, frame):
+                    return None
+                _RECEIVED.append(signum)
                 return _handler(signum, frame)
             keeping.__qualname__ = f"kept_under({library}).{getattr(handler, '__name__', 'handler')}"
             previous[sig] = signal.signal(sig, keeping)

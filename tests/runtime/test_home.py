@@ -194,11 +194,12 @@ def test_an_interrupt_a_library_turned_into_its_own_error_is_still_the_interrupt
     assert interrupts.interrupt_in(ValueError("Task run is not set")) is None  # a plain error stays one
 
 
-def test_a_command_that_hangs_after_sigterm_ends_within_its_bound_with_one_line(monkeypatch):
+def test_a_command_that_hangs_after_sigterm_ends_within_its_bound_with_one_line(monkeypatch, tmp_path):
     """Seen in CI: SIGTERM raised inside an import of the main thread while Prefect's threads imported
     the same module, and Prefect's crash handling then waited for ever. In a ragmem command the
     handler arms a bound (interrupts.WIND_DOWN_S): past it, one line and exit 143. In a library
-    user's process, nothing is armed. (os._exit and stderr patched: no process ends here.)"""
+    user's process, nothing is armed. Where it hung is kept: every thread's stack in last-error.log
+    (os._exit and stderr patched: no process ends here.)"""
     import threading
 
     import pytest
@@ -213,6 +214,7 @@ def test_a_command_that_hangs_after_sigterm_ends_within_its_bound_with_one_line(
                         lambda fd, data: written.append((fd, data.decode())) if fd == 2 else real_write(fd, data))
     monkeypatch.setattr(interrupts, "WIND_DOWN_S", 0.05)
     monkeypatch.setattr(interrupts, "_RECEIVED", [])  # (the signals kept: this test's own)
+    monkeypatch.setenv("RAGMEM_HOME", str(tmp_path))
     for command in (False, True):
         monkeypatch.setattr(interrupts, "_ENDING", threading.Event())
         monkeypatch.setattr(interrupts, "_COMMAND", threading.Event())
@@ -224,3 +226,6 @@ def test_a_command_that_hangs_after_sigterm_ends_within_its_bound_with_one_line(
         assert ended.wait(2.0 if command else 0.3) is command
     (fd, line), code = written
     assert fd == 2 and line.startswith("interrupted: ") and line.count("\n") == 1 and code == 143
+    assert f"its threads' stacks in {tmp_path / 'last-error.log'}" in line
+    stacks = (tmp_path / "last-error.log").read_text()
+    assert "Thread 0x" in stacks and "(most recent call first)" in stacks

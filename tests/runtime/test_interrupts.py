@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from ragmem.errors import Terminated
+from ragmem.errors import Stopped, Terminated
 from ragmem.runtime import interrupts, progress
 
 
@@ -105,3 +105,55 @@ def test_outside_a_command_nothing_is_kept_and_nothing_changes(monkeypatch):
         assert signal.getsignal(signal.SIGTERM) is before
     interrupts.check()  # (nothing received)
     assert interrupts.received() is None
+
+
+def _an_import_machinery_frame():
+    """A real frame of importlib's own code: the caller of a meta-path finder's find_spec."""
+    seen = []
+
+    class Finder:
+        def find_spec(self, name, path=None, target=None):
+            if name == "ragmem_no_such_module":
+                seen.append(sys._getframe(1))
+            return None
+
+    sys.meta_path.insert(0, Finder())
+    try:
+        with pytest.raises(ImportError):
+            __import__("ragmem_no_such_module")
+    finally:
+        sys.meta_path.pop(0)
+    return seen[0]
+
+
+def test_a_signal_inside_importlib_is_raised_a_moment_later_outside_it(command):
+    """Seen in CI: SIGTERM 2.5 s into ``ragmem run`` hung it until its wind-down bound (60 s). The
+    exception, raised while importlib held a module's lock, left the lock held; Prefect's threads,
+    importing the same module, waited for ever. A signal that lands in importlib's own code is sent
+    again 10 ms later (its exception then raised in the code being imported, which gives its locks back)."""
+    inside = _an_import_machinery_frame()
+    assert inside.f_code.co_filename.startswith("<frozen importlib")
+    assert interrupts._in_import_machinery(inside) and not interrupts._in_import_machinery(sys._getframe())
+    interrupts.sigterm_raises()
+    with pytest.raises(Terminated):
+        interrupts.raise_terminated(signal.SIGTERM, inside)  # deferred: returns
+        assert interrupts.received() is None  # (kept only when it is raised)
+        deadline = time.monotonic() + 30  # (generous: the timer's thread may wait for a core on a busy machine)
+        while time.monotonic() < deadline:  # sent again, it lands here, in ordinary code
+            time.sleep(0.001)
+    assert interrupts.received() == signal.SIGTERM
+    with pytest.raises(KeyboardInterrupt):
+        interrupts.raise_interrupt(signal.SIGINT, inside)  # deferred as well
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            time.sleep(0.001)
+    with pytest.raises(Terminated):  # in ordinary code: at once
+        interrupts.raise_terminated(signal.SIGTERM, sys._getframe())
+
+
+def test_the_exit_code_follows_the_signal_received_when_a_library_changed_the_exception(command):
+    """Seen: a SIGTERM during the command's import came out as a plain KeyboardInterrupt (exit 130)."""
+    assert interrupts.exit_code(KeyboardInterrupt()) == 130
+    assert interrupts.exit_code(Terminated()) == 143 and interrupts.exit_code(Stopped(Terminated())) == 143
+    interrupts._RECEIVED.append(signal.SIGTERM)
+    assert interrupts.exit_code(KeyboardInterrupt()) == 143 and interrupts.exit_code(Stopped(KeyboardInterrupt())) == 143
