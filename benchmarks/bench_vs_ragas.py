@@ -2,10 +2,15 @@
 
     python benchmarks/bench_vs_ragas.py [--n 10000] [--resamples 1000] [--only ragmem|ragas]
                                         [--tokenizer default|jieba|rjieba] [--workers default|auto|N]
+                                        [--data fresh|pooled] [--repeats 2]
 
-Writes N synthetic bilingual examples (half Chinese; 6 contexts each drawn from a shared pool of
-distinct texts; answers of 20-40 words or characters; seeded), then times, each in a fresh process
-of its own (so imports count and peak RSS is that process's alone):
+Writes N synthetic bilingual examples (``--data fresh``, the default: no text repeats, a fresh
+vocabulary per record, ``benchmarks/fresh.py``; ``pooled``: as below), then times each side
+``--repeats`` times, interleaved, and compares the best of each (time and peak apart).
+
+``pooled``: half Chinese; 6 contexts each drawn from a shared pool of distinct texts; answers of 20-40 words or
+characters; seeded. Each run is a fresh process of its own (so imports count and peak RSS is that
+process's alone):
 
 - ragmem: ``ragmem.evaluate(path, track=False)``: every default metric with ``--resamples``
   bootstrap resamples (no MLflow, no Prefect), in the configuration a user gets without asking
@@ -187,28 +192,41 @@ def main() -> None:
     parser.add_argument("--tokenizer", choices=["default", "jieba", "rjieba"], default="default",
                         help="keywords.tokenizer and generation.tokenizer of the ragmem side (default: the settings')")
     parser.add_argument("--workers", default="default", help="orchestration.workers of the ragmem side (default: the settings')")
+    parser.add_argument("--data", choices=["fresh", "pooled"], default="fresh",
+                        help="fresh: no text repeats (benchmarks/fresh.py); pooled: contexts from a shared pool (synthetic)")
+    parser.add_argument("--repeats", type=int, default=2, help="runs of each side, interleaved; the best of each is compared")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "data.json"
-        records = synthetic(args.n)
+        if args.data == "fresh":
+            from fresh import fresh_records
+            records = list(fresh_records(args.n))
+        else:
+            records = synthetic(args.n)
         path.write_text(json.dumps(records, ensure_ascii=False), encoding="utf-8")
         texts = {c["text"] for r in records for c in r["context"]}
-        print(f"data n={args.n} distinct_contexts={len(texts)} context_chars={sum(map(len, texts))}", file=sys.stderr)
-        sides = {}
+        del records
+        print(f"data {args.data} n={args.n} distinct_contexts={len(texts)} context_chars={sum(map(len, texts))}", file=sys.stderr)
         if args.only in (None, "ragmem"):
             compile_ragmem()
-            sides["ragmem"] = run(sys.executable, _RAGMEM, str(path), str(args.resamples), args.tokenizer,
-                                  args.workers)
-        if args.only in (None, "ragas"):
-            sides["ragas"] = run(ragas_python(), _RAGAS, str(path))
+        runs: dict[str, list[dict]] = {}
+        for repeat in range(args.repeats):  # interleaved: a slow minute of the machine falls on both sides
+            if args.only in (None, "ragmem"):
+                runs.setdefault("ragmem", []).append(run(sys.executable, _RAGMEM, str(path), str(args.resamples),
+                                                         args.tokenizer, args.workers))
+            if args.only in (None, "ragas"):
+                runs.setdefault("ragas", []).append(run(ragas_python(), _RAGAS, str(path)))
+            for name, done in runs.items():
+                s = done[-1]
+                print(f"repeat {repeat + 1} {name}: compute {s['compute']:.1f} s, {s['rss_mb']:.0f} MB", file=sys.stderr, flush=True)
+    sides = {name: {key: min(s[key] for s in done) for key in ("compute", "total", "rss_mb")} for name, done in runs.items()}
     line = " | ".join(f"{name} compute={s['compute']:.1f} s total={s['total']:.1f} s rss={s['rss_mb']:.0f} MB"
                       for name, s in sides.items())
     if len(sides) == 2:
         a, b = sides["ragmem"], sides["ragas"]
         line += (f" | time {a['compute'] / b['compute']:.2f}x (total {a['total'] / b['total']:.2f}x) "
                  f"rss {a['rss_mb'] / b['rss_mb']:.2f}x (ragmem / ragas)")
-    print(f"n={args.n} tokenizer={args.tokenizer} workers={args.workers} {line}")
-
+    print(f"n={args.n} data={args.data} best of {args.repeats} tokenizer={args.tokenizer} workers={args.workers} {line}")
 
 if __name__ == "__main__":
     main()

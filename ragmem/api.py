@@ -13,7 +13,7 @@ from typing import Any
 from ragmem.data import given
 from ragmem.errors import ConfigError
 from ragmem.runtime import targets
-from ragmem.run import dryrun, engine, prepare
+from ragmem.run import engine, prepare
 from ragmem.run.engine import EvaluationResult
 
 __all__ = ["evaluate", "dry_run", "EvaluationResult"]
@@ -51,6 +51,8 @@ def dry_run(data: str | Path | list[dict[str, Any]] | None = None, config: str |
     """What ``evaluate`` with the same arguments would ask of its LLM and embedding endpoints, the
     cached share and the estimated cost, without sending anything (``ragmem run --dry-run``):
     a :class:`ragmem.run.dryrun.DryRun`."""
+    from ragmem.run import dryrun  # (the memory benchmarks' data and the reference agent: a dry run's alone)
+
     name = str(config) if isinstance(config, (str, Path)) else "the Python API's settings"
     ready = _prepared(data, config, False, overrides, resume)
     return dryrun.dry_run(ready.config, name, dataset=ready.dataset, resume=ready.resume, preflight=preflight)

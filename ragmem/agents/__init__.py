@@ -14,7 +14,6 @@ A live agent returns the answer as a string, or a dict/object with ``answer``, `
 
 from __future__ import annotations
 
-from ragmem.agents.http import HttpAgent
 from ragmem.errors import AgentLoadError, failure_message
 from ragmem.agents.python import PythonAgent
 from ragmem.agents.replay import ReplayAgent
@@ -36,5 +35,7 @@ def build_agent(config):
     if agent.type == "python":
         return PythonAgent(agent.target, agent.params, cfg.import_paths)
     if agent.type == "http":
+        from ragmem.agents.http import HttpAgent  # httpx (with click, rich and email: 80 ms, 18 MB): an HTTP agent's alone
+
         return HttpAgent(agent.url, agent.timeout_s, agent.api_key_env, max_connections=agent.concurrency)
     return ReplayAgent()
