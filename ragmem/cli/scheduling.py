@@ -143,3 +143,41 @@ def unserve(name: str, api_url: str) -> str:
         await client.delete_deployment(deployment.id)
 
     return _on_deployment(name, api_url, "unserve", remove)[0]
+
+
+def deployments(api_url: str) -> list[dict[str, Any]]:
+    """Every deployment on the Prefect server at ``api_url``: its label ``FLOW/NAME``, its schedules
+    (cron and whether active), whether it is paused, its next scheduled run and its last run's state
+    (``ragmem server status``)."""
+    import asyncio  # (the Prefect client: only the commands that reach a deployment)
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import (DeploymentFilter, DeploymentFilterId, FlowRunFilter, FlowRunFilterState,
+                                                FlowRunFilterStateType)
+    from prefect.client.schemas.objects import StateType
+    from prefect.client.schemas.sorting import FlowRunSort
+
+    async def go():
+        async with get_client() as client:
+            out, flows = [], {}
+            for d in sorted(await client.read_deployments(), key=lambda d: d.name):
+                if d.flow_id not in flows:
+                    flows[d.flow_id] = (await client.read_flow(d.flow_id)).name
+                mine = DeploymentFilter(id=DeploymentFilterId(any_=[d.id]))
+                scheduled = FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.SCHEDULED])))
+                upcoming = await client.read_flow_runs(deployment_filter=mine, flow_run_filter=scheduled,
+                                                       sort=FlowRunSort.EXPECTED_START_TIME_ASC, limit=1)
+                ended = FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(
+                    any_=[StateType.COMPLETED, StateType.FAILED, StateType.CRASHED, StateType.CANCELLED])))
+                last = await client.read_flow_runs(deployment_filter=mine, flow_run_filter=ended,
+                                                   sort=FlowRunSort.EXPECTED_START_TIME_DESC, limit=1)
+                out.append({"name": f"{flows[d.flow_id]}/{d.name}", "paused": bool(d.paused),
+                            "schedules": [{"cron": getattr(s.schedule, "cron", None) or str(s.schedule),
+                                           "timezone": getattr(s.schedule, "timezone", None), "active": bool(s.active)}
+                                          for s in d.schedules],
+                            "next": upcoming[0].expected_start_time if upcoming and not d.paused else None,
+                            "last": (last[0].state_type.value, last[0].end_time or last[0].expected_start_time) if last else None})
+            return out
+
+    with prefect_context(api_url):
+        return asyncio.run(go())

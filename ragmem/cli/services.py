@@ -29,7 +29,7 @@ from ragmem.run.summary import store_location
 from ragmem.runtime import home
 from ragmem.orchestration import server as prefect_server
 from ragmem.orchestration.server import configured_api_url, ensure_managed_server, healthy, managed_port, stop_managed_server
-from ragmem.cli.scheduling import trigger as start, unserve as remove_deployment
+from ragmem.cli.scheduling import deployments, trigger as start, unserve as remove_deployment
 from ragmem.report.terminal import out, plural, print_summary, say
 from ragmem.tracking.ui import serve_ui
 
@@ -182,7 +182,8 @@ def _age(seconds: float) -> str:
 @server_app.command("status")
 def server_status() -> None:
     """Show the Prefect API runs report to: the shared local server, the commands using it, when it
-    stops, and any other Prefect server running on this machine."""
+    stops, any other Prefect server running on this machine, and the deployments on the server runs
+    report to (their schedules, whether paused, their next and last runs)."""
     import time
 
     url = configured_api_url()
@@ -212,6 +213,34 @@ def server_status() -> None:
                  if other["home"] else "not ragmem's")
         line(f"other Prefect server: pid {other['pid']}, port {other['port']}, database {other['prefect_home']}, "
             f"started from {other['cwd']} ({whose})")
+    answering = url if url and healthy(url) else (found["api_url"] if found["running"] else None)
+    if answering:
+        _print_deployments(answering, line)
+
+
+def _when(moment) -> str:
+    return moment.astimezone().strftime("%Y-%m-%d %H:%M %Z") if moment is not None else "unknown"
+
+
+def _print_deployments(api_url: str, line) -> None:
+    """The deployments ``ragmem serve`` made (and any other) on the server runs report to, with their
+    schedules and next runs."""
+    found = deployments(api_url)
+    if not found:
+        line(f"deployments at {api_url}: none (ragmem serve CONFIG --cron ... makes one)")
+        return
+    line(f"deployments at {api_url}:")
+    for d in found:
+        crons = ", ".join(f"cron '{s['cron']}'" + (f" {s['timezone']}" if s["timezone"] else "") +
+                          ("" if s["active"] else " (inactive)") for s in d["schedules"]) or "no schedule"
+        if d["paused"]:
+            state = "paused: no run is scheduled (ragmem serve CONFIG resumes it; ragmem unserve NAME removes it)"
+        elif d["next"] is not None:
+            state = f"next run {_when(d['next'])}"
+        else:
+            state = "no run scheduled yet" if d["schedules"] else "runs only when triggered (ragmem trigger NAME)"
+        last = f"; last run {d['last'][0]} {_when(d['last'][1])}" if d["last"] else "; no run yet"
+        line(f"  {d['name']}: {crons}; {state}{last}")
 
 
 @server_app.command("stop")

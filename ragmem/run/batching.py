@@ -35,6 +35,7 @@ from ragmem.run import pipeline, summary as summaries
 from ragmem.run.journal import Journal
 from ragmem.run.plain_steps import Steps
 from ragmem.runtime import interrupts, progress, space
+from ragmem.runtime.forking import release_freed_memory
 from ragmem.runtime.parallel import EarlyMaps, mapper_for, ProcessPool
 from ragmem.schema import AgentOutput, Example
 from ragmem.run.deciding import Decider
@@ -81,7 +82,7 @@ def answer_and_judge(cfg: RunConfig, steps: Steps, components: pipeline.Componen
         fresh = {o.example_id: o for o in steps.time_agent(components.agent, todo, cfg, i, record)} if todo else {}
         journal.sync()
         answered = [kept.get(e.id) or fresh[e.id] for e in batch]
-        pipeline.prime_keywords(batch, answered, components.keywords, local, contexts=False)
+        pipeline.prime_keywords(batch, answered, components.keywords, local, contexts=False, counted=False)
         verdicts = steps.judge(components.judge, batch, answered, i)
         judged.advance(len(batch), failed=sum(v is not None and v.error is not None for v in verdicts))
         pipeline.start_scoring(batch, answered, cfg, components)  # on the idle workers
@@ -219,6 +220,8 @@ def score_in_chunks(cfg: RunConfig, steps: Steps, components: pipeline.Component
                 outputs, judgements = answer_and_judge(cfg, steps, components, chunk, journal, kept, called, judged)
                 table, result = steps.score_chunk(chunk, outputs, judgements, components, cfg, index)
                 gathered.take(chunk_outcome(cfg, index, chunk, outputs, table, result, parts))
+                del outputs, judgements, table, result  # (not held while the next chunk is read, answered and scored)
+                release_freed_memory()  # what the chunk's statistics and its part freed, back to the system
     run, counts = gathered.run, gathered.counts
     (log.debug if progress.folded() else log.info)(
         "agent + judge + metrics: %d/%d examples in %d chunks of %d (%d agent errors, %d judge errors)", run.n,
@@ -299,6 +302,10 @@ def _logged_examples(traced: list, sample: list) -> tuple[list, list]:
     return [e for e, _ in pairs], [o for _, o in pairs]
 
 
+#: rows of a part copied at a time into the run's table
+JOIN_BATCH = 2048
+
+
 def join_parts(parts: Path, target: Path) -> Path:
     """The chunks' Parquet parts as one file, part after part (one in memory at a time); columns
     a part lacks are null, and a column's type is the one every part's values fit."""
@@ -317,10 +324,11 @@ def join_parts(parts: Path, target: Path) -> Path:
     schema = pa.schema([f.with_type(pa.string()) if pa.types.is_null(f.type) else f for f in schema],
                        metadata={files.JSON_COLUMNS: json.dumps(encoded)})
     with pq.ParquetWriter(target, schema) as writer:
-        for path in paths:
-            part = pq.read_table(path)
-            columns = [part.column(f.name).cast(f.type) if f.name in part.column_names
-                       else pa.nulls(len(part), f.type) for f in schema]
-            writer.write_table(pa.Table.from_arrays(columns, schema=schema))
+        for path in paths:  # a part's record batches one at a time: a whole part read at once held 80 MB at 20k
+            for batch in pq.ParquetFile(path).iter_batches(batch_size=JOIN_BATCH):
+                columns = [batch.column(f.name).cast(f.type) if f.name in batch.schema.names
+                           else pa.nulls(len(batch), f.type) for f in schema]
+                writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=schema))
     shutil.rmtree(parts, ignore_errors=True)
+    pa.default_memory_pool().release_unused()  # (what pyarrow's allocator keeps for reuse: nothing else reads Parquet now)
     return target

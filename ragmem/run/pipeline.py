@@ -216,14 +216,14 @@ def build_table(examples: Sequence[Example], outputs: Sequence[AgentOutput],
 
 
 def prime_keywords(examples: Sequence[Example], outputs: Sequence[AgentOutput], keywords: KeywordExtractor,
-                   mapper=None, contexts: bool = True) -> None:
+                   mapper=None, contexts: bool = True, counted: bool = True) -> None:
     """The keyword sets of every reference, answer and (unless not ``contexts``) context, computed at
-    once on ``mapper``: each batch's references and answers before the keyword judge reads them,
-    the contexts before the metrics."""
+    once on ``mapper``: each batch's references and answers before the keyword judge reads them
+    (not ``counted``: primed again with the rest, :meth:`KeywordExtractor.settle`), the contexts before the metrics."""
     texts: list[str] = []
     for ex, out in zip(examples, outputs):
         texts += [ex.reference_answer or "", out.answer or "", *(c.text for c in out.contexts if contexts)]
-    keywords.prime(texts, mapper)
+    keywords.prime(texts, mapper, counted)
 
 
 def _metric_context(cfg: RunConfig, components: Components, mapper, early=None) -> MetricContext:

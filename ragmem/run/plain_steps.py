@@ -45,7 +45,10 @@ class Steps:
         mapper = mapper or self.mapper(cfg)
         pipeline.prime_keywords(examples, outputs, components.keywords, mapper)
         table = pipeline.build_table(examples, outputs, judgements, components.keywords)
-        return pipeline.scored(table, cfg, components, mapper)
+        try:
+            return pipeline.scored(table, cfg, components, mapper)
+        finally:  # the chunk's texts that do not repeat leave the keyword cache (memory flat across chunks)
+            components.keywords.settle()
 
     def reads_chunks(self, cfg: RunConfig) -> bool:
         """Whether a streamed run's chunks are read where they are scored (Dask workers:

@@ -99,10 +99,19 @@ class KeywordExtractor:
         self.cache_size = cache_size
         self._known: collections.OrderedDict[str, tuple[str, ...]] = collections.OrderedDict()
         self.hits = self.misses = 0
+        # what settle() keeps across the chunks of a streamed run: how often each text primed since
+        # the last settle occurred, and the hashes of the texts forgotten after occurring once
+        self._uses: collections.Counter[str] = collections.Counter()
+        self._once: set[int] = set()
 
-    def prime(self, texts, mapper=None) -> None:
+    def prime(self, texts, mapper=None, counted: bool = True) -> None:
         """Compute the keyword sets of ``texts`` at once (on ``mapper``'s workers: see
-        :mod:`ragmem.runtime.parallel`), so the metrics that ask for them later find them."""
+        :mod:`ragmem.runtime.parallel`), so the metrics that ask for them later find them. Each
+        occurrence of a text is counted for :meth:`settle` (unless not ``counted``: the same texts
+        primed again later, as a batch's references and answers before the judge reads them)."""
+        texts = list(texts)
+        if counted:
+            self._uses.update(texts)
         distinct = list(dict.fromkeys(texts))
         todo = [t for t in distinct if t not in self._known]
         self.hits += len(distinct) - len(todo)
@@ -113,6 +122,23 @@ class KeywordExtractor:
         sets = (mapper or SERIAL).map(keyword_sets, todo, self.tokenizer_name, self.stopword_specs)
         for text, found in zip(todo[-self.cache_size:], sets[-self.cache_size:]):
             self._keep(text, found)
+
+    def settle(self) -> None:
+        """After a chunk of a streamed run: forget the keyword sets of the texts that occurred once
+        (in the texts primed since the last settle) and had not occurred in an earlier chunk; keep
+        those that repeat. On data whose texts do not repeat the cache then holds one chunk's texts,
+        not ``cache_size`` of them (at 30k examples 210,000 texts: ~300 MB); a text that recurs in
+        a later chunk is segmented again there once, and kept from then on."""
+        for text, uses in self._uses.items():
+            key = hash(text)
+            if uses > 1 or key in self._once:
+                self._once.discard(key)
+            elif text in self._known:
+                del self._known[text]
+                self._once.add(key)
+        self._uses.clear()
+        if len(self._once) > self.cache_size:  # (the texts seen once, remembered for a cache's worth of texts)
+            self._once.clear()
 
     def _keep(self, text: str, found: tuple[str, ...]) -> None:
         self._known[text] = found

@@ -2,6 +2,7 @@
 
 import json
 import re
+import signal
 import subprocess
 import sys
 import urllib.error
@@ -142,6 +143,18 @@ def test_scheduled_deployment_and_a_triggered_run(prefect_env, tmp_path):
         assert runs[0].data.metrics["f1"] > 0
         tags = runs[0].data.tags  # a scheduled run is a JOB in MLflow's Source column
         assert tags["mlflow.source.type"] == "JOB" and tags["mlflow.source.name"].startswith("ragmem serve ")
+
+        # ragmem server status lists the deployment: its cron, its next run, its last run's state
+        status = run_cli(["server", "status"], env=prefect_env, cwd=tmp_path)
+        assert status.returncode == 0, status.stderr
+        listed = next(line for line in status.stdout.splitlines() if "ragmem-evaluate/nightly-test:" in line)
+        assert "cron '0 2 * * *'" in listed and "last run COMPLETED" in listed, status.stdout
+        assert "next run " in listed or "no run scheduled yet" in listed, listed
+        serve.send_signal(signal.SIGTERM)  # stopped: its schedule paused, and said so
+        serve.wait(timeout=60)
+        status = run_cli(["server", "status"], env=prefect_env, cwd=tmp_path)
+        listed = next(line for line in status.stdout.splitlines() if "ragmem-evaluate/nightly-test:" in line)
+        assert "paused: no run is scheduled" in listed, status.stdout
     finally:
         serve.terminate()
         serve.wait(timeout=30)

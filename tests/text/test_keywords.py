@@ -103,3 +103,26 @@ def test_the_keyword_cache_is_bounded_least_recently_used_first_and_counts_its_h
     assert list(K._known) == ["ab", "gh", "cd"] and len(K._known) == K.cache_size
     assert (K.hits, K.misses) == (1, 5) and K.hit_rate() == 1 / 6
     assert K.union(["ab", "zz"]) == fresh("ab") | fresh("zz")  # the sets are the same, cached or not
+
+
+def test_after_a_chunk_the_texts_seen_once_leave_the_cache_and_those_that_repeat_stay():
+    """A streamed run settles its keyword cache after each chunk: on data whose texts do not repeat
+    it holds one chunk's texts, not keywords.cache_size of them (issue 57: 30k fresh examples held
+    210,000 texts' sets); a text that repeats, in the chunk or in a later one, is kept."""
+    from ragmem.text.keywords import KeywordExtractor
+
+    K, fresh = KeywordExtractor("char", []), KeywordExtractor("char", [])
+    K.prime(["ref", "answer"], counted=False)       # a batch's references and answers, for the judge
+    K.prime(["ref", "answer", "ctx-a", "ctx-b", "ctx-a"])  # the chunk's texts: ctx-a occurs twice
+    K.settle()
+    assert list(K._known) == ["ctx-a"]              # the once-seen texts forgotten, the repeated one kept
+    K.prime(["late"], counted=False)                # the next chunk's batch, primed before its chunk is scored
+    K.prime(["ref", "late", "new"])                 # "ref" again, in a later chunk: segmented once more ...
+    K.settle()
+    assert set(K._known) == {"ctx-a", "ref"}        # ... and kept from then on; "late" and "new" occurred once
+    assert K("ref") == fresh("ref") and K("answer") == fresh("answer")  # the sets are the same, kept or not
+    K.prime(["x"])
+    K.settle()
+    K.prime(["y"])
+    K.settle()
+    assert "x" not in K._known and len(K._once) <= K.cache_size
