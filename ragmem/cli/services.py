@@ -192,7 +192,7 @@ def server_status() -> None:
                   markup=False, highlight=False)
     found = prefect_server.status()
     def line(text: str) -> None:
-        out.print(text, markup=False, highlight=False)  # (paths and commands, not markup)
+        out.print(text, markup=False, highlight=False, soft_wrap=True)  # (paths and commands, not markup; one line each, never wrapped)
 
     if not found["running"]:
         line(f"local server {found['api_url']}: not running (started by the next run; its folder: {found['folder']})")
