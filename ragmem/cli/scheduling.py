@@ -90,39 +90,49 @@ def serve_flow(config: dict[str, Any], cron: str, name: str | None, flow_kind: s
                    print_starting_message=False, limit=1)
 
 
-def _on_deployment(name: str, api_url: str, verb: str, act: Callable[[Any, Any], Any]) -> tuple[str, Any]:
-    """``act(client, deployment)`` on the deployment ``name`` (``NAME`` or ``FLOW/NAME``); its label
-    ``FLOW/NAME`` and what ``act`` returned. One that is not there (or not one) is a ConfigError naming
-    the deployments there are."""
+def _with_client(api_url: str, go: Callable[[Any, Callable[[Any], Any]], Any]) -> Any:
+    """``go(client, label)`` run against the Prefect server at ``api_url``; ``label(deployment)`` gives
+    a deployment's ``FLOW/NAME`` (each flow's name read once)."""
     import asyncio  # (the Prefect client: only the commands that reach a deployment)
 
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterName
 
-    wanted = name.split("/", 1)[-1]
-
-    async def go():
+    async def run():
         async with get_client() as client:
-            found = await client.read_deployments(deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=[wanted])))
-            flows = {}
+            flows: dict = {}
 
             async def label(d) -> str:
                 if d.flow_id not in flows:
                     flows[d.flow_id] = (await client.read_flow(d.flow_id)).name
                 return f"{flows[d.flow_id]}/{d.name}"
 
-            full = [(await label(d), d) for d in found]
-            matches = [(n, d) for n, d in full if n == name or "/" not in name]
-            if len(matches) != 1:
-                every = [await label(d) for d in await client.read_deployments()]
-                why = "no deployment" if not matches else "more than one deployment"
-                raise ConfigError(f"{verb} {name!r}: {why} of that name at {api_url}; deployments: "
-                                  f"{', '.join(sorted(every)) or '(none: start one with ragmem serve)'}")
-            label, deployment = matches[0]
-            return label, await act(client, deployment)
+            return await go(client, label)
 
     with prefect_context(api_url):
-        return asyncio.run(go())
+        return asyncio.run(run())
+
+
+def _on_deployment(name: str, api_url: str, verb: str, act: Callable[[Any, Any], Any]) -> tuple[str, Any]:
+    """``act(client, deployment)`` on the deployment ``name`` (``NAME`` or ``FLOW/NAME``); its label
+    ``FLOW/NAME`` and what ``act`` returned. One that is not there (or not one) is a ConfigError naming
+    the deployments there are."""
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterName
+
+    wanted = name.split("/", 1)[-1]
+
+    async def go(client, label):
+        found = await client.read_deployments(deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=[wanted])))
+        full = [(await label(d), d) for d in found]
+        matches = [(n, d) for n, d in full if n == name or "/" not in name]
+        if len(matches) != 1:
+            every = [await label(d) for d in await client.read_deployments()]
+            why = "no deployment" if not matches else "more than one deployment"
+            raise ConfigError(f"{verb} {name!r}: {why} of that name at {api_url}; deployments: "
+                              f"{', '.join(sorted(every)) or '(none: start one with ragmem serve)'}")
+        label_, deployment = matches[0]
+        return label_, await act(client, deployment)
+
+    return _with_client(api_url, go)
 
 
 def trigger(name: str, api_url: str) -> tuple[str, str, str]:
@@ -149,35 +159,29 @@ def deployments(api_url: str) -> list[dict[str, Any]]:
     """Every deployment on the Prefect server at ``api_url``: its label ``FLOW/NAME``, its schedules
     (cron and whether active), whether it is paused, its next scheduled run and its last run's state
     (``ragmem server status``)."""
-    import asyncio  # (the Prefect client: only the commands that reach a deployment)
-
-    from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import (DeploymentFilter, DeploymentFilterId, FlowRunFilter, FlowRunFilterState,
                                                 FlowRunFilterStateType)
     from prefect.client.schemas.objects import StateType
     from prefect.client.schemas.sorting import FlowRunSort
 
-    async def go():
-        async with get_client() as client:
-            out, flows = [], {}
-            for d in sorted(await client.read_deployments(), key=lambda d: d.name):
-                if d.flow_id not in flows:
-                    flows[d.flow_id] = (await client.read_flow(d.flow_id)).name
-                mine = DeploymentFilter(id=DeploymentFilterId(any_=[d.id]))
-                scheduled = FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.SCHEDULED])))
-                upcoming = await client.read_flow_runs(deployment_filter=mine, flow_run_filter=scheduled,
-                                                       sort=FlowRunSort.EXPECTED_START_TIME_ASC, limit=1)
-                ended = FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(
-                    any_=[StateType.COMPLETED, StateType.FAILED, StateType.CRASHED, StateType.CANCELLED])))
-                last = await client.read_flow_runs(deployment_filter=mine, flow_run_filter=ended,
-                                                   sort=FlowRunSort.EXPECTED_START_TIME_DESC, limit=1)
-                out.append({"name": f"{flows[d.flow_id]}/{d.name}", "paused": bool(d.paused),
-                            "schedules": [{"cron": getattr(s.schedule, "cron", None) or str(s.schedule),
-                                           "timezone": getattr(s.schedule, "timezone", None), "active": bool(s.active)}
-                                          for s in d.schedules],
-                            "next": upcoming[0].expected_start_time if upcoming and not d.paused else None,
-                            "last": (last[0].state_type.value, last[0].end_time or last[0].expected_start_time) if last else None})
-            return out
+    scheduled = FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.SCHEDULED])))
+    ended = FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(
+        any_=[StateType.COMPLETED, StateType.FAILED, StateType.CRASHED, StateType.CANCELLED])))
 
-    with prefect_context(api_url):
-        return asyncio.run(go())
+    async def go(client, label):
+        out = []
+        for d in sorted(await client.read_deployments(), key=lambda d: d.name):
+            mine = DeploymentFilter(id=DeploymentFilterId(any_=[d.id]))
+            upcoming = await client.read_flow_runs(deployment_filter=mine, flow_run_filter=scheduled,
+                                                   sort=FlowRunSort.EXPECTED_START_TIME_ASC, limit=1)
+            last = await client.read_flow_runs(deployment_filter=mine, flow_run_filter=ended,
+                                               sort=FlowRunSort.EXPECTED_START_TIME_DESC, limit=1)
+            out.append({"name": await label(d), "paused": bool(d.paused),
+                        "schedules": [{"cron": getattr(s.schedule, "cron", None) or str(s.schedule),
+                                       "timezone": getattr(s.schedule, "timezone", None), "active": bool(s.active)}
+                                      for s in d.schedules],
+                        "next": upcoming[0].expected_start_time if upcoming and not d.paused else None,
+                        "last": (last[0].state_type.value, last[0].end_time or last[0].expected_start_time) if last else None})
+        return out
+
+    return _with_client(api_url, go)

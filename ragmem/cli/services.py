@@ -187,8 +187,9 @@ def server_status() -> None:
     import time
 
     url = configured_api_url()
+    answers = healthy(url) if url else False  # (asked once: the deployments below are read from it when it answers)
     if url:
-        out.print(f"PREFECT_API_URL={url} ({'answering' if healthy(url) else 'not answering'}): runs report there",
+        out.print(f"PREFECT_API_URL={url} ({'answering' if answers else 'not answering'}): runs report there",
                   markup=False, highlight=False)
     found = prefect_server.status()
     def line(text: str) -> None:
@@ -213,7 +214,7 @@ def server_status() -> None:
                  if other["home"] else "not ragmem's")
         line(f"other Prefect server: pid {other['pid']}, port {other['port']}, database {other['prefect_home']}, "
             f"started from {other['cwd']} ({whose})")
-    answering = url if url and healthy(url) else (found["api_url"] if found["running"] else None)
+    answering = url if answers else (found["api_url"] if found["running"] else None)
     if answering:
         _print_deployments(answering, line)
 
