@@ -35,7 +35,7 @@ from ragmem.metrics.names import HIGHER, JUDGE, LOWER, Metric, OWN, SYSTEM
 
 __all__ = ["facts", "family_of", "direction", "lower_is_better", "is_count", "is_seconds", "shown", "section",
            "per_example", "watched", "listed", "summary_order", "metric_key", "metric_name", "own_of", "catalogued",
-           "of_column", "judge_section", "is_total",
+           "of_column", "mean_of", "judge_section", "is_total",
            "JUDGE_FIGURES", "beside_objective", "reported"]
 
 Own = Mapping[str, str]
@@ -92,6 +92,17 @@ def family_of(name: str, own: Own = _NONE) -> str | None:
     """The family that gives ``name`` (``count`` for a count no family declares), or ``None``."""
     found = _resolved(name, own)
     return None if found is None else found[0]
+
+
+def mean_of(name: str, own: Own = _NONE) -> str | None:
+    """The per-example column whose mean is ``name``'s value, a score (what a confidence sequence can
+    follow example by example: :mod:`ragmem.stats.sequential`), or ``None``.
+
+    >>> mean_of("pass_rate"), mean_of("avg_coverage"), mean_of("bleu"), mean_of("latency_p95")
+    ('verdict', 'coverage', None, None)
+    """
+    found = facts(name, own)
+    return found.column if found is not None and found.unit == "score" and not found.corpus else None
 
 
 #: the families the judge scores: an LLM reads them, a keyword judge only counts shared words

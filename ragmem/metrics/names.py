@@ -52,6 +52,8 @@ class Metric:
       in the summary JSON and MLflow); ``section``: :data:`SYSTEM` or :data:`JUDGE`;
     - ``column``: its per-example column when scored per example (shown on the report's examples and
       written back onto traces as an assessment), ``None`` when it is a figure of the whole run;
+      ``corpus``: its value is a figure of the whole corpus although it has a per-example column
+      (sacrebleu's BLEU and chrF: not the mean of the sentences' scores);
     - ``watched``: compared window to window (``data.traces.incremental``, where the run has it);
       ``listed``: a column of ``ragmem compare``'s runs table.
     """
@@ -63,6 +65,7 @@ class Metric:
     headline: bool = True
     section: str = SYSTEM
     column: str | None = None
+    corpus: bool = False
     watched: bool = False
     listed: bool = False
 
@@ -184,8 +187,8 @@ RANKING = Names("ranking", (), pattern=AT_K,
 
 GENERATION_COMPANIONS = ("bleu_sentence_mean", "chrf_sentence_mean")
 GENERATION = Names("generation", (
-    Metric("bleu", needs=(REFERENCE,), column="bleu"), Metric("bleu_1", needs=(REFERENCE,)),
-    _score("chrf", (REFERENCE,)), Metric("rouge_1", needs=(REFERENCE,)), Metric("rouge_2", needs=(REFERENCE,)),
+    Metric("bleu", needs=(REFERENCE,), column="bleu", corpus=True), Metric("bleu_1", needs=(REFERENCE,)),
+    _score("chrf", (REFERENCE,), corpus=True), Metric("rouge_1", needs=(REFERENCE,)), Metric("rouge_2", needs=(REFERENCE,)),
     _score("rouge_l", (REFERENCE,)), _score("token_f1", (REFERENCE,)), _score("exact_match", (REFERENCE,)),
 ), companions=tuple(Metric(n, needs=(REFERENCE,), headline=False) for n in GENERATION_COMPANIONS))
 

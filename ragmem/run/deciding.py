@@ -10,10 +10,14 @@ answered or judged: the run is scored on the examples judged so far, its gates c
 after every batch and still hold: a gate decided this way is wrong with probability at most
 ``1 - stats.confidence``, however early it stopped.
 
-A gate has a sequence when its metric is known example by example as the run judges: ``pass_rate``
-(the verdicts; a verdict that failed is left out). A gate on another metric (or a ``max_regression``
-gate) has none yet, and a run read in chunks (``data.chunk_size``) is not stopped: the run says so
-and judges every example.
+A gate has a sequence when its metric is the mean of a per-example score in [0, 1] (the catalogue's
+``column`` with ``unit`` score): ``pass_rate`` follows the verdicts as they come back; any other such
+metric (``faithfulness``, ``avg_coverage``, ``ndcg_at_10`` ...) is scored on each batch with the
+run's own scoring (:func:`batch_scores`; an LLM-judged metric's replies served again from the judge
+cache when the run scores). An example whose score is not defined (a failed judgement) is left out. A
+gate on an aggregate (``f1``, ``latency_p95``), a ``max_regression`` gate, an LLM-judged metric with
+``judge.cache false`` (it would be asked twice) and a run read in chunks (``data.chunk_size``) have
+none: the run says so before it starts and judges every example.
 """
 
 from __future__ import annotations
@@ -22,6 +26,10 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+import pandas as pd
+
+from ragmem.metrics import catalogue
+from ragmem.run.plain_steps import PLAIN
 from ragmem.stats.sequential import ConfidenceSequence
 
 log = logging.getLogger("ragmem")
@@ -29,13 +37,45 @@ log = logging.getLogger("ragmem")
 #: the examples judged between two looks (a look costs nothing; a smaller batch stops closer to the
 #: decision, a larger one keeps the judge's requests concurrent)
 BATCH = 20
-#: the gated metrics a sequence follows as the run judges, and how a batch gives their values
-_SEQUENCED = ("pass_rate",)
+#: what the answers and verdicts say without scoring the batch: the verdict, the agent's latency
+_AS_ANSWERED = {"verdict", "latency_s"}
+#: the families an LLM judge scores in the metrics step: scored on each batch, then by the run itself
+ASKED_TWICE = tuple(f for f in catalogue.JUDGED if f != "verdicts")  # (the verdicts: asked once, by the judge step)
+
+
+def batch_scores(examples: Sequence[Any], answered: Sequence[Any], judgements: Sequence[Any], components: Any,
+                 cfg: Any, wanted: set[str]) -> dict[str, list]:
+    """A batch's per-example columns ``wanted`` (``verdict``, ``latency_s``, ``faithfulness`` ...), each a
+    list in the batch's order, ``None`` or NaN where not defined. The verdicts and latencies are read off
+    the answers; any other column scores the batch as the run will (an LLM metric's replies kept in the
+    judge cache for the run's own scoring)."""
+    if wanted <= _AS_ANSWERED:
+        return {"verdict": [None if j is None or j.verdict is None else float(j.verdict) for j in judgements],
+                "latency_s": [o.latency_s for o in answered]}
+    early, components.early = components.early, None  # (the run's own scoring keeps its head start)
+    try:
+        scored, _ = PLAIN.score_chunk(list(examples), list(answered), list(judgements), components, cfg, 0)
+    finally:
+        components.early = early
+    return {c: pd.to_numeric(scored[c], errors="coerce").astype(float).tolist() if c in scored  # (NA: NaN)
+            else [None] * len(examples) for c in wanted}
+
+
+def _why_not(metric: str, gate: Any, cfg: Any) -> str | None:
+    """Why a gate has no sequence as the run judges (``None``: it has one)."""
+    if gate.max_regression is not None:
+        return f"{metric}: a max_regression gate compares with a baseline run, judged whole"
+    if catalogue.mean_of(metric) is None:
+        return f"{metric}: not a mean of per-example scores in [0, 1]"
+    if cfg.judge.asks_llm and not cfg.judge.cache and catalogue.family_of(metric) in ASKED_TWICE:
+        return f"{metric}: judge.cache false would ask its judge twice (set judge.cache true)"
+    return None
 
 
 @dataclass
 class _Gate:
     metric: str
+    column: str
     low: float | None
     high: float | None
     sequence: ConfidenceSequence
@@ -61,7 +101,7 @@ class Decider:
     """The gates' sequences of one run, fed batch by batch (:meth:`add`)."""
 
     gates: list[_Gate]
-    undecidable: list[str] = field(default_factory=list)
+    undecidable: list[str] = field(default_factory=list)  # why each gate with no sequence has none
     judged: int = 0
     total: int = 0
 
@@ -74,11 +114,11 @@ class Decider:
         if streamed:
             log.info("gates.stop_when_decided: a run read in chunks (data.chunk_size) judges every example")
             return None
-        bounded = {m: g for m, g in cfg.gates.items() if g.min is not None or g.max is not None}
+        why = {m: _why_not(m, g, cfg) for m, g in cfg.gates.items()}
         alpha = (1 - cfg.stats.confidence) / max(len(cfg.gates), 1)  # (split over the gates: each decided at once)
-        gates = [_Gate(m, g.min, g.max, ConfidenceSequence(alpha)) for m, g in bounded.items() if m in _SEQUENCED]
-        undecidable = [m for m, g in cfg.gates.items() if m not in _SEQUENCED or g.max_regression is not None]
-        decider = cls(gates, sorted(set(undecidable)), 0, total)
+        gates = [_Gate(m, str(catalogue.mean_of(m)), g.min, g.max, ConfidenceSequence(alpha))
+                 for m, g in cfg.gates.items() if why[m] is None and (g.min is not None or g.max is not None)]
+        decider = cls(gates, sorted(w for w in why.values() if w), 0, total)
         if decider.start_line():
             log.info("%s", decider.start_line())
         return decider
@@ -102,14 +142,14 @@ class Decider:
               cfg: Any) -> None:
         """A batch was answered and judged (the protocol of :func:`ragmem.run.batching.answer_and_judge`,
         shared with a race's lanes, :mod:`ragmem.run.racing`)."""
-        self.add(judgements)
+        self.add(batch_scores(examples, answered, judgements, components, cfg, {g.column for g in self.gates}),
+                 len(examples))
 
-    def add(self, judgements: Sequence[Any]) -> None:
-        """A batch's verdicts (one per example, ``None`` or a failed one: left out)."""
-        self.judged += len(judgements)
-        verdicts = [None if j is None or getattr(j, "verdict", None) is None else float(j.verdict) for j in judgements]
+    def add(self, columns: dict[str, list], n: int) -> None:
+        """A batch of ``n`` examples' per-example columns (``None`` or NaN: not defined, left out)."""
+        self.judged += n
         for gate in self.gates:
-            gate.sequence.update(verdicts)
+            gate.sequence.update(columns[gate.column])
 
     @property
     def decided(self) -> bool:
@@ -119,8 +159,8 @@ class Decider:
         """What the run says before it starts, when a gate cannot stop it."""
         if not self.undecidable:
             return None
-        return (f"gates.stop_when_decided: {', '.join(self.undecidable)} has no sequence as the run judges "
-                f"(only {', '.join(_SEQUENCED)}'s min/max gates do): every example is judged")
+        return (f"gates.stop_when_decided: no sequence as the run judges for {'; '.join(self.undecidable)}: "
+                "every example is judged")
 
     def as_dict(self) -> dict[str, Any]:
         """The summary's ``decided``: how many examples were judged of how many, and each gate's interval."""

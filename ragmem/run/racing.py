@@ -25,13 +25,11 @@ import threading
 from collections import OrderedDict
 from typing import Any, Iterator, Sequence
 
-import pandas as pd
-
 from ragmem.clients import calls
 from ragmem.errors import ConfigError
 from ragmem.metrics import catalogue
 from ragmem.run import pipeline
-from ragmem.run.plain_steps import PLAIN
+from ragmem.run.deciding import ASKED_TWICE, batch_scores
 from ragmem.run.sweep import child_name
 from ragmem.runtime import interrupts
 from ragmem.tracking.store import OPEN_RUNS
@@ -42,8 +40,6 @@ log = logging.getLogger("ragmem")
 _WAIT_S = 0.5  # a lane waiting for its round wakes this often to see a stop (Ctrl+C)
 #: the most configurations a race runs: each is a thread and, tracked, an open MLflow run at once
 RACE_MOST = OPEN_RUNS
-#: the families an LLM judge scores in the metrics step: a race scores each batch, then the run
-_ASKED_TWICE = tuple(f for f in catalogue.JUDGED if f != "verdicts")  # (the verdicts: asked once, by the judge step)
 
 
 def check(plan: Any) -> None:
@@ -54,8 +50,7 @@ def check(plan: Any) -> None:
     if spec.races and len(plan.points) > RACE_MOST:
         raise ConfigError(f"sweep.method race: {len(plan.points)} configurations; a race runs every configuration at "
                           f"once, at most {RACE_MOST} (draw fewer with sweep.samples)")
-    facts = catalogue.facts(spec.metric)
-    if facts is None or facts.column is None or facts.unit != "score":
+    if catalogue.mean_of(spec.metric) is None:
         raise ConfigError(f"sweep.objective.metric: {spec.metric} has no per-example score in [0, 1], which {what} "
                           "compares example by example (e.g. pass_rate, ndcg_at_10, faithfulness): use sweep.method grid")
     files = {tuple(c.files) for c in plan.configs}
@@ -70,7 +65,7 @@ def check(plan: Any) -> None:
         if c.orchestration.task_runner == "dask":
             raise ConfigError(f"sweep.method {method}: its configurations are judged batch by batch on threads of one "
                               "process: orchestration.task_runner dask is not supported (use sweep.method grid)")
-        if c.judge.asks_llm and not c.judge.cache and any(catalogue.family_of(n) in _ASKED_TWICE
+        if c.judge.asks_llm and not c.judge.cache and any(catalogue.family_of(n) in ASKED_TWICE
                                                           for n in pipeline.selected(c)):
             raise ConfigError(f"sweep.method {method}: judge.cache false would send the LLM metrics' requests twice "
                               "(to decide as it goes, then to score each run): set judge.cache true")
@@ -100,11 +95,10 @@ def _bounds(spec: Any) -> list[tuple[RacedBound, str]]:
     """The constraints the race can test example by example, each with its per-example column."""
     out = []
     for c in spec.constraints:
-        facts = catalogue.facts(c["metric"])
-        score = facts is not None and facts.unit == "score" and facts.column is not None
-        bound = raced_bound(c["metric"], c.get("min"), c.get("max"), score)
+        column = catalogue.mean_of(c["metric"])
+        bound = raced_bound(c["metric"], c.get("min"), c.get("max"), column is not None)
         if bound is not None:
-            out.append((bound, "latency_s" if bound.kind == "exceeds" else str(facts.column)))  # type: ignore[union-attr]
+            out.append((bound, "latency_s" if bound.kind == "exceeds" else str(column)))
     return out
 
 
@@ -116,7 +110,7 @@ class Racer:
         self.spec, self.names, self.examples = spec, names, examples
         self.batch = int(settings["batch"])
         self.columns = _bounds(spec)
-        self.objective = str(catalogue.facts(spec.metric).column)  # type: ignore[union-attr]  # (check: a column)
+        self.objective = str(catalogue.mean_of(spec.metric))  # (check: a column)
         self.race = Race(len(names), settings["alpha"], settings["indifference"], spec.goal,
                          bounds=[b for b, _ in self.columns])
         self.budget = (spec.budget or {}).get("judge_requests")
@@ -275,17 +269,7 @@ class Lane:
     def measure(self, examples, answered, judgements, components, cfg) -> tuple[list, dict[str, list]]:
         """The batch's objective and raced constraints, example by example (``None``: not defined)."""
         wanted = {self.racer.objective, *(c for _, c in self.racer.columns)}
-        if wanted <= {"verdict", "latency_s"}:  # what the answers and verdicts already say
-            table = {"verdict": [None if j is None or j.verdict is None else float(j.verdict) for j in judgements],
-                     "latency_s": [o.latency_s for o in answered]}
-        else:  # the batch scored (its LLM metrics' replies cached for the run's own scoring)
-            early, components.early = components.early, None  # (the run's own scoring keeps its head start)
-            try:
-                scored, _ = PLAIN.score_chunk(list(examples), list(answered), list(judgements), components, cfg, 0)
-            finally:
-                components.early = early
-            table = {c: pd.to_numeric(scored[c], errors="coerce").astype(float).tolist() if c in scored  # (NA: NaN)
-                     else [None] * len(examples) for c in wanted}
+        table = batch_scores(examples, answered, judgements, components, cfg, wanted)
         return table[self.racer.objective], {b.metric: table[c] for b, c in self.racer.columns}
 
     def leave(self, failed: str | None = None) -> None:

@@ -219,7 +219,7 @@ class _Trials:
         self.cfg, self.steps, self.plan, self.dists, self.dataset = cfg, steps, plan, dists, dataset
         self.study, self.pruner, self.tracker, self.parent_id, self.child = study, pruner, tracker, parent_id, child
         self.spec = plan.spec
-        self.objective = str(catalogue.facts(self.spec.metric).column)  # type: ignore[union-attr]  # (checked)
+        self.objective = str(catalogue.mean_of(self.spec.metric))  # (checked)
         self.results: dict[int, dict[str, Any]] = {}  # trial number -> {"run_id", "params", "outcome", ...}
 
     # -- a resume: what the study already holds ----------------------------------------------------
