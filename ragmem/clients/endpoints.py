@@ -42,6 +42,7 @@ from typing import Any
 
 from ragmem.config.secrets import mask_url, scrub
 from ragmem.errors import RagmemError
+from ragmem.metrics import relevancy
 
 OPENAI_URL = "https://api.openai.com/v1"
 PROBE_TIMEOUT_S = 5.0
@@ -78,7 +79,7 @@ def configured(cfg: Any) -> list[Endpoint]:
     """The endpoints ``cfg`` (a :class:`ragmem.config.loading.RunConfig`) makes the run call (the same
     conditions under which :mod:`ragmem.run.pipeline` and :mod:`ragmem.memory.benchmark` build clients)."""
     found: list[Endpoint] = []
-    embedder = bool(cfg.embeddings.model and "answer_relevancy" in cfg.metrics)
+    embedder = relevancy.embeds(cfg)
     if cfg.judge.asks_llm:
         found.append(Endpoint("judge.base_url", cfg.judge.base_url or OPENAI_URL, "openai", cfg.judge.api_key_env,
                               model=cfg.judge.model, model_setting="judge.model"))

@@ -214,6 +214,9 @@ class RagMetricSettings(Section):
     contextual_precision_top_k: Optional[Positive] = setting(RagOptions.contextual_precision_top_k,
                                                              "chunks judged per example (null: all)")
     relevancy_questions: Positive = setting(RagOptions.relevancy_questions, "questions generated per answer")
+    relevancy: Literal["auto", "questions", "statements"] = setting(
+        RagOptions.relevancy, "how an LLM judge scores answer_relevancy: questions (RAGAS: needs embeddings), "
+        "statements (DeepEval: the chat model alone), auto (questions with an embeddings endpoint, else statements)")
 
 
 # ---- metrics ------------------------------------------------------------------------------------
@@ -403,9 +406,13 @@ class Settings(ReferenceSettings):
         if undefined:
             raise ValueError(f"metrics: {undefined[0]} is not a rubric of the config (rubrics: "
                              f"{', '.join(self.rubrics) or 'none'}); a rubric's metric is computed without naming it")
-        if self.judge.asks_llm and "answer_relevancy" in selected and not self.embeddings.model:
-            raise ValueError("embeddings.model: answer_relevancy with judge.type llm needs an embeddings endpoint "
-                             "(set embeddings.model and embeddings.base_url, or leave answer_relevancy out of metrics)")
+        if self.rag_metrics.relevancy == "questions" and not self.embeddings.model:
+            raise ValueError("rag_metrics.relevancy: questions compares the embeddings of generated questions: it "
+                             "needs an embeddings endpoint (set embeddings.model and embeddings.base_url, or "
+                             "rag_metrics.relevancy auto or statements, which the chat model alone scores)")
+        if self.rag_metrics.relevancy != "auto" and not self.judge.asks_llm:
+            raise ValueError(f"rag_metrics.relevancy: {self.rag_metrics.relevancy} asks an LLM judge: set judge.type "
+                             "llm, or leave rag_metrics.relevancy auto (offline: the cosine of query and answer)")
         if self.data.traces.given and (self.data.files or self.agent.type != "replay"):
             raise ValueError("data.traces: the traces are the data and hold the answers: "
                              + ("leave data.files empty" if self.data.files else

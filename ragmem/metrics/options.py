@@ -21,6 +21,7 @@ class RagOptions:
     threshold: float = 0.5                          # pass threshold of {metric}_pass_rate
     contextual_precision_top_k: int | None = None   # chunks judged per example (None: all)
     relevancy_questions: int = 3                    # questions generated per answer
+    relevancy: str = "auto"                         # answer_relevancy with an LLM: auto | questions | statements
 
 
 #: judge.min_kappa's default: the judge is flagged unreliable when the upper end of its kappa interval

@@ -21,10 +21,10 @@ examples with a value >= ``rag_metrics.threshold`` (default 0.5).
   relevant to the question, one verdict per chunk: the LLM's (the passage helps answer the question),
   or offline: the chunk holds more than ``ranking.keyword_threshold`` of the query's keywords (a query
   without keywords is undefined: ``zero_division``).
-- ``answer_relevancy`` (as RAGAS/Athina): N questions (``rag_metrics.relevancy_questions``, 3)
-  generated from the answer; mean cosine similarity between each one's embedding and the original
-  question's; 0 when every generation flags the answer noncommittal. Offline: the cosine between the
-  query and the answer (embeddings when ``embeddings.model`` is set, else keyword-count vectors).
+- ``answer_relevancy``: as RAGAS (questions generated from the answer, their embeddings' cosine with
+  the question's) with an embeddings endpoint, as DeepEval (the share of the answer's statements that
+  address the question) with the chat model alone; offline the cosine of query and answer. See
+  :mod:`ragmem.metrics.relevancy`.
 - ``context_entity_recall`` (as RAGAS): ``|E(contexts) ∩ E(reference)| / |E(reference)|`` over
   entities normalised by NFKC, case and whitespace. Extractor: the LLM, or offline (jieba part of
   speech for Chinese person/place/organisation/other proper noun/numeral/time, capitalised spans and
@@ -44,14 +44,14 @@ import math
 import re
 from typing import Any, Sequence
 
-import numpy as np
 import pandas as pd
 
-from ragmem.errors import ConfigError
 from ragmem.metrics import names, needs
 from ragmem.metrics.base import Family, mean_aggregator, MetricResult, nanmean, scored_mask
+from ragmem.metrics import relevancy
 from ragmem.metrics.ranking import is_gold, keyword_relevant
-from ragmem.metrics.reliability import items_aggregator, majority_aggregator
+from ragmem.metrics.relevancy import Relevancy
+from ragmem.metrics.reliability import item_votes, items_aggregator, majority_aggregator
 from ragmem.prompts.templates import numbered, said_yes
 from ragmem.text.entities import OfflineEntities, normalize_entity, offline_entities  # noqa: F401  (also here)
 from ragmem.text.keywords import keyword_cosines
@@ -93,12 +93,6 @@ def _put(values: list[float | None], errors: list[str | None], value: float | No
     errors.append(error)
 
 
-def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    denominator = np.linalg.norm(x) * np.linalg.norm(y)
-    return float(x @ y / denominator) if denominator else 0.0
-
-
 def _sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCES.findall(text or "") if s.strip(" 。.!?！？;；")]
 
@@ -114,6 +108,7 @@ class RagMetrics:
         self.threshold = settings.threshold
         self.top_k = settings.contextual_precision_top_k
         self.n_questions = settings.relevancy_questions
+        self.relevancy = settings.relevancy
         self.notes: list[str] = []
 
     # -- helpers -----------------------------------------------------------------------------
@@ -220,76 +215,14 @@ class RagMetrics:
                     votes.append(None)
                     continue
                 item = [int(said_yes(r.value)) for r in got]
-                votes.append(_votes(got, item))
+                votes.append(item_votes(got, item))
             else:
                 votes.append(None)
             _put(values, errors, score(item))
         return self._finish(name, values, errors, undefined, votes=votes)
 
     def answer_relevancy(self, table: pd.DataFrame) -> MetricResult:
-        rows = self._rows(table)
-        values, errors = _lists()
-        if self.llm is None:
-            queries = [r.query if r is not None else "" for r in rows]
-            answers = [(r.generated_answer or "") if r is not None else "" for r in rows]
-            vectors = self._embed(queries + answers) if self.embedder is not None else None
-            if vectors is None:  # token-count cosines, on the scoring workers
-                K = self.ctx.keywords
-                cosines = iter(self.ctx.map(keyword_cosines, _relevancy_pairs(rows), K.tokenizer_name, K.stopword_specs))
-            for i, row in enumerate(rows):
-                if row is None:
-                    _put(values, errors, None)
-                elif vectors is not None:
-                    q, a = vectors[i], vectors[len(rows) + i]
-                    if q.error or a.error:
-                        _put(values, errors, None, q.error or a.error)
-                    else:
-                        _put(values, errors, _cosine(q.value, a.value))
-                else:
-                    _put(values, errors, next(cosines))
-            if self.embedder is None:
-                self.notes.append("answer_relevancy offline: keyword-count cosine of query and answer (approximation)")
-            return self._finish("answer_relevancy", values, errors)
-        if self.embedder is None:
-            raise ConfigError("embeddings.model: answer_relevancy with judge.type llm needs an embeddings endpoint "
-                              "(embeddings.model, embeddings.base_url, embeddings.api_key_env)")
-        requests = []
-        for row in rows:
-            if row is not None:
-                requests += [("question", {"answer": row.generated_answer or "",
-                                           "variant": f"{v + 1} of {self.n_questions}"}) for v in range(self.n_questions)]
-        generated = self._ask(requests)
-        texts = []
-        cursor = 0
-        per_row: list[Any] = []
-        for row in rows:
-            if row is None:
-                per_row.append(None)
-                continue
-            got = generated[cursor:cursor + self.n_questions]
-            cursor += self.n_questions
-            per_row.append(got)
-            texts += [row.query] + [g.value["question"] for g in got if not g.error]
-        vectors = dict(zip(texts, self._embed(texts))) if texts else {}
-        for row, got in zip(rows, per_row):
-            if got is None:
-                _put(values, errors, None)
-                continue
-            failed = [g.error for g in got if g.error]
-            if failed:
-                _put(values, errors, None, failed[0])
-                continue
-            if all(int(g.value["noncommittal"]) == 1 for g in got):
-                _put(values, errors, 0.0)
-                continue
-            q = vectors[row.query]
-            embedded = [vectors[g.value["question"]] for g in got]
-            bad = [e.error for e in [q, *embedded] if e.error]
-            if bad:
-                _put(values, errors, None, bad[0])
-                continue
-            _put(values, errors, float(np.mean([_cosine(q.value, e.value) for e in embedded])))
-        return self._finish("answer_relevancy", values, errors)
+        return Relevancy(self, self.relevancy).score(self._rows(table))
 
     def _embed(self, texts):
         return self.embedder.embed(texts)
@@ -366,7 +299,7 @@ class RagMetrics:
             got = verdicts[item[0]:item[0] + item[1]] if isinstance(item, tuple) and item[1] else []
             failed = [g.error for g in got if g.error]
             votes.append(None if failed or not got else
-                         _votes(got, [int(said_yes(g.value)) for g in got]))
+                         item_votes(got, [int(said_yes(g.value)) for g in got]))
             if item is None:
                 _put(values, errors, None)
             elif isinstance(item, str):
@@ -380,14 +313,6 @@ class RagMetrics:
                 supported = sum(said_yes(g.value) for g in got)
                 _put(values, errors, supported / item[1])
         return self._finish("faithfulness", values, errors, undefined, votes=votes)
-
-
-def _votes(replies, verdicts: list[int]) -> list[list[int]] | None:
-    """``[yes, samples]`` per judged item of one example (an item asked once: its verdict of 1);
-    ``None`` when no item was asked more than once (judge.samples 1: nothing to resample)."""
-    if not any(r.votes for r in replies):
-        return None
-    return [[sum(r.votes), len(r.votes)] if r.votes else [v, 1] for r, v in zip(replies, verdicts)]
 
 
 def _rows(table: pd.DataFrame, ctx) -> list:
@@ -404,10 +329,6 @@ def _entity_texts(rows) -> list[str]:
     return list(dict.fromkeys(texts))
 
 
-def _relevancy_pairs(rows) -> list[tuple[str, str]]:
-    return [(r.query, r.generated_answer or "") for r in rows if r is not None]
-
-
 def start(table: pd.DataFrame, ctx, wanted) -> None:
     """Begin the offline entities and answer_relevancy's cosines on the workers (see
     :meth:`MetricContext.start`); with an LLM (or embeddings) they are requests, not maps."""
@@ -418,7 +339,7 @@ def start(table: pd.DataFrame, ctx, wanted) -> None:
         needing = [None if r is None or needs.lacks(r, "context_entity_recall") else r for r in rows]
         ctx.start(offline_entities, _entity_texts(needing), K.tokenizer_name, K.stopword_specs)
     if "answer_relevancy" in wanted and ctx.embedder is None:
-        ctx.start(keyword_cosines, _relevancy_pairs(rows), K.tokenizer_name, K.stopword_specs)
+        ctx.start(keyword_cosines, relevancy.pairs(rows), K.tokenizer_name, K.stopword_specs)
 
 
 def compute(table: pd.DataFrame, ctx, wanted) -> MetricResult:
@@ -441,7 +362,8 @@ def aggregators(table: pd.DataFrame, names, zero_division: float, scorer=None) -
     out = {n: mean_aggregator(table[n], ok) for n in names if n in table}
     if "answer_correctness" in out:  # the verdict of judge.samples: two-stage
         out["answer_correctness"] = majority_aggregator(table["answer_correctness"], ok, table)
-    for name, kind in {"contextual_precision": "precision", "context_relevance": "mean", "faithfulness": "mean"}.items():
+    for name, kind in {"contextual_precision": "precision", "context_relevance": "mean", "faithfulness": "mean",
+                       "answer_relevancy": "mean"}.items():
         if name in out and f"{name}_votes" in table:  # items of N samples each: two-stage
             out[name] = items_aggregator(table[name], ok, table[f"{name}_votes"], kind)
     return out

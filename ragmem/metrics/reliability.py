@@ -82,6 +82,14 @@ def majority_aggregator(values: pd.Series, ok: pd.Series, table: pd.DataFrame) -
     return Aggregator(agg.kind, agg.data, agg.reduce, agg.vreduce, resum=resum)
 
 
+def item_votes(replies, verdicts: list[int]) -> list[list[int]] | None:
+    """``[yes, samples]`` per judged item of one example (an item asked once: its verdict of 1);
+    ``None`` when no item was asked more than once (judge.samples 1: nothing to resample)."""
+    if not any(r.votes for r in replies):
+        return None
+    return [[sum(r.votes), len(r.votes)] if r.votes else [v, 1] for r, v in zip(replies, verdicts)]
+
+
 def items_aggregator(values: pd.Series, ok: pd.Series, votes: pd.Series, kind: str) -> Aggregator:
     """The mean of a per-example metric built from several judged items (chunk relevance verdicts
     for ``contextual_precision``: ``kind="precision"``; claim verdicts for ``faithfulness``:

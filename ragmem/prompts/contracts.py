@@ -51,4 +51,4 @@ def contract_of(task: str, rubrics: Mapping[str, rubric_prompts.Rubric] = {}, pr
     return Contract(kind, templates.SCHEMAS[kind], templates._SHAPES[kind],
                     lambda fields: templates.build_messages(task, prompt_variant=prompt_variant, **fields),
                     lambda reply: templates.validate(kind, reply), sampled=kind == "verdict",
-                    listing={"entities": "text", "claims": "answer"}.get(task))
+                    listing={"entities": "text", "claims": "answer", "statements": "answer"}.get(task))

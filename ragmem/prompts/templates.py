@@ -5,7 +5,8 @@ Replies (JSON objects; anything else is invalid and gets one repair attempt):
     verdict   {"verdict": "yes" | "no", "reason": "..."}
     entities  {"entities": ["...", ...]}
     question  {"question": "...", "noncommittal": 0 | 1}
-    claims    {"claims": ["...", ...]}            (faithfulness: the answer's statements)
+    claims    {"claims": ["...", ...]}            (faithfulness: the answer's factual claims)
+    statements {"statements": ["...", ...]}      (answer_relevancy without embeddings: all it says)
     preference {"winner": "1" | "2" | "tie", "reason": "..."}   (pairwise: ragmem compare --judge pairwise)
 
 Untrusted text (queries, answers, references, contexts) is placed in the user message as delimited
@@ -23,7 +24,7 @@ import math
 import re
 from typing import Any, Iterable
 
-PROMPT_VERSION = "2026-12-02.1"
+PROMPT_VERSION = "2026-12-06.1"
 _CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]")
 
 SYSTEM = ("You are a strict evaluation judge. The user message contains instructions followed by "
@@ -147,6 +148,22 @@ TASKS: dict[str, dict[str, Any]] = {
                         "pronouns replaced by what they refer to."),
         "fields": ("question", "answer"),
     },
+    # answer_relevancy from the chat model alone (as DeepEval's AnswerRelevancyMetric): every statement
+    # of the answer, then a verdict per statement on whether it addresses the question
+    "statements": {
+        "kind": "statements",
+        "instruction": ("Break the answer into the statements it makes, in {language}, one each: every fact, "
+                        "opinion, hedge, refusal or remark, in the order written, pronouns replaced by what they "
+                        "refer to."),
+        "fields": ("answer",),
+    },
+    "statement_relevance": {
+        "kind": "verdict",
+        "instruction": ("Decide whether the statement addresses the question: it answers it, or gives information "
+                        "that helps answer it. A statement about something else, a refusal to answer or filler "
+                        "does not."),
+        "fields": ("question", "statement"),
+    },
 }
 
 #: ``judge.prompt_variant: strict``: a stricter instruction for every task (same fields, same reply)
@@ -199,6 +216,12 @@ STRICT: dict[str, str] = {
                  "\"tie\" otherwise."),
     "claims": ("Break the answer into atomic factual claims, in {language}, one fact each, pronouns replaced by "
                "what they refer to, every factual statement included however minor."),
+    "statements": ("Break the answer into the statements it makes, in {language}, one each: every fact, opinion, "
+                   "hedge, refusal, remark or aside however minor, in the order written, pronouns replaced by what "
+                   "they refer to."),
+    "statement_relevance": ("Decide whether the statement directly answers the question or states a fact an answer "
+                            "to it needs; a statement that is only on the same topic, a hedge, a refusal or filler "
+                            "does not."),
 }
 PROMPT_VARIANTS = ("default", "strict")
 
@@ -213,6 +236,8 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                  "required": ["question", "noncommittal"], "additionalProperties": False},
     "claims": {"type": "object", "properties": {"claims": {"type": "array", "items": {"type": "string"}}},
                "required": ["claims"], "additionalProperties": False},
+    "statements": {"type": "object", "properties": {"statements": {"type": "array", "items": {"type": "string"}}},
+                   "required": ["statements"], "additionalProperties": False},
     "preference": {"type": "object", "properties": {"winner": {"type": "string", "enum": ["1", "2", "tie"]},
                                                     "reason": {"type": "string"}},
                    "required": ["winner", "reason"], "additionalProperties": False},
@@ -223,6 +248,7 @@ _SHAPES = {
     "entities": '{"entities": ["<entity>", ...]}',
     "question": '{"question": "<question>", "noncommittal": 0 | 1}',
     "claims": '{"claims": ["<claim>", ...]}',
+    "statements": '{"statements": ["<statement>", ...]}',
     "preference": '{"winner": "1" | "2" | "tie", "reason": "<one sentence>"}',
 }
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
@@ -302,7 +328,7 @@ def validate(kind: str, reply: Any) -> str | None:
         if winner not in ("1", "2", "tie"):
             return f"'winner' must be \"1\", \"2\" or \"tie\", got {reply.get('winner')!r}"
         return None if isinstance(reply.get("reason", ""), str) else "'reason' must be a string"
-    if kind in ("entities", "claims"):
+    if kind in ("entities", "claims", "statements"):
         items = reply.get(kind)
         if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
             return f"'{kind}' must be a list of strings"

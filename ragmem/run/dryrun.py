@@ -34,7 +34,7 @@ from ragmem.clients.llm_client import EmbeddingClient, Result
 from ragmem.config.loading import RunConfig
 from ragmem.data.loaders import Dataset
 from ragmem.judges import build_judge, judging
-from ragmem.metrics import MetricContext
+from ragmem.metrics import MetricContext, relevancy
 from ragmem.metrics.rag import _sentences, NAMES, OfflineEntities, RagMetrics
 from ragmem.metrics.rubric import groups as rubric_groups, score_rubrics
 from ragmem.prompts.rubrics import stand_in as rubric_stand_in
@@ -111,8 +111,8 @@ class _Tally:
 
 def _stand_in(task: str, fields: dict[str, str]) -> dict[str, Any]:
     """A reply of the contract's shape, sized like a real one, for a request the cache does not hold."""
-    if task == "claims":
-        return {"claims": _sentences(fields.get("answer", "")) or [fields.get("answer", "")]}
+    if task in ("claims", "statements"):
+        return {task: _sentences(fields.get("answer", "")) or [fields.get("answer", "")]}
     if task == "question":
         return {"question": f"{fields.get('answer', '')[:80]}? ({fields.get('variant', '')})", "noncommittal": 0}
     if task == "entities":
@@ -203,7 +203,7 @@ def dry_run(cfg: RunConfig, config_name: str = "", *, dataset: Dataset | None = 
     doc); ``dataset``: the run's data as :mod:`ragmem.run.prepare` loaded it (read now when not given)."""
     keywords, _, client = judging(cfg)
     embedder = None
-    if cfg.embeddings.model and "answer_relevancy" in cfg.metrics:
+    if relevancy.embeds(cfg):
         embedder = EmbeddingClient(cfg.embeddings)
     environment.check_components(cfg)
     dataset = dataset if dataset is not None else pipeline.load(cfg)

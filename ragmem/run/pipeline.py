@@ -21,7 +21,7 @@ from ragmem.data.loaders import Dataset, load_dataset
 from ragmem.errors import ConfigError
 from ragmem.judges import Judge, JudgeItem, Judgement, judging
 from ragmem.metrics import compute_metrics, MetricContext, MetricResult, start_metrics
-from ragmem.metrics import catalogue, custom, needs
+from ragmem.metrics import catalogue, custom, needs, relevancy
 from ragmem.metrics.generation import scorer_for
 from ragmem.runtime import progress
 from ragmem.schema import AgentOutput, answer_digest, Example, LABEL_SET_ASIDE, LABEL_UNBOUND
@@ -50,7 +50,7 @@ class Components:
 def build_components(cfg: RunConfig) -> Components:
     keywords, judge_, llm = judging(cfg)
     embedder = None
-    if cfg.embeddings.model and "answer_relevancy" in cfg.metrics:
+    if relevancy.embeds(cfg):
         embedder = EmbeddingClient(cfg.embeddings)
     own = custom.load(cfg.metrics.custom, cfg.import_paths)
     return Components(keywords, judge_, build_agent(cfg), llm, embedder, custom=own)

@@ -16,7 +16,7 @@ from ragmem.config.settings import REFERENCE_ONLY
 from ragmem.config.secrets import mask, scrub, scrub_all
 from ragmem.data.loaders import Dataset
 from ragmem.errors import ConfigError
-from ragmem.metrics import MetricResult, scored
+from ragmem.metrics import MetricResult, relevancy, scored
 from ragmem.metrics.generation import scorer_for
 from ragmem.metrics.rag import OfflineEntities
 from ragmem.metrics.reliability import unreliable
@@ -113,7 +113,7 @@ def run_params(cfg: RunConfig, dataset: Dataset, components: Components) -> dict
         "ranking.k": ",".join(map(str, cfg.ks)),
         "ragmem.version": __version__,
     } | ({"judge.response_format_used": components.llm.mode} if components.llm is not None else {})
-      | _entity_param(cfg, components) | rubric_params(cfg) | custom_params(components))
+      | _entity_param(cfg, components) | _relevancy_param(cfg) | rubric_params(cfg) | custom_params(components))
 
 
 def custom_params(components: Components) -> dict[str, str]:
@@ -137,6 +137,15 @@ def _entity_param(cfg: RunConfig, components: Components) -> dict[str, str]:
 
     keywords = components.keywords
     return {"rag_metrics.entities": OfflineEntities(keywords.stopwords, keywords.tokenizer).signature()}
+
+
+def _relevancy_param(cfg: RunConfig) -> dict[str, str]:
+    """How answer_relevancy was scored (:func:`ragmem.metrics.relevancy.signature`), when it was."""
+    if "answer_relevancy" not in [*cfg.metrics.names, *cfg.gates]:
+        return {}
+    rag = cfg.rag_metrics
+    return {"rag_metrics.relevancy.signature": relevancy.signature(
+        cfg.judge.asks_llm, cfg.embeddings.model, rag.relevancy, rag.relevancy_questions)}
 
 
 def generation_signature(cfg: RunConfig) -> str:

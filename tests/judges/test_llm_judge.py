@@ -40,6 +40,10 @@ def task_of(request):
         return "entities"
     if "Write one question" in text:
         return "question"
+    if "Break the answer into the statements" in text:
+        return "statements"
+    if "Decide whether the statement" in text:
+        return "statement_relevance"
     if "Break the answer into" in text:
         return "claims"
     if "Decide whether the claim" in text:
