@@ -102,45 +102,44 @@ def evaluate(cfg: RunConfig, steps: Steps = PLAIN, *, dataset: Dataset | None = 
     another run's journal (a judge-only sibling, :mod:`ragmem.run.judge_sweep`); ``lane`` drives its
     batches in a racing sweep (:class:`ragmem.run.racing.Lane`).
     """
-    components = pipeline.build_components(cfg)  # a bad agent or judge setting fails here, before any call
-    dataset = steps.load(cfg, dataset)
-    space.reset()  # no write has found the disk full yet (on a sweep's child thread: kept from the sweep's start)
-    if preflight:
-        endpoints.preflight(endpoints.configured(cfg), log=log.info)
-    tracker = _tracker(cfg)
-    journal, kept = None, dict[str, Any]()
-    if resume:  # the same MLflow run (none when untracked), the outputs its journal already has
-        journal, kept = _resumed(cfg, dataset, tracker, resume)
-        run_id = resume if tracker is not None else None
-    tags = {**(tags or {}), **windows.tags(cfg)}  # (traces: the window, the watermark's key)
-    with tracked_run(tracker, cfg.experiment, cfg.run_name, tags=tags, run_id=run_id) as run:
-        journal = journal or _new_journal(run.id, cfg, dataset, tracker)
-        if answers_from:  # the sibling's answers, journaled as this run's own (a resume needs no sibling)
-            kept = journal.adopt(answers_from)
-        try:
-            table, result, outputs, streamed = _scored(cfg, steps, components, dataset, journal, kept, lane)
-            notes, replied = summaries.endpoint_notes(components)
-            result.notes.extend(notes)
-            sheet_rows = table if streamed is None else streamed.label_rows
-            result.notes.extend(labels.label_sheet(sheet_rows, cfg.judge.label_sample, cfg.seed, journal.folder, run.id))
-            params = summaries.run_params(cfg, dataset, components)
-            summary = summaries.summary(run.id, cfg, result, table, params, streamed.counts if streamed else None,
-                                        streamed.coverage if streamed else None)
-            summary.update({"replied_models": replied} if replied else {})
-            whole = table if streamed is None else files.ParquetTable(streamed.table_path)
-            _windows(cfg, summary, whole, run.id)  # traces: the window, against the last one and across all
-            # the gates: judged here, acted on by the caller (exit 3) once the run is logged
-            summary.update(gates.judged(cfg, whole, params, result.values, baseline, summary.get("traces")))
-            if run.id is not None:
-                _log_run(steps, run, cfg, dataset, outputs, table, result, params, summary, journal, streamed)
-        except BaseException as exc:  # what is done, and how to go on, for the one-line message
-            stopped = resumes.stopped(exc, journal, len(kept), len(dataset), cfg)
-            if stopped is exc:
-                raise
-            raise stopped from exc  # a full disk: one line naming the path, exit 3
-        journal.close()
-    return _handed_over(EvaluationResult(result.values, None if streamed else table, summary, run.id, params,
-                                         components.index_builds(), journal.key), journal, streamed, keep_journal)
+    with windows.released(cfg):  # (data.traces.incremental: the window's claim, given back however this ends)
+        components = pipeline.build_components(cfg)  # a bad agent or judge setting fails here, before any call
+        dataset = steps.load(cfg, dataset)
+        space.reset()  # no write has found the disk full yet (on a sweep's child thread: kept from the sweep's start)
+        if preflight:
+            endpoints.preflight(endpoints.configured(cfg), log=log.info)
+        tracker = _tracker(cfg)  # a resume: the same MLflow run (none when untracked), the outputs its journal has
+        journal, kept, run_id = _resumed(cfg, dataset, tracker, resume) if resume else (None, {}, run_id)
+        tags = {**(tags or {}), **windows.tags(cfg)}  # (traces: the window, the watermark's key)
+        with tracked_run(tracker, cfg.experiment, cfg.run_name, tags=tags, run_id=run_id) as run:
+            windows.holds(cfg, run.id)
+            journal = journal or _new_journal(run.id, cfg, dataset, tracker)
+            if answers_from:  # the sibling's answers, journaled as this run's own (a resume needs no sibling)
+                kept = journal.adopt(answers_from)
+            try:
+                table, result, outputs, streamed = _scored(cfg, steps, components, dataset, journal, kept, lane)
+                notes, replied = summaries.endpoint_notes(components)
+                result.notes.extend(notes)
+                sheet_rows = table if streamed is None else streamed.label_rows
+                result.notes.extend(labels.label_sheet(sheet_rows, cfg.judge.label_sample, cfg.seed, journal.folder, run.id))
+                params = summaries.run_params(cfg, dataset, components)
+                summary = summaries.summary(run.id, cfg, result, table, params, streamed.counts if streamed else None,
+                                            streamed.coverage if streamed else None)
+                summary.update({"replied_models": replied} if replied else {})
+                whole = table if streamed is None else files.ParquetTable(streamed.table_path)
+                _windows(cfg, summary, whole, run.id)  # traces: the window, against the last one and across all
+                # the gates: judged here, acted on by the caller (exit 3) once the run is logged
+                summary.update(gates.judged(cfg, whole, params, result.values, baseline, summary.get("traces")))
+                if run.id is not None:
+                    _log_run(steps, run, cfg, dataset, outputs, table, result, params, summary, journal, streamed)
+            except BaseException as exc:  # what is done, and how to go on, for the one-line message
+                stopped = resumes.stopped(exc, journal, len(kept), len(dataset), cfg)
+                if stopped is exc:
+                    raise
+                raise stopped from exc  # a full disk: one line naming the path, exit 3
+            journal.close()
+        return _handed_over(EvaluationResult(result.values, None if streamed else table, summary, run.id, params,
+                                             components.index_builds(), journal.key), journal, streamed, keep_journal)
 
 
 def _windows(cfg: RunConfig, summary: dict[str, Any], table: Any, run_id: str | None) -> None:
@@ -176,16 +175,18 @@ def _scored(cfg: RunConfig, steps: Steps, components: pipeline.Components, datas
     return table, Decider.said(decider, result), outputs, None
 
 
-def _resumed(cfg: RunConfig, dataset: Dataset, tracker: Tracker | None, resume: str) -> tuple[Journal, dict]:
+def _resumed(cfg: RunConfig, dataset: Dataset, tracker: Tracker | None, resume: str
+             ) -> tuple[Journal, dict, str | None]:
     """The journal of the run ``resume`` continues (checked against these settings and data), its
-    MLflow run reopened, and the outputs it already has (a failed call is not an answer: called again)."""
+    MLflow run reopened, the outputs it already has (a failed call is not an answer: called again),
+    and the run id it continues (none when untracked)."""
     journal = resumes.check_resume(cfg, dataset, resume)
     if tracker is not None:
         tracker.reopen(resume)
     ids = dataset.ids()
     kept = {k: v for k, v in journal.outputs().items() if k in ids and v.error is None}
     log.info("resuming %s: %d of %d examples already answered", resume, len(kept), len(dataset))
-    return journal, kept
+    return journal, kept, resume if tracker is not None else None
 
 
 def _new_journal(run_id: str | None, cfg: RunConfig, dataset: Dataset, tracker: Tracker | None) -> Journal:

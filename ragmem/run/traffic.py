@@ -67,6 +67,11 @@ def as_data(cfg: RunConfig, resume: str | None = None) -> tuple[RunConfig, str |
     settings = cfg.data.traces
     if not settings.given:
         return cfg, resume
+    with windows.claimed(cfg):  # one window at a time: held until the run ends (engine), released if this raises
+        return _as_data(cfg, settings, resume)
+
+
+def _as_data(cfg: RunConfig, settings: TracesSettings, resume: str | None) -> tuple[RunConfig, str | None]:
     watermark = None
     if settings.incremental and not resume:  # where the last window ended, or the one to finish
         watermark, resume = windows.plan(cfg)

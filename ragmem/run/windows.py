@@ -14,6 +14,12 @@ same key ended:
 - still running: refused;
 - none: from ``data.traces.since`` (the first window).
 
+One window at a time, by construction: before it reads the watermark a run claims its key in the
+tracking store (:mod:`ragmem.tracking.claims`: an atomic create, so of two runs started at the same
+instant, by two schedules or a retry overlapping a slow run, exactly one holds it), and releases it
+once its run has ended. A second run is refused at once with one line naming the holder (exit 2);
+a claim whose process is gone (same host) is taken over.
+
 Every run of an experiment's traces (incremental or not, ``ragmem run`` too) carries the key and
 is compared with the previous FINISHED one by an *unpaired* test (different traces:
 two samples, not pairs; :func:`ragmem.stats.paired_runs.unpaired_rows`), in the summary's
@@ -22,9 +28,13 @@ two samples, not pairs; :func:`ragmem.stats.paired_runs.unpaired_rows`), in the 
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import hashlib
 import json
-from typing import Any
+import logging
+import threading
+from typing import Any, Iterator
 
 from ragmem.config.loading import RunConfig
 from ragmem.config.secrets import scrub
@@ -38,6 +48,81 @@ from ragmem.tracking.runs import run_table, scoring_of
 from ragmem.tracking.store import Tracker
 
 KEY, SINCE, UNTIL = "ragmem.traces.window", "ragmem.traces.since", "ragmem.traces.until"
+log = logging.getLogger("ragmem")
+_HELD: dict[str, Any] = {}  # window key -> the Claim this process holds
+_LOCK = threading.Lock()
+
+
+class WindowHeld(RagmemError):
+    """Another run holds this config's stream of windows (exit 2: nothing was paid)."""
+
+
+def claim(cfg: RunConfig) -> None:
+    """Hold this config's stream of windows (``data.traces.incremental``, tracked) until
+    :func:`release`, or refuse with one line naming the holder."""
+    if not (cfg.tracking.enabled and cfg.data.traces.incremental and cfg.data.traces.experiment):
+        return
+    name = key(cfg)
+    with _LOCK:
+        if name in _HELD:  # (this process already holds it: a run inside a run never happens)
+            return
+        held = Tracker(cfg.tracking_uri, cfg.tracking.artifact_root).claim(name)
+        holder = held.take()
+        if holder is not None:
+            raise WindowHeld(f"data.traces.incremental: the windows of this config are held by {holder.said()}; "
+                             "a window starts when that run has ended")
+        _HELD[name] = held
+
+
+def holds(cfg: RunConfig, run_id: str | None) -> None:
+    """Name the run that holds this process's claim (what a refused run prints)."""
+    held = _HELD.get(key(cfg)) if cfg.data.traces.given and cfg.data.traces.experiment else None
+    if held is not None and run_id:
+        with contextlib.suppress(Exception):  # (a name on the claim is a courtesy, never a failure)
+            held.note_run(run_id)
+
+
+def release(cfg: RunConfig) -> None:
+    """Give the claim back (the run ended, whatever its state); a claim not held: nothing."""
+    if not (cfg.data.traces.given and cfg.data.traces.experiment):
+        return
+    with _LOCK:
+        held = _HELD.pop(key(cfg), None)
+    if held is not None:
+        try:
+            held.release()
+        except Exception as exc:  # the next run takes it over once this process is gone
+            log.warning("data.traces: the windows' claim was not released (%s): the next window takes it over "
+                        "once this process has ended", exc)
+
+
+@contextlib.contextmanager
+def claimed(cfg: RunConfig) -> Iterator[None]:
+    """:func:`claim`, released when what follows raises (a window that holds no traces, a bad store)."""
+    claim(cfg)
+    try:
+        yield
+    except BaseException:
+        release(cfg)
+        raise
+
+
+@contextlib.contextmanager
+def released(cfg: RunConfig) -> Iterator[None]:
+    """What follows holds the claim; :func:`release` after it, however it ends."""
+    try:
+        yield
+    finally:
+        release(cfg)
+
+
+@atexit.register
+def _release_all() -> None:
+    """A process that ends holding a claim gives it back (a killed one is taken over)."""
+    for held in list(_HELD.values()):
+        with contextlib.suppress(Exception):
+            held.release()
+    _HELD.clear()
 
 
 def key(cfg: RunConfig) -> str:

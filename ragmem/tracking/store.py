@@ -25,6 +25,7 @@ from ragmem.errors import ConfigError
 from ragmem.runtime import home
 from ragmem.runtime.imports import lean_import
 from ragmem.runtime.processes import host, run_is_dead
+from ragmem.tracking.claims import Claim, PREFIX
 from ragmem.tracking.files import table_files
 from ragmem.tracking.uri import DATABASE_SCHEMES, tracking_scheme
 
@@ -196,18 +197,24 @@ class Tracker:
             if found.lifecycle_stage == "deleted":
                 self.client.restore_experiment(found.experiment_id)
             return found.experiment_id
-        if not re.match(r"^[a-z][a-z0-9+.-]*://", self.artifact_root):
-            location = (Path(self.artifact_root) / _slug(name)).as_uri()
-        else:
-            location = f"{self.artifact_root.rstrip('/')}/{_slug(name)}"
         try:
-            return self.client.create_experiment(name, artifact_location=location,
+            return self.client.create_experiment(name, artifact_location=self.location(name),
                                                  tags={"mlflow.experimentKind": EXPERIMENT_KIND})
         except Exception:  # created concurrently by another process: use theirs
             found = self.client.get_experiment_by_name(name)
             if found is None:
                 raise
             return found.experiment_id
+
+    def location(self, name: str) -> str:
+        """Where the experiment ``name``'s artifacts go: under ``tracking.artifact_root``."""
+        if not re.match(r"^[a-z][a-z0-9+.-]*://", self.artifact_root):
+            return (Path(self.artifact_root) / _slug(name)).as_uri()
+        return f"{self.artifact_root.rstrip('/')}/{_slug(name)}"
+
+    def claim(self, name: str) -> Claim:
+        """The claim on ``name`` in this store (:mod:`ragmem.tracking.claims`)."""
+        return Claim(self.client, name, self.location(PREFIX))
 
     def create_run(self, experiment: str, run_name: str | None = None, tags: dict[str, str] | None = None,
                    parent_run_id: str | None = None) -> str:
