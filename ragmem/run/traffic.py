@@ -27,6 +27,7 @@ from ragmem.run.journal import Journal
 from ragmem.runtime import progress
 from ragmem.sources import source_for
 from ragmem.stats.clusters import MIN_CLUSTERS
+from ragmem.tracking import traces as traces_store
 
 log = logging.getLogger("ragmem")
 
@@ -111,13 +112,18 @@ def _as_data(cfg: RunConfig, settings: TracesSettings, resume: str | None) -> tu
                  conversations.with_history, settings.history,
                  f"; {conversations.closed_early} sessions were closed to hold at most {conversations.open_sessions:,} "
                  f"open (a later turn of one starts without its earlier turns)" if conversations.closed_early else "")
-    traces = settings.model_copy(update={"since": since.isoformat() if since else None,
-                                         "until": until.isoformat() if until else None})
+    window_update: dict = {"since": since.isoformat() if since else None, "until": until.isoformat() if until else None}
+    read_only = write_back(cfg)
+    if read_only and not traces_store.writable(read_only):  # known before judging: the run goes on without it
+        window_update["write_back"] = False
+        log.warning("data.traces.write_back: assessments not written: the store %s is read-only", read_only)
+    traces = settings.model_copy(update=window_update)
     data = cfg.data.model_copy(update={"traces": traces, "files": [DataFileSpec(path=str(path), format="jsonl")]})
     if "chunk_size" not in cfg.data.model_fields_set:
         data.chunk_size = min(data.chunk_size, CHUNK)
     update: dict = {"data": data}
-    chosen = cfg._chosen
+    chosen = "; ".join(filter(None, [cfg._chosen, (f"assessments not written: the store {read_only} is read-only"
+                                                    if window_update.get("write_back") is False else None)]))
     if sessions and cfg.stats.cluster_by is None and len(sessions) < counts["traces"]:
         # the turns of a session are not independent: the session is the unit the intervals resample
         update["stats"] = cfg.stats.model_copy(update={"cluster_by": "session_id"})

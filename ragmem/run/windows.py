@@ -34,6 +34,7 @@ import hashlib
 import json
 import logging
 import threading
+from datetime import datetime
 from typing import Any, Iterator
 
 from ragmem.config.loading import RunConfig
@@ -166,13 +167,26 @@ def plan(cfg: RunConfig) -> tuple[str | None, str | None]:
     last = runs[0]
     run_id, status, run_tags = last.info.run_id, last.info.status, last.data.tags
     if status == "FINISHED":
-        return run_tags.get(UNTIL) or None, None
+        return _watermark(run_id, run_tags.get(UNTIL) or None), None
     if status == "RUNNING" and run_is_dead(run_tags) is False:
         raise RagmemError(f"data.traces.incremental: the previous window's run {run_id} is still running "
                           f"(pid {run_tags.get('ragmem.pid')}); a window starts when it has ended")
     if Journal.has_meta(run_id):
         return None, run_id
-    return run_tags.get(SINCE) or None, None
+    return _watermark(run_id, run_tags.get(SINCE) or None, SINCE), None
+
+
+def _watermark(run_id: str, value: str | None, tag: str = UNTIL) -> str | None:
+    """A window's end (or start) as its run's tag holds it: an ISO time, or one line naming the tag
+    and the run (a tag edited by hand, or written by another tool)."""
+    if value is not None:
+        try:
+            datetime.fromisoformat(value)
+        except ValueError:
+            raise RagmemError(f"data.traces.incremental: the tag {tag} of run {run_id} is not a time: {value[:80]!r} "
+                              f"(the watermark of this config's windows: set it to an ISO time, or delete the run)"
+                              ) from None
+    return value
 
 
 def finished(cfg: RunConfig, most: int) -> list:

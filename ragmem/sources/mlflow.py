@@ -32,8 +32,11 @@ class MlflowExperiment:
         return f"experiment {self.experiment!r}"
 
     def check(self) -> None:
-        """The store answers (a server that is down: one line naming the setting)."""
-        endpoints.check_store(self.uri, "data.traces.tracking_uri" if self.settings.tracking_uri else "tracking.uri")
+        """The store is one and answers (a server that is down, a SQLite file that is missing, is not a
+        database or holds no MLflow tables: one line naming the setting)."""
+        setting = "data.traces.tracking_uri" if self.settings.tracking_uri else "tracking.uri"
+        endpoints.check_store(self.uri, setting)
+        traces.check_store(self.uri, setting)
 
     def read(self, since: datetime | None, until: datetime | None) -> Iterator[Trace]:
         s = self.settings

@@ -158,6 +158,9 @@ def _record_run(run, resolved_config, params, metrics, counts, table, summary, e
             if write_back and run.logged("assessed") is None:
                 added = write_back_assessments(write_back, table, params, run.id)
                 run.mark("assessed", json.dumps(added))
+                if added.get("gone"):  # (deleted since they were read: said, never an error after the judge was paid)
+                    summary.setdefault("notes", []).append(
+                        f"assessments not written on {added['gone']} traces deleted from the store after they were read")
             intervals = {f"{name}_ci_{side}": bound for name, (low, high) in summary.get("ci", {}).items()
                          for side, bound in (("low", low), ("high", high))}
             tags = {"ragmem.judge.unreliable": "true"} if summary.get("judge_unreliable") else {}

@@ -13,8 +13,10 @@ of the same name that ragmem wrote before is updated, never duplicated.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Iterator
 
 from ragmem.data.spans import sampled, Span, Trace
@@ -26,6 +28,74 @@ from ragmem.tracking.store import Feedback, prepare_local_store
 RUN_KEY = "ragmem.run_id"
 #: an assessment's judge (its signature: model, prompt version, settings): the same judge updates its own
 SIGNATURE_KEY = "ragmem.judge.signature"
+
+
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def sqlite_path(uri: str) -> Path | None:
+    """The file of a ``sqlite:///`` store, else ``None``."""
+    return Path(uri[len("sqlite:///"):]) if uri.startswith("sqlite:///") else None
+
+
+def check_store(uri: str, setting: str) -> None:
+    """A store traces are read from is one, before any work: a SQLite file that exists (reading never
+    creates one), is readable, is an SQLite database and holds MLflow's tables; else a ConfigError in
+    one line naming ``setting``. (A server is probed by :func:`ragmem.clients.endpoints.check_store`.)"""
+    path = sqlite_path(uri)
+    if path is None:
+        return
+    where = f"{setting} {uri}"
+    if not path.exists():
+        raise ConfigError(f"{where}: no store at {path} (reading traces never creates one: check the path)")
+    if not path.is_file():
+        raise ConfigError(f"{where}: {path} is not a file")
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(len(_SQLITE_HEADER))
+    except OSError as exc:
+        raise ConfigError(f"{where}: {path} cannot be read ({exc.strerror or exc})") from None
+    if header != _SQLITE_HEADER:
+        raise ConfigError(f"{where}: {path} is not an SQLite database" + (" (an empty file)" if not header else ""))
+    import sqlite3  # (only for a local store)
+
+    try:
+        with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as db:
+            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError as exc:
+        raise ConfigError(f"{where}: {path} cannot be read as a store ({exc})") from None
+    if not {"experiments", "trace_info"} <= tables:
+        raise ConfigError(f"{where}: {path} is an SQLite database but not an MLflow store with traces "
+                          f"(no experiments and trace_info tables)")
+
+
+def writable(uri: str) -> bool:
+    """Whether assessments can be written to the store: a SQLite file is asked for a write lock and
+    let go at once (what a read-only file, folder or mount refuses, whoever runs it); a busy store is
+    writable; a server answers for itself (assumed)."""
+    path = sqlite_path(uri)
+    if path is None:
+        return True
+    import sqlite3  # (only for a local store)
+
+    try:
+        with contextlib.closing(sqlite3.connect(str(path), timeout=1.0)) as db:
+            db.execute("BEGIN IMMEDIATE")
+            db.rollback()
+    except sqlite3.OperationalError as exc:
+        return "readonly" not in str(exc).replace(" ", "") and "read-only" not in str(exc)
+    return True
+
+
+def unreadable(exc: BaseException) -> str | None:
+    """What a store that failed while read says, in one line, when it is the store's fault (a damaged
+    or vanished database), else ``None``."""
+    text = f"{type(exc).__name__}: {exc}"
+    for said in ("database disk image is malformed", "file is not a database", "no such table", "unable to open",
+                 "disk I/O error"):
+        if said in text:
+            return said
+    return None
 
 
 def window_filter(since: datetime | None, until: datetime | None, extra: str | None) -> str | None:
@@ -66,6 +136,9 @@ def read(uri: str, experiment: str, *, since: datetime | None = None, until: dat
         except Exception as exc:
             if "filter" in str(exc).lower() or "parse" in str(exc).lower() or "invalid" in str(exc).lower():
                 raise ConfigError(f"data.traces.filter: MLflow refused {query!r}: {str(exc).splitlines()[0]}") from None
+            if unreadable(exc):
+                raise ConfigError(f"data.traces: the store {uri} could not be read ({unreadable(exc)}); "
+                                  "nothing was judged") from None
             raise
         for found in page:
             if found.info.tags.get("ragmem.example_id") is not None:  # ragmem's own trace of an agent call
@@ -118,19 +191,27 @@ def write_back(uri: str, feedback: dict[str, list[Feedback]], run_id: str, metad
     """Each trace id's ``feedback`` as assessments on it, each with its origin in its metadata (the run
     id, the judge's signature, the prompt and ragmem versions: ``metadata``): ragmem's earlier assessment
     of the same name *by the same judge* (signature) updated, a new one logged otherwise, so a second
-    judge's verdict stands beside the first one's. Returns the counts ``{"added", "updated"}``."""
+    judge's verdict stands beside the first one's. Returns the counts ``{"added", "updated", "gone"}``
+    (gone: traces deleted since they were read, each left out)."""
     lean_import("mlflow")  # (mlflow's entities and tracing client: with mlflow, imported on demand)
     from mlflow.entities import AssessmentSource
     from mlflow.entities import Feedback as MlflowFeedback
     from mlflow.tracing.client import TracingClient
 
     client = TracingClient(uri)
-    counts = {"added": 0, "updated": 0}
+    counts = {"added": 0, "updated": 0, "gone": 0}
     for trace_id, items in feedback.items():
         if not items:
             continue
+        try:
+            info = client.get_trace_info(trace_id)
+        except Exception as exc:  # deleted since it was read (a retention job): its assessments have no trace
+            if "not found" not in str(exc).lower() and "does not exist" not in str(exc).lower():
+                raise
+            counts["gone"] += 1
+            continue
         held = {(a.name, (a.metadata or {}).get(SIGNATURE_KEY)): a.assessment_id
-                for a in client.get_trace_info(trace_id).assessments or () if (a.metadata or {}).get(RUN_KEY) is not None}
+                for a in info.assessments or () if (a.metadata or {}).get(RUN_KEY) is not None}
         mine = metadata.get(SIGNATURE_KEY)
         for item in items:
             assessment = MlflowFeedback(name=item.name, value=item.value, rationale=item.rationale,

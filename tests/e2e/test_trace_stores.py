@@ -1,0 +1,103 @@
+"""The trace store is checked before any judge request and its failures are contained (issue 60,
+point 3): a store that is missing (never created by reading), not SQLite, SQLite but not MLflow's,
+or damaged is refused in one line naming the setting; a read-only store runs with its assessments
+not written, and says so; a trace deleted after it was read is left out of the write-back and
+counted; a watermark that is not a time is one line naming the tag and the run."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from mlflow import MlflowClient
+
+import ragmem
+from ragmem.errors import ConfigError, RagmemError
+from ragmem.run import windows
+from ragmem.tracking import traces
+from ragmem.tracking.store import Feedback
+from tests import traffic
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAGMEM_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+
+
+def _config(tmp_path, app: str, **traces_settings) -> dict:
+    return {"experiment": "stores-eval", "metrics": ["pass_rate"], "stats": {"resamples": 50},
+            "data": {"traces": {"experiment": "app", "tracking_uri": app, "since": "7d", **traces_settings}},
+            "tracking": {"uri": f"sqlite:///{tmp_path / 'eval.db'}", "max_traces": 0}}
+
+
+def _refused(tmp_path, app: str, match: str) -> None:
+    with pytest.raises(ConfigError, match=match) as caught:
+        ragmem.evaluate(config=_config(tmp_path, app))
+    assert "\n" not in str(caught.value)
+
+
+def test_a_missing_store_is_refused_and_never_created(tmp_path):
+    path = tmp_path / "nowhere" / "app.db"
+    _refused(tmp_path, f"sqlite:///{path}", r"^data.traces.tracking_uri sqlite:///.*: no store at .*app.db "
+                                            r"\(reading traces never creates one: check the path\)$")
+    assert not path.exists() and not path.parent.exists()
+
+
+def test_a_file_that_is_not_a_store_is_refused(tmp_path):
+    text = tmp_path / "notes.db"
+    text.write_text("these are my notes, not a database\n")
+    _refused(tmp_path, f"sqlite:///{text}", r"notes.db is not an SQLite database$")
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    _refused(tmp_path, f"sqlite:///{empty}", r"empty.db is not an SQLite database \(an empty file\)$")
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE recipes (name TEXT)")
+    _refused(tmp_path, f"sqlite:///{other}", r"other.db is an SQLite database but not an MLflow store with traces")
+
+
+def test_a_damaged_store_is_refused_before_any_judging(tmp_path):
+    path = tmp_path / "app.db"
+    traffic.write_mlflow(f"sqlite:///{path}", "app", traffic.plan(6, raised=0))
+    data = bytearray(path.read_bytes())
+    data[100:len(data)] = bytes(range(256)) * ((len(data) - 100) // 256) + bytes((len(data) - 100) % 256)
+    path.write_bytes(bytes(data))  # the header kept, every page after it garbage
+    _refused(tmp_path, f"sqlite:///{path}", r"app.db cannot be read as a store \(.*\)$|could not be read")
+
+
+def test_a_read_only_store_is_judged_with_its_assessments_not_written_and_said(tmp_path, monkeypatch):
+    app = f"sqlite:///{tmp_path / 'app.db'}"
+    ids = traffic.write_mlflow(app, "app", traffic.plan(6, raised=0))
+    assert traces.writable(app)  # (a store this process may write: the probe takes a write lock and lets go)
+    monkeypatch.setattr(traces, "writable", lambda uri: False)  # (as a read-only mount would answer: root writes anyway)
+    result = ragmem.evaluate(config=_config(tmp_path, app))
+    assert result.summary["n_examples"] == 6
+    assert any(f"assessments not written: the store {app} is read-only" in n for n in result.summary["notes"])
+    assert result.params["data.traces.write_back"] == "false"
+    client = traces._client(app)
+    assert all(not client.get_trace(i).info.assessments for i in ids)
+
+
+def test_a_trace_deleted_after_it_was_read_is_left_out_of_the_write_back(tmp_path):
+    app = f"sqlite:///{tmp_path / 'app.db'}"
+    ids = traffic.write_mlflow(app, "app", traffic.plan(3, raised=0))
+    client = MlflowClient(app)
+    client.delete_traces(client.get_experiment_by_name("app").experiment_id, trace_ids=[ids[0]])
+    feedback = {i: [Feedback("faithfulness", 1.0, "supported", "CODE", "ragmem")] for i in ids}
+    counts = traces.write_back(app, feedback, "run-1", {traces.SIGNATURE_KEY: "judge:keyword"})
+    assert counts == {"added": 2, "updated": 0, "gone": 1}
+
+
+def test_a_watermark_that_is_not_a_time_is_one_line_naming_the_tag_and_the_run(tmp_path):
+    app = f"sqlite:///{tmp_path / 'app.db'}"
+    traffic.write_mlflow(app, "app", traffic.plan(3, raised=0))
+    config = _config(tmp_path, app, incremental=True)
+    first = ragmem.evaluate(config=config)
+    MlflowClient(config["tracking"]["uri"]).set_tag(first.run_id, windows.UNTIL, "yesterday-ish")
+    with pytest.raises(RagmemError, match=rf"^data.traces.incremental: the tag ragmem.traces.until of run "
+                                          rf"{first.run_id} is not a time: 'yesterday-ish' \(the watermark"):
+        ragmem.evaluate(config=config)
+    assert windows._HELD == {}  # (the refused window gave its claim back)
