@@ -180,6 +180,43 @@ def scrub_all(value: Any) -> Any:
     return value
 
 
+#: values that are keys whatever surrounds them, as their issuers shape them (OpenAI and alike ``sk-``,
+#: AWS access keys, GitHub and Slack tokens, Google API keys, JSON web tokens, a bearer credential);
+#: bounded repetitions, so a search is linear in the text
+_KEY_LIKE = re.compile(
+    r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{16,256}"
+    r"|\bAKIA[0-9A-Z]{16}\b"
+    r"|\bgh[pousr]_[A-Za-z0-9]{30,255}"
+    r"|\bxox[abprs]-[A-Za-z0-9-]{10,255}"
+    r"|\bAIza[0-9A-Za-z_-]{35}"
+    r"|\beyJ[A-Za-z0-9_-]{8,2048}\.[A-Za-z0-9_-]{8,2048}\.[A-Za-z0-9_-]{8,2048}"
+    r"|(?i:\bbearer)\s+[A-Za-z0-9._~+/-]{12,2048}=*")
+#: a secret written as an assignment in a text (``password: hunter2``, ``api_key=abc``, ``"token": "x"``):
+#: its value masked, its name kept
+_ASSIGNED = re.compile(
+    r"(?i)(\b[a-z_-]{0,40}(?:password|passwd|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|authorization"
+    r"|cookie|credentials?)\b[\"']?\s{0,8}[:=]\s{0,8}[\"']?)((?:(?:bearer|basic)\s{1,4})?[^\s\"',;&]{3,2048})")
+
+
+def mask_traffic(value: Any) -> Any:
+    """``value`` (a record made from a trace: plain data) with what reads as a secret masked, for
+    traffic the user's application saw, whose secrets no setting names: the value of a key that reads
+    as a secret (:func:`is_secret`), values shaped as keys (``sk-...``, ``AKIA...``, a JWT, a bearer
+    credential), assignments in a text (``password: hunter2``), and everything :func:`scrub` masks.
+
+    >>> mask_traffic({"query": "log in with password=hunter22 and key sk-abcdefghijklmnop1234", "api_key": "k1"})
+    {'query': 'log in with password=*** and key ***', 'api_key': '***'}
+    """
+    if isinstance(value, str):
+        return scrub(_KEY_LIKE.sub(MASK, _ASSIGNED.sub(lambda m: m.group(1) + MASK, value)))
+    if isinstance(value, dict):
+        return {k: MASK if is_secret(str(k)) and v is not None and not isinstance(v, (int, float)) else mask_traffic(v)
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [mask_traffic(v) for v in value]
+    return value
+
+
 class ScrubFilter(logging.Filter):
     """Masks the URLs of every record of the logger it is added to (:func:`scrub`)."""
 

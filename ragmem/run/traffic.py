@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from typing import Iterator
 
 from ragmem.config.loading import RunConfig
+from ragmem.config.secrets import mask_traffic
 from ragmem.config.settings import DataFileSpec
 from ragmem.config.trace_settings import parse_time, TracesSettings
 from ragmem.data import given, spans
@@ -91,7 +92,7 @@ def _as_data(cfg: RunConfig, settings: TracesSettings, resume: str | None) -> tu
     def lines(stage) -> Iterator[str]:
         source.check()  # (a store that does not answer: one line)
         for trace in source.read(since, until):
-            record = conversations.history(spans.to_record(trace, settings.mapping))
+            record = conversations.history(mask_traffic(spans.to_record(trace, settings.mapping)))
             counts["traces"] += 1
             counts["failed"] += "agent_error" in record
             if "session_id" in record:

@@ -100,3 +100,35 @@ def test_an_alert_destination_is_masked_for_prefect_and_restored_in_another_proc
     assert protected["alerts"]["to"] == ["json://***"]
     masking.forget()
     assert masking.restore(protected) == config
+
+
+@pytest.mark.parametrize("text, masked", [
+    ("use sk-proj-abcdefghijklmnop0123 now", "use *** now"),
+    ("AWS AKIAIOSFODNN7EXAMPLE here", "AWS *** here"),
+    ("Authorization: Bearer abcdefghijklmnop.qrs", "Authorization: ***"),
+    ("jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJlMTIz ok", "jwt *** ok"),
+    ('{"password": "hunter2", "user": "ann"}', '{"password": "***", "user": "ann"}'),
+    ("api_key=abc123&x=1", "api_key=***&x=1"),
+    ("max_tokens=512, tokenizer=jieba, 42 tokens", "max_tokens=512, tokenizer=jieba, 42 tokens"),  # not secrets
+    ("the key to the city", "the key to the city"),
+])
+def test_traffic_masks_what_reads_as_a_secret_and_nothing_else(text, masked):
+    assert masking.mask_traffic(text) == masked
+
+
+def test_traffic_masking_keeps_a_records_shape_and_counts():
+    record = {"query": "q", "tokens": {"input": 3, "output": 2}, "user_password": "pw-1234", "token_count": 7,
+              "contexts": [{"id": "d1", "text": "secret: s3cr3t-value"}], "history": None}
+    assert masking.mask_traffic(record) == {"query": "q", "tokens": {"input": 3, "output": 2}, "user_password": "***",
+                                            "token_count": 7, "contexts": [{"id": "d1", "text": "secret: ***"}],
+                                            "history": None}
+
+
+def test_traffic_masking_is_linear_on_a_long_text():
+    import time
+
+    text = ("a" * 200_000) + ("token " * 50_000) + ("password:" * 50_000) + ("eyJ" + "a" * 5000 + ".") * 20
+    start = time.perf_counter()
+    masked = masking.mask_traffic(text)
+    assert masked.startswith("a" * 200_000 + "token " * 50_000) and len(masked) < len(text)
+    assert time.perf_counter() - start < 5  # (a backtracking pattern takes minutes here; this takes ~0.1 s)
