@@ -30,6 +30,9 @@ from ragmem.runtime.parallel import stop_pool
 
 
 INTERRUPTED_EXIT_S = 20.0
+#: a thread left running at the exit (started by plug-in code: a metric of one's own) is waited for
+#: this long, then the process ends anyway, saying so (:mod:`ragmem.runtime.contained`)
+LEFT_THREADS_S = 20.0
 
 
 def leave(code: int) -> None:
@@ -54,6 +57,7 @@ def leave(code: int) -> None:
             signal.signal(getattr(signal, name), signal.SIG_IGN)
         except (ValueError, OSError):  # not the main thread, or not allowed here
             pass
+    _bounded(code)
     try:
         threading._shutdown()  # type: ignore[attr-defined]  # the interpreter's first exit step
         atexit._run_exitfuncs()
@@ -65,6 +69,26 @@ def leave(code: int) -> None:
     except BaseException:  # noqa: BLE001 (the normal exit runs what is left)
         sys.exit(code)
     os._exit(code)
+
+
+def _bounded(code: int) -> None:
+    """The exit's join of threads, bounded: should a thread that is no daemon (one a plug-in left
+    running) still hold the exit :data:`LEFT_THREADS_S` from now, the process ends with ``code``
+    and one line naming it."""
+    import threading
+
+    def end() -> None:
+        left = [t.name for t in threading.enumerate()
+                if t.is_alive() and not t.daemon and t is not threading.main_thread()]
+        try:
+            os.write(2, (f"note: {len(left)} thread(s) still running at the exit were not waited for after "
+                         f"{LEFT_THREADS_S:g} s ({', '.join(left[:3])}): started by plug-in code?\n").encode())
+        finally:
+            os._exit(code)
+
+    timer = threading.Timer(LEFT_THREADS_S, end)
+    timer.daemon = True  # (a daemon: the join it bounds must not wait for it)
+    timer.start()
 
 
 def prepare_environment(argv: list[str] | None = None) -> None:

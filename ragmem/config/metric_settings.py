@@ -41,6 +41,8 @@ class CustomMetricSettings(Section):
     direction: Literal["higher", "lower"] = Field(
         "higher", description="which way is better: higher (a pass, a match) or lower (a count of errors, a "
                               "cost); read by the gates' baseline comparison, compare's order and the report")
+    timeout_s: float = Field(60.0, gt=0, description="a call that has not returned after this long is that example's "
+                                                     "failure, and abandoned")
 
     @field_validator("name")
     @classmethod

@@ -52,6 +52,7 @@ import pandas as pd
 from ragmem.errors import ConfigError, failure_message
 from ragmem.metrics import names, needs
 from ragmem.metrics.base import counted_note, failed, Family, mean_aggregator, MetricResult, nanmean, scored_mask
+from ragmem.runtime.contained import Contained
 from ragmem.runtime.targets import resolve
 
 #: what a function may read of an example, by parameter name
@@ -96,13 +97,14 @@ class CustomMetric:
     arguments: tuple[str, ...]
     source: str  # sha256 of the function's source, 12 hex digits (:func:`source_hash`)
     direction: str = names.HIGHER  # which way is better (``metrics.custom[].direction``)
+    timeout_s: float = 60.0  # a call still running after this long: that example's failure, abandoned
 
     @classmethod
     def of(cls, name: str, fn: Callable[..., Any], target: str, setting: str = "metrics.custom",
-           direction: str = names.HIGHER) -> "CustomMetric":
+           direction: str = names.HIGHER, timeout_s: float = 60.0) -> "CustomMetric":
         if not callable(fn):
             raise ConfigError(f"{setting}.target: {target} is not callable")
-        return cls(name, target, fn, arguments_of(fn, setting), source_hash(fn), direction)
+        return cls(name, target, fn, arguments_of(fn, setting), source_hash(fn), direction, timeout_s)
 
     @property
     def signature(self) -> str:
@@ -118,7 +120,8 @@ def load(specs: Sequence[Any], folders: Sequence[str] = ()) -> tuple[CustomMetri
     for i, spec in enumerate(specs):
         setting = f"metrics.custom[{i}]"
         fn = resolve(spec.target, folders, f"{setting}.target", ConfigError)
-        out.append(CustomMetric.of(spec.name, fn, spec.target, setting, getattr(spec, "direction", names.HIGHER)))
+        out.append(CustomMetric.of(spec.name, fn, spec.target, setting, getattr(spec, "direction", names.HIGHER),
+                                   getattr(spec, "timeout_s", 60.0)))
     return tuple(out)
 
 
@@ -161,13 +164,16 @@ def score(rows: list, metrics: Sequence[CustomMetric]) -> MetricResult:
     for metric in metrics:
         values: list[float | None] = [None] * len(rows)
         errors: list[str | None] = [None] * len(rows)
+        call = Contained(metric.name, metric.timeout_s)  # (sys.exit, os._exit, a hang: that example's failure)
         for i in todo:
             given = fields[i]
             kwargs = {a: (types.MappingProxyType(given) if a == "example" else given[a]) for a in metric.arguments}
-            try:
-                values[i], errors[i] = _value(metric.fn(**kwargs))
-            except Exception as exc:  # the user's function fails on this example only (counted, never 0)
+            reply, errors[i] = call(metric.fn, kwargs)
+            try:  # (the user's function fails on this example only: counted, never 0)
+                values[i], errors[i] = _value(reply) if errors[i] is None else (None, errors[i])
+            except Exception as exc:  # (a reply whose conversion to a number raises)
                 errors[i] = failure_message(exc)[:200]
+        call.close()
         failures = [e for e in errors if e is not None]
         result.values[metric.name] = nanmean(values)
         result.values[f"{metric.name}_failures"] = float(len(failures))
