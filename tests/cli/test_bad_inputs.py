@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -66,6 +67,17 @@ def _prepare(case: dict, tmp: Path, monkeypatch) -> tuple[list[list[str]], Path 
         monkeypatch.setenv("RAGMEM_HOME", str(tmp / "a-file" / "home"))
     elif setup == "not_locomo":
         (tmp / "notlocomo.json").write_bytes(bytes(range(128, 256)) * 8)
+    elif setup == "text_store":
+        (tmp / "notes.db").write_text("my notes, not a store\n", encoding="utf-8")
+    elif setup == "plain_sqlite_store":
+        import sqlite3
+
+        with sqlite3.connect(tmp / "recipes.db") as db:
+            db.execute("CREATE TABLE recipes (name TEXT)")
+    elif setup == "nested_json":
+        (tmp / "nested.json").write_text("[" * 100_000, encoding="utf-8")
+    elif setup == "fifo":
+        os.mkfifo(tmp / "pipe.txt")
     elif setup == "longmemeval_files":  # a question without a field, and LoCoMo's shape given as LongMemEval
         lacking = {"question_id": "q7", "question_type": "multi-session", "question": "q", "answer": "a",
                    "haystack_session_ids": [], "haystack_dates": [], "haystack_sessions": []}
