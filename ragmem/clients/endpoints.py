@@ -32,7 +32,9 @@ from __future__ import annotations
 import base64
 import collections
 import json
+import logging
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -285,6 +287,11 @@ def check_store(uri: str, setting: str = "tracking.uri") -> None:
             raise EndpointDown(f"{setting} {mask_url(uri)}: {problem}; nothing was read")
 
 
+#: how often failures of an endpoint that is retried are said (the first at once)
+SAY_EVERY_S = 10.0
+log = logging.getLogger("ragmem")
+
+
 class Breaker:
     """Counts the outcomes of the attempts on one endpoint (thread-safe) and opens when it is down."""
 
@@ -296,6 +303,8 @@ class Breaker:
         self._recent: collections.deque[str] = collections.deque(maxlen=window)  # "ok", "slow" or "failed"
         self.reason: str | None = None
         self.fix: str | None = None  # the setting to correct first, when the last failure was one no wait fixes
+        self._failed, self._said_failed = 0, 0  # (failures said while retrying: SAY_EVERY_S)
+        self._said_at: float | None = None
 
     @property
     def open(self) -> bool:
@@ -311,6 +320,17 @@ class Breaker:
             self._run = 0
             self._recent.append("ok")
 
+    def _say(self, description: str) -> None:
+        """While the endpoint fails and is retried, say so at once and then every :data:`SAY_EVERY_S`
+        (``judge.base_url http://127.0.0.1:8080/v1: 3 requests failed (last: cannot connect); retrying``),
+        never a minute of a bar that does not move. (Under the lock.)"""
+        now = time.monotonic()
+        if self.reason is None and (self._said_at is None or now - self._said_at >= SAY_EVERY_S):
+            failed = self._failed - self._said_failed if self._said_at is not None else self._failed
+            log.warning("%s %s: %d %s failed (last: %s); retrying", self.setting, self.url, failed,
+                        "request" if failed == 1 else "requests", description)
+            self._said_at, self._said_failed = now, self._failed
+
     def failure(self, description: str, endpoint_failure: bool, slow: bool = False, wrong_setting: bool = False) -> None:
         """One failed attempt; ``endpoint_failure``: connection-level or a status no retry fixes;
         ``slow``: a timeout, which says the endpoint is slow rather than down, and counts only while
@@ -320,6 +340,8 @@ class Breaker:
         with self._lock:
             self._recent.append("slow" if slow else "failed")
             self._run = self._run + 1 if endpoint_failure else 0
+            self._failed += 1
+            self._say(description)
             failed = self._recent.count("failed")
             if self.reason is None and self._run >= self.consecutive:
                 self.reason = (f"{self.setting} {self.url}: {self._run} consecutive failures "

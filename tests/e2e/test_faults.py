@@ -132,6 +132,9 @@ def test_dead_endpoints_end_the_command_at_once_with_one_line(prefect_env, tmp_p
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("error: judge.base_url http://127.0.0.1:9/v1: 5 consecutive failures")
     assert "; resume with: ragmem run " in last and "Traceback" not in done.stderr
+    # named at its first failure, while it was retried (not only when the breaker opened)
+    assert "judge.base_url http://127.0.0.1:9/v1: 1 request failed (last: cannot connect" in done.stderr
+    assert any(line.endswith("; retrying") for line in done.stderr.splitlines())
 
 
 @pytest.mark.e2e
