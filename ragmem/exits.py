@@ -32,7 +32,7 @@ from ragmem.runtime.parallel import stop_pool
 INTERRUPTED_EXIT_S = 20.0
 #: a thread left running at the exit (started by plug-in code: a metric of one's own) is waited for
 #: this long, then the process ends anyway, saying so (:mod:`ragmem.runtime.contained`)
-LEFT_THREADS_S = 20.0
+LEFT_THREADS_S = 10.0
 
 
 def leave(code: int) -> None:
