@@ -69,6 +69,7 @@ class Trace:
     user_id: str | None = None
     tokens: dict[str, Any] | None = None  # (as exported: checked into counts by to_record)
     extra: dict[str, Any] = field(default_factory=dict)
+    unreadable: str | None = None  # why its spans could not be read (the trace is then a named failure)
 
 
 def sampled(trace_id: str, share: float, seed: int) -> bool:
@@ -228,6 +229,8 @@ def documents(outputs: Any) -> list[dict[str, Any]]:
 
 
 def _error_of(root: Span | None, trace: Trace, answer: str | None, mapping: Any) -> str | None:
+    if trace.unreadable:
+        return trace.unreadable
     if root is None:
         return "no root span"
     if root.status == "ERROR":

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator
@@ -130,9 +131,9 @@ def read(uri: str, experiment: str, *, since: datetime | None = None, until: dat
     query = window_filter(since, until, filter)
     token, kept = None, 0
     while kept < limit:
-        try:
+        try:  # (the page's infos, then their spans: a trace whose spans cannot be read is named, never dropped)
             page = client.search_traces(locations=[location], filter_string=query, max_results=page_size,
-                                        order_by=["timestamp_ms ASC"], page_token=token)
+                                        order_by=["timestamp_ms ASC"], page_token=token, include_spans=False)
         except Exception as exc:
             if "filter" in str(exc).lower() or "parse" in str(exc).lower() or "invalid" in str(exc).lower():
                 raise ConfigError(f"data.traces.filter: MLflow refused {query!r}: {str(exc).splitlines()[0]}") from None
@@ -140,18 +141,42 @@ def read(uri: str, experiment: str, *, since: datetime | None = None, until: dat
                 raise ConfigError(f"data.traces: the store {uri} could not be read ({unreadable(exc)}); "
                                   "nothing was judged") from None
             raise
-        for found in page:
-            if found.info.tags.get("ragmem.example_id") is not None:  # ragmem's own trace of an agent call
-                continue
-            if not sampled(found.info.trace_id, share, seed):
-                continue
+        infos = [found.info for found in page if found.info.tags.get("ragmem.example_id") is None  # (not ragmem's own)
+                 and sampled(found.info.trace_id, share, seed)][:limit - kept]
+        loaded = _with_spans(uri, [info.trace_id for info in infos])
+        for info in infos:
             kept += 1
-            yield as_trace(found)
-            if kept >= limit:
-                break
+            found = loaded.get(info.trace_id)
+            yield as_trace(found) if found is not None else _unreadable(info)
         token = page.token
         if not token:
             break
+
+
+def _with_spans(uri: str, trace_ids: list[str]) -> dict[str, Any]:
+    """The traces ``trace_ids`` with their spans, by id; one whose spans cannot be read (deleted since it
+    was listed, not yet written) is missing (MLflow leaves it out with a warning of its own: muted)."""
+    if not trace_ids:
+        return {}
+    from mlflow.tracing.client import TracingClient  # (mlflow: imported by _client already)
+
+    quiet = logging.getLogger("mlflow.tracing.client")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        return {t.info.trace_id: t for t in TracingClient(uri).batch_get_traces(trace_ids)}
+    finally:
+        quiet.setLevel(level)
+
+
+def _unreadable(info: Any) -> Trace:
+    """A listed trace whose spans could not be read: a named failure of its window."""
+    state = str(getattr(info, "state", "") or "").rsplit(".", 1)[-1]
+    why = ("its root span is not written yet (the trace is still running)" if state == "IN_PROGRESS" else
+           "its spans could not be read from the store (deleted since it was listed, or not written)")
+    metadata = info.trace_metadata or {}
+    return Trace(info.trace_id, int(info.request_time), [], session_id=metadata.get("mlflow.trace.session") or None,
+                 user_id=metadata.get("mlflow.trace.user") or None, unreadable=why)
 
 
 def _tokens(usage: Any) -> dict[str, int] | None:

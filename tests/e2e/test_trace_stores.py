@@ -6,6 +6,7 @@ counted; a watermark that is not a time is one line naming the tag and the run."
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 import pytest
@@ -101,3 +102,42 @@ def test_a_watermark_that_is_not_a_time_is_one_line_naming_the_tag_and_the_run(t
                                           rf"{first.run_id} is not a time: 'yesterday-ish' \(the watermark"):
         ragmem.evaluate(config=config)
     assert windows._HELD == {}  # (the refused window gave its claim back)
+
+
+def _odd_trace(app: str, name: str, start_ns: int, end_ns: int, attributes: dict | None = None) -> str:
+    """A trace written through MLflow's client with the times and attributes given."""
+    import mlflow
+
+    mlflow.set_tracking_uri(app)
+    client = MlflowClient(app)
+    experiment = client.get_experiment_by_name("app").experiment_id
+    root = client.start_trace(name, span_type="AGENT", inputs={"query": f"{name}?"}, experiment_id=experiment,
+                              start_time_ns=start_ns, attributes=attributes)
+    client.end_trace(root.trace_id, outputs={"answer": f"{name}."}, end_time_ns=end_ns)
+    mlflow.flush_trace_async_logging()
+    return root.trace_id
+
+
+def test_a_window_with_odd_traces_judges_the_rest_and_names_each(tmp_path, monkeypatch):
+    """A window of 50 traces holding one whose root ends before it starts, one whose token usage is
+    text, and one deleted after it was listed: 47 judged, 3 named failures, and the run ends well
+    (a trace without a root is the OTLP reader's case: tests/data)."""
+    import time
+
+    app = f"sqlite:///{tmp_path / 'app.db'}"
+    ids = traffic.write_mlflow(app, "app", traffic.plan(47, raised=0))
+    now = time.time_ns() - 600 * 10**9
+    backwards = _odd_trace(app, "backwards", now, now - 5 * 10**9)
+    wordy = _odd_trace(app, "wordy", now + 10**9, now + 2 * 10**9,
+                       {"mlflow.chat.tokenUsage": json.dumps({"input_tokens": "ten", "output_tokens": 3})})
+    gone = ids[5]
+    listed = traces._with_spans
+    monkeypatch.setattr(traces, "_with_spans", lambda uri, trace_ids: {  # (deleted between listing and reading)
+        k: v for k, v in listed(uri, trace_ids).items() if k != gone})
+    result = ragmem.evaluate(config=_config(tmp_path, app))
+    summary = result.summary
+    assert summary["n_examples"] == 49 and summary["counts"]["n_agent_errors"] == 3
+    named = next(n for n in summary["notes"] if n.startswith("3 traces failed"))
+    assert f"{backwards}: its root span lasts -5000 ms" in named
+    assert f"{wordy}: its token usage input_tokens = 'ten' is not a count" in named
+    assert f"{gone}: its spans could not be read from the store (deleted since it was listed" in named
