@@ -90,7 +90,8 @@ def run(
     if baseline:
         extra["baseline"] = baseline
     in_config_home(config)
-    ready = prepare.for_run(prepare.resolve(config, overrides=set_, data=data, extra=extra), resume=resume)
+    ready = prepare.for_run(prepare.resolve(config, overrides=set_, data=data, extra=extra), resume=resume,
+                            claim=not dry_run)
     if dry_run:  # nothing is tracked, no Prefect flow: a plan, printed (and written with --output)
         plan = dryrun.dry_run(ready.config, str(config), dataset=ready.dataset, resume=ready.resume,
                               preflight=not no_preflight)
@@ -252,7 +253,7 @@ def serve(
     setup_logging(False)
     in_config_home(config)
     cfg = prepare.resolve(config, overrides=set_, data=data)
-    prepare.for_run(cfg)  # checked now; each scheduled run prepares itself afresh (the data may change)
+    prepare.for_run(cfg, claim=False)  # checked now; each scheduled run prepares (and claims) its own window
     resolved = cfg.raw
     schedule_for(cron, timezone)  # --cron, --timezone and --flow checked before the Prefect server starts
     pick_flow(resolved, flow_kind)

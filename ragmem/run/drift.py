@@ -29,6 +29,7 @@ from ragmem.run import windows
 from ragmem.stats import clusters
 from ragmem.stats.drift import Verdict, Window, detect, window_of
 from ragmem.stats.multiplicity import min_detectable
+from ragmem.tracking.files import ParquetTable
 
 log = logging.getLogger("ragmem")
 
@@ -48,10 +49,18 @@ def _column(metric: str) -> str:
     return facts.column if facts is not None and facts.column else metric  # (a metric of one's own: its name)
 
 
+def _values(table: Any, column: str) -> list[Any] | None:
+    """A per-example column of the run's table (a frame, or a streamed run's Parquet file:
+    :class:`ragmem.tracking.files.ParquetTable`), ``None`` when the table has none."""
+    if column not in table:
+        return None
+    return table.values(column) if isinstance(table, ParquetTable) else table[column].tolist()
+
+
 def _units(table: Any) -> list[Any] | None:
     """Each example's unit: its session (``stats.cluster_by``, which a window of traces in sessions
     sets by itself), else none (each trace its own)."""
-    return table[clusters.COLUMN].tolist() if clusters.COLUMN in table else None
+    return _values(table, clusters.COLUMN)
 
 
 def this_window(cfg: RunConfig, table: Any) -> dict[str, Window | None]:
@@ -59,8 +68,8 @@ def this_window(cfg: RunConfig, table: Any) -> dict[str, Window | None]:
     units = _units(table)
     out: dict[str, Window | None] = {}
     for metric in watched(cfg):
-        column = _column(metric)
-        out[metric] = window_of(table[column].tolist(), units) if column in table else None
+        values = _values(table, _column(metric))
+        out[metric] = window_of(values, units) if values is not None else None
     return out
 
 

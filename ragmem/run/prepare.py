@@ -33,7 +33,7 @@ from ragmem.errors import ConfigError, RagmemError
 from ragmem.memory import bench_data, layers as memory_layers
 from ragmem.metrics import names, needs
 from ragmem.memory.locomo import Conversation
-from ragmem.run import environment, gates, pipeline, racing, resume as resumes, sweep as sweeps, traffic
+from ragmem.run import environment, gates, pipeline, racing, resume as resumes, sweep as sweeps, traffic, windows
 from ragmem.run.summary import check_param_sizes
 from ragmem.runtime.forking import release_freed_memory
 from ragmem.runtime.home import project_root
@@ -160,16 +160,23 @@ def read_baseline(cfg: RunConfig) -> pd.DataFrame | None:
     return compare.read_baseline(cfg.tracking_uri, cfg.baseline)
 
 
-def for_run(cfg: RunConfig, *, resume: str | None = None, load: bool = True) -> Prepared:
+def for_run(cfg: RunConfig, *, resume: str | None = None, load: bool = True, claim: bool = True) -> Prepared:
     """An evaluation made ready (``load=False``: the machine checked, no data read). A config with a
-    sweep grid has its grid points checked too (whichever command runs it)."""
+    sweep grid has its grid points checked too (whichever command runs it). ``claim``: an incremental
+    traces window is claimed until its run ends (:mod:`ragmem.run.windows`; given back here should the
+    preparation fail); false when nothing will be judged (``ragmem serve``'s check, a dry run)."""
     if cfg.sweep.grid:
         sweep_plan(cfg, load=False)
     environment.check(cfg)
     baseline = read_baseline(cfg)
     resume = resumes.resolve_key(resume) if resume else None  # a unique prefix, as compare takes it
-    if load:
-        cfg, resume = traffic.as_data(cfg, resume)  # data.traces: read into a data file, the window fixed
+    if load:  # data.traces: read into a data file, the window fixed
+        cfg, resume = traffic.as_data(cfg, resume, claim=claim)
+    with windows.given_back_if_raised(cfg):
+        return _loaded(cfg, resume, baseline, load)
+
+
+def _loaded(cfg: RunConfig, resume: str | None, baseline: Any, load: bool) -> Prepared:
     dataset = pipeline.load(cfg) if load else None
     release_freed_memory()  # the files' parse: what glibc keeps of it (about 25 MB at 10k examples)
     orchestration = cfg.orchestration

@@ -62,13 +62,16 @@ def window(settings: TracesSettings, resume: str | None = None, now: datetime | 
     return since, until
 
 
-def as_data(cfg: RunConfig, resume: str | None = None) -> tuple[RunConfig, str | None]:
+def as_data(cfg: RunConfig, resume: str | None = None, claim: bool = True) -> tuple[RunConfig, str | None]:
     """``cfg`` with its traces read into a data file (``data.files``) and its window as ISO times,
     and the run to resume (``data.traces.incremental``: the last window, when it stopped; else
-    ``resume`` as given); a config without ``data.traces`` as it is."""
+    ``resume`` as given); a config without ``data.traces`` as it is. ``claim``: an incremental window
+    is claimed (:func:`ragmem.run.windows.claim`) until its run ends; false for a check or a dry run."""
     settings = cfg.data.traces
     if not settings.given:
         return cfg, resume
+    if not claim:  # (a check of the config, a dry run: nothing will be judged, no window is taken)
+        return _as_data(cfg, settings, resume)
     with windows.claimed(cfg):  # one window at a time: held until the run ends (engine), released if this raises
         return _as_data(cfg, settings, resume)
 

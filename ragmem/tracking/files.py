@@ -143,6 +143,15 @@ class ParquetTable:
 
         return list(pq.read_schema(self.path).names)
 
+    def __contains__(self, column: object) -> bool:
+        return column in self.column_names()
+
+    def values(self, column: str) -> list:
+        """One column's values, in file order (the column alone is read)."""
+        import pyarrow.parquet as pq
+
+        return pq.read_table(self.path, columns=[column]).column(0).to_pylist()
+
     def ids(self) -> list:
         """The ``id`` column alone."""
         import pyarrow.parquet as pq

@@ -141,3 +141,20 @@ def test_a_window_with_odd_traces_judges_the_rest_and_names_each(tmp_path, monke
     assert f"{backwards}: its root span lasts -5000 ms" in named
     assert f"{wordy}: its token usage input_tokens = 'ten' is not a count" in named
     assert f"{gone}: its spans could not be read from the store (deleted since it was listed" in named
+
+
+def test_a_window_read_in_chunks_is_summarized_with_its_volume_and_drift(tmp_path):
+    """A window larger than data.chunk_size (a streamed run: its table a Parquet file) gets its volume
+    and its drift like any window (it was an internal error: the drift read the table as a frame)."""
+    import time
+
+    app = f"sqlite:///{tmp_path / 'app.db'}"
+    traffic.write_mlflow(app, "app", traffic.plan(30, raised=0))
+    config = _config(tmp_path, app, incremental=True)
+    config.update(data={**config["data"], "chunk_size": 10}, gates={"faithfulness": {"drift": {"max_drop": 0.1}}})
+    first = ragmem.evaluate(config=config)
+    assert first.summary["traces"]["volume"]["units"] == 2  # (two sessions)
+    traffic.write_mlflow(app, "app", traffic.plan(12, raised=0, first=30, start_ns=time.time_ns(), step_ns=10**6))
+    second = ragmem.evaluate(config=config)
+    drift = second.summary["traces"]["drift"]["faithfulness"]
+    assert second.summary["n_examples"] == 12 and drift["windows"] == 2 and drift["alarmed"] is False
