@@ -72,7 +72,10 @@ class TracesSettings(Section):
                                           "(e.g. \"tags.env = 'prod'\")")
     since: Optional[str] = setting(None, "traces started at or after: an ISO time, or a duration before now (24h)")
     until: Optional[str] = setting(None, "traces started before: an ISO time, or a duration before now; "
-                                         "null: when the run starts")
+                                         "null: when the run starts (an incremental window: lag before it)")
+    lag: str = setting("2m", "an incremental window without until ends this long before the run starts (a "
+                             "duration: 2m, 30s, 0s): a trace still being written when its window is read falls "
+                             "in the next window")
     incremental: bool = setting(False, "each run the traces that arrived since the last run of this config "
                                        "ended its window (the watermark, kept in the MLflow experiment): "
                                        "ragmem serve sets it; the first window starts at since")
@@ -91,6 +94,13 @@ class TracesSettings(Section):
     def _time(cls, value):
         if value is not None:
             parse_time(value)
+        return value
+
+    @field_validator("lag")
+    @classmethod
+    def _lag(cls, value):
+        if not _DURATION.match(str(value)):
+            raise ValueError(f"expected a duration (2m, 30s, 0s), got {value!r}")
         return value
 
     @model_validator(mode="after")

@@ -48,16 +48,18 @@ class NoTraces(DataError):
 def window(settings: TracesSettings, resume: str | None = None, now: datetime | None = None,
            watermark: str | None = None, timed: bool = True) -> tuple[datetime | None, datetime | None]:
     """``[since, until)`` as times: those of the run ``resume`` continues when it has them, else
-    from the settings (``until`` null: ``now``, for a source whose traces arrive over time, ``timed``;
-    files: no window unless set); ``watermark``: where the last window ended (``data.traces.incremental``),
-    instead of ``since``."""
+    from the settings (``until`` null: ``now``, for a source whose traces arrive over time, ``timed``; an
+    incremental window: ``lag`` before it, so a trace still being written falls in the next window;
+    files: no window unless set);
+    ``watermark``: where the last window ended (``data.traces.incremental``), instead of ``since``."""
     if resume:
         started = (Journal.read_meta_for(resume) or {}).get("config", {})
         since, until = started.get("data.traces.since"), started.get("data.traces.until")
         if until:
             return (parse_time(since) if since else None), parse_time(until)
     now = now or datetime.now(timezone.utc)
-    until = parse_time(settings.until, now) if settings.until else (now if timed else None)
+    ended = now if not settings.incremental else parse_time(settings.lag, now)  # (a window of a schedule: its lag)
+    until = parse_time(settings.until, now) if settings.until else ended if timed else None
     since = parse_time(watermark) if watermark else parse_time(settings.since, now) if settings.since else None
     return since, until
 

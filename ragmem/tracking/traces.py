@@ -143,7 +143,7 @@ def read(uri: str, experiment: str, *, since: datetime | None = None, until: dat
             raise
         infos = [found.info for found in page if found.info.tags.get("ragmem.example_id") is None  # (not ragmem's own)
                  and sampled(found.info.trace_id, share, seed)][:limit - kept]
-        loaded = _with_spans(uri, [info.trace_id for info in infos])
+        loaded = _with_spans(uri, infos)
         for info in infos:
             kept += 1
             found = loaded.get(info.trace_id)
@@ -153,18 +153,29 @@ def read(uri: str, experiment: str, *, since: datetime | None = None, until: dat
             break
 
 
-def _with_spans(uri: str, trace_ids: list[str]) -> dict[str, Any]:
-    """The traces ``trace_ids`` with their spans, by id; one whose spans cannot be read (deleted since it
-    was listed, not yet written) is missing (MLflow leaves it out with a warning of its own: muted)."""
-    if not trace_ids:
+def _with_spans(uri: str, infos: list[Any]) -> dict[str, Any]:
+    """The traces listed (``infos``) with their spans, by id; one whose spans cannot be read (deleted
+    since it was listed, not yet written) is missing (MLflow leaves it out with a warning of its own:
+    muted). The spans are loaded for the infos the listing gave (MLflow's search does the same inside:
+    0.20 s for 300 traces, where asking for them by id read the infos again, 0.95 s); an MLflow
+    without that step asks by id."""
+    if not infos:
         return {}
+    from concurrent.futures import ThreadPoolExecutor
+
     from mlflow.tracing.client import TracingClient  # (mlflow: imported by _client already)
 
+    client = TracingClient(uri)
     quiet = logging.getLogger("mlflow.tracing.client")
     level = quiet.level
     quiet.setLevel(logging.ERROR)
     try:
-        return {t.info.trace_id: t for t in TracingClient(uri).batch_get_traces(trace_ids)}
+        if hasattr(client, "_group_trace_infos_by_location") and hasattr(client, "_load_traces_by_location"):
+            with ThreadPoolExecutor(4, thread_name_prefix="ragmem-traces") as pool:
+                found = client._load_traces_by_location(client._group_trace_infos_by_location(infos), pool)
+        else:
+            found = client.batch_get_traces([info.trace_id for info in infos])
+        return {t.info.trace_id: t for t in found}
     finally:
         quiet.setLevel(level)
 

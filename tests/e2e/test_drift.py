@@ -70,7 +70,7 @@ def test_a_drop_across_windows_fails_the_scheduled_flow_run_on_the_drift_line(pr
         config = tmp_path / "traffic.yaml"
         config.write_text(f"""experiment: traffic-drift
 data:
-  traces: {{experiment: app, tracking_uri: "{app}", since: 6h, incremental: true}}
+  traces: {{experiment: app, tracking_uri: "{app}", since: 6h, incremental: true, lag: 0s}}
 judge: {{type: llm, model: m, base_url: "{stub.base_url}", max_concurrency: 2, retry_backoff_s: 0.01}}
 metrics: [pass_rate]
 gates:

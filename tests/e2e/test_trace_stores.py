@@ -132,8 +132,8 @@ def test_a_window_with_odd_traces_judges_the_rest_and_names_each(tmp_path, monke
                        {"mlflow.chat.tokenUsage": json.dumps({"input_tokens": "ten", "output_tokens": 3})})
     gone = ids[5]
     listed = traces._with_spans
-    monkeypatch.setattr(traces, "_with_spans", lambda uri, trace_ids: {  # (deleted between listing and reading)
-        k: v for k, v in listed(uri, trace_ids).items() if k != gone})
+    monkeypatch.setattr(traces, "_with_spans", lambda uri, infos: {  # (deleted between listing and reading)
+        k: v for k, v in listed(uri, infos).items() if k != gone})
     result = ragmem.evaluate(config=_config(tmp_path, app))
     summary = result.summary
     assert summary["n_examples"] == 49 and summary["counts"]["n_agent_errors"] == 3
@@ -150,7 +150,7 @@ def test_a_window_read_in_chunks_is_summarized_with_its_volume_and_drift(tmp_pat
 
     app = f"sqlite:///{tmp_path / 'app.db'}"
     traffic.write_mlflow(app, "app", traffic.plan(30, raised=0))
-    config = _config(tmp_path, app, incremental=True)
+    config = _config(tmp_path, app, incremental=True, lag="0s")
     config.update(data={**config["data"], "chunk_size": 10}, gates={"faithfulness": {"drift": {"max_drop": 0.1}}})
     first = ragmem.evaluate(config=config)
     assert first.summary["traces"]["volume"]["units"] == 2  # (two sessions)

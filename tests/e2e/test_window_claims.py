@@ -27,7 +27,7 @@ def test_two_overlapping_windows_started_at_once_judge_once(prefect_env, tmp_pat
         config = tmp_path / "window.yaml"
         config.write_text(f"""experiment: window-eval
 data:
-  traces: {{experiment: app, tracking_uri: "{app}", since: 6h, incremental: true}}
+  traces: {{experiment: app, tracking_uri: "{app}", since: 6h, incremental: true, lag: 0s}}
 judge: {{type: llm, model: m, base_url: "{stub.base_url}", max_concurrency: 2, retry_backoff_s: 0.01}}
 metrics: [pass_rate]
 stats: {{resamples: 200}}

@@ -44,7 +44,7 @@ def test_three_windows_each_judged_once_compared_unpaired_and_a_drop_fails_the_f
         config = tmp_path / "traffic.yaml"
         config.write_text(f"""experiment: traffic-eval
 data:
-  traces: {{experiment: app, tracking_uri: "{app}", since: 6h}}
+  traces: {{experiment: app, tracking_uri: "{app}", since: 6h, lag: 0s}}
 judge: {{type: llm, model: m, base_url: "{stub.base_url}", max_concurrency: 2, retry_backoff_s: 0.01}}
 metrics: [pass_rate]
 gates:

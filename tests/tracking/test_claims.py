@@ -124,3 +124,22 @@ def test_a_window_that_cannot_be_read_gives_its_claim_back_and_a_check_takes_non
             traffic.as_data(cfg, claim=claim)
         assert windows._HELD == {}
     assert seen == [windows.key(cfg)]  # claimed by the run, given back when it failed; the check took none
+
+
+def test_a_window_ends_its_lag_before_the_run_starts():
+    from datetime import datetime, timezone
+
+    from ragmem.config.trace_settings import TracesSettings
+    from ragmem.errors import ConfigError
+    from ragmem.run.traffic import window
+
+    now = datetime(2026, 12, 6, 12, 0, tzinfo=timezone.utc)
+    windows_ = TracesSettings(experiment="app", incremental=True)
+    assert window(windows_, now=now)[1] == datetime(2026, 12, 6, 11, 58, tzinfo=timezone.utc)  # (its lag: 2m)
+    assert window(windows_.model_copy(update={"lag": "0s"}), now=now)[1] == now
+    assert window(TracesSettings(experiment="app"), now=now)[1] == now  # (a run by hand: up to its start)
+    assert window(TracesSettings(experiment="app", until="1h"), now=now)[1] == datetime(2026, 12, 6, 11, 0,
+                                                                                        tzinfo=timezone.utc)
+    assert window(TracesSettings(files=["a.json"]), now=now, timed=False)[1] is None  # (files: what they hold)
+    with pytest.raises(ConfigError, match=r"data.traces.lag.*expected a duration \(2m, 30s, 0s\), got 'soon'"):
+        RunConfig.from_dict({"data": {"traces": {"experiment": "app", "lag": "soon"}}})
