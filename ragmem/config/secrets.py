@@ -33,6 +33,7 @@ the subprocesses that run a served deployment's flow runs), never through the Pr
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import logging
 import os
@@ -60,6 +61,7 @@ def _words(name: str) -> list[str]:
     return [w for w in re.split(r"[^a-z0-9]+", re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", str(name)).lower()) if w]
 
 
+@functools.lru_cache(maxsize=4096)  # (a trace's records ask of the same few keys thousands of times)
 def is_secret(name: str) -> bool:
     words = _words(name)
     return bool(words) and words[-1] != "env" and any(w in _WORDS for w in words)
