@@ -25,6 +25,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ragmem.errors import ConfigError
 from ragmem.metrics.base import MetricResult
 from ragmem.metrics.reliability import item_votes
 from ragmem.prompts.templates import said_yes
@@ -82,6 +83,9 @@ class Relevancy:
 
     def __init__(self, m: Any, setting: str = "auto"):
         self.m, self.way = m, method(m.llm is not None, m.embedder is not None, setting)
+        if self.way == QUESTIONS and m.embedder is None:  # (the config refuses it; a context made by hand too)
+            raise ConfigError("rag_metrics.relevancy: questions compares the embeddings of generated questions: "
+                              "it needs an embeddings endpoint (embeddings.model, embeddings.base_url)")
         self.values: list[float | None] = []
         self.errors: list[str | None] = []
         self.undefined = 0

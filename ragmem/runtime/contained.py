@@ -102,7 +102,9 @@ class Contained:
         done = threading.Event()
         self._worker().put((fn, kwargs, box, done))
         if not done.wait(self.timeout_s):
-            self._jobs = None  # abandoned: its thread stays on this call; the next call gets a new one
+            jobs, self._jobs = self._jobs, None  # abandoned: its thread stays on this call; the next call gets a new one
+            if jobs is not None:
+                jobs.put(None)  # (should the call ever return, its thread ends there)
             return None, f"did not return within {self.timeout_s:g} s (abandoned)"
         return box[0]
 
