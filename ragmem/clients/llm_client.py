@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import hashlib
+import itertools
 import json
 import os
 import threading
@@ -385,15 +386,14 @@ class JudgeClient(_Endpoint):
         ``judge.samples`` times and its samples combined (:func:`combine`)."""
         if not requests:
             return []
-        name = "llm " + ", ".join(sorted({t for t, _ in requests}))
         asked = [(i, t, f, k) for i, (t, f) in enumerate(requests) for k in range(self.samples_of(t))]
-        with progress.stage(name, len(asked)) as counter:
-            replies = self.run_async(lambda client, sem: [_counted(self._ask(client, sem, t, f, k), counter)
-                                                          for _, t, f, k in asked])
-        grouped: list[list[Result]] = [[] for _ in requests]
-        for (i, *_), reply in zip(asked, replies):
-            grouped[i].append(reply)
-        return [self.combine(task, samples) for (task, _), samples in zip(requests, grouped)]
+        sent, answer = replies.distinct([(t, json.dumps(f, sort_keys=True, default=str), k) for _, t, f, k in asked])
+        name = "llm " + ", ".join(sorted({t for t, _ in requests}))  # (identical requests of a batch: sent once)
+        with progress.stage(name, len(sent)) as counter:
+            got = self.run_async(lambda client, sem: [_counted(self._ask(client, sem, *asked[n][1:]), counter)
+                                                      for n in sent])
+        per_request = itertools.groupby(zip(asked, (got[a] for a in answer)), key=lambda pair: pair[0][0])  # (in order)
+        return [self.combine(task, [r for _, r in samples]) for (task, _), (_, samples) in zip(requests, per_request)]
 
     def combine(self, task: str, samples: Sequence[Result]) -> Result:
         """One result from a request's ``judge.samples`` samples: a verdict's majority

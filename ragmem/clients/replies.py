@@ -171,6 +171,22 @@ class Usage:
         return {k: float(v) for k, v in out.items()}
 
 
+def distinct(keys: Sequence[Any]) -> tuple[list[int], list[int]]:
+    """The positions of the first of each distinct key, and for every key the place of its first among
+    them: identical requests of one batch are sent once and answered alike.
+
+    >>> distinct(["a", "b", "a", "c", "b"])
+    ([0, 1, 3], [0, 1, 0, 2, 1])
+    """
+    first: dict[Any, int] = {}
+    sent: list[int] = []
+    for n, key in enumerate(keys):
+        if key not in first:
+            first[key] = len(sent)
+            sent.append(n)
+    return sent, [first[key] for key in keys]
+
+
 def kept(client: Any, requests: Sequence[tuple[str, dict[str, str]]]) -> int:
     """How many of ``requests`` (``(task, fields)``) have a reply in ``client``'s cache: what a rerun
     is not asked again (the count an interrupted command's last line gives)."""

@@ -81,7 +81,7 @@ def test_a_run_past_the_preflight_names_a_server_of_another_kind_and_no_library_
     client = JudgeClient(JudgeSettings(type="llm", model="m", base_url=f"{base}/nginx", retry_backoff_s=0.001,
                                        cache=False, response_format="text", max_concurrency=1))
     with pytest.raises(EndpointDown) as raised:
-        client.run([("answer_correctness", {"question": "q", "reference": "r", "answer": "a"})] * 8)
+        client.run([("answer_correctness", {"question": f"q{i}", "reference": "r", "answer": "a"}) for i in range(8)])
     assert str(raised.value) == (
         f"judge.base_url {base}/nginx: 5 consecutive failures (last: not an OpenAI-compatible server: the reply "
         f"is not JSON ('<html><body>Welcome to nginx!</body></html>')); the run stopped")

@@ -161,3 +161,19 @@ def test_data_cannot_close_or_forge_a_block(attack):
         assert unescape(body) == fields[name]  # carried intact ...
         assert "<" not in body and ">" not in body     # ... and unable to open or close any tag
     assert len(INJECTIONS) >= 20
+
+
+def test_identical_requests_of_a_batch_are_sent_once_and_answered_alike(tmp_path):
+    """Ten requests, three distinct (a test set's generated questions, two answers' same statement):
+    three reach the server, each of the ten gets its reply."""
+    from ragmem.clients.llm_client import JudgeClient
+    from ragmem.config.settings import JudgeSettings
+
+    with Stub(chat=lambda request: {"verdict": "yes" if "good" in data_block(request, "answer") else "no",
+                                    "reason": "r"}) as stub:
+        client = JudgeClient(JudgeSettings(type="llm", model="m", base_url=stub.base_url, cache=False))
+        asked = [("answer_correctness", {"question": "q", "reference": "r", "answer": answer})
+                 for answer in ["good 1", "bad", "good 1", "good 2", "bad"] * 2]
+        results = client.run(asked)
+    assert len(stub.requests) == 3
+    assert [r.value["verdict"] for r in results] == ["yes", "no", "yes", "yes", "no"] * 2
