@@ -11,6 +11,7 @@ from typing import Any, Callable, Sequence
 from ragmem.errors import AgentLoadError, failure_message
 from ragmem.runtime.targets import resolve
 from ragmem.schema import Example
+from ragmem.runtime.contained import PluginExit
 
 
 async def _awaited(reply: Any) -> Any:
@@ -85,8 +86,9 @@ class PythonAgent:
 
     @staticmethod
     def retryable(exc: BaseException) -> bool:
-        """A Python agent's exception is retried (it may be a passing backend failure)."""
-        return True
+        """A Python agent's exception is retried (it may be a passing backend failure); its call of
+        ``sys.exit`` or ``os._exit`` is not (:class:`ragmem.runtime.contained.PluginExit`)."""
+        return not isinstance(exc, PluginExit)
 
     def signature(self) -> str:
         return f"agent:python|target:{self.target}"

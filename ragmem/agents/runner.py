@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence
 from ragmem.clients import calls
 from ragmem.clients.endpoints import EndpointDown
 from ragmem.errors import failure_message
-from ragmem.runtime import interrupts, space
+from ragmem.runtime import contained, interrupts, space
 from ragmem.schema import AgentOutput, Context, Example
 
 
@@ -91,8 +91,8 @@ def _timed_call(agent: Callable[[Example], Any], example: Example, starts: dict[
             return None, down, 0.0, wall, attempts.count + 1
         start = time.perf_counter()
         starts[index] = start
-        try:
-            raw = agent(example)
+        try:  # (sys.exit or os._exit in the user's agent: that example's failure, never the process's end)
+            raw = contained.called(agent, example)
         except Exception as exc:  # any failure of the user's agent is recorded for that example
             elapsed = time.perf_counter() - start
             try:

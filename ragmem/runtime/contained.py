@@ -1,4 +1,8 @@
-"""Plug-in code (a metric of one's own) called so that it cannot end, fake or block the run.
+"""Plug-in code (a metric of one's own, a Python agent) called so that it cannot end, fake or block the run.
+
+A Python agent runs on the agent runner's own daemon workers (``agent.timeout_s`` bounds a hang):
+:func:`called` intercepts its ``sys.exit`` and ``os._exit`` the same way, each that example's failure,
+not retried. A metric of one's own:
 
 The boundary, stated once (``docs/metrics.md`` says it to users): a plug-in function runs in
 ragmem's process, on a daemon worker thread of its own, one call at a time, with
@@ -43,6 +47,37 @@ class _Exited(BaseException):
         self.code = code
 
 
+class PluginExit(Exception):
+    """Plug-in code called ``sys.exit`` or ``os._exit`` (:func:`called`): that call's failure."""
+
+
+def _install() -> None:
+    """``os._exit`` intercepted for the threads in :data:`_workers` (under :data:`_lock`)."""
+    if os._exit is not _intercepted_exit:
+        os._exit = _intercepted_exit  # type: ignore[assignment]
+
+
+def called(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` on this thread (an agent's worker), with ``sys.exit`` and ``os._exit``
+    raised as :class:`PluginExit` (``called os._exit(0)``), never ending the process; for plug-in code
+    that already has threads of its own (a Python agent: ``agent.timeout_s`` bounds a hang)."""
+    ident = threading.get_ident()
+    with _lock:
+        added = ident not in _workers
+        _workers.add(ident)
+        _install()
+    try:
+        return fn(*args, **kwargs)
+    except _Exited as exited:
+        raise PluginExit(f"called os._exit({exited.code})") from None
+    except SystemExit as stopped:
+        raise PluginExit(f"called sys.exit({stopped.code})") from None
+    finally:
+        if added:
+            with _lock:
+                _workers.discard(ident)
+
+
 def _intercepted_exit(code: int) -> None:
     if threading.get_ident() in _workers:
         raise _Exited(code)
@@ -69,8 +104,7 @@ class Contained:
     def _serve(jobs: queue.Queue) -> None:
         with _lock:
             _workers.add(threading.get_ident())
-            if os._exit is not _intercepted_exit:
-                os._exit = _intercepted_exit  # type: ignore[assignment]
+            _install()
         try:
             Contained._loop(jobs)
         finally:

@@ -76,3 +76,23 @@ def test_a_metric_of_ones_own_that_exits_or_hangs_fails_its_examples_and_the_run
     assert table.loc["q1", "exits_hard_error"] == "called os._exit(0)"
     assert result.metrics["exits_softly"] == 1.0 and result.metrics["exits_softly_failures"] == 1
     assert result.metrics["exits_hard"] == 0.5 and result.metrics["exits_hard_failures"] == 1
+
+
+def test_a_python_agent_that_exits_fails_that_example_and_the_run_goes_on():
+    """os._exit(0) in a Python agent had ended the process with exit 0 and no output (a faked success)."""
+    calls = []
+
+    def agent(query):
+        calls.append(query)
+        if query.endswith("3"):
+            sys.exit(3)
+        if query.endswith("5"):
+            os._exit(0)
+        return "fine"
+
+    rows = [{"id": f"q{i}", "query": f"question {i}", "reference_answer": "fine"} for i in range(8)]
+    result = ragmem.evaluate(rows, track=False, agent=agent, metrics=["pass_rate"])
+    errors = result.table.set_index("id")["error"]
+    assert errors["q3"] == "PluginExit: called sys.exit(3)" and errors["q5"] == "PluginExit: called os._exit(0)"
+    assert result.summary["counts"]["n_agent_errors"] == 2 and result.metrics["pass_rate"] == 1.0
+    assert calls.count("question 3") == 1  # (an exit is not retried)
