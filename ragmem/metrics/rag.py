@@ -49,8 +49,8 @@ import pandas as pd
 from ragmem.metrics import names, needs
 from ragmem.metrics.base import Family, mean_aggregator, MetricResult, nanmean, scored_mask
 from ragmem.metrics import relevancy
+from ragmem.metrics.itemized import share_said_yes
 from ragmem.metrics.ranking import is_gold, keyword_relevant
-from ragmem.metrics.relevancy import Relevancy
 from ragmem.metrics.reliability import item_votes, items_aggregator, majority_aggregator
 from ragmem.prompts.templates import numbered, said_yes
 from ragmem.text.entities import OfflineEntities, normalize_entity, offline_entities  # noqa: F401  (also here)
@@ -222,7 +222,7 @@ class RagMetrics:
         return self._finish(name, values, errors, undefined, votes=votes)
 
     def answer_relevancy(self, table: pd.DataFrame) -> MetricResult:
-        return Relevancy(self, self.relevancy).score(self._rows(table))
+        return relevancy.Relevancy(self, self.relevancy).score(self._rows(table))
 
     def _embed(self, texts):
         return self.embedder.embed(texts)
@@ -275,43 +275,10 @@ class RagMetrics:
                 else:
                     _put(values, errors, sum(judged) / len(judged))
             return self._finish("faithfulness", values, errors, undefined)
-        extracted = self._ask([("claims", {"question": row.query, "answer": row.generated_answer or ""})
-                               for row in rows if row is not None])
-        requests: list[tuple[str, dict[str, str]]] = []
-        plan: list[Any] = []
-        cursor = 0
-        for row in rows:
-            if row is None:
-                plan.append(None)
-                continue
-            claims = extracted[cursor]
-            cursor += 1
-            if claims.error:
-                plan.append(claims.error)
-                continue
-            contexts = numbered(c["text"] for c in row.contexts) or "(no contexts)"
-            start = len(requests)
-            requests += [("claim_support", {"contexts": contexts, "claim": claim}) for claim in claims.value["claims"]]
-            plan.append((start, len(claims.value["claims"])))
-        verdicts = self._ask(requests)
-        votes: list = []
-        for item in plan:
-            got = verdicts[item[0]:item[0] + item[1]] if isinstance(item, tuple) and item[1] else []
-            failed = [g.error for g in got if g.error]
-            votes.append(None if failed or not got else
-                         item_votes(got, [int(said_yes(g.value)) for g in got]))
-            if item is None:
-                _put(values, errors, None)
-            elif isinstance(item, str):
-                _put(values, errors, None, item)
-            elif item[1] == 0:
-                undefined += 1
-                _put(values, errors, self.ctx.zero_division)
-            elif failed:
-                _put(values, errors, None, failed[0])
-            else:
-                supported = sum(said_yes(g.value) for g in got)
-                _put(values, errors, supported / item[1])
+        values, errors, undefined, votes = share_said_yes(
+            self._ask, rows, lambda row: ("claims", {"question": row.query, "answer": row.generated_answer or ""}),
+            "claims", lambda row: ("claim_support", {"contexts": numbered(c["text"] for c in row.contexts)
+                                                     or "(no contexts)"}, "claim"), self.ctx.zero_division)
         return self._finish("faithfulness", values, errors, undefined, votes=votes)
 
 

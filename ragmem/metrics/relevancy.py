@@ -27,8 +27,7 @@ import numpy as np
 
 from ragmem.errors import ConfigError
 from ragmem.metrics.base import MetricResult
-from ragmem.metrics.reliability import item_votes
-from ragmem.prompts.templates import said_yes
+from ragmem.metrics.itemized import share_said_yes
 from ragmem.text.keywords import keyword_cosines
 
 QUESTIONS, STATEMENTS = "questions", "statements"
@@ -120,33 +119,10 @@ class Relevancy:
                 self._put(next(cosines))
 
     def _statements(self, rows: Sequence[Any]) -> None:
-        m = self.m
-        listed = iter(m._ask([("statements", {"answer": r.generated_answer or ""}) for r in rows if r is not None]))
-        plan: list[Any] = []
-        requests: list[tuple[str, dict[str, str]]] = []
-        for row in rows:
-            said = None if row is None else next(listed)
-            if said is None or said.error:
-                plan.append(None if said is None else said.error)
-                continue
-            statements = [s for s in said.value["statements"] if s.strip()]
-            plan.append((len(requests), len(statements)))
-            requests += [("statement_relevance", {"question": row.query, "statement": s}) for s in statements]
-        verdicts = m._ask(requests)
-        for item in plan:
-            got = verdicts[item[0]:item[0] + item[1]] if isinstance(item, tuple) else []
-            failed = [g.error for g in got if g.error]
-            self.votes.append(None if failed or not got else item_votes(got, [int(said_yes(g.value)) for g in got]))
-            if item is None or isinstance(item, str):
-                self._put(None, item)
-                continue
-            if not got:
-                self.undefined += 1
-                self._put(m.ctx.zero_division)
-            elif failed:
-                self._put(None, failed[0])
-            else:
-                self._put(sum(said_yes(g.value) for g in got) / len(got))
+        self.values, self.errors, self.undefined, self.votes = share_said_yes(
+            self.m._ask, rows, lambda row: ("statements", {"answer": row.generated_answer or ""}), "statements",
+            lambda row: ("statement_relevance", {"question": row.query}, "statement"), self.m.ctx.zero_division,
+            skip_blank=True)
 
     def _questions(self, rows: Sequence[Any]) -> None:
         m, n = self.m, self.m.n_questions
