@@ -18,6 +18,7 @@ files and the baseline afresh.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import uuid
 from dataclasses import dataclass
@@ -170,23 +171,21 @@ def for_run(cfg: RunConfig, *, resume: str | None = None, load: bool = True, cla
     environment.check(cfg)
     baseline = read_baseline(cfg)
     resume = resumes.resolve_key(resume) if resume else None  # a unique prefix, as compare takes it
-    if load:  # data.traces: read into a data file, the window fixed
-        cfg, resume = traffic.as_data(cfg, resume, claim=claim)
-    with windows.given_back_if_raised(cfg):
-        return _loaded(cfg, resume, baseline, load)
-
-
-def _loaded(cfg: RunConfig, resume: str | None, baseline: Any, load: bool) -> Prepared:
-    dataset = pipeline.load(cfg) if load else None
-    release_freed_memory()  # the files' parse: what glibc keeps of it (about 25 MB at 10k examples)
-    orchestration = cfg.orchestration
-    if dataset is not None and dataset.streamed and orchestration.task_runner == "dask" and orchestration.dask_address:
-        environment.check_dask_workers(orchestration.dask_address, [f.path for f in dataset.files], len(dataset))
-    given = cfg.metrics.given  # (a default changed below is not a selection given)
-    cfg = conversation_defaults(reference_free_defaults(cfg, dataset), dataset, given)
-    if resume and dataset is not None:
-        resumes.check_resume(cfg, dataset, resume).close()
-    return Prepared(cfg, dataset, baseline, resume=resume)
+    # one incremental window at a time: claimed before its watermark is read, held until its run ends
+    # (ragmem.run.engine), given back should the preparation raise
+    with windows.claimed(cfg) if load and claim else contextlib.nullcontext():
+        if load:  # data.traces: read into a data file, the window fixed
+            cfg, resume = traffic.as_data(cfg, resume)
+        dataset = pipeline.load(cfg) if load else None
+        release_freed_memory()  # the files' parse: what glibc keeps of it (about 25 MB at 10k examples)
+        orchestration = cfg.orchestration
+        if dataset is not None and dataset.streamed and orchestration.task_runner == "dask" and orchestration.dask_address:
+            environment.check_dask_workers(orchestration.dask_address, [f.path for f in dataset.files], len(dataset))
+        given = cfg.metrics.given  # (a default changed below is not a selection given)
+        cfg = conversation_defaults(reference_free_defaults(cfg, dataset), dataset, given)
+        if resume and dataset is not None:
+            resumes.check_resume(cfg, dataset, resume).close()
+        return Prepared(cfg, dataset, baseline, resume=resume)
 
 
 def reference_free_defaults(cfg: RunConfig, dataset: Dataset | None) -> RunConfig:

@@ -64,21 +64,14 @@ def window(settings: TracesSettings, resume: str | None = None, now: datetime | 
     return since, until
 
 
-def as_data(cfg: RunConfig, resume: str | None = None, claim: bool = True) -> tuple[RunConfig, str | None]:
+def as_data(cfg: RunConfig, resume: str | None = None) -> tuple[RunConfig, str | None]:
     """``cfg`` with its traces read into a data file (``data.files``) and its window as ISO times,
     and the run to resume (``data.traces.incremental``: the last window, when it stopped; else
-    ``resume`` as given); a config without ``data.traces`` as it is. ``claim``: an incremental window
-    is claimed (:func:`ragmem.run.windows.claim`) until its run ends; false for a check or a dry run."""
+    ``resume`` as given); a config without ``data.traces`` as it is. (An incremental window is claimed
+    by its caller before this reads the watermark: :func:`ragmem.run.prepare.for_run`.)"""
     settings = cfg.data.traces
     if not settings.given:
         return cfg, resume
-    if not claim:  # (a check of the config, a dry run: nothing will be judged, no window is taken)
-        return _as_data(cfg, settings, resume)
-    with windows.claimed(cfg):  # one window at a time: held until the run ends (engine), released if this raises
-        return _as_data(cfg, settings, resume)
-
-
-def _as_data(cfg: RunConfig, settings: TracesSettings, resume: str | None) -> tuple[RunConfig, str | None]:
     watermark = None
     if settings.incremental and not resume:  # where the last window ended, or the one to finish
         watermark, resume = windows.plan(cfg)
@@ -119,17 +112,17 @@ def _as_data(cfg: RunConfig, settings: TracesSettings, resume: str | None) -> tu
                  f"; {conversations.closed_early} sessions were closed to hold at most {conversations.open_sessions:,} "
                  f"open (a later turn of one starts without its earlier turns)" if conversations.closed_early else "")
     window_update: dict = {"since": since.isoformat() if since else None, "until": until.isoformat() if until else None}
-    read_only = write_back(cfg)
-    if read_only and not traces_store.writable(read_only):  # known before judging: the run goes on without it
+    store, unwritten = write_back(cfg), None
+    if store and not traces_store.writable(store):  # known before judging: the run goes on without it
         window_update["write_back"] = False
-        log.warning("data.traces.write_back: assessments not written: the store %s is read-only", read_only)
+        unwritten = f"assessments not written: the store {store} is read-only"
+        log.warning("data.traces.write_back: %s", unwritten)
     traces = settings.model_copy(update=window_update)
     data = cfg.data.model_copy(update={"traces": traces, "files": [DataFileSpec(path=str(path), format="jsonl")]})
     if "chunk_size" not in cfg.data.model_fields_set:
         data.chunk_size = min(data.chunk_size, CHUNK)
     update: dict = {"data": data}
-    chosen = "; ".join(filter(None, [cfg._chosen, (f"assessments not written: the store {read_only} is read-only"
-                                                    if window_update.get("write_back") is False else None)]))
+    chosen = "; ".join(filter(None, [cfg._chosen, unwritten]))
     if sessions and cfg.stats.cluster_by is None and len(sessions) < counts["traces"]:
         # the turns of a session are not independent: the session is the unit the intervals resample
         update["stats"] = cfg.stats.model_copy(update={"cluster_by": "session_id"})

@@ -99,15 +99,9 @@ def release(cfg: RunConfig) -> None:
 
 @contextlib.contextmanager
 def claimed(cfg: RunConfig) -> Iterator[None]:
-    """:func:`claim`, given back should what follows raise (a window that holds no traces, a bad store)."""
+    """:func:`claim`, given back should what follows raise (a window that holds no traces, a bad store,
+    a preparation that fails); else held until :func:`released` gives it back after the run."""
     claim(cfg)
-    with given_back_if_raised(cfg):
-        yield
-
-
-@contextlib.contextmanager
-def given_back_if_raised(cfg: RunConfig) -> Iterator[None]:
-    """What follows prepares the run of a claimed window: should it raise, the claim is given back."""
     try:
         yield
     except BaseException:

@@ -114,14 +114,14 @@ def test_a_run_without_incremental_windows_claims_nothing(shared_store):
 
 def test_a_window_that_cannot_be_read_gives_its_claim_back_and_a_check_takes_none(shared_store, monkeypatch):
     from ragmem.errors import ConfigError
-    from ragmem.run import traffic
+    from ragmem.run import prepare
 
     cfg = _traces_config(shared_store, f"claims-{uuid.uuid4().hex[:8]}")
     seen, original = [], windows.claim
     monkeypatch.setattr(windows, "claim", lambda c: (seen.append(windows.key(c)), original(c))[1])
     for claim in (True, False):  # (the experiment 'app' is not in the store: the window cannot be read)
         with pytest.raises(ConfigError, match="data.traces.experiment: no experiment 'app'"):
-            traffic.as_data(cfg, claim=claim)
+            prepare.for_run(cfg, claim=claim)
         assert windows._HELD == {}
     assert seen == [windows.key(cfg)]  # claimed by the run, given back when it failed; the check took none
 
