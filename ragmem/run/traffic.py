@@ -28,7 +28,7 @@ from ragmem.run.journal import Journal
 from ragmem.runtime import progress
 from ragmem.sources import source_for
 from ragmem.stats.clusters import MIN_CLUSTERS
-from ragmem.tracking import traces as traces_store
+from ragmem.tracking.uri import accepts_writes
 
 log = logging.getLogger("ragmem")
 
@@ -113,7 +113,7 @@ def as_data(cfg: RunConfig, resume: str | None = None) -> tuple[RunConfig, str |
                  f"open (a later turn of one starts without its earlier turns)" if conversations.closed_early else "")
     window_update: dict = {"since": since.isoformat() if since else None, "until": until.isoformat() if until else None}
     store, unwritten = write_back(cfg), None
-    if store and not traces_store.writable(store):  # known before judging: the run goes on without it
+    if store and not accepts_writes(store):  # known before judging: the run goes on without it
         window_update["write_back"] = False
         unwritten = f"assessments not written: the store {store} is read-only"
         log.warning("data.traces.write_back: %s", unwritten)

@@ -12,6 +12,7 @@ from ragmem.config.loading import RunConfig
 from ragmem.config.trace_settings import TracesSettings
 from ragmem.data.spans import Trace
 from ragmem.tracking import traces
+from ragmem.tracking.uri import check_readable
 
 
 class MlflowExperiment:
@@ -36,7 +37,7 @@ class MlflowExperiment:
         database or holds no MLflow tables: one line naming the setting)."""
         setting = "data.traces.tracking_uri" if self.settings.tracking_uri else "tracking.uri"
         endpoints.check_store(self.uri, setting)
-        traces.check_store(self.uri, setting)
+        check_readable(self.uri, setting)
 
     def read(self, since: datetime | None, until: datetime | None) -> Iterator[Trace]:
         s = self.settings

@@ -27,7 +27,7 @@ from ragmem.runtime.imports import lean_import
 from ragmem.runtime.processes import host, run_is_dead
 from ragmem.tracking.claims import Claim, PREFIX
 from ragmem.tracking.files import table_files
-from ragmem.tracking.uri import DATABASE_SCHEMES, tracking_scheme
+from ragmem.tracking.uri import DATABASE_SCHEMES, sqlite_file, tracking_scheme
 
 _PARAM_LIMIT = 6000  # MLflow's limit for a param value
 _ERROR_TAG_LIMIT = 5000
@@ -47,9 +47,9 @@ def prepare_local_store(uri: str) -> None:
     store's tables under a lock beside it: eight runs started at once on a new project each created
     the schema, and four failed (``table ... already exists``). The first creates it; the others
     wait, then find it made (MLflow keeps the store it opened for this process)."""
-    if not uri.startswith("sqlite:///"):
+    db = sqlite_file(uri)
+    if db is None:
         return
-    db = Path(uri[len("sqlite:///"):])
     db.parent.mkdir(parents=True, exist_ok=True)
     if db.is_file() and db.stat().st_size > 0 and not db.with_name(db.name + ".creating").exists():
         return

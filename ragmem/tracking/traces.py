@@ -13,11 +13,9 @@ of the same name that ragmem wrote before is updated, never duplicated.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Iterator
 
 from ragmem.data.spans import sampled, Span, Trace
@@ -29,63 +27,6 @@ from ragmem.tracking.store import Feedback, prepare_local_store
 RUN_KEY = "ragmem.run_id"
 #: an assessment's judge (its signature: model, prompt version, settings): the same judge updates its own
 SIGNATURE_KEY = "ragmem.judge.signature"
-
-
-_SQLITE_HEADER = b"SQLite format 3\x00"
-
-
-def sqlite_path(uri: str) -> Path | None:
-    """The file of a ``sqlite:///`` store, else ``None``."""
-    return Path(uri[len("sqlite:///"):]) if uri.startswith("sqlite:///") else None
-
-
-def check_store(uri: str, setting: str) -> None:
-    """A store traces are read from is one, before any work: a SQLite file that exists (reading never
-    creates one), is readable, is an SQLite database and holds MLflow's tables; else a ConfigError in
-    one line naming ``setting``. (A server is probed by :func:`ragmem.clients.endpoints.check_store`.)"""
-    path = sqlite_path(uri)
-    if path is None:
-        return
-    where = f"{setting} {uri}"
-    if not path.exists():
-        raise ConfigError(f"{where}: no store at {path} (reading traces never creates one: check the path)")
-    if not path.is_file():
-        raise ConfigError(f"{where}: {path} is not a file")
-    try:
-        with path.open("rb") as handle:
-            header = handle.read(len(_SQLITE_HEADER))
-    except OSError as exc:
-        raise ConfigError(f"{where}: {path} cannot be read ({exc.strerror or exc})") from None
-    if header != _SQLITE_HEADER:
-        raise ConfigError(f"{where}: {path} is not an SQLite database" + (" (an empty file)" if not header else ""))
-    import sqlite3  # (only for a local store)
-
-    try:
-        with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as db:
-            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    except sqlite3.DatabaseError as exc:
-        raise ConfigError(f"{where}: {path} cannot be read as a store ({exc})") from None
-    if not {"experiments", "trace_info"} <= tables:
-        raise ConfigError(f"{where}: {path} is an SQLite database but not an MLflow store with traces "
-                          f"(no experiments and trace_info tables)")
-
-
-def writable(uri: str) -> bool:
-    """Whether assessments can be written to the store: a SQLite file is asked for a write lock and
-    let go at once (what a read-only file, folder or mount refuses, whoever runs it); a busy store is
-    writable; a server answers for itself (assumed)."""
-    path = sqlite_path(uri)
-    if path is None:
-        return True
-    import sqlite3  # (only for a local store)
-
-    try:
-        with contextlib.closing(sqlite3.connect(str(path), timeout=1.0)) as db:
-            db.execute("BEGIN IMMEDIATE")
-            db.rollback()
-    except sqlite3.OperationalError as exc:
-        return "readonly" not in str(exc).replace(" ", "") and "read-only" not in str(exc)
-    return True
 
 
 def unreadable(exc: BaseException) -> str | None:

@@ -14,9 +14,10 @@ from mlflow import MlflowClient
 
 import ragmem
 from ragmem.errors import ConfigError, RagmemError
-from ragmem.run import windows
+from ragmem.run import traffic as run_traffic, windows
 from ragmem.tracking import traces
 from ragmem.tracking.store import Feedback
+from ragmem.tracking.uri import accepts_writes
 from tests import traffic
 
 pytestmark = pytest.mark.e2e
@@ -72,8 +73,8 @@ def test_a_damaged_store_is_refused_before_any_judging(tmp_path):
 def test_a_read_only_store_is_judged_with_its_assessments_not_written_and_said(tmp_path, monkeypatch):
     app = f"sqlite:///{tmp_path / 'app.db'}"
     ids = traffic.write_mlflow(app, "app", traffic.plan(6, raised=0))
-    assert traces.writable(app)  # (a store this process may write: the probe takes a write lock and lets go)
-    monkeypatch.setattr(traces, "writable", lambda uri: False)  # (as a read-only mount would answer: root writes anyway)
+    assert accepts_writes(app)  # (a store this process may write: the probe takes a write lock and lets go)
+    monkeypatch.setattr(run_traffic, "accepts_writes", lambda store: False)  # (as a read-only mount: root writes anyway)
     result = ragmem.evaluate(config=_config(tmp_path, app))
     assert result.summary["n_examples"] == 6
     assert any(f"assessments not written: the store {app} is read-only" in n for n in result.summary["notes"])
