@@ -6,6 +6,7 @@ the same traces with the same times."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass
@@ -55,14 +56,32 @@ def plan(n: int, raised: int = 5, start_ns: int | None = None, step_ns: int = 10
     return out
 
 
+@contextlib.contextmanager
+def writing_to(uri: str):
+    """MLflow's tracing API pointed at ``uri`` while the block writes, then put back as it was
+    (``mlflow.set_tracking_uri`` sets MLFLOW_TRACKING_URI too: a test that left it set sent the later
+    tests of its worker to that store)."""
+    import mlflow
+
+    previous, variable = mlflow.get_tracking_uri(), os.environ.get("MLFLOW_TRACKING_URI")
+    mlflow.set_tracking_uri(uri)
+    try:
+        yield
+        mlflow.flush_trace_async_logging()
+    finally:
+        mlflow.set_tracking_uri(previous)
+        if variable is None:
+            os.environ.pop("MLFLOW_TRACKING_URI", None)
+        else:
+            os.environ["MLFLOW_TRACKING_URI"] = variable
+
+
 def write_mlflow(uri: str, experiment: str, traces: list[Planned]) -> list[str]:
     """The plan through MLflow's tracing API into ``uri``; the trace ids, in plan order."""
     import mlflow
     from mlflow.entities import Document, SpanType
 
-    previous, variable = mlflow.get_tracking_uri(), os.environ.get("MLFLOW_TRACKING_URI")
-    mlflow.set_tracking_uri(uri)  # (which sets MLFLOW_TRACKING_URI too: put back below)
-    try:
+    with writing_to(uri):
         experiment_id = mlflow.set_experiment(experiment).experiment_id
         ids = []
         for p in traces:
@@ -91,14 +110,7 @@ def write_mlflow(uri: str, experiment: str, traces: list[Planned]) -> list[str]:
             else:
                 root.end(outputs={"answer": p.answer}, end_time_ns=times["root"][1])
             ids.append(root.trace_id)
-        mlflow.flush_trace_async_logging()
-        return ids
-    finally:
-        mlflow.set_tracking_uri(previous)
-        if variable is None:
-            os.environ.pop("MLFLOW_TRACKING_URI", None)
-        else:
-            os.environ["MLFLOW_TRACKING_URI"] = variable
+    return ids
 
 
 def write_otlp(path: Path, traces: list[Planned]) -> Path:

@@ -107,15 +107,12 @@ def test_a_watermark_that_is_not_a_time_is_one_line_naming_the_tag_and_the_run(t
 
 def _odd_trace(app: str, name: str, start_ns: int, end_ns: int, attributes: dict | None = None) -> str:
     """A trace written through MLflow's client with the times and attributes given."""
-    import mlflow
-
-    mlflow.set_tracking_uri(app)
     client = MlflowClient(app)
-    experiment = client.get_experiment_by_name("app").experiment_id
-    root = client.start_trace(name, span_type="AGENT", inputs={"query": f"{name}?"}, experiment_id=experiment,
-                              start_time_ns=start_ns, attributes=attributes)
-    client.end_trace(root.trace_id, outputs={"answer": f"{name}."}, end_time_ns=end_ns)
-    mlflow.flush_trace_async_logging()
+    with traffic.writing_to(app):
+        experiment = client.get_experiment_by_name("app").experiment_id
+        root = client.start_trace(name, span_type="AGENT", inputs={"query": f"{name}?"}, experiment_id=experiment,
+                                  start_time_ns=start_ns, attributes=attributes)
+        client.end_trace(root.trace_id, outputs={"answer": f"{name}."}, end_time_ns=end_ns)
     return root.trace_id
 
 
