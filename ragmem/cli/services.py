@@ -198,8 +198,9 @@ def server_status() -> None:
     if not found["running"]:
         line(f"local server {found['api_url']}: not running (started by the next run; its folder: {found['folder']})")
     else:
-        line(f"local server {found['api_url']}: running, pid {found['pid'] or 'unknown'}, shared by every ragmem home "
-            f"(its folder: {found['folder']})")
+        silent = "" if found["answers"] else " but not answering (ragmem server stop stops it)"
+        line(f"local server {found['api_url']}: running{silent}, pid {found['pid'] or 'unknown'}, shared by every "
+            f"ragmem home (its folder: {found['folder']})")
         for lease in found["leases"]:
             line(f"  used by pid {lease['pid']} for {_age(time.time() - lease['since'])}: {lease['command']} "
                 f"(home {lease['home']})")
@@ -214,7 +215,7 @@ def server_status() -> None:
                  if other["home"] else "not ragmem's")
         line(f"other Prefect server: pid {other['pid']}, port {other['port']}, database {other['prefect_home']}, "
             f"started from {other['cwd']} ({whose})")
-    answering = url if answers else (found["api_url"] if found["running"] else None)
+    answering = url if answers else (found["api_url"] if found["answers"] else None)
     if answering:
         _print_deployments(answering, line)
 
@@ -226,7 +227,11 @@ def _when(moment) -> str:
 def _print_deployments(api_url: str, line) -> None:
     """The deployments ``ragmem serve`` made (and any other) on the server runs report to, with their
     schedules and next runs."""
-    found = deployments(api_url)
+    try:
+        found = deployments(api_url)
+    except Exception as exc:  # a server that stopped answering since, or answers oddly: status still ends well
+        line(f"deployments at {api_url}: not read ({type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''})")
+        return
     if not found:
         line(f"deployments at {api_url}: none (ragmem serve CONFIG --cron ... makes one)")
         return

@@ -29,7 +29,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ragmem.errors import RagmemError
 from ragmem.orchestration import idle
@@ -170,6 +170,25 @@ def server_pid(folder: Path | None = None) -> int | None:
     return pid
 
 
+def running_server() -> int | None:
+    """The pid of the shared server: the one its pid file names, else a Prefect server of its folder
+    still listening on the managed port (its pid file lost or overwritten: a server left without a
+    record, which ``status`` and ``stop`` must still find), whose pid is then recorded again."""
+    pid = server_pid()
+    if pid is not None:
+        return pid
+    owner = server_owner(managed_port())
+    if owner is None or owner["prefect_home"] != str(server_home() / "prefect"):
+        return None
+    _record_pid(owner["pid"])
+    return int(owner["pid"])
+
+
+def _record_pid(pid: int) -> None:
+    _pid_file().parent.mkdir(parents=True, exist_ok=True)
+    _pid_file().write_text(json.dumps({"pid": pid, "identity": process_identity(pid)}))
+
+
 def prefect_servers() -> list[dict[str, Any]]:
     """Every ``prefect server start`` process visible here (Linux ``/proc``): pid, port, the folder of
     its database (``PREFECT_HOME``), the ragmem home of an older per-home server, its working directory."""
@@ -239,9 +258,14 @@ def ensure_managed_server(port: int | None = None, log=print, idle_s: float | No
 def _reuse_or_start(port: int | None, log, idle_s: float | None) -> ManagedServer:
     port = port or choose_port()
     api_url = _api_url(port)
-    if healthy(api_url):
-        return ManagedServer(api_url, server_pid(), started=False)
     folder = server_home()
+    if not healthy(api_url) and _ours(port):  # the server runs but is slow to answer (a busy machine):
+        _wait_for(api_url, running_server)  # never a second one beside it, over its pid file
+    if healthy(api_url):
+        pid = running_server()
+        if pid is not None and not _watcher_alive(folder):  # (a server found without its watcher: one started)
+            _start_watcher(folder, idle_s)
+        return ManagedServer(api_url, pid, started=False)
     (folder / "prefect").mkdir(parents=True, exist_ok=True)
     log_path = folder / "prefect-server.log"
     env = {**os.environ, **QUIET_ENV, "PREFECT_HOME": str(folder / "prefect")}
@@ -253,7 +277,7 @@ def _reuse_or_start(port: int | None, log, idle_s: float | None) -> ManagedServe
             [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=folder,
             start_new_session=True)
-    _pid_file().write_text(json.dumps({"pid": proc.pid, "identity": process_identity(proc.pid)}))
+    _record_pid(proc.pid)
     (folder / "idle-until").unlink(missing_ok=True)  # (a new server: its idle period counts from now)
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
@@ -269,6 +293,22 @@ def _reuse_or_start(port: int | None, log, idle_s: float | None) -> ManagedServe
     raise RagmemError(f"the local Prefect server did not answer within {START_TIMEOUT_S:.0f} s (see {log_path})")
 
 
+def _wait_for(api_url: str, pid: Callable[[], int | None]) -> None:
+    """Wait for a running server to answer (up to ``START_TIMEOUT_S``); one line when it never does."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if healthy(api_url, timeout=2.0) or pid() is None:
+            return
+        time.sleep(0.5)
+    raise RagmemError(f"the local Prefect server (pid {pid()}) at {api_url} has not answered for "
+                      f"{START_TIMEOUT_S:.0f} s; ragmem server stop stops it")
+
+
+def _watcher_alive(folder: Path) -> bool:
+    record = _read_pid_file(folder / "watcher.pid")
+    return record is not None and record[1] is not None and process_identity(record[0]) == record[1]
+
+
 def _start_watcher(folder: Path, idle_s: float | None) -> None:
     """The process that stops the server once idle (:mod:`ragmem.orchestration.watcher`), detached."""
     with open(folder / "prefect-server.log", "ab") as out:
@@ -279,20 +319,40 @@ def _start_watcher(folder: Path, idle_s: float | None) -> None:
     (folder / "watcher.pid").write_text(json.dumps({"pid": watcher.pid, "identity": process_identity(watcher.pid)}))
 
 
+STOP_GRACE_S = 10.0  # after SIGTERM, how long a server may take to end before SIGKILL
+GONE_WAIT_S = 10.0  # after SIGKILL, how long until a process not yet gone is reported as still running
+
+
+class StillRunning(RagmemError):
+    """A server signalled to stop that outlived SIGKILL (held by the kernel: a hung disk, a debugger)."""
+
+
+def _gone(pid: int, identity: str | None, within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while True:
+        now = process_identity(pid)
+        if now is None or (identity is not None and now != identity):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+
+
 def _signal_group(pid: int) -> bool:
-    """SIGTERM to ``pid``'s process group, SIGKILL after 5 s; False when it was already gone."""
+    """SIGTERM to ``pid``'s process group, SIGKILL after ``STOP_GRACE_S``, and the process confirmed
+    gone; False when it was already gone. Raises :class:`StillRunning` when it outlives SIGKILL."""
+    identity = process_identity(pid)
     try:
         os.killpg(pid, signal.SIGTERM)
     except ProcessLookupError:
         return False
-    for _ in range(50):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.1)
+    if _gone(pid, identity, STOP_GRACE_S):
+        return True
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGKILL)
+    if not _gone(pid, identity, GONE_WAIT_S):
+        raise StillRunning(f"the local Prefect server (pid {pid}) still runs {STOP_GRACE_S + GONE_WAIT_S:g} s "
+                           f"after SIGTERM and SIGKILL")
     return True
 
 
@@ -302,10 +362,10 @@ def stop_managed_server(quiet_watcher: bool = False) -> bool:
     is checked against the process it names (its start time) before any signal: a stale file is
     removed and nothing is signalled."""
     stopped = False
-    pid = server_pid()
+    pid = running_server()
     if pid is not None:
+        stopped = _signal_group(pid)  # (raises StillRunning, its pid file kept, when it outlives SIGKILL)
         _pid_file().unlink(missing_ok=True)
-        stopped = _signal_group(pid)
     watcher = _read_pid_file(server_home() / "watcher.pid")
     if watcher and not quiet_watcher and process_identity(watcher[0]) == watcher[1]:
         _signal_group(watcher[0])
@@ -321,11 +381,13 @@ def status() -> dict[str, Any]:
     holding it and when it may stop, and every other Prefect server process of this machine."""
     folder, port = server_home(), managed_port()
     api_url = _api_url(port)
-    running = healthy(api_url)
     servers = prefect_servers()  # (one pass over /proc for both)
-    ours = next((s for s in servers if s["port"] == port), None) if running else None
+    ours = next((s for s in servers if s["port"] == port and s["prefect_home"] == str(folder / "prefect")), None)
+    answers = healthy(api_url)
+    running = answers or ours is not None  # (a server of ours on its port that does not answer still runs)
     until = idle.idle_until(folder)
-    return {"api_url": api_url, "running": running, "pid": server_pid() or (ours or {}).get("pid"),
+    return {"api_url": api_url, "running": running, "answers": answers,
+            "pid": running_server() if running else None,
             "folder": str(folder), "leases": idle.held(folder) if running else [],
             "idle_until": None if until is None or until == float("inf") else until, "never_idle": until == float("inf"),
             "others": [s for s in servers if s["prefect_home"] != str(folder / "prefect")]}
@@ -333,5 +395,19 @@ def status() -> dict[str, Any]:
 
 def resolve_api_url(log=print, idle_s: float | None = DEFAULT_IDLE_S) -> str:
     """The API URL a flow run should report to: ``PREFECT_API_URL`` (the environment or the Prefect
-    profile), else the shared local server, found or started and held for this command."""
-    return configured_api_url() or ensure_managed_server(log=log, idle_s=idle_s).api_url
+    profile), else the shared local server, found or started and held for this command. A
+    ``PREFECT_API_URL`` that names the shared server itself (a profile set to it by hand) holds it too:
+    its idle watcher must not stop it under this command."""
+    configured = configured_api_url()
+    if configured is None:
+        return ensure_managed_server(log=log, idle_s=idle_s).api_url
+    if _names_the_shared_server(configured):
+        with file_lock(server_home() / "server.lock", wait_s=START_TIMEOUT_S + 30, what="the Prefect server"):
+            idle.take(server_home(), idle_s)
+    return configured
+
+
+def _names_the_shared_server(url: str) -> bool:
+    """``url`` is the shared server's API: a loopback address on its port, where a server of its folder listens."""
+    found = re.match(r"^https?://(127\.0\.0\.1|localhost|\[::1\]):(\d+)(/|$)", url.strip())
+    return found is not None and int(found.group(2)) == managed_port() and _ours(managed_port())

@@ -14,8 +14,11 @@ from ragmem.orchestration import idle, server
 def main(argv: list[str]) -> int:
     folder = Path(argv[0])
     default = None if len(argv) < 2 or argv[1] == "none" else float(argv[1])
-    why = idle.watch(folder, stop=lambda: server.stop_managed_server(quiet_watcher=True),
-                     running=lambda: server.server_pid() is not None, default_idle_s=default)
+    try:
+        why = idle.watch(folder, stop=lambda: server.stop_managed_server(quiet_watcher=True),
+                         running=lambda: server.running_server() is not None, default_idle_s=default)
+    except server.StillRunning as exc:  # the log says so, never "stopped"
+        why = f"could not stop the server: {exc}"
     with open(folder / "prefect-server.log", "a", encoding="utf-8") as log:
         log.write(f"ragmem | {time.strftime('%Y-%m-%d %H:%M:%S')} idle watcher: {why}\n")
     return 0

@@ -49,9 +49,11 @@ def run_is_dead(tags: dict[str, str]) -> bool | None:
 def process_identity(pid: int) -> str | None:
     """What tells process ``pid`` apart from a later process given the same number: its start time
     (``/proc/PID/stat`` field 22 on Linux, ``ps -o lstart=`` elsewhere); ``None`` when no such process
-    runs. (Not the command line: right after a start it can still be empty.)"""
+    runs, a zombie included (ended, not yet reaped by its parent: it holds nothing, no port, no lock).
+    (Not the command line: right after a start it can still be empty.)"""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return None if fields[0] in ("Z", "X") else fields[19]
     except FileNotFoundError:
         if Path("/proc/self/stat").exists():
             return None  # Linux, and the process is gone

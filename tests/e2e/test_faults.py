@@ -187,6 +187,42 @@ def test_losing_the_prefect_server_mid_run_still_writes_the_summary(tmp_path):
 
 
 @pytest.mark.e2e
+def test_the_prefect_server_killed_while_the_judge_works_ends_the_run_with_exit_0(tmp_path):
+    """Issue 60, point 8: the server dies (SIGKILL, no goodbye) while the judge's requests are under way;
+    the run goes on without it and ends with its true result, the flow run said to be unrecorded."""
+    from tests.conftest import start_managed_server, write_replayed
+    from tests.openai_stub import Stub, verdict_by_answer
+
+    write_replayed(tmp_path, 200)
+    with Stub(chat=verdict_by_answer, latency_s=0.1) as stub:
+        (tmp_path / "judged.yaml").write_text(f"""experiment: killed-while-judging
+data: {{files: [replayed.json]}}
+agent: {{type: replay}}
+judge: {{type: llm, model: m, base_url: "{stub.base_url}", max_concurrency: 2, retry_backoff_s: 0.01}}
+metrics: [answer_correctness]
+""")
+        env = start_managed_server(tmp_path / "home")
+        proc = _start(["run", "judged.yaml"], env, tmp_path)
+        try:
+            wait_until(lambda: len(stub.requests) >= 30, "30 judge requests", process=proc)
+            server = json.loads((tmp_path / "home" / "server" / "prefect-server.pid").read_text())["pid"]
+            os.killpg(server, signal.SIGKILL)
+            killed_at, asked = time.monotonic(), len(stub.requests)
+            out, err = proc.communicate(timeout=300)
+        finally:
+            proc.kill()
+    assert asked < 200 and proc.returncode == 0, err
+    assert "Traceback" not in err and "internal error" not in err
+    assert "stopped answering during the run; the results are complete" in err
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["n_examples"] == 200 and summary["metrics"]["judge_calls"] == 200
+    assert summary["metrics"]["judge_failures"] == 0 and len(stub.requests) == 200
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlruns/mlflow.db")
+    assert client.get_run(summary["run_id"]).info.status == "FINISHED"
+    print(f"killed after {asked} of 200 requests; exit 0 {time.monotonic() - killed_at:.1f} s later")
+
+
+@pytest.mark.e2e
 def test_a_tracking_server_dying_before_the_results_are_logged_keeps_them_local(prefect_env, tmp_path):
     from tests.conftest import mlflow_server
 

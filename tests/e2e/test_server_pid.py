@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
 from ragmem.orchestration import server as prefect_server
-from tests.conftest import run_cli
+from tests.conftest import ROOT, free_port, run_cli, wait_until
 
 pytestmark = pytest.mark.e2e  # real processes of their own: subprocesses
 
@@ -78,3 +81,59 @@ def test_status_shows_the_one_server_from_any_home(prefect_env, tmp_path, ragmem
         text = " ".join(shown.stdout.split())
         assert shown.returncode == 0 and f"local server http://127.0.0.1:{port}/api: running, pid " in text
         assert f"shared by every ragmem home (its folder: {folder})" in text, text
+
+
+def _fake_server(folder, port: int, *extra: str) -> subprocess.Popen:
+    """A process that reads as the shared server of ``folder`` on ``port`` (tests/fake_prefect_server.py)."""
+    env = {**os.environ, "PREFECT_HOME": str(folder / "prefect")}
+    fake = subprocess.Popen([sys.executable, str(ROOT / "tests" / "fake_prefect_server.py"), "prefect", "server",
+                             "start", "--port", str(port), *extra], env=env, start_new_session=True)
+    wait_until(lambda: prefect_server.healthy(f"http://127.0.0.1:{port}/api"), "the fake server", process=fake)
+    return fake
+
+
+@pytest.mark.e2e  # real processes: a stand-in server, the CLI
+def test_a_server_without_its_pid_file_is_found_by_status_and_stop_and_killed_if_it_ignores_sigterm(tmp_path):
+    """Issue 60, point 8: the pid file lost or overwritten (another start over a slow server), the
+    server listening on the managed port is still found; one that outlives SIGTERM is killed, and
+    ``stop`` says stopped only once its process is gone."""
+    port = free_port()
+    env = {**os.environ, "RAGMEM_HOME": str(tmp_path / "home"), "RAGMEM_SERVER_HOME": str(tmp_path / "server"),
+           "RAGMEM_PREFECT_PORT": str(port)}
+    env.pop("PREFECT_API_URL", None)
+    (tmp_path / "server").mkdir()
+    fake = _fake_server(tmp_path / "server", port, "--ignore-sigterm")
+    try:
+        assert not (tmp_path / "server" / "prefect-server.pid").exists()
+        shown = run_cli(["server", "status"], env={**env, "COLUMNS": "400"})
+        assert shown.returncode == 0 and f"/api: running, pid {fake.pid}," in shown.stdout, shown.stdout
+        began = time.monotonic()
+        stopped = run_cli(["server", "stop"], env=env)
+        assert stopped.returncode == 0 and stopped.stdout.strip() == "stopped", stopped.stderr
+        assert fake.poll() is not None and fake.returncode == -signal.SIGKILL  # SIGTERM ignored: killed
+        assert time.monotonic() - began >= prefect_server.STOP_GRACE_S
+        with pytest.raises(ConnectionRefusedError):  # nothing listens on the port any more
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    finally:
+        fake.kill()
+        fake.wait()
+
+
+@pytest.mark.e2e  # real processes: a stand-in server, the watcher
+def test_the_idle_watcher_records_the_server_stopped_only_once_its_process_is_gone(tmp_path):
+    port = free_port()
+    folder = tmp_path / "server"
+    folder.mkdir()
+    env = {**os.environ, "RAGMEM_HOME": str(tmp_path / "home"), "RAGMEM_SERVER_HOME": str(folder),
+           "RAGMEM_PREFECT_PORT": str(port)}
+    fake = _fake_server(folder, port, "--ignore-sigterm")
+    try:
+        watcher = subprocess.run([sys.executable, "-m", "ragmem.orchestration.watcher", str(folder), "0.5"],
+                                 env=env, cwd=ROOT, timeout=120)
+        assert watcher.returncode == 0
+        log = (folder / "prefect-server.log").read_text()
+        assert "idle watcher: stopped the server: no command used it for 0.5 s" in log, log
+        assert fake.poll() == -signal.SIGKILL  # (gone when the line was written: the watcher waited for it)
+    finally:
+        fake.kill()
+        fake.wait()

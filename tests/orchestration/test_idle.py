@@ -45,7 +45,7 @@ def test_the_watcher_stops_the_server_once_idle_and_not_while_a_command_holds_it
     lease = idle.take(tmp_path, idle_s=0.3)
     outcome = []
     watcher = threading.Thread(target=lambda: outcome.append(idle.watch(
-        tmp_path, stop=stopped.set, running=lambda: not stopped.is_set(), poll_s=0.05)))
+        tmp_path, stop=lambda: stopped.set() or True, running=lambda: not stopped.is_set(), poll_s=0.05)))
     watcher.start()
     time.sleep(0.5)
     assert not stopped.is_set()  # held: kept however long
@@ -58,7 +58,39 @@ def test_the_watcher_stops_the_server_once_idle_and_not_while_a_command_holds_it
     stopped.clear()
     (tmp_path / "idle-until").unlink()
     began = time.monotonic()
-    idle.watch(tmp_path, stop=stopped.set, running=lambda: not stopped.is_set(), poll_s=0.05, default_idle_s=0.4)
+    idle.watch(tmp_path, stop=lambda: stopped.set() or True, running=lambda: not stopped.is_set(), poll_s=0.05, default_idle_s=0.4)
     assert stopped.is_set() and time.monotonic() - began >= 0.4
     # a server stopped by hand: nothing left to watch
-    assert idle.watch(tmp_path, stop=stopped.set, running=lambda: False, poll_s=0.01) == "the server stopped"
+    assert idle.watch(tmp_path, stop=lambda: stopped.set() or True, running=lambda: False, poll_s=0.01) == "the server stopped"
+
+
+def test_a_lease_whose_holder_runs_where_its_pid_cannot_be_seen_holds_by_its_lock(tmp_path, monkeypatch):
+    """Another install in another pid namespace shares the folder: its pid means nothing here, but
+    the lock on its lease file is the kernel's and holds until that command ends, however it ends."""
+    monkeypatch.setenv("RAGMEM_HOME", str(tmp_path / "home"))
+    lease = idle.take(tmp_path, idle_s=5)
+    monkeypatch.setattr(idle, "_identity", lambda pid: None)  # (its process not visible from here)
+    assert [h["pid"] for h in idle.held(tmp_path)] == [os.getpid()] and lease.exists()
+    idle._LOCKS.pop(lease).close()  # the holder ends without giving it back (SIGKILL): the kernel lets go
+    assert idle.held(tmp_path) == [] and not lease.exists()
+    assert 0 < idle.idle_until(tmp_path) - time.time() <= 5
+
+
+def test_a_prefect_api_url_naming_the_shared_server_holds_it_too(tmp_path, monkeypatch):
+    """A profile set by hand to the shared server's URL: the command still takes a lease, so that no
+    idle watcher stops the server under it; another server's URL takes none."""
+    from ragmem.orchestration import server
+
+    monkeypatch.setenv("RAGMEM_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("RAGMEM_SERVER_HOME", str(tmp_path / "server"))
+    monkeypatch.setenv("RAGMEM_PREFECT_PORT", "4299")
+    monkeypatch.setattr(server, "_ours", lambda port: port == 4299)
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:4300/api")
+    assert server.resolve_api_url() == "http://127.0.0.1:4300/api"
+    assert idle.held(server.server_home()) == []
+    monkeypatch.setenv("PREFECT_API_URL", "http://localhost:4299/api")
+    assert server.resolve_api_url() == "http://localhost:4299/api"
+    held = idle.held(server.server_home())
+    assert [h["pid"] for h in held] == [os.getpid()]
+    for path in list(idle._LOCKS):
+        idle.give_back(path)
