@@ -2,12 +2,17 @@
 command holds beyond its own start (about 240 MB of imports) per document read.
 
     python benchmarks/bench_generate_memory.py [--documents 5000] [--sentences 40] [--n 1000]
+    python benchmarks/bench_generate_memory.py --one-file-mb 1024 [--n 100]
 
 Writes ``--documents`` .txt files of ``--sentences`` sentences of 12 words each (drawn with a fixed
 seed from 20,000 made-up words: about 3.8 KB a file, 40 chunks at the default chunking), then runs the
 command in a fresh process on them and on a one-file corpus, and prints each one's wall time and peak
 resident memory (``ru_maxrss`` of the child), e.g.
 ``documents=5000 chunks=200000 wall=13.5 s peak=565 MB (one file: 238 MB)``.
+
+``--one-file-mb N``: instead, ONE text file of N MB (sentences of the same made-up words, 64 blocks
+of 1 MB drawn in a seeded order), through the same command: a file of any size is read as it
+streams and its chunks sampled to ``generate.max_chunks`` (100,000) as they are read.
 """
 
 from __future__ import annotations
@@ -31,6 +36,23 @@ def corpus(root: Path, documents: int, sentences: int) -> None:
         (root / f"d{d:05d}.txt").write_text(text, encoding="utf-8")
 
 
+def one_file(path: Path, mb: int) -> None:
+    rng = random.Random(2)
+    words = [f"term{i}" for i in range(20000)]
+    blocks = []
+    for _ in range(64):
+        sentences, size = [], 0
+        while size < 1 << 20:
+            sentence = " ".join(rng.choice(words) for _ in range(12)) + ". "
+            sentences.append(sentence)
+            size += len(sentence)
+        blocks.append("".join(sentences) + "\n")
+    path.parent.mkdir(parents=True)
+    with open(path, "w", encoding="utf-8") as out:
+        for _ in range(mb):
+            out.write(rng.choice(blocks))
+
+
 def peak(args: list[str], cwd: Path) -> tuple[float, float, str]:
     """Wall seconds, peak resident MB of one ``ragmem`` process, and what it printed."""
     start = time.perf_counter()
@@ -52,7 +74,18 @@ def main() -> None:
     parser.add_argument("--documents", type=int, default=5000)
     parser.add_argument("--sentences", type=int, default=40)
     parser.add_argument("--n", type=int, default=1000)
+    parser.add_argument("--one-file-mb", type=int, default=0, help="one text file of this many MB instead")
     args = parser.parse_args()
+    if args.one_file_mb:
+        with tempfile.TemporaryDirectory(dir=Path.home()) as tmp:
+            path = Path(tmp) / "one" / "big.txt"
+            one_file(path, args.one_file_mb)
+            options = ["--offline", "--n", str(args.n), "--no-track", "-o", str(Path(tmp) / "p.jsonl")]
+            wall, mb, out = peak(["generate", str(path), *options], Path(tmp))
+            said = re.search(r"read 1 document \(([\d,]+) chunks\)[^\n]*", out)
+            print(f"one file of {path.stat().st_size / 2**20:,.0f} MiB: wall={wall:.1f} s peak={mb:.0f} MB "
+                  f"({said.group(0) if said else out[-300:]})")
+        return
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         corpus(root / "docs", args.documents, args.sentences)
@@ -60,7 +93,7 @@ def main() -> None:
         options = ["--offline", "--n", str(args.n), "--no-track", "-o"]
         wall, mb, out = peak(["generate", str(root / "docs"), *options, str(root / "p.jsonl")], root)
         _, base, _ = peak(["generate", str(root / "one"), *options, str(root / "q.jsonl")], root)
-        chunks = re.search(r"\((\d+) chunks\)", out).group(1)
+        chunks = re.search(r"\(([\d,]+) chunks\)", out).group(1)
         print(f"documents={args.documents} chunks={chunks} wall={wall:.1f} s peak={mb:.0f} MB (one file: {base:.0f} MB)")
 
 

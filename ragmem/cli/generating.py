@@ -72,7 +72,7 @@ def generate(
     output = writable(output)
     tracked = track and cfg.tracking.enabled and not dry_run
     store = store_uri(cfg.tracking.uri) if tracked else None  # (a dead server: one line, before any work)
-    read = _read(source, size, overlap, encoding)
+    read = _read(source, size, overlap, encoding, cfg.generate.max_chunks, seed)
     keywords = KeywordExtractor(cfg.keywords.tokenizer, tuple(cfg.keywords.stopwords))
     chunking = f"{size}/{overlap}"
     side: tuple[Path, ...] = ()
@@ -88,7 +88,7 @@ def generate(
         run_id = record_testset(Tracker(store), experiment, output, file_sha256(output), {
             "corpus": str(Path(source).resolve()), "n": str(n), "seed": str(seed), "chunking": chunking,
             "keywords.signature": keywords.signature(), "encoding": encoding, **params},
-            {"n_questions": len(rows), "n_documents": len(read.documents), "n_chunks": len(read.chunks),
+            {"n_questions": len(rows), "n_documents": len(read.documents), "n_chunks": read.n_chunks,
              "n_files_skipped": len(read.skipped), **metrics}, side_files=side)
         say(f"MLflow run {run_id} in experiment {experiment!r}: the test set as its dataset and artifact")
     say(f"next: ragmem run CONFIG --data {output} (an agent over the same documents, chunked {chunking})")
@@ -115,10 +115,13 @@ def _checked(cfg, corpus: Optional[Path], n: int, encoding: str, offline: bool, 
     return source
 
 
-def _read(source, size: int, overlap: int, encoding: str) -> documents.Read:
+def _read(source, size: int, overlap: int, encoding: str, max_chunks: int, seed: int) -> documents.Read:
     with progress.stage("generate: documents read", unit="documents") as stage:
-        read = documents.read_corpus(source, size, overlap, encoding, advance=stage.advance)
-    say(f"read {plural(len(read.documents), 'document')} ({plural(len(read.chunks), 'chunk')}) from {source}"
+        read = documents.read_corpus(source, size, overlap, encoding, advance=stage.advance, max_chunks=max_chunks,
+                                     seed=seed)
+    sampled = (f"; questions drawn from a seeded sample of {len(read.chunks):,} of them (generate.max_chunks)"
+               if len(read.chunks) < read.n_chunks else "")
+    say(f"read {plural(len(read.documents), 'document')} ({plural(read.n_chunks, 'chunk')}) from {source}{sampled}"
         + (f"; {plural(len(read.skipped), 'file')} skipped (first: {next(iter(read.skipped))}: "
            f"{next(iter(read.skipped.values()))})" if read.skipped else ""))
     return read

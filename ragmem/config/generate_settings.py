@@ -33,6 +33,8 @@ class GenerateSettings(Section):
     max_rounds: Annotated[int, Ge(1), Le(20)] = setting(3, "rounds of new candidates for a type still short after "
                                                            "its checks")
     unanswerable_top_k: Positive = setting(3, "best-matching chunks (BM25) an unanswerable question is checked against")
+    max_chunks: Positive = setting(100_000, "a corpus of more chunks is sampled to this many as it is read (seeded, "
+                                            "uniform): memory holds the sample, never the corpus")
 
     @field_validator("mix")
     @classmethod

@@ -200,6 +200,22 @@ _ASSIGNED = re.compile(
     r"|cookie|credentials?)\b[\"']?\s{0,8}[:=]\s{0,8}[\"']?)((?:(?:bearer|basic)\s{1,4})?[^\s\"',;&]{3,2048})")
 
 
+#: what each pattern cannot match without: a text holding none of them is left as it is, unsearched
+#: (the patterns cost ~0.13 ms a KB of text, these look-ups ~2 µs; traffic is mostly text without keys)
+_KEY_MARKS = ("sk-", "pk-", "rk-", "AKIA", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "xox", "AIza", "eyJ")
+_ASSIGNED_MARKS = ("passw", "pwd", "secret", "token", "api", "access", "authorization", "cookie", "credential")
+
+
+def _masked_keys(text: str) -> str:
+    """``text`` with :data:`_ASSIGNED` and :data:`_KEY_LIKE` masked (each searched only when its marks are in it)."""
+    lower = text.lower()
+    if any(mark in lower for mark in _ASSIGNED_MARKS):
+        text = _ASSIGNED.sub(lambda m: m.group(1) + MASK, text)
+    if "bearer" in lower or any(mark in text for mark in _KEY_MARKS):
+        text = _KEY_LIKE.sub(MASK, text)
+    return text
+
+
 def mask_traffic(value: Any) -> Any:
     """``value`` (a record made from a trace: plain data) with what reads as a secret masked, for
     traffic the user's application saw, whose secrets no setting names: the value of a key that reads
@@ -210,7 +226,7 @@ def mask_traffic(value: Any) -> Any:
     {'query': 'log in with password=*** and key ***', 'api_key': '***'}
     """
     if isinstance(value, str):
-        return scrub(_KEY_LIKE.sub(MASK, _ASSIGNED.sub(lambda m: m.group(1) + MASK, value)))
+        return scrub(_masked_keys(value))
     if isinstance(value, dict):
         return {k: MASK if is_secret(str(k)) and v is not None and not isinstance(v, (int, float)) else mask_traffic(v)
                 for k, v in value.items()}

@@ -20,21 +20,23 @@ the usual instrumentations write, the first found:
 
 Ids are OTLP/JSON's hex (base64, as protobuf's own JSON writes them, is read too); a trace's id is
 MLflow's for the same OTel trace (``tr-`` and the hex), so a trace exported to a file and the same
-trace sent to MLflow are the same example. A file is read whole (spans of one trace may be anywhere
-in it); a malformed file is one line naming it and where.
+trace sent to MLflow are the same example. A file is read span by span and its spans grouped on disk
+(spans of one trace may be anywhere in it), so a file of any size is read in bounded memory; a
+malformed file is one line naming it and where (the span's number, the line).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import json
 import math
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator
 
+from ragmem.data.jsonstream import JsonText, Unreadable
 from ragmem.data.spans import decoded, sampled, Span, Trace
+from ragmem.data.spill import SpanSpill
 from ragmem.errors import DataError
 
 _KINDS = {
@@ -182,75 +184,95 @@ def as_span(span: dict[str, Any]) -> tuple[str, Span, dict[str, Any]]:
         _status(span), _error(span), decoded(_first(attrs, _INPUTS)), outputs, tokens or None), attrs
 
 
-def _requests(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """The ExportTraceServiceRequests of a file: the whole file as one, else one per line."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")  # (a byte-order mark, as data files accept it)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(str(path), f"cannot be read as OTLP JSON: {exc}") from None
-    try:
-        yield 1, json.loads(text)
-        return
-    except ValueError:
-        pass
-    except RecursionError:
-        raise DataError(str(path), "nested deeper than can be read (not an OTLP export)") from None
-    for number, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            try:
-                yield number, json.loads(line)
-            except ValueError as exc:
-                raise DataError(str(path), f"line {number}: not JSON ({getattr(exc, 'msg', exc)})") from None
-            except RecursionError:
-                raise DataError(str(path), f"line {number}: nested deeper than can be read") from None
+class _Walk:
+    """The spans of an OTLP JSON file, one ``ExportTraceServiceRequest`` or one per line, read one at
+    a time (:class:`ragmem.data.jsonstream.JsonText`): what is not OTLP is one line naming where."""
+
+    def __init__(self, text: JsonText):
+        self.text, self.count = text, 0
+
+    def spans(self) -> Iterator[Any]:
+        text = self.text
+        while text.peek() is not None:
+            line, found = text.line, False
+            if text.peek() == "{":
+                for key in text.members():
+                    if key == "resourceSpans" and text.peek() == "[":
+                        found = True
+                        for _ in text.items():
+                            yield from self._resource()
+                    else:
+                        text.value(f"the value of {key!r}")
+            else:
+                text.value("a request")
+            if not found:
+                raise Unreadable(f"line {line}: expected OTLP JSON ({{\"resourceSpans\": [...]}})")
+
+    def _resource(self) -> Iterator[Any]:
+        text = self.text
+        if text.peek() != "{":
+            got = text.value("a resource")
+            raise Unreadable(f"line {text.line}: resourceSpans: expected objects with scopeSpans, got {_kind(got)}")
+        for key in text.members():
+            if key == "scopeSpans" and text.peek() == "[":
+                for _ in text.items():
+                    yield from self._scope()
+            elif (got := text.value(f"the value of {key!r}")) is not None and key == "scopeSpans":
+                raise Unreadable(f"line {text.line}: resourceSpans: expected objects with scopeSpans, got "
+                                 f"scopeSpans {_kind(got)}")
+
+    def _scope(self) -> Iterator[Any]:
+        text = self.text
+        if text.peek() != "{":
+            text.value("a scope")
+            raise Unreadable(f"line {text.line}: scopeSpans: expected objects with spans")
+        for key in text.members():
+            if key == "spans" and text.peek() == "[":
+                for _ in text.items():
+                    self.count += 1
+                    yield text.value(f"span {self.count}")
+            elif text.value(f"the value of {key!r}") is not None and key == "spans":
+                raise Unreadable(f"line {text.line}: scopeSpans: expected objects with spans")
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
 
 
 def read(path: str | Path, *, since: datetime | None = None, until: datetime | None = None, share: float = 1.0,
-         seed: int = 0, limit: int | None = None) -> Iterator[Trace]:
+         seed: int = 0, limit: int | None = None, spill_dir: str | Path | None = None) -> Iterator[Trace]:
     """The traces of an OTLP JSON file whose root started in ``[since, until)``, ordered by start,
-    at most ``limit`` of the ``share`` :func:`ragmem.data.spans.sampled` keeps with ``seed``."""
+    at most ``limit`` of the ``share`` :func:`ragmem.data.spans.sampled` keeps with ``seed``. The file
+    is read span by span and its spans grouped on disk (:class:`ragmem.data.spill.SpanSpill`, in
+    ``spill_dir``): memory does not grow with the file."""
     path = Path(path)
     if not path.is_file():
         raise DataError(str(path), "no such file (data.traces.files)")
-    grouped: dict[str, list[Span]] = {}
-    meta: dict[str, dict[str, Any]] = {}
-    counted = 0  # the spans read, for a message that names one
-    for number, request in _requests(path):
-        if not isinstance(request, dict) or not isinstance(request.get("resourceSpans"), list):
-            raise DataError(str(path), f"line {number}: expected OTLP JSON ({{\"resourceSpans\": [...]}})")
-        for resource in request["resourceSpans"]:
-            scopes = resource.get("scopeSpans") if isinstance(resource, dict) else None
-            if not isinstance(resource, dict) or not isinstance(scopes or [], list):
-                raise DataError(str(path), f"line {number}: resourceSpans: expected objects with scopeSpans, got "
-                                           f"{type(resource).__name__ if not isinstance(resource, dict) else 'scopeSpans ' + type(scopes).__name__}")
-            for scope in scopes or ():
-                found_spans = scope.get("spans") if isinstance(scope, dict) else None
-                if not isinstance(scope, dict) or not isinstance(found_spans or [], list):
-                    raise DataError(str(path), f"line {number}: scopeSpans: expected objects with spans")
-                for raw in found_spans or ():
-                    counted += 1
+    with SpanSpill(spill_dir) as spill:
+        try:
+            with open(path, "rb") as handle:
+                walk = _Walk(JsonText(handle, str(path)))
+                for raw in walk.spans():
                     try:
                         trace_id, span, attrs = as_span(raw)
                     except Malformed as exc:
-                        raise DataError(str(path), f"span {counted}: {exc}") from None
+                        raise DataError(str(path), f"span {walk.count}: {exc}") from None
                     except RecursionError:
-                        raise DataError(str(path), f"span {counted}: its attributes nest deeper than can be read") from None
-                    grouped.setdefault(trace_id, []).append(span)
-                    found = meta.setdefault(trace_id, {})
-                    for key, names in (("session_id", _SESSION), ("user_id", _USER)):
-                        if key not in found and _first(attrs, names) is not None:
-                            found[key] = str(_first(attrs, names))
-    traces = sorted(((min(s.start_ns for s in spans), t) for t, spans in grouped.items()))
-    kept = 0
-    for start_ns, trace_id in traces:
-        start_ms = start_ns // 1_000_000
-        if (since is not None and start_ms < since.timestamp() * 1000) or \
-                (until is not None and start_ms >= until.timestamp() * 1000):
-            continue
-        mlflow_id = f"tr-{trace_id}"
-        if not sampled(mlflow_id, share, seed):
-            continue
-        if limit is not None and kept >= limit:
-            return
-        kept += 1
-        yield Trace(mlflow_id, start_ms, grouped[trace_id], **meta.get(trace_id, {}))
+                        raise DataError(str(path), f"span {walk.count}: its attributes nest deeper than can be read") from None
+                    meta = {key: str(_first(attrs, names)) for key, names in (("session_id", _SESSION), ("user_id", _USER))
+                            if _first(attrs, names) is not None}
+                    spill.add(trace_id, span, meta)
+        except Unreadable as exc:
+            raise DataError(str(path), str(exc)) from None
+        except OSError as exc:
+            raise DataError(str(path), f"cannot be read as OTLP JSON: {exc}") from None
+        kept = 0
+        for trace_id, start_ms, spans, meta in spill.traces(
+                None if since is None else since.timestamp() * 1000, None if until is None else until.timestamp() * 1000):
+            mlflow_id = f"tr-{trace_id}"
+            if not sampled(mlflow_id, share, seed):
+                continue
+            if limit is not None and kept >= limit:
+                return
+            kept += 1
+            yield Trace(mlflow_id, start_ms, spans, session_id=meta.get("session_id"), user_id=meta.get("user_id"))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from typing import Iterable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -60,12 +61,34 @@ def load_corpus(path: str = BUNDLED) -> Corpus:
 
 def chunk_text(text: str, chunk_size: int, chunk_overlap: int) -> list[str]:
     """Split into windows of at most ``chunk_size`` characters overlapping by ``chunk_overlap``."""
+    return list(chunk_stream((text,), chunk_size, chunk_overlap))
+
+
+def chunk_stream(parts: Iterable[str], chunk_size: int, chunk_overlap: int) -> Iterator[str]:
+    """:func:`chunk_text` of the text ``parts`` make together, read part after part (a file of any
+    size in bounded memory): each window ends at the last sentence end within ``chunk_size``
+    characters (when that leaves more than the overlap), else at ``chunk_size``; the next starts
+    ``chunk_overlap`` characters before. The same windows whatever the parts' sizes.
+
+    >>> list(chunk_stream(["One. Tw", "o. Three."], 8, 2))
+    ['One.', 'e. Two.', 'o. Three', 'ee.']
+    >>> list(chunk_stream(["One. Two. Three."], 8, 2)) == chunk_text("One. Two. Three.", 8, 2)
+    True
+    """
     if chunk_size < 1:
         raise ConfigError(f"corpus.chunk_size: must be >= 1, got {chunk_size}")
     if not 0 <= chunk_overlap < chunk_size:
         raise ConfigError(f"corpus.chunk_overlap: must be >= 0 and < chunk_size ({chunk_size}), got {chunk_overlap}")
-    chunks, start = [], 0
-    while start < len(text):
+    rest, text, start, done = iter(parts), "", 0, False
+    while True:
+        while not done and len(text) - start <= chunk_size:  # a window must see past its end, or the text's end
+            part = next(rest, None)
+            if part is None:
+                done = True
+            else:
+                text, start = text[start:] + part, 0
+        if start >= len(text):
+            return
         end = min(len(text), start + chunk_size)
         if end < len(text):
             ends = [m.end() for m in _SENTENCE_END.finditer(text, start, end)]
@@ -73,11 +96,10 @@ def chunk_text(text: str, chunk_size: int, chunk_overlap: int) -> list[str]:
                 end = ends[-1]
         piece = text[start:end].strip()
         if piece:
-            chunks.append(piece)
-        if end >= len(text):
-            break
+            yield piece
+        if end >= len(text):  # (only once every part is read: a window short of the text's end refills first)
+            return
         start = max(end - chunk_overlap, start + 1)
-    return chunks
 
 
 def chunk_corpus(corpus: Corpus, chunk_size: int, chunk_overlap: int) -> list[Chunk]:

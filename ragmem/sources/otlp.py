@@ -10,6 +10,7 @@ from ragmem.config.loading import RunConfig
 from ragmem.config.trace_settings import TracesSettings
 from ragmem.data import otlp
 from ragmem.data.spans import Trace
+from ragmem.runtime.home import ragmem_home
 
 
 class OtlpFiles:
@@ -32,7 +33,10 @@ class OtlpFiles:
 
     def read(self, since: datetime | None, until: datetime | None) -> Iterator[Trace]:
         s, kept = self.settings, 0
+        spill = ragmem_home() / "traces"  # (the spans grouped on disk while a file is read: beside the traces' table)
+        spill.mkdir(parents=True, exist_ok=True)
         for path in s.files:
-            for trace in otlp.read(path, since=since, until=until, share=s.sample, seed=s.seed, limit=s.max - kept):
+            for trace in otlp.read(path, since=since, until=until, share=s.sample, seed=s.seed, limit=s.max - kept,
+                                   spill_dir=spill):
                 kept += 1
                 yield trace

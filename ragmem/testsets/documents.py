@@ -5,13 +5,17 @@ retrieves, when it is given the same documents and chunking).
 
 What cannot be read is named, never a traceback: an empty folder, a file that is not text (a NUL
 byte, or not UTF-8: ``--encoding``), an empty document; skipped files are counted, not dropped in
-silence. Documents are read one at a time (a large folder is not held twice).
+silence. Documents are read one at a time (a large folder is not held twice); a large text file
+is read as it streams, and a corpus of more chunks than asked is sampled as it is read, so a text
+file of any size is read in bounded memory.
 """
 
 from __future__ import annotations
 
+import codecs
 import html.parser
 import json
+import random
 import logging
 import os
 import re
@@ -21,7 +25,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from ragmem.errors import ConfigError, DataError
-from ragmem.reference.corpus import Chunk, chunk_text
+from ragmem.reference.corpus import Chunk, chunk_stream
 
 SUFFIXES = {".txt": "text", ".md": "markdown", ".markdown": "markdown", ".html": "html", ".htm": "html",
             ".pdf": "pdf"}
@@ -30,8 +34,9 @@ SUFFIXES = {".txt": "text", ".md": "markdown", ".markdown": "markdown", ".html":
 @dataclass(frozen=True)
 class Document:
     id: str        # the path under the folder (``guides/setup.md``), or the corpus JSON's id
-    text: str
+    text: str      # ("" for a file read as it streams: its text is in its chunks only)
     source: str    # the file it was read from
+    parts: Iterable[str] | None = None  # a large text file's text, read as it streams (once)
 
 
 @dataclass
@@ -39,8 +44,9 @@ class Read:
     """What reading a corpus gave: its documents and chunks, and what was left out, with why."""
 
     documents: list[Document] = field(default_factory=list)
-    chunks: list[Chunk] = field(default_factory=list)
+    chunks: list[Chunk] = field(default_factory=list)  # (a sample of them when the corpus holds more than asked)
     skipped: dict[str, str] = field(default_factory=dict)  # file -> why it was left out
+    n_chunks: int = 0  # the chunks of the corpus, sampled or not
 
 
 class _Text(html.parser.HTMLParser):
@@ -94,6 +100,36 @@ def markdown_text(text: str) -> str:
     text = re.sub(r"^\s{0,3}#{1,6}\s*", "", text, flags=re.MULTILINE)
     text = re.sub(r"(\*\*|__|\*|`)", "", text)
     return _tidy(text)
+
+
+STREAM_BYTES = 16 << 20  # a .txt file larger than this is tidied and chunked as it is read (bounded memory)
+WHOLE_BYTES = 256 << 20  # a markdown, HTML or PDF file is read whole: one larger than this is skipped, said
+BLOCK = 1 << 20
+
+
+def _streamed_text(path: Path, encoding: str) -> Iterator[str]:
+    """:func:`_tidy` of a text file's text in parts, read ``BLOCK`` bytes at a time (the same text)."""
+    decoder = codecs.getincrementaldecoder(encoding)()
+    offset, pending, first = 0, "", True
+    with open(path, "rb") as handle:
+        while True:
+            data = handle.read(BLOCK)
+            if offset == 0 and b"\x00" in data[:8192]:
+                raise DataError(str(path), "not a text file (it holds NUL bytes: a binary file?)")
+            try:
+                text = pending + decoder.decode(data, final=not data)
+            except UnicodeDecodeError as exc:
+                raise DataError(str(path), f"not {encoding} text ({exc.reason} at byte {offset + exc.start}); give its "
+                                           f"encoding with --encoding (e.g. gb18030)") from None
+            offset += len(data)
+            lines = text.splitlines(keepends=True)
+            pending = lines.pop() if data and lines and lines[-1] == lines[-1].rstrip("\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029") else ""
+            tidied = [t for t in (" ".join(line.split()) for line in lines) if t]
+            if tidied:
+                yield ("" if first else "\n") + "\n".join(tidied)
+                first = False
+            if not data:
+                return
 
 
 def _decoded(path: Path, encoding: str) -> str:
@@ -160,10 +196,14 @@ def _files(root: Path, skipped: dict[str, str]) -> Iterator[Path]:
 
 
 def read_corpus(source: str | Path, chunk_size: int = 200, chunk_overlap: int = 40, encoding: str = "utf-8",
-                strict: bool = False, advance: Callable[[int], None] = lambda n: None) -> Read:
+                strict: bool = False, advance: Callable[[int], None] = lambda n: None,
+                max_chunks: int | None = None, seed: int = 0) -> Read:
     """The documents of ``source`` (module docstring), chunked. A file that cannot be read is a
     :class:`ragmem.errors.DataError` naming it with ``strict``, else skipped and said in ``skipped``.
-    ``advance(1)`` after each document (the progress of a large folder)."""
+    ``advance(1)`` after each document (the progress of a large folder). A corpus of more than
+    ``max_chunks`` chunks keeps a uniform sample of that many, drawn with ``seed`` as the chunks are
+    read (reservoir sampling: memory holds the sample, never the corpus) and kept in corpus order;
+    :attr:`Read.n_chunks` counts them all. A large text file is read as it streams (``STREAM_BYTES``)."""
     root = Path(source).expanduser()
     if not root.exists():
         raise ConfigError(f"{source}: no such file or folder")
@@ -178,15 +218,24 @@ def read_corpus(source: str | Path, chunk_size: int = 200, chunk_overlap: int = 
             raise DataError(str(root), f"expected a corpus JSON {{documents: [{{id, text}}, ...]}} ({exc})") from None
     else:
         docs = _documents(root, encoding, strict, read.skipped)
+    rng, kept = random.Random(seed), list[tuple[int, Chunk]]()  # (its number in the corpus, the chunk)
     for doc in docs:
-        pieces = chunk_text(doc.text, chunk_size, chunk_overlap)
-        if not pieces:
+        pieces = chunk_stream(doc.parts if doc.parts is not None else (doc.text,), chunk_size, chunk_overlap)
+        counted = read.n_chunks
+        for n, piece in enumerate(pieces):
+            chunk = Chunk(f"{doc.id}#c{n}", doc.id, piece)
+            if max_chunks is None or len(kept) < max_chunks:
+                kept.append((read.n_chunks, chunk))
+            elif (j := rng.randrange(read.n_chunks + 1)) < max_chunks:
+                kept[j] = (read.n_chunks, chunk)
+            read.n_chunks += 1
+        if read.n_chunks == counted:
             read.skipped[doc.source] = "no text" + (" (a scanned PDF holds images, not text)"
                                                     if doc.source.lower().endswith(".pdf") else "")
             continue
-        read.documents.append(doc)
-        read.chunks.extend(Chunk(f"{doc.id}#c{n}", doc.id, piece) for n, piece in enumerate(pieces))
+        read.documents.append(doc if doc.parts is None else Document(doc.id, "", doc.source))
         advance(1)
+    read.chunks = [chunk for _, chunk in sorted(kept, key=lambda pair: pair[0])]
     if not read.documents:
         kinds = ", ".join(sorted(set(SUFFIXES)))
         why = f" ({len(read.skipped)} skipped: {next(iter(read.skipped.values()))})" if read.skipped else ""
@@ -200,6 +249,15 @@ def _documents(root: Path, encoding: str, strict: bool, skipped: dict[str, str])
         if kind is None:
             skipped[str(path)] = f"not one of {', '.join(sorted(SUFFIXES))}"
             continue
+        size = path.stat().st_size
+        doc_id = path.name if root.is_file() else path.relative_to(root).as_posix()
+        if kind == "text" and size > STREAM_BYTES:
+            yield Document(doc_id, "", str(path), parts=_streamed_text(path, encoding))
+            continue
+        if size > WHOLE_BYTES:
+            skipped[str(path)] = (f"{size / 2**20:,.0f} MiB of {kind}: larger than the {WHOLE_BYTES >> 20} MiB read whole "
+                                  f"(a .txt file of any size is read as it streams)")
+            continue
         try:
             text = pdf_text(path) if kind == "pdf" else _decoded(path, encoding)
         except DataError as exc:
@@ -208,5 +266,4 @@ def _documents(root: Path, encoding: str, strict: bool, skipped: dict[str, str])
             skipped[str(path)] = exc.detail
             continue
         text = html_text(text) if kind == "html" else markdown_text(text) if kind == "markdown" else _tidy(text)
-        doc_id = path.name if root.is_file() else path.relative_to(root).as_posix()
         yield Document(doc_id, text, str(path))

@@ -135,7 +135,7 @@ class Writer:
             batch = []
             for kind, quota in quotas.items():
                 wanted = math.ceil((quota - got[kind]) * self.settings.oversample) if quota > got[kind] else 0
-                taken = list(itertools.islice(streams[kind], wanted))
+                taken = list(itertools.islice(streams[kind], wanted)) if wanted else []  # (a quota of 0 has no stream)
                 if len(taken) < wanted:
                     exhausted.add(kind)
                 batch += [Written(c, rounds + 1) for c in taken]

@@ -132,3 +132,21 @@ def test_traffic_masking_is_linear_on_a_long_text():
     masked = masking.mask_traffic(text)
     assert masked.startswith("a" * 200_000 + "token " * 50_000) and len(masked) < len(text)
     assert time.perf_counter() - start < 5  # (a backtracking pattern takes minutes here; this takes ~0.1 s)
+
+
+def test_traffic_masking_searches_only_texts_with_a_mark_and_masks_exactly_as_the_patterns():
+    """The marks only skip texts the patterns cannot match: against the patterns applied to every
+    text (the oracle), on texts with and without planted secrets in both cases of every word."""
+    import random
+
+    rng = random.Random(7)
+    planted = ["sk-abcdefghijklmnop0123", "AKIAIOSFODNN7EXAMPLE", "Bearer abcdefghijklmnop", "BEARER xyzxyzxyzxyzxyz1",
+               "ghp_" + "a" * 36, "xoxb-1234567890-abc", "AIza" + "b" * 35, "eyJhbGciOi.eyJzdWIiOi.c2lnbmF0dXJl",
+               "Password: hunter22", "API-KEY=abc123", "AccessKey: zzz999", "Cookie=sess1234", "credentials: a/b/c",
+               "PWD=top", "my_secret = s3cr3t"]
+    words = ["the", "key", "city", "tokens", "passage", "apiary", "accessible", "sk", "gh", "xo", "eye", "aiza", *planted]
+    for _ in range(2_000):
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(0, 12)))
+        text = text.upper() if rng.random() < 0.2 else text
+        oracle = masking._KEY_LIKE.sub(masking.MASK, masking._ASSIGNED.sub(lambda m: m.group(1) + masking.MASK, text))
+        assert masking._masked_keys(text) == oracle, text

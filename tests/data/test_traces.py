@@ -221,3 +221,46 @@ def test_an_otlp_file_with_a_byte_order_mark_and_an_infinite_double_is_read(tmp_
     path.write_bytes(b"\xef\xbb\xbf" + json.dumps(content).replace("Infinity", "1e999").encode())
     (trace,) = list(otlp.read(path))
     assert trace.spans[0].tokens in (None, {})  # (1e999 is no count: dropped, not an infinite usage)
+
+
+def test_an_otlp_file_read_in_chunks_of_seven_bytes_gives_the_same_traces(tmp_path, monkeypatch):
+    """The reader's cut points anywhere (inside a string, a number, an escape, a UTF-8 character): the
+    same traces as read whole, from a compact file, a pretty-printed one and JSON Lines."""
+    from ragmem.data import jsonstream
+
+    planned = traffic.plan(12, raised=2)
+    path = traffic.write_otlp(tmp_path / "spans.json", planned)
+    whole = [(t.trace_id, t.start_ms, t.spans, t.session_id) for t in otlp.read(path)]
+    content = json.loads(path.read_text())
+    pretty = tmp_path / "pretty.json"
+    pretty.write_text(json.dumps(content, indent=2, ensure_ascii=False) + "\n")
+    lines = tmp_path / "lines.jsonl"  # (one request per resource, as a collector's file exporter writes)
+    lines.write_text("".join(json.dumps({"resourceSpans": [r]}) + "\n" for r in content["resourceSpans"]))
+    monkeypatch.setattr(jsonstream, "CHUNK", 7)
+    for each in (path, pretty, lines):
+        assert [(t.trace_id, t.start_ms, t.spans, t.session_id) for t in otlp.read(each)] == whole, each
+    assert len(whole) == 12
+
+
+@pytest.mark.parametrize("text, said", [
+    ('{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "01", "n": ' + "9" * 5000 + '}]}]}]}',
+     "line 1: span 1: Exceeds the limit (4300 digits) for integer string conversion"),
+    ('{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "01", "name": "cut', "line 1: not JSON (Unterminated string"),
+    ('{"resourceSpans": []}\n{"resourceSpans": []}\n{"resourceSpans": [}\n', "line 3: not JSON (Expecting value)"),
+    ('{"resourceSpans": [{"scopeSpans": [{"spans": [{"name": "' + "x" * 9000 + '"}]}]}]}',
+     "line 1: span 1 is larger than"),
+    ('["resourceSpans"]', "line 1: expected OTLP JSON"),
+    ('{"resourceSpans": [] "x": 1}', "line 1: not JSON (expected ',' or '}', found '\"')"),
+    (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"name": "\xff"}]}]}]}', "not UTF-8 text"),
+], ids=["5000-digit-number", "cut-short", "bad-third-line", "span-over-the-limit", "an-array", "no-comma", "not-utf8"])
+def test_a_malformed_otlp_stream_is_one_line_naming_the_file_and_where(tmp_path, monkeypatch, text, said):
+    from ragmem.data import jsonstream
+
+    monkeypatch.setattr(jsonstream, "MAX_VALUE_CHARS", 8192)  # (a span of 9,000 characters: over it)
+    monkeypatch.setattr(jsonstream, "CHUNK", 64)
+    path = tmp_path / "spans.json"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(DataError) as caught:
+        list(otlp.read(path))
+    assert str(caught.value).startswith(f"{path}: ") and said in str(caught.value), str(caught.value)
+    assert "\n" not in str(caught.value)

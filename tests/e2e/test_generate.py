@@ -133,3 +133,23 @@ def test_ctrl_c_then_resume_pays_no_request_twice_and_gives_the_uninterrupted_fi
     whole = Writer(InProcess(), read.chunks, KeywordExtractor(), settings, seed=0).run(plan.quotas(20, MIX))
     resumed = _rows(tmp_path / "t.jsonl")
     assert [(r["query"], r["question_type"]) for r in resumed] == [(w.question, w.candidate.type) for w in whole.kept]
+
+
+def test_four_questions_with_the_default_mix_leave_a_type_at_0_and_are_written(tmp_path, ragmem_main):
+    """Issue 60, point 6: ``ragmem generate docs/ --n 4`` with an LLM endpoint. The default mix gives
+    2/1/1/0 at n=4: the type whose quota is 0 has no stream and asks nothing (was: KeyError)."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name, text in {**scripted.ENGLISH, **scripted.CHINESE}.items():
+        (docs / f"{name}.txt").write_text(text, encoding="utf-8")
+    out = tmp_path / "t.jsonl"
+    with Stub(chat=scripted.chat) as stub:
+        config = tmp_path / "judge.yaml"
+        config.write_text(json.dumps({"judge": {"type": "llm", "model": "writer-test", "base_url": stub.base_url,
+                                                "retry_backoff_s": 0.01, "cache_dir": str(tmp_path / "cache")}}))
+        done = ragmem_main(["generate", str(docs), "--n", "4", "--config", str(config), "-o", str(out), "--no-track"],
+                           cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    rows = _rows(out)
+    assert len(rows) == 4 and "unanswerable" not in {r["question_type"] for r in rows}
+    assert "4 questions: 2 single_hop, 1 multi_hop, 1 comparison (generate.mix)" in " ".join(done.stdout.split())
