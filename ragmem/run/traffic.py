@@ -79,6 +79,9 @@ def as_data(cfg: RunConfig, resume: str | None = None) -> tuple[RunConfig, str |
             log.info("data.traces: the last window (run %s) stopped before it ended: resuming it", resume)
     source = source_for(cfg)
     since, until = window(settings, resume, watermark=watermark, timed=source.timed)
+    missed = windows.late(cfg, source.ids) if watermark and hasattr(source, "ids") else None
+    if missed:
+        log.warning("data.traces: %s", missed)
     where = source.where
     if since is not None and until is not None and since >= until:
         raise DataError(where, f"the window [{since.isoformat()}, {until.isoformat()}) is empty: "
@@ -122,7 +125,7 @@ def as_data(cfg: RunConfig, resume: str | None = None) -> tuple[RunConfig, str |
     if "chunk_size" not in cfg.data.model_fields_set:
         data.chunk_size = min(data.chunk_size, CHUNK)
     update: dict = {"data": data}
-    chosen = "; ".join(filter(None, [cfg._chosen, unwritten]))
+    chosen = "; ".join(filter(None, [cfg._chosen, unwritten, missed]))
     if sessions and cfg.stats.cluster_by is None and len(sessions) < counts["traces"]:
         # the turns of a session are not independent: the session is the unit the intervals resample
         update["stats"] = cfg.stats.model_copy(update={"cluster_by": "session_id"})

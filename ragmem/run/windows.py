@@ -35,7 +35,7 @@ import json
 import logging
 import threading
 from datetime import datetime
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from ragmem.config.loading import RunConfig
 from ragmem.config.secrets import scrub
@@ -188,6 +188,32 @@ def _watermark(run_id: str, value: str | None, tag: str = UNTIL) -> str | None:
                               f"(the watermark of this config's windows: set it to an ISO time, or delete the run)"
                               ) from None
     return value
+
+
+def late(cfg: RunConfig, listed: Callable[[datetime | None, datetime | None], set[str]]) -> str | None:
+    """The note on the previous window's late traces: those started within it (``listed``: the ids in
+    a range now) that it did not read, because they were written after it ended (a trace still
+    running then, an exporter's delay); ``None`` when there are none or it cannot be told (no
+    previous window, or one that stopped at ``data.traces.max``). They are judged by no window."""
+    runs = finished(cfg, 1)
+    if not runs:
+        return None
+    run, t = runs[0], cfg.data.traces
+    since, until = (run.data.tags.get(tag) or None for tag in (SINCE, UNTIL))
+    if until is None:
+        return None
+    try:
+        read = set(ids_of(run_table(Tracker(cfg.tracking_uri, cfg.tracking.artifact_root).client, run.info.run_id)))
+    except RagmemError:  # (its table not logged or gone: nothing to count against, and no reason to stop)
+        return None
+    if len(read) >= t.max:
+        return None
+    missed = listed(datetime.fromisoformat(since) if since else None, datetime.fromisoformat(until)) - read
+    if not missed:
+        return None
+    return (f"{len(missed)} traces started in the previous window (run {run.info.run_id}, until {until}) were written "
+            f"after it was read: no window judges them (data.traces.lag, now {t.lag}, holds a window's end back "
+            f"longer)")
 
 
 def finished(cfg: RunConfig, most: int) -> list:

@@ -43,3 +43,9 @@ class MlflowExperiment:
         s = self.settings
         yield from traces.read(self.uri, self.experiment, since=since, until=until, filter=s.filter, limit=s.max,
                                share=s.sample, seed=s.seed, page_size=s.page_size)
+
+    def ids(self, since: datetime | None, until: datetime | None) -> set[str]:
+        """The ids of the traces in ``[since, until)`` now, listed without their spans."""
+        s = self.settings
+        return traces.listed(self.uri, self.experiment, since=since, until=until, filter=s.filter, share=s.sample,
+                             seed=s.seed, page_size=s.page_size)

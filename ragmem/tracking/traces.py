@@ -94,6 +94,26 @@ def read(uri: str, experiment: str, *, since: datetime | None = None, until: dat
             break
 
 
+def listed(uri: str, experiment: str, *, since: datetime | None, until: datetime | None, filter: str | None = None,
+           share: float = 1.0, seed: int = 0, page_size: int = 500) -> set[str]:
+    """The ids of the traces :func:`read` would give for the same selection, without their spans (a
+    listing: what a window's late traces are counted against)."""
+    client = _client(uri)
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        return set()
+    query, token = window_filter(since, until, filter), None
+    ids: set[str] = set()
+    while True:
+        page = client.search_traces(locations=[found.experiment_id], filter_string=query, max_results=page_size,
+                                    order_by=["timestamp_ms ASC"], page_token=token, include_spans=False)
+        ids.update(t.info.trace_id for t in page if t.info.tags.get("ragmem.example_id") is None
+                   and sampled(t.info.trace_id, share, seed))
+        token = page.token
+        if not token:
+            return ids
+
+
 def _with_spans(uri: str, infos: list[Any]) -> dict[str, Any]:
     """The traces listed (``infos``) with their spans, by id; one whose spans cannot be read (deleted
     since it was listed, not yet written) is missing (MLflow leaves it out with a warning of its own:

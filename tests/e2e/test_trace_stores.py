@@ -156,3 +156,28 @@ def test_a_window_read_in_chunks_is_summarized_with_its_volume_and_drift(tmp_pat
     second = ragmem.evaluate(config=config)
     drift = second.summary["traces"]["drift"]["faithfulness"]
     assert second.summary["n_examples"] == 12 and drift["windows"] == 2 and drift["alarmed"] is False
+
+
+def test_traces_written_after_their_window_was_read_are_counted_in_the_next_windows_note(tmp_path):
+    """Issue 60, point 3: a trace that started inside a finished window but reached the store after
+    that window was read (still running then, an exporter's delay) is judged by no window: the next
+    window says how many, in its log and its summary's notes."""
+    import time
+
+    app = f"sqlite:///{tmp_path / 'app.db'}"
+    traffic.write_mlflow(app, "app", traffic.plan(6, raised=0))  # (an hour ago, a second apart)
+    config = _config(tmp_path, app, incremental=True, lag="0s")
+    first = ragmem.evaluate(config=config)
+    assert first.summary["n_examples"] == 6 and not any("written after" in n for n in first.summary["notes"])
+    late_start = time.time_ns() - 1800 * 10**9  # started half an hour ago: inside the first window
+    traffic.write_mlflow(app, "app", traffic.plan(2, raised=0, first=6, start_ns=late_start))
+    traffic.write_mlflow(app, "app", traffic.plan(3, raised=0, first=8, start_ns=time.time_ns(), step_ns=10**6))
+    second = ragmem.evaluate(config=config)
+    assert second.summary["n_examples"] == 3  # the new ones; the late two belong to the first window
+    (note,) = [n for n in second.summary["notes"] if "written after" in n]
+    assert note.startswith(f"2 traces started in the previous window (run {first.run_id}, until ")
+    assert ("were written after it was read: no window judges them (data.traces.lag, now 0s, holds a window's end "
+            "back longer)") in note
+    traffic.write_mlflow(app, "app", traffic.plan(1, raised=0, first=11, start_ns=time.time_ns()))
+    third = ragmem.evaluate(config=config)  # (nothing late in the second window: no note)
+    assert not any("written after" in n for n in third.summary["notes"])
