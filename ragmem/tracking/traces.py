@@ -145,7 +145,8 @@ def _unreadable(info: Any) -> Trace:
     """A listed trace whose spans could not be read: a named failure of its window."""
     state = str(getattr(info, "state", "") or "").rsplit(".", 1)[-1]
     why = ("its root span is not written yet (the trace is still running)" if state == "IN_PROGRESS" else
-           "its spans could not be read from the store (deleted since it was listed, or not written)")
+           "its spans could not be read from the store (deleted since it was listed, its root span missing, or not "
+           "written)")
     metadata = info.trace_metadata or {}
     return Trace(info.trace_id, int(info.request_time), [], session_id=metadata.get("mlflow.trace.session") or None,
                  user_id=metadata.get("mlflow.trace.user") or None, unreadable=why)

@@ -117,28 +117,32 @@ def _odd_trace(app: str, name: str, start_ns: int, end_ns: int, attributes: dict
 
 
 def test_a_window_with_odd_traces_judges_the_rest_and_names_each(tmp_path, monkeypatch):
-    """A window of 50 traces holding one whose root ends before it starts, one whose token usage is
-    text, and one deleted after it was listed: 47 judged, 3 named failures, and the run ends well
-    (a trace without a root is the OTLP reader's case: tests/data)."""
+    """Issue 60's window of 50 traces: one whose root ends before it starts, one whose token usage is
+    text, one whose root span is not in the store (deleted from its spans table: its other spans
+    read) and one deleted after it was listed: 46 judged, 4 named failures, and the run ends well."""
     import time
 
     app = f"sqlite:///{tmp_path / 'app.db'}"
-    ids = traffic.write_mlflow(app, "app", traffic.plan(47, raised=0))
+    ids = traffic.write_mlflow(app, "app", traffic.plan(48, raised=0))
     now = time.time_ns() - 600 * 10**9
     backwards = _odd_trace(app, "backwards", now, now - 5 * 10**9)
     wordy = _odd_trace(app, "wordy", now + 10**9, now + 2 * 10**9,
                        {"mlflow.chat.tokenUsage": json.dumps({"input_tokens": "ten", "output_tokens": 3})})
-    gone = ids[5]
+    gone, rootless = ids[5], ids[7]
+    with sqlite3.connect(tmp_path / "app.db") as db:
+        assert db.execute("DELETE FROM spans WHERE trace_id = ? AND parent_span_id IS NULL", (rootless,)).rowcount == 1
     listed = traces._with_spans
     monkeypatch.setattr(traces, "_with_spans", lambda uri, infos: {  # (deleted between listing and reading)
         k: v for k, v in listed(uri, infos).items() if k != gone})
     result = ragmem.evaluate(config=_config(tmp_path, app))
     summary = result.summary
-    assert summary["n_examples"] == 49 and summary["counts"]["n_agent_errors"] == 3
-    named = next(n for n in summary["notes"] if n.startswith("3 traces failed"))
+    assert summary["n_examples"] == 50 and summary["counts"]["n_agent_errors"] == 4  # (46 judged)
+    named = next(n for n in summary["notes"] if n.startswith("4 traces failed"))
     assert f"{backwards}: its root span lasts -5000 ms" in named
     assert f"{wordy}: its token usage input_tokens = 'ten' is not a count" in named
     assert f"{gone}: its spans could not be read from the store (deleted since it was listed" in named
+    assert f"{rootless}: its spans could not be read from the store (deleted since it was listed, its root span " \
+           "missing, or not written)" in named
 
 
 def test_a_window_read_in_chunks_is_summarized_with_its_volume_and_drift(tmp_path):
