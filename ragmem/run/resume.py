@@ -17,7 +17,7 @@ from ragmem.config.loading import RunConfig
 from ragmem.config.secrets import mask, scrub
 from ragmem.config.settings import Settings
 from ragmem.errors import ConfigError, failure_message
-from ragmem.run import summary as summaries
+from ragmem.run import summary as summaries, traffic
 from ragmem.run.journal import Journal
 from ragmem.runtime import space
 from ragmem.runtime.processes import host, process_alive, run_is_dead  # noqa: F401  (also here)
@@ -169,6 +169,7 @@ def stopped(exc: BaseException, journal: Journal, kept: int, total: int, cfg: Ru
         journal.close()
     except OSError:  # (its last fsync, on a full disk: named below)
         pass
-    stopped = space.as_disk_full(exc, space.places(cfg.tracking_uri, cfg.artifact_root)) or exc
+    written_back = traffic.write_back(cfg)  # (the trace store, when the assessments go back to it)
+    stopped = space.as_disk_full(exc, space.places(cfg.tracking_uri, cfg.artifact_root, written_back)) or exc
     stopped.ragmem_progress = (journal.key, kept + journal.written, total)  # type: ignore[attr-defined]
     return stopped

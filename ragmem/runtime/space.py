@@ -112,11 +112,13 @@ def as_disk_full(exc: BaseException, places: Iterable[str | Path]) -> DiskFull |
     return DiskFull(min(known)[2] if known else "?")
 
 
-def places(tracking_uri: str, artifact_root: str) -> list[Path]:
+def places(tracking_uri: str, artifact_root: str, *stores: str | None) -> list[Path]:
     """Where a run writes, for naming the one whose disk filled when the error does not (SQLite):
-    the ragmem home, the store's database (a local one), the artifact root (a local one)."""
+    the ragmem home, the store's database (a local one), the artifact root (a local one), and the
+    other ``stores`` it writes to (the trace store its assessments are written back to)."""
     found = [ragmem_home()]
-    for where in (tracking_uri.removeprefix("sqlite:///"), str(artifact_root).removeprefix("file://")):
+    for where in (tracking_uri.removeprefix("sqlite:///"), str(artifact_root).removeprefix("file://"),
+                  *(s.removeprefix("sqlite:///") for s in stores if s)):
         if where and "://" not in where:
             found.append(Path(where))
     return found

@@ -189,3 +189,50 @@ def test_the_output_folder_full_is_one_line_naming_the_stored_run(prefect_env, t
     assert client.get_run(run_id).info.status == "FINISHED"  # stored whole: nothing to pay again
     assert "summary.json" in {a.path for a in client.list_artifacts(run_id)}
     assert len(_agent_calls(tmp_path)) == N and len(stub.requests) == N
+
+
+@pytest.mark.stress
+def test_the_trace_store_full_at_write_back_names_its_disk_and_the_resume_writes_the_assessments(
+        prefect_env, tmp_path, namespace):
+    """Issue 60, point 9: the assessments written back to the application's trace store, on a disk of
+    its own that fills: one line naming that store (not the ragmem home, not the run's store), exit
+    3; with room made, the resume writes them and pays for nothing again (the offline judge here)."""
+    app_dir = tmp_path / "app"
+    namespace.mount(app_dir, "64m")
+    app = f"sqlite:///{app_dir}/app.db"
+    env = _env(prefect_env, tmp_path, tmp_path / ".ragmem")
+    written = namespace.run([sys.executable, "-c", "import sys; from tests import traffic; "
+                             "traffic.write_mlflow(sys.argv[1], 'app', traffic.plan(120, raised=0))", app],
+                            env=env, cwd=ROOT)
+    assert written.returncode == 0, written.stderr
+    filler = app_dir / "filler"  # every byte left taken but a page: the traces there, their assessments not
+    filled = namespace.run(["sh", "-c", f"head -c $(( $(df --output=avail -B1 {app_dir} | tail -1) - 4096 )) "
+                                        f"/dev/zero > {filler}"])
+    assert filler.name in namespace.run(["ls", str(app_dir)]).stdout, filled.stderr
+    (tmp_path / "ragmem.toml").write_text("")
+    config = tmp_path / "traces.yaml"
+    with _judge() as stub:
+        config.write_text(f"""experiment: full-traces
+data: {{traces: {{experiment: app, tracking_uri: "{app}", since: 7d}}}}
+judge: {{type: llm, model: m, base_url: "{stub.base_url}", retry_backoff_s: 0.01}}
+metrics: [pass_rate]
+stats: {{resamples: 50}}
+tracking: {{max_traces: 0}}
+""")
+        done = namespace.run([EXE, "run", str(config), "--no-preflight"], env=env, cwd=tmp_path)
+        _check_trace_store_full(done, namespace, app_dir, filler, env, tmp_path, stub)
+
+
+def _check_trace_store_full(done, namespace, app_dir, filler, env, tmp_path, stub) -> None:
+    assert done.returncode == 3, done.stdout + done.stderr + namespace.run(["df", str(app_dir)]).stdout
+    line = _last_line(done)
+    assert line.startswith(f"error: the disk is full: {app_dir}/app.db"), done.stderr
+    assert "Traceback" not in done.stderr and "; resume with: " in line
+    namespace.run(["rm", str(filler)])
+    paid = len(stub.requests)
+    again = _resumed(namespace, done, env, tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert len(stub.requests) == paid == 120  # (each trace judged once: the resume only writes)
+    counted = namespace.run([sys.executable, "-c", "import sqlite3, sys; print(sqlite3.connect(sys.argv[1])"
+                             ".execute('select count(*) from assessments').fetchone()[0])", f"{app_dir}/app.db"])
+    assert int(counted.stdout) >= 120  # (each trace's verdict, and its scores)
