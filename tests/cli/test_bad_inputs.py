@@ -83,9 +83,17 @@ def _prepare(case: dict, tmp: Path, monkeypatch) -> tuple[list[list[str]], Path 
                    "haystack_session_ids": [], "haystack_dates": [], "haystack_sessions": []}
         (tmp / "lacking.json").write_text(json.dumps([lacking]), encoding="utf-8")
         (tmp / "conv.json").write_text(json.dumps({"speaker_a": "A", "session_1": []}), encoding="utf-8")
+    elif setup == "docs":  # a folder of one document to generate from
+        (tmp / "docs").mkdir()
+        (tmp / "docs" / "guide.txt").write_text("Ragmem evaluates agents. It times them and judges them.\n")
+    elif setup == "metric_module":  # metrics of one's own that cannot be used
+        (tmp / "mine.py").write_text("def f(example):\n    return 1.0\nnot_a_function = 3\n", encoding="utf-8")
+    if "otlp" in case:  # an OTLP JSON file (data.traces.files: {tmp}/spans.json)
+        (tmp / "spans.json").write_bytes(ast.literal_eval(case["otlp"]) if case["otlp"].startswith("b'")
+                                         else case["otlp"].encode("utf-8"))
     if "config" in case:
-        (tmp / "case.yaml").write_text(case["config"].replace("{web}", _web() if "{web}" in case["config"] else ""),
-                                       encoding="utf-8")
+        text = case["config"].replace("{web}", _web() if "{web}" in case["config"] else "").replace("{tmp}", str(tmp))
+        (tmp / "case.yaml").write_text(text, encoding="utf-8")
     fill = {"{data}": str(valid), "{config}": str(tmp / "case.yaml"), "{tmp}": str(tmp),
             "{configs}": str(ROOT / "configs")}
     if "args" in case:
