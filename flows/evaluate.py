@@ -38,7 +38,7 @@ def evaluate_flow(config: dict[str, Any], resume: str | None = None, preflight: 
     # (a run the command made ready is taken as it is: its config already holds its data)
     cfg = None if prepared else RunConfig.from_dict(masking.restore(config))  # the secrets masked in the parameters
     try:
-        ready = prepare.take(prepared) if prepared else prepare.for_run(cfg, resume=resume)  # type: ignore[arg-type]
+        ready = prepare.take(prepared) if prepared else prepare.for_run(cfg, resume=resume, scheduled=True)  # type: ignore[arg-type]
     except traffic.NoTraces as nothing:  # a scheduled window with no new traffic: nothing to do, not a failure
         get_run_logger().info("%s: nothing to evaluate", nothing)
         return {"n_examples": 0, "notes": [str(nothing)]}

@@ -161,11 +161,13 @@ def read_baseline(cfg: RunConfig) -> pd.DataFrame | None:
     return compare.read_baseline(cfg.tracking_uri, cfg.baseline)
 
 
-def for_run(cfg: RunConfig, *, resume: str | None = None, load: bool = True, claim: bool = True) -> Prepared:
+def for_run(cfg: RunConfig, *, resume: str | None = None, load: bool = True, claim: bool = True,
+            scheduled: bool = False) -> Prepared:
     """An evaluation made ready (``load=False``: the machine checked, no data read). A config with a
     sweep grid has its grid points checked too (whichever command runs it). ``claim``: an incremental
     traces window is claimed until its run ends (:mod:`ragmem.run.windows`; given back here should the
-    preparation fail); false when nothing will be judged (``ragmem serve``'s check, a dry run)."""
+    preparation fail); false when nothing will be judged (``ragmem serve``'s check, a dry run);
+    ``scheduled`` (a flow run of ``ragmem serve``): a window held by another run is waited for."""
     if cfg.sweep.grid:
         sweep_plan(cfg, load=False)
     environment.check(cfg)
@@ -173,7 +175,8 @@ def for_run(cfg: RunConfig, *, resume: str | None = None, load: bool = True, cla
     resume = resumes.resolve_key(resume) if resume else None  # a unique prefix, as compare takes it
     # one incremental window at a time: claimed before its watermark is read, held until its run ends
     # (ragmem.run.engine), given back should the preparation raise
-    with windows.claimed(cfg) if load and claim else contextlib.nullcontext():
+    wait_s = windows.SCHEDULED_WAIT_S if scheduled else 0.0
+    with windows.claimed(cfg, wait_s) if load and claim else contextlib.nullcontext():
         if load:  # data.traces: read into a data file, the window fixed
             cfg, resume = traffic.as_data(cfg, resume)
         dataset = pipeline.load(cfg) if load else None

@@ -18,7 +18,8 @@ One window at a time, by construction: before it reads the watermark a run claim
 tracking store (:mod:`ragmem.tracking.claims`: an atomic create, so of two runs started at the same
 instant, by two schedules or a retry overlapping a slow run, exactly one holds it), and releases it
 once its run has ended. A second run is refused at once with one line naming the holder (exit 2);
-a claim whose process is gone (same host) is taken over.
+a claim whose process is gone (same host) is taken over. A scheduled window (``ragmem serve``) waits
+for the holder instead, up to ``SCHEDULED_WAIT_S`` (an hour), saying so every 10 s.
 
 Every run of an experiment's traces (incremental or not, ``ragmem run`` too) carries the key and
 is compared with the previous FINISHED one by an *unpaired* test (different traces:
@@ -34,6 +35,7 @@ import hashlib
 import json
 import logging
 import threading
+import time
 from datetime import datetime
 from typing import Any, Callable, Iterator
 
@@ -58,21 +60,36 @@ class WindowHeld(RagmemError):
     """Another run holds this config's stream of windows (exit 2: nothing was paid)."""
 
 
-def claim(cfg: RunConfig) -> None:
+SCHEDULED_WAIT_S = 3600.0  # how long a scheduled window waits for the run holding its config's windows
+WAIT_POLL_S = 2.0
+
+
+def claim(cfg: RunConfig, wait_s: float = 0.0) -> None:
     """Hold this config's stream of windows (``data.traces.incremental``, tracked) until
-    :func:`release`, or refuse with one line naming the holder."""
+    :func:`release`; when another run holds it, wait for it up to ``wait_s`` (a scheduled window,
+    saying so every 10 s), then refuse with one line naming the holder."""
     if not (cfg.tracking.enabled and cfg.data.traces.incremental and cfg.data.traces.experiment):
         return
     name = key(cfg)
-    with _LOCK:
-        if name in _HELD:  # (this process already holds it: a run inside a run never happens)
-            return
-        held = Tracker(cfg.tracking_uri, cfg.tracking.artifact_root).claim(name)
-        holder = held.take()
-        if holder is not None:
-            raise WindowHeld(f"data.traces.incremental: the windows of this config are held by {holder.said()}; "
-                             "a window starts when that run has ended")
-        _HELD[name] = held
+    deadline, said = time.monotonic() + wait_s, 0.0
+    while True:
+        with _LOCK:
+            if name in _HELD:  # (this process already holds it: a run inside a run never happens)
+                return
+            held = Tracker(cfg.tracking_uri, cfg.tracking.artifact_root).claim(name)
+            holder = held.take()
+            if holder is None:
+                _HELD[name] = held
+                return
+        if time.monotonic() >= deadline:
+            waited = f" (waited {wait_s:g} s)" if wait_s else ""
+            raise WindowHeld(f"data.traces.incremental: the windows of this config are held by {holder.said()}"
+                             f"{waited}; a window starts when that run has ended")
+        if time.monotonic() - said >= 10:
+            log.info("data.traces.incremental: the windows of this config are held by %s: waiting for it to end "
+                     "(up to %g s more)", holder.said(), max(0.0, deadline - time.monotonic()))
+            said = time.monotonic()
+        time.sleep(WAIT_POLL_S)
 
 
 def holds(cfg: RunConfig, run_id: str | None) -> None:
@@ -98,10 +115,11 @@ def release(cfg: RunConfig) -> None:
 
 
 @contextlib.contextmanager
-def claimed(cfg: RunConfig) -> Iterator[None]:
-    """:func:`claim`, given back should what follows raise (a window that holds no traces, a bad store,
-    a preparation that fails); else held until :func:`released` gives it back after the run."""
-    claim(cfg)
+def claimed(cfg: RunConfig, wait_s: float = 0.0) -> Iterator[None]:
+    """:func:`claim` (waiting up to ``wait_s``), given back should what follows raise (a window that
+    holds no traces, a bad store, a preparation that fails); else held until :func:`released` gives
+    it back after the run."""
+    claim(cfg, wait_s)
     try:
         yield
     except BaseException:

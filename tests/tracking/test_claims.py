@@ -118,7 +118,7 @@ def test_a_window_that_cannot_be_read_gives_its_claim_back_and_a_check_takes_non
 
     cfg = _traces_config(shared_store, f"claims-{uuid.uuid4().hex[:8]}")
     seen, original = [], windows.claim
-    monkeypatch.setattr(windows, "claim", lambda c: (seen.append(windows.key(c)), original(c))[1])
+    monkeypatch.setattr(windows, "claim", lambda c, wait_s=0.0: (seen.append(windows.key(c)), original(c, wait_s))[1])
     for claim in (True, False):  # (the experiment 'app' is not in the store: the window cannot be read)
         with pytest.raises(ConfigError, match="data.traces.experiment: no experiment 'app'"):
             prepare.for_run(cfg, claim=claim)
@@ -143,3 +143,27 @@ def test_a_window_ends_its_lag_before_the_run_starts():
     assert window(TracesSettings(files=["a.json"]), now=now, timed=False)[1] is None  # (files: what they hold)
     with pytest.raises(ConfigError, match=r"data.traces.lag.*expected a duration \(2m, 30s, 0s\), got 'soon'"):
         RunConfig.from_dict({"data": {"traces": {"experiment": "app", "lag": "soon"}}})
+
+
+def test_a_scheduled_window_waits_for_the_holder_and_takes_the_windows_once_it_ends(shared_store, monkeypatch, caplog):
+    """Issue 60, point 1: a window of ``ragmem serve`` that finds its config's windows held waits for
+    the holder (saying so), and holds them as soon as it has ended; a wait that runs out is refused."""
+    import logging
+    import time
+
+    monkeypatch.setattr(windows, "WAIT_POLL_S", 0.05)
+    cfg = _traces_config(shared_store, f"claims-{uuid.uuid4().hex[:8]}")
+    other = Tracker(shared_store["uri"], shared_store["artifact_root"]).claim(windows.key(cfg))
+    assert other.take() is None  # (another run holds them)
+    with pytest.raises(windows.WindowHeld, match=r"\(waited 0.2 s\); a window starts when that run has ended$"):
+        windows.claim(cfg, wait_s=0.2)
+    threading.Timer(0.5, other.release).start()
+    began = time.monotonic()
+    with caplog.at_level(logging.INFO, logger="ragmem"):
+        windows.claim(cfg, wait_s=60)
+    try:
+        assert 0.4 < time.monotonic() - began < 30 and windows.key(cfg) in windows._HELD
+        assert any("held by pid" in r.getMessage() and "waiting for it to end" in r.getMessage() for r in caplog.records)
+    finally:
+        windows.release(cfg)
+    assert windows._HELD == {}
