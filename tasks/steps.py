@@ -156,7 +156,7 @@ def memory_conversation(method: str, layer, conversation, qas, top_k: int, gener
 
 
 @task(name="memory-judge", cache_policy=NO_CACHE, task_run_name="judge-{method}")
-def judge_answers(method: str, judge_, answered, dataset: str = "locomo") -> list[int | None]:
+def judge_answers(method: str, judge_, answered, dataset: str = "locomo") -> list[float | None]:
     """The judge's verdict per answered question (None where the call or the judge failed)."""
     return PLAIN.judge_answers(method, judge_, answered, dataset)
 

@@ -25,6 +25,7 @@ from ragmem.memory import bench_compare
 from ragmem.memory.bench_data import DATASETS
 from ragmem.orchestration.server import resolve_api_url
 from ragmem.report.listing import print_runs
+from ragmem.report.bench_scopes import print_scopes
 from ragmem.report.terminal import (out, plural, print_bench, print_paired, print_pairwise, print_rerun, print_stored,
                                     print_stored_parent, print_summary, print_sweep, say)
 from ragmem.run import drift, dryrun, gates, prepare, windows
@@ -279,7 +280,7 @@ def bench_memory(
     rerun: Optional[str] = typer.Option(None, "--rerun", help="Run a finished benchmark again from its manifest (its "
                                                                "parent run id) and compare each layer with its first run."),
 ) -> None:
-    """Benchmark memory layers on LoCoMo or LongMemEval: ingest, recall, answer, score; baselines beside them."""
+    """Benchmark memory layers on LoCoMo, LongMemEval or BEAM: ingest, recall, answer, score; baselines beside them."""
     setup_logging(verbose)
     writable(output)
     if (config is None) == (rerun is None):
@@ -304,7 +305,7 @@ def bench_memory(
         ready = prepare.for_bench(prepare.resolve(config, overrides=set_, extra={"bench": extra} if extra else None))
 
     def finish(result: dict[str, Any]) -> None:
-        print_bench(result)
+        print_bench(result, scopes=print_scopes)
         if first is not None:
             result["rerun_of"], result["rerun"] = first, rerun_against(first, result)
             print_rerun(result["rerun"], first)

@@ -269,7 +269,7 @@ def _retired(value):
 
 
 class BenchSettings(Section):
-    dataset: Literal["locomo", "longmemeval"] = setting("locomo", "the benchmark: LoCoMo or LongMemEval")
+    dataset: Literal["locomo", "longmemeval", "beam"] = setting("locomo", "the benchmark: LoCoMo, LongMemEval or BEAM")
     data: Optional[str] = setting(None, "its data: LoCoMo file, zip or folder; a LongMemEval JSON file")
     methods: list[Union[Literal["reference", "full_context", "no_memory"], MethodSpec]] = setting(
         ["reference", "full_context", "no_memory"], "memory layers")

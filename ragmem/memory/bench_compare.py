@@ -44,7 +44,8 @@ SCORES = (("J", "judge_score"), ("F1", "token_f1"))
 
 def _scopes(categories: Sequence[int], data: BenchData) -> list[tuple[str, set[int]]]:
     answered = [c for c in categories if c != data.abstention]
-    scopes = [("overall", set(answered))] if answered else []
+    overall = set(categories) if data.overall_abstention else set(answered)  # (BEAM: abstention an ability)
+    scopes = [("overall", overall)] if answered else []
     scopes += [(data.categories[c], {c}) for c in answered]
     if data.abstention in categories:
         scopes.append(("abstention", {data.abstention}))
@@ -132,3 +133,33 @@ def rerun_comparison(first: dict[str, list[dict[str, Any]]], again: dict[str, li
         paired = paired_layers({"first": before, "rerun": rows}, "first", categories, resamples, seed, confidence, data)
         out.append({"method": method, "identical": same, "paired": paired})
     return out
+
+
+def per_category(rows: dict[str, list[dict[str, Any]]], categories: Sequence[int], resamples: int = 1000,
+                 seed: int = 0, confidence: float = 0.95, data: BenchData = DATASETS["locomo"]) -> list[dict[str, Any]]:
+    """Each layer's J per scope (overall, each category, abstention) with its bootstrap interval,
+    the questions of a conversation resampled together when there are at least ``MIN_CLUSTERS`` of
+    them (alone otherwise, and said: ``resampled``), with the scope's mean evidence recall and, where
+    it has one, Kendall's tau of the event orders (BEAM): the per-ability table."""
+    out = []
+    for method, theirs in rows.items():
+        for scope, members in _scopes(categories, data):
+            chosen = [r for r in theirs or () if r["category"] in members]
+            scored = [r for r in chosen if r["judge_score"] is not None]
+            groups = [r.get("cluster", r["conversation"]) for r in scored]
+            count = clusters.resampled(len(set(groups)))
+            keys = clusters.resampling_keys([f"{_key(r)}#{n}" for n, r in enumerate(scored)], groups) if count else None
+            aggregator = mean_aggregator(pd.Series([r["judge_score"] for r in scored], dtype=float))
+            ci = stats.bootstrap({"J": aggregator}, len(scored), resamples, seed, confidence, keys, count)["J"]
+
+            out.append({"method": method, "scope": scope, "n": len(chosen), "n_scored": len(scored),
+                        "J": _mean(chosen, "judge_score"),
+                        "ci_low": None if ci is None else float(ci[0]), "ci_high": None if ci is None else float(ci[1]),
+                        "evidence_recall": _mean(chosen, "evidence_recall"), "order_tau": _mean(chosen, "order_tau"),
+                        "resampled": "conversations" if count else "questions", "n_clusters": len(set(groups))})
+    return out
+
+
+def _mean(rows: list[dict[str, Any]], column: str) -> float | None:
+    values = [r[column] for r in rows if r.get(column) is not None]
+    return float(sum(values) / len(values)) if values else None

@@ -9,6 +9,8 @@ task per question (:data:`ragmem.prompts.templates.TASKS`) and the offline judge
                  score over categories 1-4 as published, category 5 scored as abstention
     longmemeval  LongMemEval (:mod:`ragmem.memory.longmemeval`): one question per chat history; per-type
                  judge prompts; ``_abs`` questions scored as abstention
+    beam         BEAM (:mod:`ragmem.memory.beam`): conversations with probing questions of ten abilities,
+                 each scored by its rubric (0 / 0.5 / 1 an item); abstention an ability in the overall
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from ragmem.errors import ConfigError
-from ragmem.memory import locomo, longmemeval
+from ragmem.memory import beam, locomo, longmemeval
 from ragmem.memory.locomo import Conversation, QA, round_robin
 
 
@@ -50,6 +52,8 @@ class BenchData:
     tasks: dict[int, str]  # the LLM judge's task per category; absent: the judge's own (answer_correctness)
     offline: Callable[[QA, int | None, str], int | None] = _keep  # the offline verdict from the keyword one
     rubrics: frozenset[int] = frozenset()  # categories whose reference is a rubric, not an answer: no F1/BLEU-1
+    by_rubric: bool = False  # each question scored by its rubric items (BEAM): judge_score the items' mean
+    overall_abstention: bool = False  # the abstention category counted in the overall score (BEAM's), not apart
 
     @property
     def results(self) -> str:
@@ -75,6 +79,11 @@ DATASETS = {
         "bench.limit_questions N, N of them taken round-robin across the question types (abstention one of them), "
         "in file order within each",
         longmemeval.TASKS, longmemeval.offline_verdict, frozenset({longmemeval.PREFERENCE})),
+    "beam": BenchData(
+        "beam", "BEAM", beam.CATEGORIES, beam.ABSTENTION, beam.CATEGORY_SOURCE, beam.load_beam, _locomo_select,
+        "every probing question of the first bench.limit_conversations conversations (all: null), in path order; "
+        "with bench.limit_questions N, N per conversation taken round-robin across the ten abilities",
+        {}, rubrics=frozenset(beam.CATEGORIES), by_rubric=True, overall_abstention=True),
 }
 
 

@@ -31,11 +31,12 @@ import numpy as np
 from ragmem.config.sweep_settings import MethodSpec
 from ragmem.errors import failure_message
 from ragmem.judges import JudgeItem, judging
+from ragmem.memory import beam
 from ragmem.memory.bench_data import BenchData, DATASETS
 from ragmem.memory.layers import build_layer, turn_text
 from ragmem.memory.locomo import Conversation, QA, session_of
 from ragmem.metrics.generation import scorer_for
-from ragmem.prompts.templates import said_yes, TASKS
+from ragmem.prompts.templates import item_score, said_yes, TASKS
 from ragmem.reference.generator import build_generator
 from ragmem.text import plural
 from ragmem.text.keywords import KeywordExtractor
@@ -104,14 +105,17 @@ def abstains(answer: str | None) -> bool:
     return any(phrase in text for phrase in REFUSALS)
 
 
-def judge_answers(judge, answered: Sequence["Answered"], data: BenchData = LOCOMO) -> list[int | None]:
+def judge_answers(judge, answered: Sequence["Answered"], data: BenchData = LOCOMO) -> list[float | None]:
     """The judge's verdict per answered question (None where the call or the judge failed, or where
     the offline judge cannot judge). An LLM judge asks the dataset's task for the question's category
     (:attr:`BenchData.tasks`; a LoCoMo answer: the judge's own ``answer_correctness``); offline, the
     keyword verdict as the dataset reads it (:attr:`BenchData.offline`). An abstention question is
-    correct when the answer says the information is not there: offline by :func:`abstains`."""
+    correct when the answer says the information is not there: offline by :func:`abstains`. A dataset
+    scored by rubrics (BEAM): :func:`judge_rubrics`."""
+    if data.by_rubric:
+        return judge_rubrics(judge, answered)
     todo = [i for i, a in enumerate(answered) if a.error is None]
-    verdicts: list[int | None] = [None] * len(answered)
+    verdicts: list[float | None] = [None] * len(answered)
 
     def keyword_or_own(chosen: list[int]):  # the judge's own verdict (offline: the keyword one)
         items = [JudgeItem(answered[i].question.question, answered[i].answer or "", answered[i].question.answer)
@@ -136,14 +140,42 @@ def judge_answers(judge, answered: Sequence["Answered"], data: BenchData = LOCOM
     for i, reply in zip(asked, client.run(requests)):
         verdicts[i] = None if reply.error else int(said_yes(reply.value))
     return verdicts
-    asked = [i for i in todo if answered[i].question.category in data.tasks]
-    values = [{"question": answered[i].question.question, "reference": answered[i].question.answer,
-               "answer": answered[i].answer or ""} for i in asked]
-    tasks = [data.tasks[answered[i].question.category] for i in asked]
-    replies = client.run([(task, {f: v[f] for f in TASKS[task]["fields"]}) for task, v in zip(tasks, values)])
-    for i, reply in zip(asked, replies):
-        verdicts[i] = None if reply.error else int(said_yes(reply.value))
-    return verdicts
+
+
+def judge_rubrics(judge, answered: Sequence["Answered"]) -> list[float | None]:
+    """Each answered question's score by its rubric (BEAM, :mod:`ragmem.memory.beam`): an LLM judge
+    scores every item 0 / 0.5 / 1 (one request an item, task ``beam_rubric_item``), the question's
+    score their mean (None when an item's request failed: a judge failure, counted); offline, each
+    item matched by the keyword judge's overlap (:func:`ragmem.memory.beam.offline_item`), and an
+    abstention question by :func:`abstains`."""
+    todo = [i for i, a in enumerate(answered) if a.error is None]
+    scores: list[float | None] = [None] * len(answered)
+    client = getattr(judge, "client", None)
+    if client is None:
+        overlap = getattr(judge, "overlap", None)
+        for i in todo:
+            qa, answer = answered[i].question, answered[i].answer or ""
+            if qa.abstain:
+                scores[i] = float(abstains(answer))
+                continue
+            found = [overlap(beam.rubric_text(item), answer)[0] for item in qa.rubric] if overlap else []
+            items = [beam.offline_item(f, judge.threshold) for f in found if f == f]  # (NaN: an item without keywords)
+            scores[i] = float(np.mean(items)) if items else None
+        return scores
+    owners, requests = [], []
+    for i in todo:
+        qa = answered[i].question
+        for item in qa.rubric:
+            owners.append(i)
+            requests.append(("beam_rubric_item", {"question": qa.question, "rubric": item,
+                                                  "answer": answered[i].answer or ""}))
+    given: dict[int, list[float | None]] = collections.defaultdict(list)
+    for i, reply in zip(owners, client.run(requests)):
+        given[i].append(None if reply.error else item_score(reply.value))
+    for i in todo:
+        replies = given.get(i, [])
+        scores[i] = float(np.mean(replies)) if replies and None not in replies else None  # type: ignore[arg-type]  # (no None: checked)
+    return scores
 
 
 @dataclass
@@ -220,8 +252,8 @@ def _recall(retrieved: set[str], wanted: set[str], ok: bool) -> float | None:
     return len(retrieved & wanted) / len(wanted) if ok and wanted and retrieved else None
 
 
-def score(answered: Sequence[Answered], ingested: Ingested, scorer, judge_verdicts: Sequence[int | None],
-          count_tokens, data: BenchData = LOCOMO) -> tuple[list[dict[str, Any]], dict[str, float | None]]:
+def score(answered: Sequence[Answered], ingested: Ingested, scorer, judge_verdicts: Sequence[float | None],
+          count_tokens, data: BenchData = LOCOMO, keywords=None) -> tuple[list[dict[str, Any]], dict[str, float | None]]:
     """Per-question rows and the aggregate metrics (overall and ``_cat{N}``).
 
     Recall@k of the ``top_k`` recalled memories, by their ids: ``evidence_recall`` (turn level: the
@@ -229,7 +261,8 @@ def score(answered: Sequence[Answered], ingested: Ingested, scorer, judge_verdic
     evidence sessions that one of them comes from; a turn id's session is its part before the last
     ``:``). Both are null for a question whose recalled memories carry no ids (a layer that returned
     nothing, or facts without the turns' ids): undefined, not 0; such questions are counted in
-    ``n_evidence_undefined``."""
+    ``n_evidence_undefined``. A question with a reference order of events (BEAM's event ordering)
+    gets ``order_tau`` too (:func:`ragmem.memory.beam.order_tau`, with ``keywords``)."""
     rows: list[dict[str, Any]] = []
     for item, verdict in zip(answered, judge_verdicts):
         qa = item.question
@@ -249,6 +282,8 @@ def score(answered: Sequence[Answered], ingested: Ingested, scorer, judge_verdic
             "evidence_undefined": bool(ok and (evidence or sessions) and not retrieved),
             "search_latency_s": item.search_s, "answer_latency_s": item.answer_s,
             "context_tokens": sum(count_tokens(str(m.get("text", ""))) for m in item.memories) if ok else None,
+            "order_tau": beam.order_tau(scorer.tokens(item.answer or ""), [set(keywords(e)) for e in qa.order])
+            if ok and qa.order and keywords is not None else None,
             "n_memories": len(item.memories), "retrieved_ids": sorted(retrieved), "evidence": list(qa.evidence),
             "error": item.error,
         })
@@ -265,10 +300,12 @@ def score(answered: Sequence[Answered], ingested: Ingested, scorer, judge_verdic
                 f"session_recall{suffix}": mean("session_recall"),
                 f"search_latency_p50{suffix}": _percentile(search, 50), f"search_latency_p95{suffix}": _percentile(search, 95),
                 f"answer_latency_p50{suffix}": _percentile(total, 50), f"answer_latency_p95{suffix}": _percentile(total, 95),
-                f"context_tokens_mean{suffix}": mean("context_tokens"), f"n_questions{suffix}": float(len(subset))}
+                f"context_tokens_mean{suffix}": mean("context_tokens"), f"n_questions{suffix}": float(len(subset)),
+                **({f"order_tau{suffix}": mean("order_tau")} if any(r["order_tau"] is not None for r in subset) else {})}
 
     abstention = data.abstention
-    metrics = aggregate([r for r in rows if r["category"] != abstention], "")  # LoCoMo: 1-4, the published overall
+    overall = rows if data.overall_abstention else [r for r in rows if r["category"] != abstention]
+    metrics = aggregate(overall, "")  # LoCoMo: 1-4, the published overall; BEAM: every ability
     metrics.update(aggregate([r for r in rows if r["category"] == abstention], f"_cat{abstention}"))  # always there
     for category in sorted({r["category"] for r in rows} - {abstention}):
         metrics.update(aggregate([r for r in rows if r["category"] == category], f"_cat{category}"))

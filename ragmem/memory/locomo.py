@@ -54,7 +54,8 @@ class QA:
     """One question of a memory benchmark. ``evidence``: the turn ids that hold the answer;
     ``evidence_sessions``: the sessions that do (empty: the sessions of ``evidence``, a turn id's part
     before its last ``:``); ``abstain``: the answer is not in the history (scored as abstention);
-    ``date``: when the question is asked; ``kind``: the dataset's own name for its type."""
+    ``date``: when the question is asked; ``kind``: the dataset's own name for its type; ``rubric``
+    and ``order``: BEAM's (:mod:`ragmem.memory.beam`)."""
 
     question: str
     answer: str
@@ -65,6 +66,8 @@ class QA:
     date: str | None = None
     abstain: bool = False
     kind: str | None = None
+    rubric: tuple[str, ...] = ()  # BEAM: the items a judge scores 0 / 0.5 / 1 (the question's score their mean)
+    order: tuple[str, ...] = ()  # BEAM event ordering: the events in their reference order
 
     def sessions(self) -> set[str]:
         """The evidence sessions (see above)."""

@@ -24,7 +24,7 @@ import math
 import re
 from typing import Any, Iterable
 
-PROMPT_VERSION = "2026-12-06.1"
+PROMPT_VERSION = "2026-12-06.2"
 _CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]")
 
 SYSTEM = ("You are a strict evaluation judge. The user message contains instructions followed by "
@@ -157,6 +157,14 @@ TASKS: dict[str, dict[str, Any]] = {
                         "refer to."),
         "fields": ("answer",),
     },
+    # BEAM (Tavakoli et al., ICLR 2026): each rubric item of a probing question scored 0 / 0.5 / 1 on its own
+    "beam_rubric_item": {
+        "kind": "item_score",
+        "instruction": ("The rubric item says one thing a good answer to the question does. Score the answer on "
+                        "that item alone: \"1\" when the answer fully satisfies it, \"0.5\" when it partially "
+                        "satisfies it, \"0\" when it does not."),
+        "fields": ("question", "rubric", "answer"),
+    },
     "statement_relevance": {
         "kind": "verdict",
         "instruction": ("Decide whether the statement addresses the question: it answers it, or gives information "
@@ -179,6 +187,9 @@ STRICT: dict[str, str] = {
                         "question relies on; a passage that is only on the same topic is not relevant."),
     "context_relevance": ("Decide whether the context passage explicitly states a fact that an answer to the "
                           "question needs; a passage that is only on the same topic is not relevant."),
+    "beam_rubric_item": ("The rubric item says one thing a good answer to the question does. Score the answer on "
+                         "that item alone, strictly: \"1\" only when the answer satisfies it completely and "
+                         "explicitly, \"0.5\" when it satisfies part of it, \"0\" otherwise."),
     "knowledge_retention": ("The conversation is what was said before the question. Decide whether the answer "
                             "retains every fact the user stated earlier in it: it uses each one the question needs, "
                             "contradicts none, and asks again for none; an answer that ignores a fact the question "
@@ -238,6 +249,9 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                "required": ["claims"], "additionalProperties": False},
     "statements": {"type": "object", "properties": {"statements": {"type": "array", "items": {"type": "string"}}},
                    "required": ["statements"], "additionalProperties": False},
+    "item_score": {"type": "object", "properties": {"score": {"type": "string", "enum": ["0", "0.5", "1"]},
+                                                    "reason": {"type": "string"}},
+                   "required": ["score", "reason"], "additionalProperties": False},
     "preference": {"type": "object", "properties": {"winner": {"type": "string", "enum": ["1", "2", "tie"]},
                                                     "reason": {"type": "string"}},
                    "required": ["winner", "reason"], "additionalProperties": False},
@@ -250,6 +264,7 @@ _SHAPES = {
     "claims": '{"claims": ["<claim>", ...]}',
     "statements": '{"statements": ["<statement>", ...]}',
     "preference": '{"winner": "1" | "2" | "tie", "reason": "<one sentence>"}',
+    "item_score": '{"score": "0" | "0.5" | "1", "reason": "<one sentence>"}',
 }
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 
@@ -279,6 +294,19 @@ def said_yes(reply: dict[str, Any]) -> bool:
     (True, False)
     """
     return str(reply.get("verdict", "")).strip().lower() == "yes"
+
+
+def item_score(reply: dict[str, Any]) -> float | None:
+    """A rubric item's score from a reply of kind ``item_score``: 0, 0.5 or 1 (``None``: not one of them).
+
+    >>> item_score({"score": "0.5"}), item_score({"score": 1}), item_score({"score": "2"})
+    (0.5, 1.0, None)
+    """
+    try:
+        value = float(str(reply.get("score", "")).strip())
+    except ValueError:
+        return None
+    return value if value in (0.0, 0.5, 1.0) else None
 
 
 def _escape(text: str) -> str:
@@ -327,6 +355,10 @@ def validate(kind: str, reply: Any) -> str | None:
         winner = str(reply.get("winner", "")).strip().lower()
         if winner not in ("1", "2", "tie"):
             return f"'winner' must be \"1\", \"2\" or \"tie\", got {reply.get('winner')!r}"
+        return None if isinstance(reply.get("reason", ""), str) else "'reason' must be a string"
+    if kind == "item_score":
+        if item_score(reply) is None:
+            return f"'score' must be \"0\", \"0.5\" or \"1\", got {reply.get('score')!r}"
         return None if isinstance(reply.get("reason", ""), str) else "'reason' must be a string"
     if kind in ("entities", "claims", "statements"):
         items = reply.get(kind)

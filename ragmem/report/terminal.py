@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import Any
+from typing import Any, Callable
 
 from rich import box
 from rich.console import Console
@@ -407,7 +407,7 @@ def print_rerun(rerun: list[dict[str, Any]], first: str) -> None:
         say(f"rerun: {layer['method']}: {same[layer['identical']]} run {first[:8]}" + (f" ({figures})" if figures else ""))
 
 
-def print_bench(result: dict[str, Any]) -> None:
+def print_bench(result: dict[str, Any], scopes: Callable[[dict[str, Any]], None] | None = None) -> None:
     rows = result["results_table"]
     view = Table(title=f"{result['experiment']}: {plural(result['n_conversations'], 'conversation')}, "
                        f"{plural(result['n_questions'], 'question')} (F1 token F1, B1 BLEU-1, J judge)",
@@ -430,10 +430,12 @@ def print_bench(result: dict[str, Any]) -> None:
     out.print(view)
     if empty:
         say(f"n/a for every method (not shown): {', '.join(empty)}")
-    if any("abstention J" in row for row in rows):
+    if any("abstention J" in row for row in rows) and not DATASETS[result.get("dataset", "locomo")].overall_abstention:
         which = ("categories 1-4; abstention J: the share of category 5 questions" if result.get("dataset", "locomo") == "locomo"
                  else "every question type; abstention J: the share of the _abs questions")
         say(f"overall: {which} (the answer is not in the conversation) answered that it is not there, never in the overall")
+    if scopes is not None:  # the per-scope table (ragmem.report.bench_scopes), given by the caller
+        scopes(result)
     if result.get("paired"):
         print_bench_paired(result["paired"], result["baseline"])
     for method in result["methods"]:

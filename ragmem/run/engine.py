@@ -390,15 +390,16 @@ def bench_memory(config: dict[str, Any] | RunConfig, steps: Steps = PLAIN, *, co
         table = memory_bench.results_table(results, categories, data)
         rows = {o["method"]: o.pop("rows", None) for o in methods}  # (per question: not in the result)
         baseline = bench.baseline or str(specs[0].name)  # every layer against it, question by question
-        paired = bench_compare.paired_layers({m: r for m, r in rows.items() if results[m]["status"] == "FINISHED"},
-                                             baseline, categories, cfg.stats.resamples, cfg.seed, cfg.stats.confidence,
-                                             data)
-        steps.log_results(parent, tables={data.results: pd.DataFrame(table)}, json_files={"paired.json": paired})
+        finished, stats = {m: r for m, r in rows.items() if results[m]["status"] == "FINISHED"}, cfg.stats
+        paired = bench_compare.paired_layers(finished, baseline, categories, stats.resamples, cfg.seed, stats.confidence, data)
+        scopes = bench_compare.per_category(finished, categories, stats.resamples, cfg.seed, stats.confidence, data)
+        steps.log_results(parent, tables={data.results: pd.DataFrame(table), f"{data.name}_scopes": pd.DataFrame(scopes)},
+                          json_files={"paired.json": paired})
     return {"parent_run_id": parent.id, "experiment": cfg.experiment, "n_conversations": len(conversations),
             "tracking_uri": summaries.store_location(cfg.tracking_uri) if parent.id else None,
             "dataset": data.name, "n_questions": n_questions, "categories": {c: data.categories[c] for c in categories},
             "category_source": data.source, "methods": methods, "results_table": table, "baseline": baseline,
-            "paired": paired, "manifest": manifest}
+            "paired": paired, "per_category": scopes, "manifest": manifest}
 
 
 def _bench_method(spec, conversations, selected, kit, cfg: RunConfig, steps: Steps, tracker, parent_id,
@@ -429,7 +430,7 @@ def _bench_method(spec, conversations, selected, kit, cfg: RunConfig, steps: Ste
                          len(done), f"; {plural(len(lost), 'add/reset failure')}, first: {lost[0]}" if lost else "")
             verdicts = steps.judge_answers(spec.name, kit.judge, answered, bench.dataset)
             rows, metrics = memory_bench.score(answered, ingested, kit.scorer, verdicts, kit.count_tokens,
-                                               bench_data.dataset(bench.dataset))
+                                               bench_data.dataset(bench.dataset), kit.keywords)
             metrics.update(kit.usage_since(before, layer))
             outcome["metrics"], outcome["rows"] = metrics, rows
             steps.log_results(child, metrics=metrics, tables={"questions": pd.DataFrame(rows)},

@@ -97,7 +97,7 @@ class Steps:
     def memory_conversation(self, method: str, layer, conversation, qas, top_k: int, generate, dataset: str = "locomo"):
         return memory_bench.run_conversation(layer, conversation, qas, top_k, generate, dataset)
 
-    def judge_answers(self, method: str, judge, answered, dataset: str = "locomo") -> list[int | None]:
+    def judge_answers(self, method: str, judge, answered, dataset: str = "locomo") -> list[float | None]:
         return memory_bench.judge_answers(judge, answered, bench_data.dataset(dataset))
 
 
