@@ -24,7 +24,7 @@ from ragmem.text.keywords import KeywordExtractor
 
 
 def build(options: argparse.Namespace) -> MCPServer:
-    """The server and its three tools (importing this module starts nothing)."""
+    """The server and its tools (importing this module starts nothing)."""
     server = MCPServer("ragmem-test-memory")
     memory = BM25Memory(KeywordExtractor())
     remembered = [0]
@@ -51,6 +51,20 @@ def build(options: argparse.Namespace) -> MCPServer:
         log("recall", question=question, user=user, limit=limit)
         found = memory.search(question, user, limit)
         return {"memories": [{"memory": m["text"], "turn_id": m["id"], "score": m.get("score")} for m in found]}
+
+    @server.tool()
+    def forget(turn_id: str, user: str) -> str:
+        """Delete one memory of ``user``."""
+        log("forget", turn_id=turn_id, user=user)
+        memory.delete(turn_id, user)
+        return "forgotten"
+
+    @server.tool()
+    def revise(turn_id: str, text: str, user: str) -> str:
+        """Rewrite one memory of ``user``."""
+        log("revise", turn_id=turn_id, text=text, user=user)
+        memory.update(turn_id, text, user)
+        return "revised"
 
     @server.tool()
     def forget_all() -> str:

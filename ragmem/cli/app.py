@@ -22,7 +22,7 @@ from ragmem.errors import RagmemError, RunFailed, Stopped
 from ragmem.exits import check_environment, finish as finish_command, leave, prepare_environment
 from ragmem.judges import llm_client, pairwise, require_llm
 from ragmem.memory import bench_compare
-from ragmem.memory.bench_data import DATASETS
+from ragmem.memory.bench_data import DATASETS, SUITES
 from ragmem.orchestration.server import resolve_api_url
 from ragmem.report.listing import print_runs
 from ragmem.report.bench_scopes import print_scopes
@@ -279,8 +279,12 @@ def bench_memory(
     no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip checking every endpoint before the first call."),
     rerun: Optional[str] = typer.Option(None, "--rerun", help="Run a finished benchmark again from its manifest (its "
                                                                "parent run id) and compare each layer with its first run."),
+    suite: Optional[str] = typer.Option(None, "--suite", help="A suite of ragmem's own on the config's memory layers "
+                                                              "instead of bench.dataset: lifecycle (recall, update, "
+                                                              "contradiction, deletion, distractors, sessions apart)."),
 ) -> None:
-    """Benchmark memory layers on LoCoMo, LongMemEval or BEAM: ingest, recall, answer, score; baselines beside them."""
+    """Benchmark memory layers on LoCoMo, LongMemEval, BEAM or the lifecycle suite: ingest, recall, answer, score;
+    baselines beside them."""
     setup_logging(verbose)
     writable(output)
     if (config is None) == (rerun is None):
@@ -296,6 +300,10 @@ def bench_memory(
             if value < 1:
                 raise RagmemError(f"--{key.replace('_', '-')}: expected a positive integer, got {value!r}")
             extra[key] = value
+    if suite is not None:
+        if suite not in SUITES:
+            raise RagmemError(f"--suite: expected one of {', '.join(SUITES)}, got {suite!r}")
+        extra.update(dataset=suite, data="")  # (generated with the run's seed: ragmem.memory.lifecycle)
     if data:
         extra["data"] = data_path(data, Path.cwd(), "--data")
     if first is not None:

@@ -180,7 +180,8 @@ class SweepSettings(Section):
 #: what an mcp layer's tool arguments may name, per tool ("{name}" in ``args``)
 MCP_VALUES = {"add:turn": ("content", "id", "role", "speaker", "timestamp", "user_id"),
               "add:session": ("messages", "user_id", "timestamp"),
-              "search": ("query", "user_id", "top_k"), "reset": ()}
+              "search": ("query", "user_id", "top_k"), "reset": (),
+              "update": ("memory_id", "text", "user_id"), "delete": ("memory_id", "user_id")}
 #: ``"{name}"`` in an mcp tool's ``args`` (:func:`ragmem.memory.mcp_layer.fill` replaces them)
 PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
@@ -214,10 +215,15 @@ class McpTools(Section):
     add: McpTool = setting(..., "the tool that stores a turn (or a session)")
     search: McpTool = setting(..., "the tool that recalls memories")
     reset: Optional[McpTool] = setting(None, "the tool that clears the layer (none: not reset)")
+    update: Optional[McpTool] = setting(None, "the tool that rewrites a memory (the lifecycle suite; none: a change "
+                                              "is the user's statement)")
+    delete: Optional[McpTool] = setting(None, "the tool that deletes a memory (the lifecycle suite; none: a request to "
+                                              "forget is the user's statement)")
 
     @model_validator(mode="after")
     def _mapped(self):
-        for role, tool in (("add", self.add), ("search", self.search), ("reset", self.reset)):
+        for role, tool in (("add", self.add), ("search", self.search), ("reset", self.reset), ("update", self.update),
+                           ("delete", self.delete)):
             if tool is None:
                 continue
             known = MCP_VALUES[f"add:{tool.per}" if role == "add" else role]
@@ -269,7 +275,8 @@ def _retired(value):
 
 
 class BenchSettings(Section):
-    dataset: Literal["locomo", "longmemeval", "beam"] = setting("locomo", "the benchmark: LoCoMo, LongMemEval or BEAM")
+    dataset: Literal["locomo", "longmemeval", "beam", "lifecycle"] = setting(
+        "locomo", "the benchmark: LoCoMo, LongMemEval, BEAM, or ragmem's lifecycle suite (updates and deletions)")
     data: Optional[str] = setting(None, "its data: LoCoMo file, zip or folder; a LongMemEval JSON file")
     methods: list[Union[Literal["reference", "full_context", "no_memory"], MethodSpec]] = setting(
         ["reference", "full_context", "no_memory"], "memory layers")

@@ -47,8 +47,8 @@ def _scopes(categories: Sequence[int], data: BenchData) -> list[tuple[str, set[i
     overall = set(categories) if data.overall_abstention else set(answered)  # (BEAM: abstention an ability)
     scopes = [("overall", overall)] if answered else []
     scopes += [(data.categories[c], {c}) for c in answered]
-    if data.abstention in categories:
-        scopes.append(("abstention", {data.abstention}))
+    if data.abstention in categories:  # (named abstention; in an overall of every category, by its own name)
+        scopes.append((data.categories[data.abstention] if data.overall_abstention else "abstention", {data.abstention}))
     return scopes
 
 

@@ -11,15 +11,19 @@ task per question (:data:`ragmem.prompts.templates.TASKS`) and the offline judge
                  judge prompts; ``_abs`` questions scored as abstention
     beam         BEAM (:mod:`ragmem.memory.beam`): conversations with probing questions of ten abilities,
                  each scored by its rubric (0 / 0.5 / 1 an item); abstention an ability in the overall
+    lifecycle    ragmem's lifecycle suite (:mod:`ragmem.memory.lifecycle`): generated scenarios of recall,
+                 update, contradiction, deletion, distractors and sessions apart, checked exactly
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from ragmem.data.hashing import file_sha256
 from ragmem.errors import ConfigError
-from ragmem.memory import beam, locomo, longmemeval
+from ragmem.memory import beam, lifecycle, locomo, longmemeval
 from ragmem.memory.locomo import Conversation, QA, round_robin
 
 
@@ -54,6 +58,14 @@ class BenchData:
     rubrics: frozenset[int] = frozenset()  # categories whose reference is a rubric, not an answer: no F1/BLEU-1
     by_rubric: bool = False  # each question scored by its rubric items (BEAM): judge_score the items' mean
     overall_abstention: bool = False  # the abstention category counted in the overall score (BEAM's), not apart
+    planted: bool = False  # each question checked against its scenario's planted truth (the lifecycle suite)
+    generated: bool = False  # its conversations generated (bench.data: the generator's settings, or none)
+
+    def digest(self, data: Any) -> str:
+        """The sha256 of the data as read (the manifest): the files', or a generated suite's settings'."""
+        if self.generated:
+            return hashlib.sha256(str(data or "").encode()).hexdigest()
+        return file_sha256(str(data))
 
     @property
     def results(self) -> str:
@@ -84,7 +96,15 @@ DATASETS = {
         "every probing question of the first bench.limit_conversations conversations (all: null), in path order; "
         "with bench.limit_questions N, N per conversation taken round-robin across the ten abilities",
         {}, rubrics=frozenset(beam.CATEGORIES), by_rubric=True, overall_abstention=True),
+    "lifecycle": BenchData(
+        "lifecycle", "the lifecycle suite", lifecycle.CATEGORIES, lifecycle.DELETION, lifecycle.CATEGORY_SOURCE,
+        lifecycle.load_lifecycle, _locomo_select,
+        "every generated scenario (bench.data: seed:N/per_kind:K; default seed 0, 2 of each kind a language)",
+        {}, rubrics=frozenset(lifecycle.CATEGORIES), overall_abstention=True, planted=True, generated=True),
 }
+
+
+SUITES = tuple(name for name, data in DATASETS.items() if data.generated)  # (bench-memory --suite)
 
 
 def dataset(name: str) -> BenchData:

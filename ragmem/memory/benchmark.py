@@ -31,7 +31,7 @@ import numpy as np
 from ragmem.config.sweep_settings import MethodSpec
 from ragmem.errors import failure_message
 from ragmem.judges import JudgeItem, judging
-from ragmem.memory import beam
+from ragmem.memory import beam, lifecycle
 from ragmem.memory.bench_data import BenchData, DATASETS
 from ragmem.memory.layers import build_layer, turn_text
 from ragmem.memory.locomo import Conversation, QA, session_of
@@ -114,6 +114,8 @@ def judge_answers(judge, answered: Sequence["Answered"], data: BenchData = LOCOM
     scored by rubrics (BEAM): :func:`judge_rubrics`."""
     if data.by_rubric:
         return judge_rubrics(judge, answered)
+    if data.planted:  # (the scenario's own truth: exact, whichever judge is set)
+        return [None if a.error is not None else lifecycle.verdict(a.question, a.answer) for a in answered]
     todo = [i for i, a in enumerate(answered) if a.error is None]
     verdicts: list[float | None] = [None] * len(answered)
 
@@ -198,6 +200,7 @@ class Ingested:
     add_times: list[float] = field(default_factory=list)
     add_errors: list[str] = field(default_factory=list)
     reset_errors: list[str] = field(default_factory=list)
+    paths: dict[str, str] = field(default_factory=dict)  # the lifecycle suite: "update"/"delete" -> "api" or "statement"
 
 
 def run_conversation(layer, conversation: Conversation, qas: Sequence[QA], top_k: int,
@@ -223,6 +226,11 @@ def run_conversation(layer, conversation: Conversation, qas: Sequence[QA], top_k
                      "timestamp": session.date_time, "speaker": t.speaker, "name": t.speaker} for t in session.turns]
         start = time.perf_counter()
         try:
+            if session.operation and _through_api(layer, session, messages, user):
+                ingested.paths[session.operation] = "api"
+                continue
+            if session.operation:  # (a layer without the call: the user's statement is all it gets)
+                ingested.paths[session.operation] = "statement"
             layer.add(messages, user, session.date_time)
         except Exception as exc:
             ingested.add_errors.append(f"session {session.index}: {failure_message(exc)}")
@@ -242,6 +250,23 @@ def run_conversation(layer, conversation: Conversation, qas: Sequence[QA], top_k
             answered.append(Answered(conversation.id, qa, None, [], None, None, failure_message(exc),
                                      cluster=conversation.cluster))
     return answered, ingested
+
+
+def _through_api(layer, session, messages, user: str) -> bool:
+    """A lifecycle session's update or delete through the layer's own call, when it has one: the
+    memories holding the target (found by ``search``) each deleted, or rewritten to the new fact;
+    False when the layer has no such call (the statement is then added as any turn)."""
+    call = getattr(layer, session.operation, None)
+    if not callable(call):
+        return False
+    target = str(session.target or "").lower()
+    held = [m for m in layer.search(str(session.target), user, 50) if target in str(m.get("text", "")).lower()]
+    for memory in held:
+        if session.operation == "delete":
+            call(memory.get("id"), user)
+        else:
+            call(memory.get("id"), messages[-1]["content"], user)
+    return True
 
 
 def _percentile(values: list[float], q: float) -> float | None:
@@ -284,6 +309,7 @@ def score(answered: Sequence[Answered], ingested: Ingested, scorer, judge_verdic
             "context_tokens": sum(count_tokens(str(m.get("text", ""))) for m in item.memories) if ok else None,
             "order_tau": beam.order_tau(scorer.tokens(item.answer or ""), [set(keywords(e)) for e in qa.order])
             if ok and qa.order and keywords is not None else None,
+            "still_recalled": lifecycle.still_recalled(qa, item.memories) if ok else None,
             "n_memories": len(item.memories), "retrieved_ids": sorted(retrieved), "evidence": list(qa.evidence),
             "error": item.error,
         })
@@ -309,6 +335,11 @@ def score(answered: Sequence[Answered], ingested: Ingested, scorer, judge_verdic
     metrics.update(aggregate([r for r in rows if r["category"] == abstention], f"_cat{abstention}"))  # always there
     for category in sorted({r["category"] for r in rows} - {abstention}):
         metrics.update(aggregate([r for r in rows if r["category"] == category], f"_cat{category}"))
+    if data.planted:  # deletion: the share of deleted facts the layer still returns (must be 0), its complement
+        gone = [r["still_recalled"] for r in rows if r["still_recalled"] is not None]
+        metrics["deleted_still_recalled"] = float(np.mean(gone)) if gone else None
+        metrics["deletion_compliance"] = None if not gone else 1.0 - float(np.mean(gone))
+        metrics.update({f"path_{op}_api": float(way == "api") for op, way in ingested.paths.items()})
     metrics["add_latency_p50"] = _percentile(ingested.add_times, 50)
     metrics["add_latency_p95"] = _percentile(ingested.add_times, 95)
     metrics["ingest_total_s"] = float(sum(ingested.add_times)) if ingested.add_times else None
@@ -354,6 +385,19 @@ def results_table(methods: dict[str, dict[str, float | None]], categories: Seque
         row.update({"add errors": m.get("n_add_errors"), "errors": m.get("n_errors"), "status": m.get("status", "FINISHED")})
         table.append(row)
     return table
+
+
+FLAG = "ragmem.memory.deletion"  # the MLflow tag of a layer that still returns deleted facts
+
+
+def flags(metrics: dict[str, float | None]) -> dict[str, str]:
+    """What a layer's run is flagged with: deleted facts it still returns (the lifecycle suite), as the
+    tag :data:`FLAG` (``failed: ...``), shown in the terminal and the summary JSON too."""
+    still = metrics.get("deleted_still_recalled")
+    if not still:
+        return {}
+    return {FLAG: f"failed: {still:.0%} of deleted facts still recalled (deletion compliance "
+                  f"{1 - still:.0%}; it must be 100%)"}
 
 
 def failure(answered: Sequence[Answered], ingested: Ingested) -> str | None:

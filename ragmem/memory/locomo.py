@@ -47,6 +47,8 @@ class Session:
     index: int
     date_time: str | None
     turns: list[Turn]
+    operation: str | None = None  # the lifecycle suite: "update" or "delete" of the fact ``target`` (its value)
+    target: str | None = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,8 @@ class QA:
     kind: str | None = None
     rubric: tuple[str, ...] = ()  # BEAM: the items a judge scores 0 / 0.5 / 1 (the question's score their mean)
     order: tuple[str, ...] = ()  # BEAM event ordering: the events in their reference order
+    values: tuple[str, ...] = ()  # the lifecycle suite: the planted values its check reads
+    forbidden: tuple[str, ...] = ()  # the lifecycle suite: values the answer must not assert (old, deleted)
 
     def sessions(self) -> set[str]:
         """The evidence sessions (see above)."""

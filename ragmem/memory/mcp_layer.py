@@ -11,6 +11,7 @@ onto their arguments (:class:`ragmem.config.sweep_settings.McpTool`)::
       search: {name: search_memory, args: {query: "{query}", user_id: "{user_id}", limit: "{top_k}"},
                results: memories, text: text, id: turn_id}
       reset:  {name: reset_memory}
+      delete: {name: delete_memory, args: {id: "{memory_id}"}}     # optional, as update: the lifecycle suite
 
 ``add`` is called once per turn (``per: turn``, the default) or once per session (``per: session``,
 ``{messages}``). A search reply is read from the tool's structured content, else from its text as
@@ -123,7 +124,10 @@ class McpMemory:
             message = f"{self._where()}: did not start ({why}){self._stderr_tail()}"
             self.close()
             raise McpError(message) from None
-        for role in ("add", "search", "reset"):
+        for role in ("update", "delete"):  # (the lifecycle suite calls them when the layer has them)
+            if getattr(self.tools, role) is not None:
+                setattr(self, role, getattr(self, f"_{role}"))
+        for role in ("add", "search", "reset", "update", "delete"):
             tool = getattr(self.tools, role)
             if tool is not None and tool.name not in names:
                 self.close()
@@ -211,6 +215,12 @@ class McpMemory:
     def reset(self):
         if self.tools.reset is not None:
             self._call(self.tools.reset, {})
+
+    def _update(self, memory_id, text, user_id):
+        self._call(self.tools.update, {"memory_id": memory_id, "text": text, "user_id": user_id})
+
+    def _delete(self, memory_id, user_id):
+        self._call(self.tools.delete, {"memory_id": memory_id, "user_id": user_id})
 
     def close(self) -> None:
         """Close the connection (a stdio server is stopped) and the layer's event loop."""

@@ -2,7 +2,8 @@
 sessions, searched per user).
 
 :class:`MemoryLayer` is the interface, shaped like the common memory APIs (mem0 and others):
-``add(messages, user_id, timestamp)``, ``search(query, user_id, top_k)`` and an optional ``reset``.
+``add(messages, user_id, timestamp)``, ``search(query, user_id, top_k)`` and optional ``reset``,
+``update(memory_id, text, user_id)`` and ``delete(memory_id, user_id)`` (the lifecycle suite uses them).
 The reference implementation keeps facts in memory and ranks them with BM25.
 """
 
@@ -62,6 +63,20 @@ class BM25Memory:
         scores = model.get_scores(tokens)
         order = sorted(range(len(facts)), key=lambda i: (-scores[i], i))[:top_k]
         return [{**facts[i], "score": float(scores[i])} for i in order if scores[i] > 0]
+
+    def delete(self, memory_id: str, user_id: str) -> None:
+        """Forget one memory of the user (its id as :meth:`search` returns it)."""
+        with self._lock:
+            self._facts[user_id] = [f for f in self._facts.get(user_id, []) if f["id"] != memory_id]
+            self._index.pop(user_id, None)
+
+    def update(self, memory_id: str, text: str, user_id: str) -> None:
+        """Rewrite one memory of the user to ``text`` (a changed fact replaces the old one)."""
+        with self._lock:
+            for fact in self._facts.get(user_id, []):
+                if fact["id"] == memory_id:
+                    fact["text"] = text
+            self._index.pop(user_id, None)
 
     def reset(self) -> None:
         with self._lock:

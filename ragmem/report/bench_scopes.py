@@ -13,13 +13,29 @@ from ragmem.report.terminal import _column, out, say
 
 
 def print_scopes(result: dict[str, Any]) -> None:
-    """The table, one row per scope, a column per layer: ``J [low, high]``, then evidence recall and tau."""
+    """The table, one row per scope, a column per layer: ``J [low, high]``, then evidence recall and tau;
+    then each layer's flags (the lifecycle suite: deleted facts still recalled)."""
+    _print_scope_table(result)
+    for method in result.get("methods", []):
+        for tag, flag in (method.get("flags") or {}).items():
+            say(f"FLAGGED {method['method']}: {flag} (MLflow tag {tag})")
+    paths = {m["method"]: {k[len("path_"):-len("_api")]: "api" if v else "statement"
+                           for k, v in m.get("metrics", {}).items() if k.startswith("path_") and v is not None}
+             for m in result.get("methods", [])}
+    for method, used in paths.items():
+        if used:
+            say(f"{method}: " + ", ".join(f"{op} through {'its own ' + op + '()' if way == 'api' else 'the user’s statement'}"
+                                          for op, way in sorted(used.items())))
+
+
+def _print_scope_table(result: dict[str, Any]) -> None:
     found = result.get("per_category") or []
     if not found:
         return
     methods = list(dict.fromkeys(r["method"] for r in found))
     by = {(r["method"], r["scope"]): r for r in found}
-    view = Table(title=f"J per {'ability' if result.get('dataset') == 'beam' else 'category'} with its "
+    unit = {"beam": "ability", "lifecycle": "scenario"}.get(str(result.get("dataset")), "category")
+    view = Table(title=f"J per {unit} with its "
                        f"{result.get('confidence', 0.95):.0%} bootstrap interval (evidence recall; tau: event order)",
                  title_justify="left")
     _column(view, "scope", numeric=False)
@@ -38,11 +54,17 @@ def print_scopes(result: dict[str, Any]) -> None:
             cells.append(f"{r['J']:.3f}{ci}" + (f" ({', '.join(extra)})" if extra else ""))
         view.add_row(f"{scope} (n={max(by[(m, scope)]['n'] for m in methods if (m, scope) in by)})", *cells)
     out.print(view)
-    unit = {r["resampled"] for r in found}
-    clusters = max(r["n_clusters"] for r in found)
-    say("intervals: conversations resampled together" if unit == {"conversations"} else
-        f"intervals: questions resampled alone ({clusters} conversations: fewer than 5 are too few to resample; the "
-        f"intervals may be too narrow)")
+    resampled = {r["resampled"] for r in found}
+    say({frozenset({"conversations"}): "intervals: conversations resampled together",
+         frozenset({"questions"}): "intervals: questions resampled alone (fewer than 5 conversations are too few to "
+                                   "resample; the intervals may be too narrow)"}.get(
+        frozenset(resampled), "intervals: conversations resampled together in a scope of 5 or more, questions alone in "
+                              "the others (their intervals may be too narrow)"))
+    for method in methods:  # what each layer fails, by scope
+        failed = [f"{r['scope']} (J {r['J']:.2f})" for r in found if r["method"] == method and r["scope"] != "overall"
+                  and r["J"] is not None and r["J"] < 1]
+        if failed and result.get("dataset") == "lifecycle":
+            say(f"{method} fails: {', '.join(failed)}")
     data = DATASETS[result.get("dataset", "locomo")]
     if data.by_rubric:
         offline = str((result.get("manifest") or {}).get("judge", "")).startswith("judge:keyword")

@@ -31,7 +31,6 @@ import pandas as pd
 from ragmem.clients import endpoints
 from ragmem.config.loading import RunConfig
 from ragmem.config.secrets import mask, scrub
-from ragmem.data.hashing import file_sha256
 from ragmem.data.loaders import Dataset
 from ragmem.errors import failure_message  # noqa: F401  (also ragmem.run.engine.failure_message)
 from ragmem.judges import labels
@@ -356,7 +355,7 @@ def bench_memory(config: dict[str, Any] | RunConfig, steps: Steps = PLAIN, *, co
     """Memory layers compared on ``bench.dataset`` (LoCoMo or LongMemEval; see :mod:`ragmem.memory.benchmark`);
     ``conversations`` are those :mod:`ragmem.run.prepare` read (read now when not given); ``preflight``
     checks the judge, generator, embeddings and HTTP layers first."""
-    cfg = config if isinstance(config, RunConfig) else RunConfig.from_dict(config)
+    cfg = prepare.bench_defaults(config if isinstance(config, RunConfig) else RunConfig.from_dict(config))
     bench, data = cfg.bench, bench_data.dataset(cfg.bench.dataset)
     specs = memory_layers.method_specs(bench.methods)
     pool = steps.load_conversations(str(bench.data), conversations, data.name)
@@ -373,7 +372,7 @@ def bench_memory(config: dict[str, Any] | RunConfig, steps: Steps = PLAIN, *, co
               "bench.limit_questions": str(bench.limit_questions), "generator.type": cfg.generator.type,
               "judge.signature": kit.judge.signature(), "generation.signature": kit.scorer.signature()}
     categories = sorted({q.category for qs in selected.values() for q in qs})
-    manifest = bench_compare.manifest(cfg, specs, kit.judge.signature(), file_sha256(str(bench.data)),
+    manifest = bench_compare.manifest(cfg, specs, kit.judge.signature(), data.digest(bench.data),
                                       f"{PROMPT_VERSION}#{prompt_hash()}")  # what --rerun runs again
     tracker = _tracker(cfg)
     results: dict[str, dict[str, Any]] = {}
@@ -409,9 +408,8 @@ def _bench_method(spec, conversations, selected, kit, cfg: RunConfig, steps: Ste
     and a layer that cannot be built, or answers no question at all, ends as a FAILED child run
     with its reason while the other methods go on."""
     bench = cfg.bench
-    outcome: dict[str, Any] = {"method": spec.name, "run_id": None, "status": "FAILED", "metrics": {}}
-    before = kit.usage()
-    layer = None
+    outcome: dict[str, Any] = {"method": spec.name, "run_id": None, "status": "FAILED", "metrics": {}, "flags": {}}
+    before, layer = kit.usage(), None
     try:
         with tracked_run(tracker, cfg.experiment, spec.name, parent_run_id=parent_id,
                          tags={"ragmem.entry": "bench-memory-method", "bench.method": spec.name}) as child:
@@ -425,6 +423,7 @@ def _bench_method(spec, conversations, selected, kit, cfg: RunConfig, steps: Ste
                 answered += done
                 for name in ("add_times", "add_errors", "reset_errors"):
                     getattr(ingested, name).extend(getattr(got, name))
+                ingested.paths.update(got.paths)
                 lost = got.add_errors + got.reset_errors
                 log.info("bench-memory: %s: conversation %s done (%d questions%s)", spec.name, conversation.id,
                          len(done), f"; {plural(len(lost), 'add/reset failure')}, first: {lost[0]}" if lost else "")
@@ -432,8 +431,8 @@ def _bench_method(spec, conversations, selected, kit, cfg: RunConfig, steps: Ste
             rows, metrics = memory_bench.score(answered, ingested, kit.scorer, verdicts, kit.count_tokens,
                                                bench_data.dataset(bench.dataset), kit.keywords)
             metrics.update(kit.usage_since(before, layer))
-            outcome["metrics"], outcome["rows"] = metrics, rows
-            steps.log_results(child, metrics=metrics, tables={"questions": pd.DataFrame(rows)},
+            outcome["metrics"], outcome["rows"], outcome["flags"] = metrics, rows, memory_bench.flags(metrics)
+            steps.log_results(child, metrics=metrics, tables={"questions": pd.DataFrame(rows)}, tags=outcome["flags"],
                               params={**common, "bench.method": spec.name, "bench.method_type": spec.type,
                                       "bench.method_spec": spec.model_dump(exclude={"params"}, exclude_none=True)})
             reason = memory_bench.failure(answered, ingested)

@@ -231,9 +231,17 @@ def for_sweep(cfg: RunConfig, *, resume: str | None = None) -> Prepared:
     return Prepared(cfg, sweep=plan, resume=resume)
 
 
+def bench_defaults(cfg: RunConfig) -> RunConfig:
+    """``cfg`` with what a generated suite's data defaults to (the lifecycle suite: the run's seed)."""
+    if bench_data.dataset(cfg.bench.dataset).generated and not cfg.bench.data:
+        return cfg.model_copy(update={"bench": cfg.bench.model_copy(update={"data": f"seed:{cfg.seed}"})})
+    return cfg
+
+
 def for_bench(cfg: RunConfig) -> Prepared:
     """A memory benchmark made ready: the machine checked and the data of ``bench.dataset`` read (a
     malformed file fails here, naming the file, the conversation or question and the field)."""
+    cfg = bench_defaults(cfg)
     data = bench_data.dataset(cfg.bench.dataset)
     if not cfg.bench.data:
         raise ConfigError(f"bench.data: no {data.title} data given; pass --data PATH or set bench.data in the config")

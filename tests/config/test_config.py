@@ -176,7 +176,7 @@ def test_every_setting_has_a_description():
 
 def test_configs_shipped_are_valid():
     paths = sorted((ROOT / "configs").glob("*.yaml"))
-    assert len(paths) == 11
+    assert len(paths) == 12
     for path in paths:
         validate(resolve_config(path))
 

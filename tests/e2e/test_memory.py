@@ -161,3 +161,30 @@ def test_a_rerun_from_the_manifest_reproduces_every_offline_score(tmp_path, shar
         f"error: --rerun {first['parent_run_id'][:8]}: the data {data} is missing or not the bytes the first run read")
     neither = ragmem_main(["bench-memory"], env=env, cwd=tmp_path)
     assert neither.returncode == 2 and "give a CONFIG, or --rerun PARENT_RUN_ID" in neither.stderr
+
+
+def test_the_lifecycle_suite_through_an_mcp_server_deletes_with_its_tool(tmp_path, monkeypatch):
+    """Issue 59: the MCP adapter maps update and delete onto the server's tools (here ``revise`` and
+    ``forget``, beside the same server without them): with the tools, every fact asked to be forgotten
+    is deleted (compliance 1) through ``forget`` calls; without them the request is the user's
+    statement, the fact still recalled, the layer flagged."""
+    from ragmem.run import engine
+
+    monkeypatch.setenv("RAGMEM_HOME", str(tmp_path / "home"))
+    full = {**TOOLS, "update": {"name": "revise", "args": {"turn_id": "{memory_id}", "text": "{text}", "user": "{user_id}"}},
+            "delete": {"name": "forget", "args": {"turn_id": "{memory_id}", "user": "{user_id}"}}}
+    with_tools, without = tmp_path / "with.jsonl", tmp_path / "without.jsonl"
+    result = engine.bench_memory({
+        "experiment": "lifecycle", "tracking": {"enabled": False}, "stats": {"resamples": 0},
+        "bench": {"dataset": "lifecycle", "data": "seed:2/per_kind:1",
+                  "methods": [_stdio("mcp_delete", with_tools, tools=full), _stdio("mcp_add_only", without)]}},
+        preflight=False)
+    metrics = {m["method"]: m["metrics"] for m in result["methods"]}
+    assert [m["status"] for m in result["methods"]] == ["FINISHED", "FINISHED"]
+    assert metrics["mcp_delete"]["deletion_compliance"] == 1.0 and metrics["mcp_delete"]["path_delete_api"] == 1.0
+    assert metrics["mcp_add_only"]["deleted_still_recalled"] == 1.0 and metrics["mcp_add_only"]["path_delete_api"] == 0.0
+    calls = [json.loads(line) for line in with_tools.read_text().splitlines()]
+    assert sum(c["tool"] == "forget" for c in calls) == 2 and sum(c["tool"] == "revise" for c in calls) == 2
+    assert not any(json.loads(line)["tool"] in ("forget", "revise") for line in without.read_text().splitlines())
+    flags = {m["method"]: m["flags"] for m in result["methods"]}
+    assert flags["mcp_delete"] == {} and "ragmem.memory.deletion" in flags["mcp_add_only"]
