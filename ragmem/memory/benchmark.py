@@ -11,7 +11,9 @@ leaves out the abstention category, which is scored as abstention and reported a
 :func:`judge_answers`, its F1 and BLEU-1 null): those means, ``search_latency_p50/_p95``,
 ``answer_latency_p50/_p95`` (search + generation), ``context_tokens_mean`` (tokens of recalled
 context per query, counted with the generation tokenizer: words and CJK words, not model tokens),
-``add_latency_p50/_p95`` (per ingested session) and ``ingest_total_s``; ``n_add_errors``,
+``add_latency_p50/_p95`` (per ingested session), ``ingest_total_s`` and ``ingest_per_turn_s``;
+``order_tau`` (BEAM's event ordering) and ``deleted_still_recalled``/``deletion_compliance`` (the
+lifecycle suite) where the dataset has them; ``n_add_errors``,
 ``n_reset_errors``, ``n_errors``, ``n_judge_failures`` (no verdict: the judge failed, or the offline
 judge cannot judge the question, a LongMemEval preference rubric) and ``n_evidence_undefined``
 (questions whose recalled memories carry no ids: recall null).
@@ -201,6 +203,7 @@ class Ingested:
     add_errors: list[str] = field(default_factory=list)
     reset_errors: list[str] = field(default_factory=list)
     paths: dict[str, str] = field(default_factory=dict)  # the lifecycle suite: "update"/"delete" -> "api" or "statement"
+    add_sizes: list[int] = field(default_factory=list)  # the turns of each add that succeeded (its time in add_times)
 
 
 def run_conversation(layer, conversation: Conversation, qas: Sequence[QA], top_k: int,
@@ -236,6 +239,7 @@ def run_conversation(layer, conversation: Conversation, qas: Sequence[QA], top_k
             ingested.add_errors.append(f"session {session.index}: {failure_message(exc)}")
             continue
         ingested.add_times.append(time.perf_counter() - start)
+        ingested.add_sizes.append(len(messages))
     answered = []
     for qa in qas:
         start = time.perf_counter()
@@ -343,6 +347,8 @@ def score(answered: Sequence[Answered], ingested: Ingested, scorer, judge_verdic
     metrics["add_latency_p50"] = _percentile(ingested.add_times, 50)
     metrics["add_latency_p95"] = _percentile(ingested.add_times, 95)
     metrics["ingest_total_s"] = float(sum(ingested.add_times)) if ingested.add_times else None
+    turns = sum(ingested.add_sizes)
+    metrics["ingest_per_turn_s"] = float(sum(ingested.add_times)) / turns if turns else None
     metrics["n_add_errors"] = float(len(ingested.add_errors))
     metrics["n_reset_errors"] = float(len(ingested.reset_errors))
     metrics["n_evidence_undefined"] = float(sum(r["evidence_undefined"] for r in rows))
@@ -370,7 +376,7 @@ def results_table(methods: dict[str, dict[str, float | None]], categories: Seque
                     "abstention J": m.get(f"judge_score_cat{abstention}"), "abstention n": m.get(f"n_questions_cat{abstention}"),
                     "evidence recall": m.get("evidence_recall"), "session recall": m.get("session_recall"),
                     "add p50 (s)": m.get("add_latency_p50"), "add p95 (s)": m.get("add_latency_p95"),
-                    "ingest total (s)": m.get("ingest_total_s"),
+                    "ingest total (s)": m.get("ingest_total_s"), "ingest per turn (s)": m.get("ingest_per_turn_s"),
                     "search p50 (s)": m.get("search_latency_p50"), "search p95 (s)": m.get("search_latency_p95"),
                     "total p50 (s)": m.get("answer_latency_p50"), "total p95 (s)": m.get("answer_latency_p95"),
                     "context tokens": m.get("context_tokens_mean")})

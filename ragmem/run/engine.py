@@ -39,7 +39,7 @@ from ragmem.prompts.templates import prompt_hash, PROMPT_VERSION
 from ragmem.report import html as report_html
 from ragmem.run import batching, gates, judge_sweep, pipeline, prepare, resume as resumes, summary as summaries
 from ragmem.run.deciding import Decider
-from ragmem.run import drift, racing, sweep as sweeps, traffic, windows
+from ragmem.run import bench_figures, drift, racing, sweep as sweeps, traffic, windows
 from ragmem.run.journal import Journal
 from ragmem.run.plain_steps import PLAIN, Steps  # noqa: F401  (also ragmem.run.engine.Steps, PLAIN)
 from ragmem.run.prepare import SweepPlan
@@ -393,7 +393,7 @@ def bench_memory(config: dict[str, Any] | RunConfig, steps: Steps = PLAIN, *, co
         paired = bench_compare.paired_layers(finished, baseline, categories, stats.resamples, cfg.seed, stats.confidence, data)
         scopes = bench_compare.per_category(finished, categories, stats.resamples, cfg.seed, stats.confidence, data)
         steps.log_results(parent, tables={data.results: pd.DataFrame(table), f"{data.name}_scopes": pd.DataFrame(scopes)},
-                          json_files={"paired.json": paired})
+                          json_files={"paired.json": paired}, figures=bench_figures.figures(table, scopes))
     return {"parent_run_id": parent.id, "experiment": cfg.experiment, "n_conversations": len(conversations),
             "tracking_uri": summaries.store_location(cfg.tracking_uri) if parent.id else None,
             "dataset": data.name, "n_questions": n_questions, "categories": {c: data.categories[c] for c in categories},
@@ -421,7 +421,7 @@ def _bench_method(spec, conversations, selected, kit, cfg: RunConfig, steps: Ste
                     done, got = steps.memory_conversation(spec.name, layer, conversation, selected[conversation.id],
                                                           bench.top_k, kit.generate, bench.dataset)
                 answered += done
-                for name in ("add_times", "add_errors", "reset_errors"):
+                for name in ("add_times", "add_errors", "reset_errors", "add_sizes"):
                     getattr(ingested, name).extend(getattr(got, name))
                 ingested.paths.update(got.paths)
                 lost = got.add_errors + got.reset_errors

@@ -84,10 +84,11 @@ def metric_by_setting_figure(table: pd.DataFrame, metric: str, keys: list[str], 
 
 def pareto_figure(latency: list[float], quality: list[float], labels: list[str], front: list[int],
                   quality_name: str, latency_name: str, latency_ci=None, quality_ci=None, tied=None,
-                  chosen: int | None = None) -> Figure:
-    """Quality against mean latency (s), each point with its 95% intervals as bars (so a difference
-    within the bars reads as noise); the Pareto front (no child faster and better) is joined and
-    ringed; the configurations tied for best are filled green; the chosen one (index ``chosen``) is a star."""
+                  chosen: int | None = None, unit: str = "s", title: str = "Quality against latency") -> Figure:
+    """Quality against mean latency (``unit``: s; or another cost, tokens), each point with its 95%
+    intervals as bars (so a difference within the bars reads as noise); the Pareto front (no child
+    cheaper and better) is joined and ringed; the configurations tied for best are filled green; the
+    chosen one (index ``chosen``) is a star."""
     fig, (ax,) = _subplots(6.4, 4.4)
     n = len(latency)
 
@@ -110,9 +111,9 @@ def pareto_figure(latency: list[float], quality: list[float], labels: list[str],
             label="Pareto front")
     for i in front:
         ax.annotate(labels[i], (latency[i], quality[i]), fontsize=7, xytext=(4, 4), textcoords="offset points")
-    ax.set_xlabel(f"{latency_name} (s), 95% interval bars")
-    ax.set_ylabel(quality_name)
-    ax.set_title("Quality against latency")
+    ax.set_xlabel(f"{latency_name} ({unit})" + (", 95% interval bars" if latency_ci else ""))
+    ax.set_ylabel(quality_name + (", 95% interval bars" if quality_ci and not latency_ci else ""))
+    ax.set_title(title)
     ax.legend()
     fig.tight_layout()
     return fig

@@ -81,7 +81,12 @@ def test_three_layers_with_planted_behaviour_are_told_apart_by_scenario(tmp_path
     assert flags["NeverDeletes"] == {"ragmem.memory.deletion": "failed: 100% of deleted facts still recalled "
                                                                "(deletion compliance 0%; it must be 100%)"}
     child = next(m["run_id"] for m in result["methods"] if m["method"] == "NeverDeletes")
-    assert MlflowClient(store).get_run(child).data.tags["ragmem.memory.deletion"].startswith("failed: 100%")
+    client = MlflowClient(store)
+    assert client.get_run(child).data.tags["ragmem.memory.deletion"].startswith("failed: 100%")
+    # the cost of an answer: tokens of recalled context, ingest time per turn, and quality against tokens
+    assert all(r["context tokens"] > 0 and r["ingest per turn (s)"] > 0 for r in result["results_table"])
+    plotted = {a.path for a in client.list_artifacts(result["parent_run_id"], "plots")}
+    assert "plots/quality_vs_tokens.png" in plotted
     print_scopes(result)
     said = " ".join(capsys.readouterr().out.split())
     assert "FLAGGED NeverDeletes: failed: 100% of deleted facts still recalled" in said
