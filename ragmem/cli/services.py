@@ -40,12 +40,21 @@ labels_app = typer.Typer(no_args_is_help=True, help="Human labels of a run's exa
 
 @data_app.command("fetch")
 def data_fetch(
-    name: str = typer.Argument(..., help="The dataset: locomo or seed-samples (ragmem data list)."),
+    name: str = typer.Argument(..., help="The dataset: locomo, seed-samples or beam (ragmem data list)."),
     mirror: Optional[str] = typer.Option(None, "--mirror", help="Fetch the files from this base URL instead (a local copy; the checksums still apply)."),
     force: bool = typer.Option(False, "--force", help="Download again even when a verified copy is present."),
+    scale: Optional[str] = typer.Option(None, "--scale", help="beam: the conversations' size, 100K (the paper's "
+                                                              "128K), 500K or 1M (default 100K)."),
 ) -> None:
     """Download a published dataset into the home's cache ($RAGMEM_HOME/data/NAME), each file
     checked against its pinned sha256; a config names it as fetched:NAME/FILE."""
+    if scale is not None and name != "beam":
+        raise RagmemError(f"--scale: only beam has scales (got the dataset {name!r})")
+    if name == "beam":
+        chosen = published.BEAM_SCALES.get(scale or "100K")
+        if chosen is None:
+            raise RagmemError(f"--scale: expected one of {', '.join(published.BEAM_SCALES)}, got {scale!r}")
+        name = f"beam-{chosen}"
     spec = published.dataset(name)
     target = published.fetch(name, mirror=mirror, force=force, say=say)
     say(f"{name}: {plural(len(spec.files), 'file')} in {target} (licence: {spec.licence}); a config names "

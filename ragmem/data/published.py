@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from ragmem.data import beam_pins
 from ragmem.data.hashing import file_sha256
 from ragmem.errors import ConfigError, RagmemError
 from ragmem.runtime.home import data_cache
@@ -50,7 +51,14 @@ DATASETS = {d.name: d for d in (
                "evaluation_samples_false.json": "f3f63636f648f68864b6d290f5a500c7c905e5b3be9b980de991d69b6f7f7942",
                "LICENSE": "922529915a25155e298a27f3d7f87849a610f14250f494e96e609910a60d3569"},
               "MIT (LICENSE, fetched with the data)"),
+    *(Published(f"beam-{scale}", f"BEAM long-term memory benchmark (Tavakoli et al., ICLR 2026), its {scale} "
+                f"conversations ({len(files) // 2}) with their probing questions (ten abilities, rubric-scored)",
+                f"{beam_pins.BASE}/{scale}", files,
+                "no licence file in the authors' repository: research use, as the paper describes; cite it")
+      for scale, files in beam_pins.PINS.items()),
 )}
+#: ``ragmem data fetch beam --scale S``: the scales, and the paper's names for them (its 128K is the 100K folder)
+BEAM_SCALES = {**{scale: scale for scale in beam_pins.PINS}, "128K": "100K"}
 
 
 def dataset(name: str) -> Published:

@@ -3,7 +3,8 @@ questions of ten memory abilities, each question scored by its rubric.
 
 Reads the published layout as it is (ragmem does not ship it): a folder holding, for each
 conversation, ``chat.json`` (batches ``{batch_number, time_anchor, turns: [[{role, id, content,
-time_anchor?}, ...], ...]}``) beside ``probing_questions.json`` (``{ability: [question, ...]}``);
+time_anchor?}, ...], ...]}``) beside ``probing_questions.json`` (``{ability: [question, ...]}``; or in
+``probing_questions/``, as the authors' repository keeps it: ``ragmem data fetch beam`` fetches that);
 ``--data`` names one conversation's folder or any folder above several (``chats/100K``, ``chats``),
 each conversation's id its path below it (``100K/1``).
 
@@ -141,8 +142,11 @@ def _question(item: Any, ability: str, n: int, cid: str, ids: dict[int, str], fi
 
 def _conversation(folder: Path, cid: str) -> Conversation:
     chat, probing = folder / "chat.json", folder / "probing_questions.json"
+    if not probing.is_file():  # (the authors' repository: in a folder of its own)
+        probing = folder / "probing_questions" / "probing_questions.json"
     if not probing.is_file():
-        raise DataError(str(folder), "chat.json without probing_questions.json beside it (BEAM's layout)")
+        raise DataError(str(folder), "chat.json without probing_questions.json beside it or in probing_questions/ "
+                                     "(BEAM's layout)")
     sessions, ids = _sessions(_read(chat), str(chat))
     questions = _read(probing)
     if not isinstance(questions, dict):

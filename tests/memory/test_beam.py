@@ -182,3 +182,35 @@ def test_a_conversation_not_in_the_layout_names_the_file_and_the_question(tmp_pa
     (tmp_path / "empty").mkdir()
     with pytest.raises(DataError, match="no BEAM conversation below it"):
         beam.load_beam(tmp_path / "empty")
+
+
+def test_data_fetch_beam_checks_every_pinned_file_and_reads_the_repositorys_layout(tmp_path, monkeypatch):
+    """``ragmem data fetch beam --scale 100K`` from a mirror in the authors' layout (the probing questions
+    in a folder of their own): the workplace's two conversations match their pinned sha256 and are read
+    as fetched; a mirror without the third fails naming it and keeps nothing (the fetch is all or none)."""
+    import dataclasses
+    import shutil
+
+    from ragmem.data import published
+    from ragmem.errors import RagmemError
+    from tests.conftest import file_server
+
+    _needs_shared()
+    monkeypatch.setenv("RAGMEM_HOME", str(tmp_path / "home"))
+    mirror = tmp_path / "mirror"
+    for n in ("1", "2"):
+        (mirror / n / "probing_questions").mkdir(parents=True)
+        shutil.copy(SHARED / "100K" / n / "chat.json", mirror / n / "chat.json")
+        shutil.copy(SHARED / "100K" / n / "probing_questions.json", mirror / n / "probing_questions" / "probing_questions.json")
+    spec = published.dataset("beam-100K")
+    assert len(spec.files) == 40 and spec.base_url.endswith("/chats/100K")
+    with file_server(mirror) as (url, _):
+        with pytest.raises(RagmemError, match=r"3/chat.json: cannot be downloaded .*nothing was kept"):
+            published.fetch("beam-100K", mirror=url, say=lambda line: None)
+        assert not any(published.folder("beam-100K").rglob("*.json"))  # (all or none)
+        two = dataclasses.replace(spec, files={f: s for f, s in spec.files.items() if f.split("/")[0] in ("1", "2")})
+        monkeypatch.setitem(published.DATASETS, "beam-100K", two)
+        folder = published.fetch("beam-100K", mirror=url, say=lambda line: None)  # (the pins of the first two)
+    conversations = beam.load_beam(folder)
+    assert [c.id for c in conversations] == ["1", "2"] and [len(c.qa) for c in conversations] == [20, 20]
+    assert published.BEAM_SCALES["128K"] == "100K"
