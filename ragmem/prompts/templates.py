@@ -160,9 +160,12 @@ TASKS: dict[str, dict[str, Any]] = {
     # BEAM (Tavakoli et al., ICLR 2026): each rubric item of a probing question scored 0 / 0.5 / 1 on its own
     "beam_rubric_item": {
         "kind": "item_score",
-        "instruction": ("The rubric item says one thing a good answer to the question does. Score the answer on "
-                        "that item alone: \"1\" when the answer fully satisfies it, \"0.5\" when it partially "
-                        "satisfies it, \"0\" when it does not."),
+        # (reason first: a 1.5B model scored "0" an answer stating the very date the item asks for when the
+        # score came first, and "1" with its reason written before it; checked by hand with Qwen2.5-1.5B)
+        "instruction": ("The rubric item says what a good answer to the question says or does: a fact it states, a "
+                        "point it makes, or that it says the information is not available. Check the answer against "
+                        "that item alone. First give a one-sentence reason, then the score: \"1\" when the answer "
+                        "says or does it (in any words), \"0.5\" when it does part of it, \"0\" when it does not."),
         "fields": ("question", "rubric", "answer"),
     },
     "statement_relevance": {
@@ -187,9 +190,10 @@ STRICT: dict[str, str] = {
                         "question relies on; a passage that is only on the same topic is not relevant."),
     "context_relevance": ("Decide whether the context passage explicitly states a fact that an answer to the "
                           "question needs; a passage that is only on the same topic is not relevant."),
-    "beam_rubric_item": ("The rubric item says one thing a good answer to the question does. Score the answer on "
-                         "that item alone, strictly: \"1\" only when the answer satisfies it completely and "
-                         "explicitly, \"0.5\" when it satisfies part of it, \"0\" otherwise."),
+    "beam_rubric_item": ("The rubric item says what a good answer to the question says or does. Check the answer "
+                         "against that item alone, strictly. First give a one-sentence reason, then the score: \"1\" "
+                         "only when the answer says or does it completely and explicitly, \"0.5\" when part of it, "
+                         "\"0\" otherwise."),
     "knowledge_retention": ("The conversation is what was said before the question. Decide whether the answer "
                             "retains every fact the user stated earlier in it: it uses each one the question needs, "
                             "contradicts none, and asks again for none; an answer that ignores a fact the question "
@@ -249,9 +253,9 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                "required": ["claims"], "additionalProperties": False},
     "statements": {"type": "object", "properties": {"statements": {"type": "array", "items": {"type": "string"}}},
                    "required": ["statements"], "additionalProperties": False},
-    "item_score": {"type": "object", "properties": {"score": {"type": "string", "enum": ["0", "0.5", "1"]},
-                                                    "reason": {"type": "string"}},
-                   "required": ["score", "reason"], "additionalProperties": False},
+    "item_score": {"type": "object", "properties": {"reason": {"type": "string"},
+                                                    "score": {"type": "string", "enum": ["1", "0.5", "0"]}},
+                   "required": ["reason", "score"], "additionalProperties": False},
     "preference": {"type": "object", "properties": {"winner": {"type": "string", "enum": ["1", "2", "tie"]},
                                                     "reason": {"type": "string"}},
                    "required": ["winner", "reason"], "additionalProperties": False},
@@ -264,7 +268,7 @@ _SHAPES = {
     "claims": '{"claims": ["<claim>", ...]}',
     "statements": '{"statements": ["<statement>", ...]}',
     "preference": '{"winner": "1" | "2" | "tie", "reason": "<one sentence>"}',
-    "item_score": '{"score": "0" | "0.5" | "1", "reason": "<one sentence>"}',
+    "item_score": '{"reason": "<one sentence>", "score": "1" | "0.5" | "0"}',
 }
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 
