@@ -17,7 +17,8 @@ What the adapter bridges:
 - the speaker: ragmem sends it as ``name`` (mem0 reads it there) and as ``speaker``;
 - mem0 OSS rejects ``add(timestamp=...)`` (a Platform parameter): the session date goes to metadata;
 - mem0 2.x searches with ``filters={"user_id": ...}`` and returns ``{"results": [{"memory", ...}]}``:
-  mapped to ragmem's ``[{text, id, score}]``;
+  mapped to ragmem's ``[{text, id, score, memory_id}]`` (``id`` the turn's, for recall; ``memory_id``
+  mem0's own, which ``update`` and ``delete`` take: the lifecycle suite calls them);
 - telemetry is off unless ``MEM0_TELEMETRY`` says otherwise (a benchmark sends nothing home).
 
 ``params``: ``mode``, ``embedder`` and ``llm`` (mem0 provider configs: ``{"provider": "openai",
@@ -69,8 +70,16 @@ class Mem0Layer:
     def search(self, query: str, user_id: str, top_k: int) -> list[dict[str, Any]]:
         found = self.memory.search(query, top_k=top_k, filters={"user_id": user_id}, threshold=0.0)
         results = found.get("results", []) if isinstance(found, dict) else found
-        return [{"text": r.get("memory", ""), "id": (r.get("metadata") or {}).get("dia_id"), "score": r.get("score")}
-                for r in results]
+        return [{"text": r.get("memory", ""), "id": (r.get("metadata") or {}).get("dia_id"), "score": r.get("score"),
+                 "memory_id": r.get("id")} for r in results]
+
+    def update(self, memory_id: str, text: str, user_id: str) -> None:
+        """mem0's own update of one memory (the lifecycle suite: a changed fact)."""
+        self.memory.update(memory_id, text)
+
+    def delete(self, memory_id: str, user_id: str) -> None:
+        """mem0's own delete of one memory (the lifecycle suite: a request to forget)."""
+        self.memory.delete(memory_id)
 
     def reset(self) -> None:
         self.memory.reset()

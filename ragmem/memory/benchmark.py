@@ -265,11 +265,12 @@ def _through_api(layer, session, messages, user: str) -> bool:
         return False
     target = str(session.target or "").lower()
     held = [m for m in layer.search(str(session.target), user, 50) if target in str(m.get("text", "")).lower()]
-    for memory in held:
+    for memory in held:  # (the layer's own id of a memory when it gives one apart from the turn's: mem0's)
+        memory_id = memory.get("memory_id", memory.get("id"))
         if session.operation == "delete":
-            call(memory.get("id"), user)
+            call(memory_id, user)
         else:
-            call(memory.get("id"), messages[-1]["content"], user)
+            call(memory_id, messages[-1]["content"], user)
     return True
 
 

@@ -319,7 +319,7 @@ def _start_watcher(folder: Path, idle_s: float | None) -> None:
     (folder / "watcher.pid").write_text(json.dumps({"pid": watcher.pid, "identity": process_identity(watcher.pid)}))
 
 
-STOP_GRACE_S = 10.0  # after SIGTERM, how long a server may take to end before SIGKILL
+STOP_GRACE_S = 5.0  # after SIGTERM, how long a server may take to end before SIGKILL
 GONE_WAIT_S = 10.0  # after SIGKILL, how long until a process not yet gone is reported as still running
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from ragmem.run.sweep import pareto_front
-from ragmem.tracking import plots
 
 
 def figures(table: list[dict[str, Any]], scopes: list[dict[str, Any]]) -> dict[str, Any]:
@@ -19,6 +18,8 @@ def figures(table: list[dict[str, Any]], scopes: list[dict[str, Any]]) -> dict[s
               and overall.get(row["method"], {}).get("J") is not None]
     if len(placed) < 2:
         return {}
+    from ragmem.tracking import plots  # (matplotlib: loaded only when there is a figure to draw)
+
     tokens, quality = [p[1] for p in placed], [p[2]["J"] for p in placed]
     # (the front: cheaper is better, as lower latency is: the same dominance)
     front = pareto_front(list(zip(tokens, quality)))

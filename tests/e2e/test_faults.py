@@ -159,8 +159,10 @@ def test_losing_the_prefect_server_mid_run_still_writes_the_summary(tmp_path):
     _write_data(tmp_path)
     config = _config(tmp_path)
     calls = tmp_path / "calls.txt"
+    # (0.2 s a call, 4 at once: the 240 calls after the stop take 12 s, longer than the stop itself, SIGTERM
+    # then SIGKILL after 5 s, on a busy machine: the run must outlive its server to test what it does then)
     env = start_managed_server(tmp_path / "home", PYTHONPATH=str(ROOT), RAGMEM_TEST_CALLS=str(calls),
-                               RAGMEM_TEST_DELAY="0.05")
+                               RAGMEM_TEST_DELAY="0.2")
     proc = _start(["run", str(config)], env, tmp_path)
     try:
         wait_until(lambda: len(_calls(calls)) >= 60, "60 agent calls", process=proc)

@@ -120,7 +120,7 @@ def test_a_failing_tool_a_dying_server_and_a_missing_tool_are_contained(tmp_path
     assert by["dies"]["status"] == "FAILED" and "Connection closed" in by["dies"]["error"]
     assert "2 adds failed too" in by["dies"]["error"]  # the first session was stored, the server died in the second turn
     assert by["no_such_tool"]["status"] == "FAILED" and (
-        "tools.search.name: the server has no tool 'lookup' (it has: forget_all, recall, remember)" in by["no_such_tool"]["error"])
+        "tools.search.name: the server has no tool 'lookup' (it has: forget, forget_all, recall, remember, revise)" in by["no_such_tool"]["error"])
     assert _calls(tmp_path / "c.jsonl") == []  # nothing was called on a layer whose tools did not check out
     assert [r["method"] for r in result["results_table"]] == ["broken_recall", "dies", "no_such_tool", "reference"]
 
