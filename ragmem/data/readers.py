@@ -94,6 +94,17 @@ def not_utf8_message(path: Path, exc: UnicodeDecodeError, encoding: str = "utf-8
     return f"not {name} text (line {line}: byte 0x{exc.object[exc.start]:02x} at offset {exc.start}){hint}"
 
 
+def read_json(path: Path) -> Any:
+    """A UTF-8 JSON file read whole; a DataError naming the file and the line where it is not valid
+    JSON, or where it is not UTF-8 (the memory benchmarks' files: LoCoMo, LongMemEval, BEAM)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise DataError(str(path), f"not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    except UnicodeDecodeError as exc:
+        raise DataError(str(path), not_utf8_message(path, exc)) from None
+
+
 def check_encoding(encoding: str) -> str:
     """``encoding`` (``data.encoding``) when Python knows it, else a ValueError naming examples."""
     try:

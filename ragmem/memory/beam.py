@@ -26,13 +26,12 @@ is one of the ten abilities, in the overall score as in BEAM's.
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Sequence
 
-from ragmem.data.readers import check_path, not_utf8_message
+from ragmem.data.readers import check_path, read_json
 from ragmem.errors import DataError
 from ragmem.memory.locomo import Conversation, QA, Session, Turn
 
@@ -63,12 +62,7 @@ def _anchor(value: Any) -> str | None:
 
 def _read(path: Path) -> Any:
     check_path(path)
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise DataError(str(path), f"not valid JSON: {exc.msg} at line {exc.lineno}") from None
-    except UnicodeDecodeError as exc:
-        raise DataError(str(path), not_utf8_message(path, exc)) from None
+    return read_json(path)
 
 
 def _sessions(chat: Any, file: str) -> tuple[list[Session], dict[int, str]]:

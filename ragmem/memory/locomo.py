@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from ragmem.data.readers import check_path, not_utf8_message
+from ragmem.data.readers import check_path, read_json
 from ragmem.errors import DataError
 
 #: LoCoMo's question categories, as its own evaluation code scores them
@@ -163,12 +163,7 @@ def _documents(path: Path) -> Iterable[tuple[str, str, Any]]:
         for file in sorted(path.rglob("*.json")):
             yield from _documents(file)
     else:
-        try:
-            yield str(path), path.stem, json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise DataError(str(path), f"not valid JSON: {exc.msg} at line {exc.lineno}") from None
-        except UnicodeDecodeError as exc:
-            raise DataError(str(path), not_utf8_message(path, exc)) from None
+        yield str(path), path.stem, read_json(path)
 
 
 def load_locomo(path: str | Path) -> list[Conversation]:

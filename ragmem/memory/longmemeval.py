@@ -23,12 +23,11 @@ carries the benchmark's published rules (its ``evaluate_qa.py``), in prompts wri
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from pathlib import Path
 from typing import Any
 
-from ragmem.data.readers import check_path, not_utf8_message
+from ragmem.data.readers import check_path, read_json
 from ragmem.errors import DataError
 from ragmem.memory.locomo import Conversation, QA, Session, Turn
 
@@ -111,12 +110,7 @@ def load_longmemeval(path: str | Path) -> list[Conversation]:
         raise DataError(str(path), "expected a LongMemEval JSON file (longmemeval_oracle.json, longmemeval_s*.json, "
                                    "longmemeval_m*.json), got a folder")
     check_path(path)
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise DataError(str(path), f"not valid JSON: {exc.msg} at line {exc.lineno}") from None
-    except UnicodeDecodeError as exc:
-        raise DataError(str(path), not_utf8_message(path, exc)) from None
+    document = read_json(path)
     if not isinstance(document, list):
         raise DataError(str(path), f"expected a list of questions (the LongMemEval format), got {type(document).__name__}")
     conversations = [_question(item, n, str(path)) for n, item in enumerate(document, 1)]
