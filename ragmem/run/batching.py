@@ -221,7 +221,7 @@ def score_in_chunks(cfg: RunConfig, steps: Steps, components: pipeline.Component
                 table, result = steps.score_chunk(chunk, outputs, judgements, components, cfg, index)
                 gathered.take(chunk_outcome(cfg, index, chunk, outputs, table, result, parts))
                 del outputs, judgements, table, result  # (not held while the next chunk is read, answered and scored)
-                release_freed_memory()  # what the chunk's statistics and its part freed, back to the system
+                release_freed_memory(collect=True)  # what the chunk freed, its cycles too, back to the system
     run, counts = gathered.run, gathered.counts
     (log.debug if progress.folded() else log.info)(
         "agent + judge + metrics: %d/%d examples in %d chunks of %d (%d agent errors, %d judge errors)", run.n,

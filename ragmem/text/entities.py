@@ -8,7 +8,6 @@ import only this, not the metric families (pandas and numpy: about 90 MB in each
 from __future__ import annotations
 
 import re
-import sys
 import unicodedata
 from typing import Sequence
 
@@ -36,7 +35,9 @@ class OfflineEntities:
     def signature(self) -> str:
         return f"offline:pos:{self.tokenizer.tagger_signature()}:{','.join(_POS_KEEP)}|en:capitalised+numbers"
 
-    def __call__(self, text: str) -> set[str]:
+    def __call__(self, text: str, shared: dict[str, str] | None = None) -> set[str]:
+        """The entities of ``text``; each one the string ``shared`` holds for it, when given (the
+        texts of one map share their strings, and their pickle from a worker holds each once)."""
         found: set[str] = set()
         for span in _CAPITALISED.findall(text):
             words = span.split()
@@ -49,11 +50,14 @@ class OfflineEntities:
         if runs:  # the runs one space apart: the taggers segment each run alone, whatever separates them
             found.update([word for word, flag in self.tokenizer.pos_tags(" ".join(runs))
                           if flag.startswith(_POS_KEEP) and word.strip()])
-        return {sys.intern(normalize_entity(e)) for e in found}
+        if shared is None:
+            return {normalize_entity(e) for e in found}
+        return {shared.setdefault(entity, entity) for entity in map(normalize_entity, found)}
 
 
 def offline_entities(texts: Sequence[str], tokenizer: str, stopwords: tuple[str, ...]) -> list[set[str]]:
     """:class:`OfflineEntities` of each text (a mapped function: see :mod:`ragmem.runtime.parallel`)."""
     K = keywords_for(tokenizer, tuple(stopwords))
     extract = OfflineEntities(K.stopwords, K.tokenizer)
-    return [extract(text) for text in texts]
+    shared: dict[str, str] = {}
+    return [extract(text, shared) for text in texts]

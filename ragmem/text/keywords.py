@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import collections
 import math
-import sys
 import unicodedata
 from collections import Counter
 from functools import lru_cache
@@ -31,6 +30,8 @@ from ragmem.text.tokenizers import get_tokenizer
 
 DEFAULT_STOPWORDS = ("stopwords-iso:zh", "stopwords:en")
 DEFAULT_TOKENIZER = "rjieba"
+#: the distinct words :class:`KeywordExtractor` shares between its sets before it starts afresh
+WORDS_HELD = 1 << 19
 
 
 def _package_version(name: str) -> str:
@@ -103,6 +104,10 @@ class KeywordExtractor:
         # the last settle occurred, and the hashes of the texts forgotten after occurring once
         self._uses: collections.Counter[str] = collections.Counter()
         self._once: set[int] = set()
+        # one string per distinct word among the sets made since the last settle (the words repeat
+        # within a record's texts). Not sys.intern: the interpreter's table never shrinks, and on data
+        # whose words do not repeat across records it held every word of the run (59 MB at 40k examples)
+        self._words: dict[str, str] = {}
 
     def prime(self, texts, mapper=None, counted: bool = True) -> None:
         """Compute the keyword sets of ``texts`` at once (on ``mapper``'s workers: see
@@ -125,7 +130,7 @@ class KeywordExtractor:
 
     def settle(self) -> None:
         """After a chunk of a streamed run: forget the keyword sets of the texts that occurred once
-        (in the texts primed since the last settle) and had not occurred in an earlier chunk; keep
+        (in the texts primed, or asked for and not found, since the last settle) and had not occurred in an earlier chunk; keep
         those that repeat. On data whose texts do not repeat the cache then holds one chunk's texts,
         not ``cache_size`` of them (at 30k examples 210,000 texts: ~300 MB); a text that recurs in
         a later chunk is segmented again there once, and kept from then on."""
@@ -137,6 +142,7 @@ class KeywordExtractor:
                 del self._known[text]
                 self._once.add(key)
         self._uses.clear()
+        self._words = {}
         if len(self._once) > self.cache_size:  # (the texts seen once, remembered for a cache's worth of texts)
             self._once.clear()
 
@@ -167,12 +173,18 @@ class KeywordExtractor:
         self.misses += 1
         found = tuple(self._keywords(text))
         self._keep(text, found)
+        if len(self._uses) < self.cache_size:  # an occurrence for settle() (a query no prime saw: it
+            self._uses[text] += 1              # had stayed to the cache's end, 80 MB at 300k examples)
         return found
 
     def _keywords(self, text: str) -> frozenset[str]:
-        # interned: a run's keyword sets share one string per distinct word (at 30k examples the
-        # sets held ~0.5 M copies of a few thousand words)
-        return frozenset(map(sys.intern, self.tokens(text)))
+        # a run's keyword sets share one string per distinct word (at 30k examples the sets held
+        # ~0.5 M copies of a few thousand words), from :attr:`_words`, emptied at each settle and
+        # beyond WORDS_HELD (a process that never settles holds no more)
+        words = self._words
+        if len(words) > WORDS_HELD:
+            words = self._words = {}
+        return frozenset([words.setdefault(t, t) for t in self.tokens(text)])
 
     def __call__(self, text: str) -> frozenset[str]:
         return self.keywords(text)
