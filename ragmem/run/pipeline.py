@@ -221,8 +221,9 @@ def prime_keywords(examples: Sequence[Example], outputs: Sequence[AgentOutput], 
     once on ``mapper``: each batch's references and answers before the keyword judge reads them
     (not ``counted``: primed again with the rest, :meth:`KeywordExtractor.settle`), the contexts before the metrics."""
     texts: list[str] = []
-    for ex, out in zip(examples, outputs):
-        texts += [ex.reference_answer or "", out.answer or "", *(c.text for c in out.contexts if contexts)]
+    for ex, out in zip(examples, outputs):  # a text once per example (an answer that is its reference
+        # does not repeat: settle would keep it to the cache's end)
+        texts += dict.fromkeys([ex.reference_answer or "", out.answer or "", *(c.text for c in out.contexts if contexts)])
     keywords.prime(texts, mapper, counted)
 
 

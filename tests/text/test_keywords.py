@@ -126,3 +126,32 @@ def test_after_a_chunk_the_texts_seen_once_leave_the_cache_and_those_that_repeat
     K.prime(["y"])
     K.settle()
     assert "x" not in K._known and len(K._once) <= K.cache_size
+
+
+def test_a_text_asked_for_unprimed_once_leaves_the_cache_at_settle_and_words_are_shared_until_then():
+    """Issue 57: a set computed on a miss (a query no prime saw) is an occurrence for settle, not a
+    resident to the cache's end; the sets share one string per word until the settle, and not through
+    the interpreter's intern table (which never shrinks)."""
+    K, fresh = KeywordExtractor("rjieba", []), KeywordExtractor("rjieba", [])
+    K.prime(["检索系统 alpha", "检索系统 beta"])
+    first, second = (K._known[t] for t in ("检索系统 alpha", "检索系统 beta"))
+    shared = [w for w in first if w in second]
+    assert shared and all(any(w is v for v in second) for w in shared)  # one string per word
+    assert K("a query no prime saw") == fresh("a query no prime saw")
+    K.settle()
+    assert "a query no prime saw" not in K._known and K._words == {}
+
+
+def test_a_text_that_occurs_twice_in_one_example_is_counted_once():
+    """An answer that is its reference occurs once for the cache's settle: it does not repeat."""
+    from ragmem.run.pipeline import prime_keywords
+    from ragmem.schema import AgentOutput, Context, Example
+
+    K = KeywordExtractor("char", [])
+    examples = [Example(id="a", query="q", reference_answer="same"), Example(id="b", query="q", reference_answer="r")]
+    outputs = [AgentOutput("a", "same", [Context(text="shared")], 0.1),
+               AgentOutput("b", "x", [Context(text="shared")], 0.1)]
+    prime_keywords(examples, outputs, K)
+    assert K._uses["same"] == 1 and K._uses["shared"] == 2
+    K.settle()
+    assert list(K._known) == ["shared"]  # the context two examples retrieved stays; "same" does not
