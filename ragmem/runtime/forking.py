@@ -142,9 +142,8 @@ def release_freed_memory(collect: bool = False) -> None:
     blocks of 8 MB), glibc keeps the pages: on a 10k-example run 35 MB of its peak memory.
 
     ``collect``: first free the garbage in reference cycles (a chunk's tables and row classes), which
-    the collector's oldest generation reaches only rarely once a run holds millions of objects (over
-    six chunks of 10,000 fresh examples, ~15 MB more live blocks at each chunk's end; a collection
-    there takes 0.2 s)."""
+    the collector's oldest generation reaches only rarely once a run holds millions of objects (at
+    the end of a chunk of 10,000 fresh examples a collection takes 0.2 s)."""
     global _LIBC
     if collect:
         gc.collect()

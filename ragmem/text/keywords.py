@@ -173,8 +173,8 @@ class KeywordExtractor:
         self.misses += 1
         found = tuple(self._keywords(text))
         self._keep(text, found)
-        if len(self._uses) < self.cache_size:  # an occurrence for settle() (a query no prime saw: it
-            self._uses[text] += 1              # had stayed to the cache's end, 80 MB at 300k examples)
+        if len(self._uses) < self.cache_size:  # an occurrence for settle() (a query no prime saw had
+            self._uses[text] += 1              # stayed to the cache's end: the cache grew chunk by chunk)
         return found
 
     def _keywords(self, text: str) -> frozenset[str]:
