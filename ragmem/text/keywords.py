@@ -177,13 +177,14 @@ class KeywordExtractor:
             self._uses[text] += 1              # stayed to the cache's end: the cache grew chunk by chunk)
         return found
 
-    def _keywords(self, text: str) -> frozenset[str]:
+    def _keywords(self, text: str, words: dict[str, str] | None = None) -> frozenset[str]:
         # a run's keyword sets share one string per distinct word (at 30k examples the sets held
-        # ~0.5 M copies of a few thousand words), from :attr:`_words`, emptied at each settle and
-        # beyond WORDS_HELD (a process that never settles holds no more)
-        words = self._words
-        if len(words) > WORDS_HELD:
-            words = self._words = {}
+        # ~0.5 M copies of a few thousand words): from ``words`` (a mapped part's own), else from
+        # :attr:`_words`, emptied at each settle and beyond WORDS_HELD (a process that never settles)
+        if words is None:
+            if len(self._words) > WORDS_HELD:
+                self._words = {}
+            words = self._words
         return frozenset([words.setdefault(t, t) for t in self.tokens(text)])
 
     def __call__(self, text: str) -> frozenset[str]:
@@ -212,7 +213,8 @@ def keywords_for(tokenizer: str, stopwords: tuple[str, ...]) -> KeywordExtractor
 def keyword_sets(texts, tokenizer: str, stopwords: tuple[str, ...]) -> list[tuple[str, ...]]:
     """``K(text)`` of each text, as a tuple (a mapped function: see :mod:`ragmem.runtime.parallel`)."""
     K = keywords_for(tokenizer, tuple(stopwords))
-    return [tuple(K._keywords(text)) for text in texts]  # each text comes once: a worker caches nothing
+    words: dict[str, str] = {}  # the part's words, one string each (held no longer than its sets)
+    return [tuple(K._keywords(text, words)) for text in texts]  # each text comes once: a worker caches nothing
 
 
 def keyword_cosines(pairs, tokenizer: str, stopwords: tuple[str, ...]) -> list[float]:
