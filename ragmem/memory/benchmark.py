@@ -342,8 +342,8 @@ def score(answered: Sequence[Answered], ingested: Ingested, scorer, judge_verdic
         metrics.update(aggregate([r for r in rows if r["category"] == category], f"_cat{category}"))
     if data.planted:  # deletion: the share of deleted facts the layer still returns (must be 0), its complement
         gone = [r["still_recalled"] for r in rows if r["still_recalled"] is not None]
-        metrics["deleted_still_recalled"] = float(np.mean(gone)) if gone else None
-        metrics["deletion_compliance"] = None if not gone else 1.0 - float(np.mean(gone))
+        still = metrics["deleted_still_recalled"] = float(np.mean(gone)) if gone else None
+        metrics["deletion_compliance"] = None if still is None else 1.0 - still
         metrics.update({f"path_{op}_api": float(way == "api") for op, way in ingested.paths.items()})
     metrics["add_latency_p50"] = _percentile(ingested.add_times, 50)
     metrics["add_latency_p95"] = _percentile(ingested.add_times, 95)
