@@ -230,7 +230,7 @@ class RagMetrics:
     def context_entity_recall(self, table: pd.DataFrame) -> MetricResult:
         rows = self._rows(table, "context_entity_recall")
         unique = _entity_texts(rows)
-        entities: dict[str, set[str] | str] = {}
+        entities: dict[str, tuple[str, ...] | set[str] | str] = {}
         if self.llm is not None:
             for text, result in zip(unique, self._ask([("entities", {"text": t}) for t in unique])):
                 entities[text] = result.error if result.error else {normalize_entity(e) for e in result.value["entities"]}
@@ -249,7 +249,7 @@ class RagMetrics:
                 _put(values, errors, None, failed[0])
                 continue
             context_entities = set().union(*parts[1:]) if len(parts) > 1 else set()
-            value = entity_recall(context_entities, parts[0])  # type: ignore[arg-type]  # (a set: failures left above)
+            value = entity_recall(context_entities, set(parts[0]))  # (failures left above)
             if value is None:
                 undefined += 1
                 value = self.ctx.zero_division

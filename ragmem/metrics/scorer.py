@@ -22,6 +22,9 @@ from ragmem.text.tokenizers import get_tokenizer
 _ARTICLES = frozenset({"a", "an", "the"})
 #: pairs whose n-gram statistics :meth:`GenerationScorer.score_many` counts together
 BATCH = 500
+#: texts whose tokens a scorer keeps: an example's answer and reference are tokenized once for its
+#: scores (bleu_1, ROUGE, token F1, exact match); 16,384 kept 26 MB to the run's end at 10k examples
+TOKENS_KEPT = 2048
 
 
 class GenerationScorer:
@@ -43,16 +46,16 @@ class GenerationScorer:
         self._chrf.corpus_score(["a"], [["a"]])
         # sacrebleu's zh tokenizer as one regex (kernels.zh_tokenize); the others are sacrebleu's own
         self._bleu_segment = kernels.zh_tokenize if bleu_tokenize == "zh" else self._bleu._preprocess_segment
-        # One example's texts are tokenized by bleu_1, ROUGE, token_f1 and exact_match alike, and
-        # references recur across examples and runs: tokenize each text once (thread-safe cache).
-        self._cached_tokens = lru_cache(maxsize=16384)(self._tokenize)
+        # One example's texts are tokenized by bleu_1, ROUGE, token_f1 and exact_match alike:
+        # tokenize each text once (thread-safe cache; a reference that recurs nearby is found too).
+        self._cached_tokens = lru_cache(maxsize=TOKENS_KEPT)(self._tokenize)
 
     def __getstate__(self) -> dict:  # to another process (a Dask worker's results): without the cache
         return {k: v for k, v in self.__dict__.items() if k != "_cached_tokens"}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self._cached_tokens = lru_cache(maxsize=16384)(self._tokenize)
+        self._cached_tokens = lru_cache(maxsize=TOKENS_KEPT)(self._tokenize)
 
     def _tokenize(self, text: str) -> tuple[str, ...]:
         return tuple(self.tokenizer(normalize(text or "")))

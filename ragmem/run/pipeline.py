@@ -261,6 +261,7 @@ def score(table: pd.DataFrame, cfg: RunConfig, components: Components, mapper=No
     """:func:`scored`, with intervals and LLM usage; text-heavy work on ``mapper`` (:mod:`ragmem.runtime.parallel`;
     default: this process), taking what :func:`start_scoring` began."""
     table, result = scored(table, cfg, components, mapper)
+    components.keywords.forget()  # no metric asks for a keyword set again: let them go before the intervals' arrays
     ci, result.clusters = confidence_intervals(table, result, cfg)
     result.ci = {**ci, **result.ci}  # a family's own intervals kept (pass_rate_ppi)
     result.values.update(usage_metrics(components))

@@ -146,6 +146,13 @@ class KeywordExtractor:
         if len(self._once) > self.cache_size:  # (the texts seen once, remembered for a cache's worth of texts)
             self._once.clear()
 
+    def forget(self) -> None:
+        """Let go of every keyword set kept (a run's scoring is over; the counts of hits and misses stay)."""
+        self._known.clear()
+        self._uses.clear()
+        self._once.clear()
+        self._words = {}
+
     def _keep(self, text: str, found: tuple[str, ...]) -> None:
         self._known[text] = found
         if len(self._known) > self.cache_size:

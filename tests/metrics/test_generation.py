@@ -119,3 +119,17 @@ def test_score_equals_each_metric_and_sacrebleu_on_chinese_and_english():
         assert scores["bleu"] == pytest.approx(sentence_bleu.sentence_score(h, [r]).score / 100, abs=1e-9)
         assert scores["chrf"] == pytest.approx(chrf.sentence_score(h, [r]).score / 100, abs=1e-9)
     assert G.tokens("向量数据库") == ["向量", "数据库"] and isinstance(G.tokens("向量数据库"), list)
+
+
+def test_a_scorer_keeps_the_tokens_of_a_bounded_number_of_texts():
+    """Issue 57: an example's answer and reference are tokenized once for its four unigram scores;
+    the scorer keeps the tokens of at most ``TOKENS_KEPT`` texts (16,384 held 26 MB to a 10k run's
+    end), and a text scored after its tokens left is scored the same."""
+    from ragmem.metrics import scorer as S
+
+    s = GenerationScorer("rjieba")
+    first = s.score("检索增强生成 0", "检索增强 生成 0")
+    for i in range(S.TOKENS_KEPT + 100):
+        s.score(f"answer {i}", f"reference {i}")
+    assert s._cached_tokens.cache_info().currsize == S.TOKENS_KEPT
+    assert s.score("检索增强生成 0", "检索增强 生成 0") == first
