@@ -44,9 +44,8 @@ from ragmem.runtime.forking import release_freed_memory
 from ragmem.stats.clusters import levels
 from ragmem.schema import example_keys  # noqa: F401  (also ragmem.stats.intervals.example_keys)
 
-_BLOCK_ELEMENTS = 250_000  # resamples are processed in blocks of at most this many (resample, example) cells
-# (a block costs ~5 arrays of 8 bytes a cell at once: 5M cells took 216 MB at 30k examples, 1M 40 MB,
-# the peak of a 10k run; 250k cells hold ~10 MB)
+_BLOCK_ELEMENTS = 1_000_000  # resamples are processed in blocks of at most this many (resample, example) cells
+# (a block costs ~5 arrays of 8 bytes a cell at once: 5M cells took 216 MB at 30k examples, 1M 40 MB)
 
 
 #: Poisson(1)'s distribution function at 0, 1, ..., 12 as 32-bit thresholds: a weight is the number of
