@@ -200,3 +200,6 @@ def score_pairs(pairs: Sequence[tuple[str, str]], tokenizer: str, bleu_tokenize:
     """:meth:`GenerationScorer.score` of each (hypothesis, reference) pair (a mapped function: see
     :mod:`ragmem.runtime.parallel`)."""
     return scorer_for(tokenizer, bleu_tokenize).score_many(pairs)
+
+
+score_pairs.part_items = 250  # type: ignore[attr-defined]  # a forked child's part (ragmem.runtime.parallel.ForkPool.PART)

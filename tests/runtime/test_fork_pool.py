@@ -36,6 +36,14 @@ def _dies_on(items, bad):
     return list(items)
 
 
+def _part_sizes(items):
+    """Each item with the size of the part it came in."""
+    return [(item, len(items)) for item in items]
+
+
+_part_sizes.part_items = 3  # type: ignore[attr-defined]
+
+
 FORK_IS_SAFE = forking.fork_is_safe
 
 
@@ -61,6 +69,19 @@ def test_a_forked_map_equals_the_serial_map_in_order_and_leaves_no_file(small_pa
     children_running_at_fork = [running for _, pid, running in mapped if pid != os.getpid()]
     assert max(children_running_at_fork) <= workers - 2  # never more than workers - 1 children at once
     assert list(small_parts.iterdir()) == [] and forking._RESULTS == {} and forking._RUNNING == set()
+
+
+def test_a_function_slower_per_item_is_mapped_in_the_smaller_parts_it_names(small_parts):
+    """A child's private memory grows with how long it runs (the pages this process writes meanwhile
+    are copied): a mapped function that names ``part_items`` (generation scores: 250) is cut in parts
+    of at most that many, the others in parts of ``ForkPool.PART`` (7 here)."""
+    mapped = ForkPool(2).map(_part_sizes, list(range(20)))
+    assert [item for item, _ in mapped] == list(range(20)) and {size for _, size in mapped} <= {1, 2, 3}
+    assert {size for _, size in ForkPool(2).map(_where_sized, list(range(20)))} == {6, 7}
+
+
+def _where_sized(items):
+    return [(item, len(items)) for item in items]
 
 
 def test_maps_begun_together_are_each_collected_whole(small_parts):
