@@ -123,9 +123,9 @@ class ForkPool(ProcessPool):
 
     def submit(self, fn: Callable[..., list], items: Sequence[Any], *args: Any) -> "Pending":
         """``items`` in parts of at most :data:`PART` (or ``fn.part_items``); a child is forked for
-        each part but the first while fewer than ``workers - 1`` run, and for the next parts on each :meth:`tick`. On
-        ``result()`` this process works through the parts left, in order, handing the next ones to
-        children as slots free up (it never waits idle for a slot), then collects the children's."""
+        each part but the first while fewer than ``workers - 1`` run, and for the next parts on each
+        :meth:`tick`. On ``result()`` this process works through the parts left, in order, handing the
+        next ones to children as slots free up (it never waits idle for a slot), then collects the children's."""
         if len(items) < MIN_PARALLEL_ITEMS:
             return Pending(lambda: SERIAL.map(fn, items, *args))
         if not forking.fork_is_safe():

@@ -159,8 +159,8 @@ def test_a_text_that_occurs_twice_in_one_example_is_counted_once():
 
 def test_forget_lets_go_of_every_set_and_keeps_the_counts():
     """A held run's keyword sets are not asked for once its metrics are computed: ``forget`` lets
-    them go before the intervals' arrays are made (issue 57: 24 MB of the 10k run's peak with the
-    entity tuples), the hit and miss counts stay for the summary, and a set asked for later is the same."""
+    them go before the intervals' arrays are made (issue 57: 17 MB of the 10k run's peak in one
+    process), the hit and miss counts stay for the summary, and a set asked for later is the same."""
     K, fresh = KeywordExtractor("char", []), KeywordExtractor("char", [])
     K.prime(["ab", "cd", "ab"])
     assert K("ab") == fresh("ab")
