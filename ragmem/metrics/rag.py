@@ -230,10 +230,10 @@ class RagMetrics:
     def context_entity_recall(self, table: pd.DataFrame) -> MetricResult:
         rows = self._rows(table, "context_entity_recall")
         unique = _entity_texts(rows)
-        entities: dict[str, tuple[str, ...] | set[str] | str] = {}
+        entities: dict[str, tuple[str, ...] | str] = {}  # a text's distinct entities, or why they are missing
         if self.llm is not None:
             for text, result in zip(unique, self._ask([("entities", {"text": t}) for t in unique])):
-                entities[text] = result.error if result.error else {normalize_entity(e) for e in result.value["entities"]}
+                entities[text] = result.error or tuple({normalize_entity(e) for e in result.value["entities"]})
         else:
             K = self.ctx.keywords
             entities = dict(zip(unique, self.ctx.map(offline_entities, unique, K.tokenizer_name, K.stopword_specs)))

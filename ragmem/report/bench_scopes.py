@@ -60,11 +60,12 @@ def _print_scope_table(result: dict[str, Any]) -> None:
                                    "resample; the intervals may be too narrow)"}.get(
         frozenset(resampled), "intervals: conversations resampled together in a scope of 5 or more, questions alone in "
                               "the others (their intervals may be too narrow)"))
-    for method in methods if result.get("dataset") == "lifecycle" else []:  # what each layer fails, by scenario
-        failed = [f"{r['scope']} (J {r['J']:.2f})" for r in found if r["method"] == method and r["scope"] != "overall"
-                  and r["J"] is not None and r["J"] < 1]
-        if failed:
-            say(f"{method} fails: {', '.join(failed)}")
+    if result.get("dataset") == "lifecycle":  # what each layer fails, by scenario
+        for method in methods:
+            failed = [f"{r['scope']} (J {r['J']:.2f})" for r in found if r["method"] == method
+                      and r["scope"] != "overall" and r["J"] is not None and r["J"] < 1]
+            if failed:
+                say(f"{method} fails: {', '.join(failed)}")
     data = DATASETS[result.get("dataset", "locomo")]
     if data.by_rubric:
         offline = str((result.get("manifest") or {}).get("judge", "")).startswith("judge:keyword")

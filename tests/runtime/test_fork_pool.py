@@ -36,12 +36,16 @@ def _dies_on(items, bad):
     return list(items)
 
 
-def _part_sizes(items):
+def _sizes(items):
     """Each item with the size of the part it came in."""
     return [(item, len(items)) for item in items]
 
 
-_part_sizes.part_items = 3  # type: ignore[attr-defined]
+def _sizes_in_threes(items):
+    return _sizes(items)
+
+
+_sizes_in_threes.part_items = 3  # type: ignore[attr-defined]
 
 
 FORK_IS_SAFE = forking.fork_is_safe
@@ -75,13 +79,9 @@ def test_a_function_slower_per_item_is_mapped_in_the_smaller_parts_it_names(smal
     """A child's private memory grows with how long it runs (the pages this process writes meanwhile
     are copied): a mapped function that names ``part_items`` (generation scores: 250) is cut in parts
     of at most that many, the others in parts of ``ForkPool.PART`` (7 here)."""
-    mapped = ForkPool(2).map(_part_sizes, list(range(20)))
+    mapped = ForkPool(2).map(_sizes_in_threes, list(range(20)))
     assert [item for item, _ in mapped] == list(range(20)) and {size for _, size in mapped} <= {1, 2, 3}
-    assert {size for _, size in ForkPool(2).map(_where_sized, list(range(20)))} == {6, 7}
-
-
-def _where_sized(items):
-    return [(item, len(items)) for item in items]
+    assert {size for _, size in ForkPool(2).map(_sizes, list(range(20)))} == {6, 7}
 
 
 def test_maps_begun_together_are_each_collected_whole(small_parts):
