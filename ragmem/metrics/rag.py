@@ -53,7 +53,7 @@ from ragmem.metrics.itemized import share_said_yes
 from ragmem.metrics.ranking import is_gold, keyword_relevant
 from ragmem.metrics.reliability import item_votes, items_aggregator, majority_aggregator
 from ragmem.prompts.templates import numbered, said_yes
-from ragmem.text.entities import OfflineEntities, normalize_entity, offline_entities  # noqa: F401  (also here)
+from ragmem.text.entities import OfflineEntities, normalize_entity, shared_entities  # noqa: F401  (also here)
 from ragmem.text.keywords import keyword_cosines
 
 NAMES = names.RAG.selectable
@@ -229,16 +229,23 @@ class RagMetrics:
 
     def context_entity_recall(self, table: pd.DataFrame) -> MetricResult:
         rows = self._rows(table, "context_entity_recall")
-        unique = _entity_texts(rows)
-        entities: dict[str, tuple[str, ...] | str] = {}  # a text's distinct entities, or why they are missing
-        if self.llm is not None:
-            for text, result in zip(unique, self._ask([("entities", {"text": t}) for t in unique])):
-                entities[text] = result.error or tuple({normalize_entity(e) for e in result.value["entities"]})
-        else:
-            K = self.ctx.keywords
-            entities = dict(zip(unique, self.ctx.map(offline_entities, unique, K.tokenizer_name, K.stopword_specs)))
         values, errors = _lists()
         undefined = 0
+        if self.llm is None:  # how many of each reference's entities, and how many of those the contexts hold
+            K = self.ctx.keywords
+            counts = iter(self.ctx.map(shared_entities, _entity_items(rows), K.tokenizer_name, K.stopword_specs))
+            for row in rows:
+                if row is None:
+                    _put(values, errors, None)
+                    continue
+                wanted, found = next(counts)
+                undefined += not wanted
+                _put(values, errors, found / wanted if wanted else self.ctx.zero_division)
+            return self._finish("context_entity_recall", values, errors, undefined)
+        unique = _entity_texts(rows)
+        entities: dict[str, tuple[str, ...] | str] = {}  # a text's distinct entities, or why they are missing
+        for text, result in zip(unique, self._ask([("entities", {"text": t}) for t in unique])):
+            entities[text] = result.error or tuple({normalize_entity(e) for e in result.value["entities"]})
         for row in rows:
             if row is None:
                 _put(values, errors, None)
@@ -287,8 +294,13 @@ def _rows(table: pd.DataFrame, ctx) -> list:
     return [None if isinstance(r.error, str) else r for r in ctx.rows(table)]
 
 
+def _entity_items(rows) -> list[tuple[str, tuple[str, ...]]]:
+    """Each row's reference and context texts (offline entities are counted per row: :func:`shared_entities`)."""
+    return [(needs.reference(row), tuple(c["text"] for c in row.contexts)) for row in rows if row is not None]
+
+
 def _entity_texts(rows) -> list[str]:
-    """Every distinct reference and context text of the rows (offline entities are per text)."""
+    """Every distinct reference and context text of the rows (the LLM's entities are per text)."""
     texts: list[str] = []
     for row in rows:
         if row is not None:
@@ -304,7 +316,7 @@ def start(table: pd.DataFrame, ctx, wanted) -> None:
     K, rows = ctx.keywords, _rows(table, ctx)
     if "context_entity_recall" in wanted:  # (the rows it is computed on: those with a reference and contexts)
         needing = [None if r is None or needs.lacks(r, "context_entity_recall") else r for r in rows]
-        ctx.start(offline_entities, _entity_texts(needing), K.tokenizer_name, K.stopword_specs)
+        ctx.start(shared_entities, _entity_items(needing), K.tokenizer_name, K.stopword_specs)
     if "answer_relevancy" in wanted and ctx.embedder is None:
         ctx.start(keyword_cosines, relevancy.pairs(rows), K.tokenizer_name, K.stopword_specs)
 

@@ -328,20 +328,74 @@ def test_entities_tag_the_cjk_runs_as_the_text_with_every_other_character_a_spac
         assert extract(text) == english(text) | tagged(text), text
 
 
-def test_the_mapped_entities_are_each_texts_distinct_entities_as_a_tuple():
-    """``offline_entities`` (what a run maps) gives each text's entities as a tuple of distinct
-    strings (a run holds them all at once: a tuple of three takes 64 bytes, a set 216), the same
-    entities as :class:`OfflineEntities`; equal entities of the texts of one part are one string."""
+def _entity_texts(count: int) -> list[str]:
+    """``count`` texts of every kind an entity comes from: the demo data's, generated bilingual ones
+    (fresh words, full-width forms, CJK punctuation) and random strings of letters, spaces and marks."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from fresh import fresh_records
+    finally:
+        sys.path.pop(0)
+    texts = [t for r in json.loads((ROOT / "ragmem/datasets/demo_bilingual.json").read_text(encoding="utf-8"))
+             for t in (r.get("reference_answer") or "", *[c if isinstance(c, str) else c["text"] for c in r["context"]])]
+    for r in fresh_records(count // 8):
+        texts += [r["query"], r["reference_answer"], r["generated_answer"], *(c["text"] for c in r["context"])]
+    rng = random.Random(7)
+    letters = "ＡＢＣａｂｃ１２３，。、：“”—… \u3000\t ParisBerlin 北京上海广州2024年3月 The of Taj Mahal ’s-Ⅻﬁé\u0301"
+    texts += ["".join(rng.choice(letters) for _ in range(rng.randint(5, 60))) for _ in range(count - len(texts))]
+    return texts
+
+
+def test_a_plain_texts_entities_each_occur_in_it_normalized():
+    """What ``could_hold`` rests on: in a text of plain characters (ASCII, CJK ideographs and
+    punctuation, full-width forms), every entity found, normalized, occurs in the normalized text;
+    texts with other characters (a ligature, a combining accent) are never plain."""
+    from ragmem.text import entities as E
+    from ragmem.text.keywords import keywords_for
+
+    K = keywords_for("rjieba", ("stopwords-iso:zh", "stopwords:en"))
+    extract = E.OfflineEntities(K.stopwords, K.tokenizer)
+    texts = _entity_texts(20_000)
+    plain = [t for t in texts if not E._NOT_PLAIN.search(t)]
+    assert len(plain) > 15_000 and all(E._NOT_PLAIN.search(t) for t in ("ﬁnance", "Cafe\u0301", "Ⅻ"))
+    missing = [(t, e) for t in plain for e in extract(t) if e not in E.normalize_entity(t)]
+    assert missing == []
+    assert E.could_hold("Ｐａｒｉｓ，北京", ["paris"]) and not E.could_hold("Berlin 上海", ["paris", "北京"])
+    assert E.could_hold("ﬁnance", ["paris"]) and not E.could_hold("anything", [])
+
+
+def test_shared_entities_count_what_tagging_every_context_counts():
+    """``shared_entities`` (what a run maps for context_entity_recall) skips the contexts that cannot
+    hold a reference entity; its counts equal those of tagging every text (the metric as defined:
+    ``|E(reference) ∩ ∪ E(context)|`` over ``|E(reference)|``), with contexts tagged only where needed."""
     from ragmem.text import entities as E
     from ragmem.text.keywords import keywords_for
 
     stopwords = ("stopwords-iso:zh", "stopwords:en")
     K = keywords_for("rjieba", stopwords)
     extract = E.OfflineEntities(K.stopwords, K.tokenizer)
-    texts = ["北京 and 上海，2024年 北京", "Paris and Berlin in 2024", "张三   Zhang   清华大学", ""]
-    mapped = E.offline_entities(texts, "rjieba", stopwords)
-    assert all(isinstance(found, tuple) and len(set(found)) == len(found) for found in mapped)
-    assert [set(found) for found in mapped] == [extract(text) for text in texts]
-    assert mapped[0] and mapped[-1] == ()
-    one, other = E.offline_entities(["Paris in 2024", "Berlin and Paris"], "rjieba", stopwords)
-    assert [a for a in one for b in other if a is b] == ["paris"]
+    texts = _entity_texts(4_000)  # (1,000 records of 8 texts: a reference, 6 contexts, then the next record's query)
+    rng = random.Random(3)
+    items = [(texts[i], tuple(texts[i + 1:i + 1 + rng.randint(0, 6)])) for i in range(0, 3_000, 8)]  # a record's own
+    items += [(rng.choice(texts), tuple(rng.sample(texts, rng.randint(0, 6)))) for _ in range(1_000)]
+    items += [("Paris in 2024", ("Berlin and Paris", "ﬁnance 2024")), ("", ("Paris",)), ("北京大学", ())]
+    expected = []
+    for reference, contexts in items:
+        wanted = extract(reference)
+        expected.append((len(wanted), len(wanted & set().union(*map(extract, contexts)))))
+    assert E.shared_entities(items, "rjieba", stopwords) == expected
+    assert expected[-3:] == [(2, 2), (0, 0), (1, 0)] and sum(w > 0 and f > 0 for w, f in expected) > 50
+
+    tagged: list[str] = []  # the texts the tagger saw (its CJK runs, one space apart)
+    counting = type("Counting", (), {"pos_tags": staticmethod(lambda text: tagged.append(text) or K.tokenizer.pos_tags(text)),
+                                     "tagger_signature": K.tokenizer.tagger_signature})()
+    extract.tokenizer = counting
+    original = E.OfflineEntities
+    E.OfflineEntities = lambda stopwords, tokenizer: extract  # type: ignore[assignment,misc]
+    try:
+        E.shared_entities([("北京大学和上海", ("北京大学在北京", "广州的天气", "上海和深圳"))], "rjieba", stopwords)
+    finally:
+        E.OfflineEntities = original  # type: ignore[misc]
+    assert "广州的天气" not in tagged and len(tagged) < 4
