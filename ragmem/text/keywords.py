@@ -23,6 +23,7 @@ import unicodedata
 from collections import Counter
 from functools import lru_cache
 from importlib import metadata
+from typing import Sequence
 
 from ragmem.errors import ConfigError
 from ragmem.runtime.parallel import SERIAL
@@ -30,8 +31,26 @@ from ragmem.text.tokenizers import get_tokenizer
 
 DEFAULT_STOPWORDS = ("stopwords-iso:zh", "stopwords:en")
 DEFAULT_TOKENIZER = "rjieba"
-#: the distinct words :class:`KeywordExtractor` shares between its sets before it starts afresh
-WORDS_HELD = 1 << 19
+#: what a kept keyword set's words are joined with (:func:`pack`): no token holds whitespace (the
+#: word regex and the CJK runs of :mod:`ragmem.text.tokenizers`)
+_SEP = " "
+
+
+def pack(words) -> str | tuple[str, ...]:
+    """A keyword set as :class:`KeywordExtractor` keeps it: its words joined by a space, one string
+    (issue 57: at 10k examples of fresh words the sets as tuples of word strings took ~110 MB of the
+    run's heap, as strings ~10 MB); a set with a word that holds a space (a tokenizer of one's own)
+    stays a tuple. :func:`unpack` gives the words back."""
+    words = tuple(words)
+    joined = _SEP.join(words)
+    return joined if not words or joined.count(_SEP) == len(words) - 1 else words
+
+
+def unpack(kept: str | tuple[str, ...]) -> Sequence[str]:
+    """The words of a keyword set :func:`pack` made."""
+    if isinstance(kept, tuple):
+        return kept
+    return kept.split(_SEP) if kept else ()
 
 
 def _package_version(name: str) -> str:
@@ -95,19 +114,15 @@ class KeywordExtractor:
         self._stopword_signature = "+".join(parts) or "none"
         # the keyword sets of the texts seen last, least recently used dropped first beyond
         # cache_size (keywords.cache_size: a run of a million examples has millions of distinct
-        # texts), each as a tuple (a sixth of a frozenset's memory: at 30k examples, 150k texts held
-        # 280 MB as sets), made a set again when asked for
+        # texts), each packed into one string (:func:`pack`: at 30k examples, 150k texts held 280 MB
+        # as sets), made a set again when asked for
         self.cache_size = cache_size
-        self._known: collections.OrderedDict[str, tuple[str, ...]] = collections.OrderedDict()
+        self._known: collections.OrderedDict[str, str | tuple[str, ...]] = collections.OrderedDict()
         self.hits = self.misses = 0
         # what settle() keeps across the chunks of a streamed run: how often each text primed since
         # the last settle occurred, and the hashes of the texts forgotten after occurring once
         self._uses: collections.Counter[str] = collections.Counter()
         self._once: set[int] = set()
-        # one string per distinct word among the sets made since the last settle (the words repeat
-        # within a record's texts). Not sys.intern: the interpreter's table never shrinks, and on data
-        # whose words do not repeat across records it held every word of the run (59 MB at 40k examples)
-        self._words: dict[str, str] = {}
 
     def prime(self, texts, mapper=None, counted: bool = True) -> None:
         """Compute the keyword sets of ``texts`` at once (on ``mapper``'s workers: see
@@ -142,7 +157,6 @@ class KeywordExtractor:
                 del self._known[text]
                 self._once.add(key)
         self._uses.clear()
-        self._words = {}
         if len(self._once) > self.cache_size:  # (the texts seen once, remembered for a cache's worth of texts)
             self._once.clear()
 
@@ -151,9 +165,8 @@ class KeywordExtractor:
         self._known.clear()
         self._uses.clear()
         self._once.clear()
-        self._words = {}
 
-    def _keep(self, text: str, found: tuple[str, ...]) -> None:
+    def _keep(self, text: str, found: str | tuple[str, ...]) -> None:
         self._known[text] = found
         if len(self._known) > self.cache_size:
             self._known.popitem(last=False)
@@ -171,28 +184,21 @@ class KeywordExtractor:
         """``K(text)``: from :meth:`prime`'s results, else segmented now (and cached)."""
         return frozenset(self._stored(text))
 
-    def _stored(self, text: str) -> tuple[str, ...] | frozenset[str]:
+    def _stored(self, text: str) -> Sequence[str]:
         known = self._known.get(text)
         if known is not None:
             self.hits += 1
             self._known.move_to_end(text)
-            return known
+            return unpack(known)
         self.misses += 1
         found = tuple(self._keywords(text))
-        self._keep(text, found)
+        self._keep(text, pack(found))
         if len(self._uses) < self.cache_size:  # an occurrence for settle() (a query no prime saw had
             self._uses[text] += 1              # stayed to the cache's end: the cache grew chunk by chunk)
         return found
 
-    def _keywords(self, text: str, words: dict[str, str] | None = None) -> frozenset[str]:
-        # a run's keyword sets share one string per distinct word (at 30k examples the sets held
-        # ~0.5 M copies of a few thousand words): from ``words`` (a mapped part's own), else from
-        # :attr:`_words`, emptied at each settle and beyond WORDS_HELD (a process that never settles)
-        if words is None:
-            if len(self._words) > WORDS_HELD:
-                self._words = {}
-            words = self._words
-        return frozenset([words.setdefault(t, t) for t in self.tokens(text)])
+    def _keywords(self, text: str) -> frozenset[str]:
+        return frozenset(self.tokens(text))
 
     def __call__(self, text: str) -> frozenset[str]:
         return self.keywords(text)
@@ -200,7 +206,7 @@ class KeywordExtractor:
     def union(self, texts) -> frozenset[str]:
         """Keywords of several texts together (e.g. all contexts of an example)."""
         out: set[str] = set()
-        for text in texts:  # from the primed tuples directly (no set made per text)
+        for text in texts:  # from the kept words directly (no set made per text)
             out.update(self._stored(text))
         return frozenset(out)
 
@@ -217,11 +223,10 @@ def keywords_for(tokenizer: str, stopwords: tuple[str, ...]) -> KeywordExtractor
     return KeywordExtractor(tokenizer, stopwords)
 
 
-def keyword_sets(texts, tokenizer: str, stopwords: tuple[str, ...]) -> list[tuple[str, ...]]:
-    """``K(text)`` of each text, as a tuple (a mapped function: see :mod:`ragmem.runtime.parallel`)."""
+def keyword_sets(texts, tokenizer: str, stopwords: tuple[str, ...]) -> list[str | tuple[str, ...]]:
+    """``K(text)`` of each text, packed (:func:`pack`; a mapped function: see :mod:`ragmem.runtime.parallel`)."""
     K = keywords_for(tokenizer, tuple(stopwords))
-    words: dict[str, str] = {}  # the part's words, one string each (held no longer than its sets)
-    return [tuple(K._keywords(text, words)) for text in texts]  # each text comes once: a worker caches nothing
+    return [pack(K._keywords(text)) for text in texts]  # each text comes once: a worker caches nothing
 
 
 def keyword_cosines(pairs, tokenizer: str, stopwords: tuple[str, ...]) -> list[float]:
