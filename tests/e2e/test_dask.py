@@ -38,7 +38,7 @@ def test_the_scoring_batches_run_on_dask_and_equal_the_threaded_run(prefect_env,
     config = str(ROOT / "configs" / "demo.yaml")
     b, states = _dask_run([config, *DASK], prefect_env, tmp_path)
     # the batches ran as Prefect tasks of the run's flow (on Dask), each completed
-    for batch in ("keyword-sets-batch-0", "score-pairs-batch-0", "offline-entities-batch-0"):
+    for batch in ("keyword-sets-batch-0", "score-pairs-batch-0", "shared-entities-batch-0"):
         assert states.get(batch) == "COMPLETED", states
     # the threaded run: the same engine in this process (the command's own threaded run is tested in test_cli)
     a = ragmem.evaluate(config=config, track=False).summary
