@@ -38,8 +38,8 @@ _SEP = " "
 
 def pack(words) -> str | tuple[str, ...]:
     """A keyword set as :class:`KeywordExtractor` keeps it: its words joined by a space, one string
-    (issue 57: at 10k examples of fresh words the sets as tuples of word strings took ~110 MB of the
-    run's heap, as strings ~10 MB); a set with a word that holds a space (a tokenizer of one's own)
+    (issue 57: on 10k examples of fresh words, letting go of the kept sets freed 114 MB of the heap
+    as tuples of word strings, 19 MB packed); a set with a word that holds a space (a tokenizer of one's own)
     stays a tuple. :func:`unpack` gives the words back."""
     words = tuple(words)
     joined = _SEP.join(words)
