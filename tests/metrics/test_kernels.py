@@ -366,7 +366,7 @@ def test_a_plain_texts_entities_each_occur_in_it_normalized():
     assert E.could_hold("ﬁnance", ["paris"]) and not E.could_hold("anything", [])
 
 
-def test_shared_entities_count_what_tagging_every_context_counts():
+def test_shared_entities_count_what_tagging_every_context_counts(monkeypatch):
     """``shared_entities`` (what a run maps for context_entity_recall) skips the contexts that cannot
     hold a reference entity; its counts equal those of tagging every text (the metric as defined:
     ``|E(reference) ∩ ∪ E(context)|`` over ``|E(reference)|``), with contexts tagged only where needed."""
@@ -391,11 +391,7 @@ def test_shared_entities_count_what_tagging_every_context_counts():
     tagged: list[str] = []  # the texts the tagger saw (its CJK runs, one space apart)
     counting = type("Counting", (), {"pos_tags": staticmethod(lambda text: tagged.append(text) or K.tokenizer.pos_tags(text)),
                                      "tagger_signature": K.tokenizer.tagger_signature})()
-    extract.tokenizer = counting
-    original = E.OfflineEntities
-    E.OfflineEntities = lambda stopwords, tokenizer: extract  # type: ignore[assignment,misc]
-    try:
-        E.shared_entities([("北京大学和上海", ("北京大学在北京", "广州的天气", "上海和深圳"))], "rjieba", stopwords)
-    finally:
-        E.OfflineEntities = original  # type: ignore[misc]
+    tagger = E.OfflineEntities
+    monkeypatch.setattr(E, "OfflineEntities", lambda stopwords, tokenizer: tagger(stopwords, counting))
+    E.shared_entities([("北京大学和上海", ("北京大学在北京", "广州的天气", "上海和深圳"))], "rjieba", stopwords)
     assert "广州的天气" not in tagged and len(tagged) < 4
