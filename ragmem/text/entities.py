@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Iterable, Sequence
+from typing import Collection, Sequence
 
 from ragmem.text.keywords import DEFAULT_TOKENIZER, keywords_for
 from ragmem.text.tokenizers import get_tokenizer
@@ -58,11 +58,10 @@ class OfflineEntities:
         return {normalize_entity(e) for e in found}
 
 
-def could_hold(text: str, entities: Iterable[str]) -> bool:
+def could_hold(text: str, entities: Collection[str]) -> bool:
     """Whether ``text``'s entities (:class:`OfflineEntities`) may include one of ``entities``
     (normalized): false only when the text is plain (:data:`_NOT_PLAIN`) and none of them occurs in it
     normalized, which no entity of the text can then be."""
-    entities = list(entities)
     if not entities:
         return False
     if _NOT_PLAIN.search(text):

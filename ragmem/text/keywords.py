@@ -39,8 +39,9 @@ _SEP = " "
 def pack(words) -> str | tuple[str, ...]:
     """A keyword set as :class:`KeywordExtractor` keeps it: its words joined by a space, one string
     (issue 57: on 10k examples of fresh words, letting go of the kept sets freed 114 MB of the heap
-    as tuples of word strings, 19 MB packed); a set with a word that holds a space (a tokenizer of one's own)
-    stays a tuple. :func:`unpack` gives the words back."""
+    as tuples of word strings, 19 MB packed). A set with a word that holds a space stays a tuple: no
+    tokenizer of :mod:`ragmem.text.tokenizers` makes one, but a pack is exact whatever it is given.
+    :func:`unpack` gives the words back."""
     words = tuple(words)
     joined = _SEP.join(words)
     return joined if not words or joined.count(_SEP) == len(words) - 1 else words

@@ -139,10 +139,10 @@ def test_a_text_asked_for_unprimed_once_leaves_the_cache_at_settle():
 
 
 def test_kept_sets_are_one_string_each_and_give_the_same_keywords():
-    """Issue 57: a kept keyword set is its words joined by a space, one string (on fresh words the
-    sets as tuples of word strings held ~110 MB of a 10k run's heap); what a metric asks for is the
-    set as computed: primed, computed on a miss, in a union. A word with a space in it (a tokenizer
-    of one's own) leaves its set a tuple; an empty set is the empty string."""
+    """Issue 57: a kept keyword set is its words joined by a space, one string (on fresh words,
+    letting go of the kept sets freed 114 MB of a 10k run's heap as tuples, 19 MB packed); what a
+    metric asks for is the set as computed: primed, computed on a miss, in a union. A word with a
+    space in it (no tokenizer of ragmem's makes one) leaves its set a tuple; an empty set is the empty string."""
     from ragmem.text.keywords import pack, unpack
 
     K, fresh = KeywordExtractor("rjieba", []), KeywordExtractor("rjieba", [])
