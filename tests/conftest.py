@@ -245,6 +245,12 @@ def _locked(path: Path):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+# A served deployment (``ragmem serve``) asks the server for its due runs every second instead of
+# Prefect's 10 (PREFECT_RUNNER_POLL_FREQUENCY): a test that triggers a run waited up to 10 s for
+# each one to start, doing nothing.
+_QUICK_POLL = {"PREFECT_RUNNER_POLL_FREQUENCY": "1"}
+
+
 @pytest.fixture(scope="session")
 def prefect_env(tmp_path_factory):
     """One Prefect server on a free 127.0.0.1 port for the whole session, started the way the CLI
@@ -253,12 +259,12 @@ def prefect_env(tmp_path_factory):
     (:func:`pytest_sessionfinish`)."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         env = start_managed_server(tmp_path_factory.mktemp("ragmem-home"))
-        yield env
+        yield {**env, **_QUICK_POLL}
         _stop_server(env)
         return
     extra = _shared_server(tmp_path_factory.getbasetemp().parent)  # the same folder for every worker
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "MLFLOW_TRACKING_URI")}
-    yield {**env, **extra}
+    yield {**env, **extra, **_QUICK_POLL}
 
 
 def _shared_server(shared: Path) -> dict[str, str]:
