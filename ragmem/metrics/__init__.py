@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = ["FAMILIES", "DEFAULT_METRICS", "RELEVANCE_MODES", "MetricContext", "MetricResult", "aggregators",
-           "compute_metrics", "expand_selection", "start_metrics"]
+           "compute_metrics", "expand_selection", "reads_context_keywords", "start_metrics"]
 
 
 def __getattr__(name: str) -> Any:

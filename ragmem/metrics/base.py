@@ -373,13 +373,18 @@ class Family:
     - ``aggregators(table, names, zero_division, scorer)``: per-example sufficient statistics of
       the ``names`` the table supports (what intervals and paired tests resample);
     - ``start(table, ctx, wanted)`` (optional): begins the family's text-heavy maps on the workers
-      (:meth:`MetricContext.start`) before any family computes.
+      (:meth:`MetricContext.start`) before any family computes;
+    - ``context_keywords``: whether ``compute`` may ask the keyword sets of the contexts' texts; a
+      run has them computed at once on the workers (``ragmem.run.pipeline.prime_keywords``) only when
+      a family it runs says so (a family that asks without saying gets the same sets, computed in
+      this process as it asks).
     """
 
     names: Names
     compute: Callable[[pd.DataFrame, MetricContext, Sequence[str]], MetricResult]
     aggregators: Callable[..., dict[str, Aggregator]] = _no_aggregators
     start: Callable[[pd.DataFrame, MetricContext, Sequence[str]], None] | None = None  # begins its maps early
+    context_keywords: bool = False
 
     @property
     def name(self) -> str:

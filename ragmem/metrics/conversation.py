@@ -194,4 +194,4 @@ def aggregators(table: pd.DataFrame, names, zero_division: float, scorer=None) -
     return {n: mean_aggregator(table[n], ok) for n in names if n in table}
 
 
-FAMILY = Family(names.CONVERSATION, compute, aggregators)
+FAMILY = Family(names.CONVERSATION, compute, aggregators, context_keywords=True)

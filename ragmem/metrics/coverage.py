@@ -68,4 +68,4 @@ def aggregators(table: pd.DataFrame, names, zero_division: float, scorer=None) -
     return {n: mean_aggregator(table[COLUMNS[n]], ok) for n in names if COLUMNS[n] in table}
 
 
-FAMILY = Family(names.COVERAGE, compute, aggregators)
+FAMILY = Family(names.COVERAGE, compute, aggregators, context_keywords=True)

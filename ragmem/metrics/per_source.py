@@ -73,4 +73,4 @@ def _vshare(sums: np.ndarray) -> np.ndarray:
         return np.where((sums[:, 2] == 0) | (sums[:, 1] == 0), np.nan, sums[:, 0] / sums[:, 1])
 
 
-FAMILY = Family(names.PER_SOURCE, compute)
+FAMILY = Family(names.PER_SOURCE, compute, context_keywords=True)

@@ -348,4 +348,4 @@ def aggregators(table: pd.DataFrame, names, zero_division: float, scorer=None) -
     return out
 
 
-FAMILY = Family(names.RAG, compute, aggregators, start=start)
+FAMILY = Family(names.RAG, compute, aggregators, start=start, context_keywords=True)

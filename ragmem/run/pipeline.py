@@ -20,7 +20,7 @@ from ragmem.config.loading import RunConfig
 from ragmem.data.loaders import Dataset, load_dataset
 from ragmem.errors import ConfigError
 from ragmem.judges import Judge, JudgeItem, Judgement, judging
-from ragmem.metrics import compute_metrics, MetricContext, MetricResult, start_metrics
+from ragmem.metrics import compute_metrics, MetricContext, MetricResult, reads_context_keywords, start_metrics
 from ragmem.metrics import catalogue, custom, needs, relevancy
 from ragmem.metrics.generation import scorer_for
 from ragmem.runtime import progress
@@ -225,6 +225,12 @@ def prime_keywords(examples: Sequence[Example], outputs: Sequence[AgentOutput], 
         # does not repeat: settle would keep it to the cache's end)
         texts += dict.fromkeys([ex.reference_answer or "", out.answer or "", *(c.text for c in out.contexts if contexts)])
     keywords.prime(texts, mapper, counted)
+
+
+def primes_contexts(cfg: RunConfig, components: Components) -> bool:
+    """Whether :func:`prime_keywords` computes the contexts' keyword sets too: when a family the run
+    computes asks them (:func:`ragmem.metrics.reads_context_keywords`)."""
+    return reads_context_keywords(selected(cfg), _metric_context(cfg, components, None))
 
 
 def _metric_context(cfg: RunConfig, components: Components, mapper, early=None) -> MetricContext:

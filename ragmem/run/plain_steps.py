@@ -34,7 +34,8 @@ class Steps:
 
     def score(self, examples, outputs, judgements, components: pipeline.Components, cfg: RunConfig, mapper=None):
         mapper = mapper or self.mapper(cfg)
-        pipeline.prime_keywords(examples, outputs, components.keywords, mapper)
+        pipeline.prime_keywords(examples, outputs, components.keywords, mapper,
+                                contexts=pipeline.primes_contexts(cfg, components))
         table = pipeline.build_table(examples, outputs, judgements, components.keywords)
         return pipeline.score(table, cfg, components, mapper)
 
@@ -43,7 +44,8 @@ class Steps:
         """One chunk of a streamed run: its table and the families' values, without intervals
         (:mod:`ragmem.run.batching`)."""
         mapper = mapper or self.mapper(cfg)
-        pipeline.prime_keywords(examples, outputs, components.keywords, mapper)
+        pipeline.prime_keywords(examples, outputs, components.keywords, mapper,
+                                contexts=pipeline.primes_contexts(cfg, components))
         table = pipeline.build_table(examples, outputs, judgements, components.keywords)
         try:
             return pipeline.scored(table, cfg, components, mapper)
