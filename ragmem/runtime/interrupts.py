@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 from ragmem.errors import Terminated
@@ -178,15 +179,27 @@ def _lost_signal(unraisable) -> None:
     exc = unraisable.exc_value
     if isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "TerminationSignal":  # (Prefect's)
         signum = signal.SIGINT if type(exc) is KeyboardInterrupt else signal.SIGTERM
-        # sent from another thread a moment later: sent from here, its handler would run inside this hook
-        timer = threading.Timer(0.005, os.kill, (os.getpid(), signum))
-        timer.daemon = True
-        timer.start()
+        # sent from another thread once this hook is left: sent while it runs (from here, or by a thread
+        # that fired while this one waited for a core: seen in CI), its handler would run inside it
+        _IN_HOOK[0] = True
+        threading.Thread(target=_send_again, args=(signum,), name="ragmem-signal-again", daemon=True).start()
+        _IN_HOOK[0] = False  # (the hook's last step: nothing after it where a handler could run)
         return
     _HOOKS[0](unraisable)
 
 
+def _send_again(signum: int) -> None:
+    """Send ``signum`` to this process once :func:`_lost_signal` has returned (and a moment after)."""
+    waited = 0
+    while _IN_HOOK[0] and waited < 5000:  # (5 s at most: never a signal kept back for good)
+        time.sleep(0.001)
+        waited += 1
+    time.sleep(0.005)
+    os.kill(os.getpid(), signum)
+
+
 _HOOKS: list = []
+_IN_HOOK = [False]  # whether _lost_signal runs (a list: set and read without a call, where no handler runs)
 
 
 def sigterm_raises() -> None:

@@ -63,6 +63,28 @@ def test_a_signal_lost_in_a_finalizer_is_sent_again_and_lands_after_it(command, 
 
 
 @pytest.mark.parametrize("sig,raised", [(signal.SIGTERM, Terminated), (signal.SIGINT, KeyboardInterrupt)])
+def test_a_signal_sent_again_never_lands_inside_the_hook_on_a_busy_machine(command, sig, raised, monkeypatch):
+    """The hook's thread starts, and this thread gets a core back only 0.2 s later (as in CI, where a
+    timer of 5 ms sent the signal while the hook still waited in ``Thread.start``: its handler ran
+    inside the hook, and the signal was lost again)."""
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)  # (put back after the test)
+    interrupts.sigterm_raises()
+    start = threading.Thread.start
+
+    def slow_start(self):
+        start(self)
+        time.sleep(0.2)  # (inside the hook)
+
+    monkeypatch.setattr(threading.Thread, "start", slow_start)
+    with pytest.raises(raised):
+        _lose_in_a_finalizer(sig)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            time.sleep(0.001)
+    assert not command
+
+
+@pytest.mark.parametrize("sig,raised", [(signal.SIGTERM, Terminated), (signal.SIGINT, KeyboardInterrupt)])
 def test_a_signal_lost_in_a_finalizer_is_raised_at_the_next_check(command, sig, raised, monkeypatch):
     interrupts.sigterm_raises()
     monkeypatch.setattr(sys, "unraisablehook", interrupts._HOOKS[0])  # (another hook in its place: lost for good)
