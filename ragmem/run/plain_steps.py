@@ -34,23 +34,26 @@ class Steps:
 
     def score(self, examples, outputs, judgements, components: pipeline.Components, cfg: RunConfig, mapper=None):
         mapper = mapper or self.mapper(cfg)
-        pipeline.prime_keywords(examples, outputs, components.keywords, mapper,
-                                contexts=pipeline.primes_contexts(cfg, components))
-        table = pipeline.build_table(examples, outputs, judgements, components.keywords)
-        return pipeline.score(table, cfg, components, mapper)
+        return pipeline.score(self._table(examples, outputs, judgements, components, cfg, mapper), cfg, components, mapper)
 
     def score_chunk(self, examples, outputs, judgements, components: pipeline.Components, cfg: RunConfig,
                     index: int, mapper=None):
         """One chunk of a streamed run: its table and the families' values, without intervals
         (:mod:`ragmem.run.batching`)."""
         mapper = mapper or self.mapper(cfg)
-        pipeline.prime_keywords(examples, outputs, components.keywords, mapper,
-                                contexts=pipeline.primes_contexts(cfg, components))
-        table = pipeline.build_table(examples, outputs, judgements, components.keywords)
+        table = self._table(examples, outputs, judgements, components, cfg, mapper)
         try:
             return pipeline.scored(table, cfg, components, mapper)
         finally:  # the chunk's texts that do not repeat leave the keyword cache (memory flat across chunks)
             components.keywords.settle()
+
+    @staticmethod
+    def _table(examples, outputs, judgements, components: pipeline.Components, cfg: RunConfig, mapper):
+        """The results table, the keyword sets it and the families read computed at once on ``mapper``
+        first (the contexts' only when a family the run computes asks them)."""
+        pipeline.prime_keywords(examples, outputs, components.keywords, mapper,
+                                contexts=pipeline.primes_contexts(cfg, components))
+        return pipeline.build_table(examples, outputs, judgements, components.keywords)
 
     def reads_chunks(self, cfg: RunConfig) -> bool:
         """Whether a streamed run's chunks are read where they are scored (Dask workers:
