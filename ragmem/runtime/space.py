@@ -62,13 +62,25 @@ class DiskFull(RagmemError):
 def free_bytes(path: str | Path) -> int | None:
     """Bytes free to an unprivileged writer on the file system of ``path`` (its nearest existing
     folder), or ``None`` when it cannot be read."""
+    try:
+        return shutil.disk_usage(_nearest(path)).free
+    except OSError:
+        return None
+
+
+def _device(path: str | Path) -> int | None:
+    """The file system (``st_dev``) of ``path``'s nearest existing folder, or ``None`` when unreadable."""
+    try:
+        return _nearest(path).stat().st_dev
+    except OSError:
+        return None
+
+
+def _nearest(path: str | Path) -> Path:
     here = Path(path)
     while not here.exists() and here != here.parent:
         here = here.parent
-    try:
-        return shutil.disk_usage(here).free
-    except OSError:
-        return None
+    return here
 
 
 def free_text(n: int) -> str:
@@ -104,11 +116,19 @@ def as_disk_full(exc: BaseException, places: Iterable[str | Path]) -> DiskFull |
     named = getattr(found, "filename", None)
     if named:
         return DiskFull(named)
-    database = "database or disk is full" in str(found).lower()  # (SQLite: its database, on a tie)
-    known = [(free_bytes(p), Path(p).suffix != ".db" if database else Path(p).suffix == ".db", str(p)) for p in places]
-    known = [(free, rank, p) for free, rank, p in known if free is not None]
     if _full:
         return DiskFull(_full[0][0], free=_full[0][1])
+    database = "database or disk is full" in str(found).lower()  # (SQLite: its database, on a tie)
+    # free space is read once per file system: places on one disk tie exactly, even while other
+    # writers change what is free between two reads (CI of e1c97c2 named the artifacts so)
+    by_disk: dict[int | None, int | None] = {}
+    known = []
+    for place in places:
+        disk = _device(place)
+        if disk not in by_disk or disk is None:
+            by_disk[disk] = free_bytes(place)
+        if by_disk[disk] is not None:
+            known.append((by_disk[disk], Path(place).suffix != ".db" if database else Path(place).suffix == ".db", str(place)))
     return DiskFull(min(known)[2] if known else "?")
 
 

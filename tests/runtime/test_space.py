@@ -119,6 +119,20 @@ def test_sqlite_words_a_full_disk_and_the_store_is_named(tmp_path):
     assert space.as_disk_full(ValueError("database is locked"), [db]) is None
 
 
+def test_places_on_one_disk_tie_while_other_writers_use_it(tmp_path, monkeypatch):
+    # CI of e1c97c2: on a busy machine the free space fell between the reads of the three places on
+    # one disk, and the last read (the artifacts) was named instead of the database SQLite spoke of
+    db = tmp_path / "mlruns" / "mlflow.db"
+    db.parent.mkdir()
+    db.write_bytes(b"")
+    read = space.free_bytes
+    falling = iter(range(10**9, 0, -4096))
+    monkeypatch.setattr(space, "free_bytes", lambda path: None if read(path) is None else next(falling))
+    found = space.as_disk_full(sqlite3.OperationalError("database or disk is full"),
+                               [tmp_path / "home", db, tmp_path / "mlruns" / "artifacts", tmp_path / "t.db"])
+    assert found is not None and found.path == str(db)  # (the first database: one reading for the disk)
+
+
 def test_the_command_line_for_a_full_disk_is_one_line_exit_3_and_nothing_written_to_the_home(home, capsys):
     from ragmem import exits
 
