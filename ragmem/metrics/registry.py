@@ -25,8 +25,8 @@ from ragmem.metrics.base import Aggregator, Family, MetricContext, MetricResult,
 from ragmem.metrics.names import DEFAULT_METRICS, RELEVANCE_MODES, expand_selection  # noqa: F401  (also here)
 from ragmem.runtime.forking import release_freed_memory
 
-__all__ = ["FAMILIES", "DEFAULT_METRICS", "RELEVANCE_MODES", "MetricContext", "MetricResult", "aggregators",
-           "compute_metrics", "expand_selection", "reads_context_keywords", "start_metrics"]
+# what this module exports is listed once, in ``ragmem.metrics.__all__`` (the package, which stays
+# free of pandas and loads this module on first use); tests/metrics/test_catalogue.py holds them together
 
 #: Every family, in the order their metrics are computed and reported (that of names.FAMILY_NAMES).
 FAMILIES: tuple[Family, ...] = (

@@ -174,3 +174,16 @@ def test_a_metric_added_in_one_family_reaches_every_view(brevity, tmp_path, shar
     # a window of traffic is compared on it
     cfg = RunConfig.model_validate({"metrics": selection})
     assert WORDS in windows.compared(cfg)
+
+
+def test_what_ragmem_metrics_exports_is_listed_once_and_each_name_resolves():
+    """The package's ``__all__`` is the one list of what the registry exports (the package stays free of
+    pandas and loads the registry on first use): every name in it is the registry's own object, and the
+    registry keeps no second list to drift from it."""
+    import ragmem.metrics as package
+
+    assert not hasattr(registry, "__all__")
+    for name in package.__all__:
+        assert getattr(package, name) is getattr(registry, name), name
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        package.nope  # noqa: B018
