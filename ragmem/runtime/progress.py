@@ -54,6 +54,7 @@ class Stage:
         self.done = self.failed = 0
         self.started = time.monotonic()
         self.logged = self.last = self.started
+        self.said = ""  # the last line logged
         self._lock = threading.Lock()
         self.task_id = None  # the rich task, in bar mode
 
@@ -144,7 +145,10 @@ class _Watcher:
                 elif bar is None and now - stage.logged >= _interval() and not (stage.total and stage.done >= stage.total):
                     # (a finished stage waiting for an enclosing one to close has nothing new to say)
                     stage.logged = now
-                    log.info("%s", stage.line())
+                    line = stage.line()
+                    if line != stage.said:  # (an interval under a second: the same whole seconds twice)
+                        stage.said = line
+                        log.info("%s", line)
 
 
 _WATCHER = _Watcher()

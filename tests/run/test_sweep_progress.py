@@ -62,7 +62,7 @@ def test_each_child_is_announced_as_it_finishes_and_its_own_lines_fold(tmp_path,
     info = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
     assert not any(m.startswith("agent + judge:") for m in info)  # a child's own line: folded
     assert not any(m.startswith(("agent:", "judge:", "metrics", "logging to MLflow")) for m in info)
-    assert len(info) == len(set(info))  # never the same line twice
+    assert len(info) == len(set(info)), "\n".join(info)  # never the same line twice
 
 
 def test_a_folded_stage_is_counted_but_not_shown(log_mode):
@@ -74,6 +74,21 @@ def test_a_folded_stage_is_counted_but_not_shown(log_mode):
         overall.advance(1)
         assert overall.line().startswith("sweep: 1/2 configurations (50%)")
     assert not progress.folded()
+
+
+def test_a_stalled_stage_on_a_short_interval_never_logs_the_same_line_twice(log_mode, caplog):
+    # (CI: at 0.2 s a line said "none finished for 1 s" up to five times; its whole seconds are what changes)
+    import time
+
+    caplog.set_level(logging.INFO, logger="ragmem")
+    with progress.stage("judge", 4) as stalled:
+        deadline = time.monotonic() + 60
+        while len({r.getMessage() for r in caplog.records}) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        stalled.advance(4)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("judge: 0/4")]
+    assert len(lines) >= 3 and len(lines) == len(set(lines)), lines
+    assert all(line.startswith("judge: 0/4 (0%), 0.0/s, none finished for ") for line in lines)  # (and a line each second)
 
 
 def test_the_plots_mark_the_chosen_configuration():
