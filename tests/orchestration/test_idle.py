@@ -50,8 +50,10 @@ def test_the_watcher_stops_the_server_once_idle_and_not_while_a_command_holds_it
     time.sleep(0.5)
     assert not stopped.is_set()  # held: kept however long
     idle.give_back(lease)
+    given = time.monotonic()
     time.sleep(0.1)
-    assert not stopped.is_set()  # within its idle period
+    late = time.monotonic() - given >= 0.3  # (a busy machine held this thread past the idle period)
+    assert not stopped.is_set() or late  # within its idle period
     watcher.join(timeout=30)
     assert stopped.is_set() and outcome == ["stopped the server: no command used it for 0.3 s"]
     # never used after its start (ragmem server start): its own idle period counts from the watcher's start
