@@ -100,8 +100,11 @@ def test_the_wheel_installs_into_a_fresh_environment_and_runs_the_demo_from_anot
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "MLFLOW_", "RAGMEM_"))}
+    # its own Prefect server, as a new user's first run starts, in a folder of its own: never the shared server's
+    # folder of the user running the tests (without RAGMEM_SERVER_HOME it took ~/.local/state/ragmem/prefect-server
+    # and wrote its pid files over those of the user's server)
     env.update(DO_NOT_TRACK="true", PREFECT_SERVER_ANALYTICS_ENABLED="false", RAGMEM_HOME=str(tmp_path / "home"),
-               RAGMEM_PREFECT_PORT=str(free_port()))  # its own Prefect server, as a new user's first run starts
+               RAGMEM_PREFECT_PORT=str(free_port()), RAGMEM_SERVER_HOME=str(tmp_path / "server"))
     env.pop("PREFECT_API_URL", None)
     try:
         done = subprocess.run([str(bin_dir / "ragmem"), "run", str(ROOT / "configs" / "demo.yaml")], cwd=elsewhere,
@@ -111,6 +114,7 @@ def test_the_wheel_installs_into_a_fresh_environment_and_runs_the_demo_from_anot
                        text=True, timeout=120)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "MLflow run" in done.stdout
+    assert (tmp_path / "server" / "prefect-server.log").is_file()  # the server it started lived in the test's folder
     summary = (elsewhere / "summary.json")
     assert summary.is_file()
     # the installed package ran, not the checkout
