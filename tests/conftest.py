@@ -52,6 +52,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def outside_env(folder: Path, drop: tuple[str, ...] = (), **settings: str) -> dict[str, str]:
+    """This process's environment as a new user's shell has it, for a command run outside the tests'
+    own settings: without ragmem's variables (``RAGMEM_*``) and those starting with ``drop``, but with
+    the shared Prefect server's folder at ``folder / "server"``, never the user's own
+    (``~/.local/state/ragmem/prefect-server``: the wheel test, dropping it, wrote over the pid files of
+    the server of the user running the tests); ``settings`` set on top."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAGMEM_", *drop))}
+    env.update(RAGMEM_SERVER_HOME=str(folder / "server"), **settings)
+    return env
+
+
 def _call(request, attempts=30):
     """One JSON call to a local REST API (Prefect's, MLflow's), retried on 503 as Prefect's own client does.
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, free_port
+from tests.conftest import free_port, outside_env, ROOT
 
 tomllib = pytest.importorskip("tomllib", reason="tomllib is in the standard library from Python 3.11")
 
@@ -99,12 +99,10 @@ def test_the_wheel_installs_into_a_fresh_environment_and_runs_the_demo_from_anot
     assert installed.returncode == 0, installed.stderr[-3000:]
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "MLFLOW_", "RAGMEM_"))}
-    # its own Prefect server, as a new user's first run starts, in a folder of its own: never the shared server's
-    # folder of the user running the tests (without RAGMEM_SERVER_HOME it took ~/.local/state/ragmem/prefect-server
-    # and wrote its pid files over those of the user's server)
-    env.update(DO_NOT_TRACK="true", PREFECT_SERVER_ANALYTICS_ENABLED="false", RAGMEM_HOME=str(tmp_path / "home"),
-               RAGMEM_PREFECT_PORT=str(free_port()), RAGMEM_SERVER_HOME=str(tmp_path / "server"))
+    # its own Prefect server, as a new user's first run starts (in tmp_path/server: never the user's)
+    env = outside_env(tmp_path, ("PYTHON", "VIRTUAL_ENV", "MLFLOW_"), DO_NOT_TRACK="true",
+                      PREFECT_SERVER_ANALYTICS_ENABLED="false", RAGMEM_HOME=str(tmp_path / "home"),
+                      RAGMEM_PREFECT_PORT=str(free_port()))
     env.pop("PREFECT_API_URL", None)
     try:
         done = subprocess.run([str(bin_dir / "ragmem"), "run", str(ROOT / "configs" / "demo.yaml")], cwd=elsewhere,

@@ -5,7 +5,6 @@ run and every example is in the store; ``ragmem server stop`` stops the server t
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import outside_env, ROOT
 
 pytestmark = pytest.mark.e2e
 
@@ -45,8 +44,7 @@ def test_eight_runs_started_at_once_on_a_new_project_all_finish_with_one_server(
     # what is under test is starting together, not scoring: six examples, few metrics, no intervals
     (tmp_path / "c.yaml").write_text("experiment: fan-out\ndata: {files: [d.json]}\nstats: {resamples: 0}\n"
                                      "metrics: [pass_rate, token_f1]\ntracking: {max_traces: 0}\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "MLFLOW_", "RAGMEM_"))}
-    env.update(RAGMEM_HOME=str(home), RAGMEM_SERVER_HOME=str(tmp_path / "server"), RAGMEM_PROGRESS="off")
+    env = outside_env(tmp_path, ("PREFECT_", "MLFLOW_"), RAGMEM_HOME=str(home), RAGMEM_PROGRESS="off")
     started = time.monotonic()
     procs = [subprocess.Popen([sys.executable, "-m", "ragmem.cli", "run", "c.yaml", "-o", f"s{i}.json"], cwd=tmp_path,
                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for i in range(RUNS)]

@@ -6,14 +6,13 @@ home's logic, in process: tests/runtime/test_home.py; the leases, tests/orchestr
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 from ragmem.cli import starter
 from ragmem.orchestration import server as prefect_server
-from tests.conftest import free_port, run_cli, wait_until
+from tests.conftest import free_port, outside_env, run_cli, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -25,8 +24,7 @@ def _servers(folder: Path) -> list[dict]:
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="counts the Prefect servers through /proc (Linux)")
 def test_three_homes_share_one_server_which_stops_once_idle_and_a_refused_run_starts_none(tmp_path):
     server = tmp_path / "server"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "MLFLOW_", "RAGMEM_"))}
-    env.update(RAGMEM_SERVER_HOME=str(server), RAGMEM_PREFECT_PORT=str(free_port()), RAGMEM_PROGRESS="off")
+    env = outside_env(tmp_path, ("PREFECT_", "MLFLOW_"), RAGMEM_PREFECT_PORT=str(free_port()), RAGMEM_PROGRESS="off")
     homes = [tmp_path / name for name in ("alpha", "beta", "gamma")]
     # a run refused by its checks (a dead agent URL) starts no server
     starter.init_home(homes[0])
