@@ -68,14 +68,6 @@ def free_bytes(path: str | Path) -> int | None:
         return None
 
 
-def _device(path: str | Path) -> int | None:
-    """The file system (``st_dev``) of ``path``'s nearest existing folder, or ``None`` when unreadable."""
-    try:
-        return _nearest(path).stat().st_dev
-    except OSError:
-        return None
-
-
 def _nearest(path: str | Path) -> Path:
     here = Path(path)
     while not here.exists() and here != here.parent:
@@ -121,12 +113,16 @@ def as_disk_full(exc: BaseException, places: Iterable[str | Path]) -> DiskFull |
     database = "database or disk is full" in str(found).lower()  # (SQLite: its database, on a tie)
     # free space is read once per file system: places on one disk tie exactly, even while other
     # writers change what is free between two reads (CI of e1c97c2 named the artifacts so)
-    by_disk: dict[int | None, int | None] = {}
+    by_disk: dict[int, int | None] = {}
     known = []
     for place in places:
-        disk = _device(place)
-        if disk not in by_disk or disk is None:
-            by_disk[disk] = free_bytes(place)
+        here = _nearest(place)
+        try:
+            disk = here.stat().st_dev
+        except OSError:  # (its file system cannot be read: neither can its free space)
+            continue
+        if disk not in by_disk:
+            by_disk[disk] = free_bytes(here)
         if by_disk[disk] is not None:
             known.append((by_disk[disk], Path(place).suffix != ".db" if database else Path(place).suffix == ".db", str(place)))
     return DiskFull(min(known)[2] if known else "?")
