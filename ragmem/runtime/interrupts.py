@@ -190,10 +190,9 @@ def _lost_signal(unraisable) -> None:
 
 def _send_again(signum: int) -> None:
     """Send ``signum`` to this process once :func:`_lost_signal` has returned (and a moment after)."""
-    waited = 0
-    while _IN_HOOK[0] and waited < 5000:  # (5 s at most: never a signal kept back for good)
+    deadline = time.monotonic() + 5.0  # (5 s at most: never a signal kept back for good)
+    while _IN_HOOK[0] and time.monotonic() < deadline:
         time.sleep(0.001)
-        waited += 1
     time.sleep(0.005)
     os.kill(os.getpid(), signum)
 
