@@ -5,6 +5,7 @@ configuration marked in the plots."""
 from __future__ import annotations
 
 import logging
+import time
 
 import matplotlib
 import pandas as pd
@@ -78,8 +79,6 @@ def test_a_folded_stage_is_counted_but_not_shown(log_mode):
 
 def test_a_stalled_stage_on_a_short_interval_never_logs_the_same_line_twice(log_mode, caplog):
     # (CI: at 0.2 s a line said "none finished for 1 s" up to five times; its whole seconds are what changes)
-    import time
-
     caplog.set_level(logging.INFO, logger="ragmem")
     with progress.stage("judge", 4) as stalled:
         deadline = time.monotonic() + 60
