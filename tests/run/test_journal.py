@@ -1,10 +1,12 @@
-"""The journal's lines read back as the outputs written: compact orjson lines, and json's where orjson
-would fail or change a value (a NaN, an infinity, an integer beyond 64 bits, a key not a string)."""
+"""The journal's lines read back as the outputs written, whatever their values (Chinese text, a NaN, an
+infinity, an integer beyond 64 bits), and writing them keeps no copy of the outputs' texts."""
 
 from __future__ import annotations
 
+import gc
 import json
 import math
+import tracemalloc
 
 from ragmem.run.journal import Journal
 from ragmem.schema import AgentOutput, Context
@@ -28,9 +30,8 @@ def test_each_output_reads_back_as_written_whatever_its_values(tmp_path, monkeyp
     journal.close()
     lines = journal.path.read_bytes().splitlines()
     assert len(lines) == 4 and journal.written == 4
-    assert lines[0].startswith(b'{"example_id":"zh"')  # orjson's compact line, UTF-8 as it is
-    assert "向量数据库".encode() in lines[0]
-    assert b"NaN" in lines[2] and b"Infinity" in lines[2]  # json's: orjson would have written null
+    assert "向量数据库".encode() in lines[0]  # UTF-8 as it is
+    assert b"NaN" in lines[2] and b"Infinity" in lines[2]  # (orjson would have written null)
     assert json.loads(lines[3])["started_at_ns"] == 2**70
     read = Journal(journal.key, resume=True).outputs()
     assert list(read) == ["zh", "failed", "nan", "big"]
@@ -41,6 +42,26 @@ def test_each_output_reads_back_as_written_whatever_its_values(tmp_path, monkeyp
             assert again.contexts[0].score == math.inf
         else:
             assert again == output
+
+
+def test_journaling_keeps_no_copy_of_the_texts(tmp_path, monkeypatch):
+    """orjson would leave a UTF-8 copy inside each non-ASCII text it wrote (CPython caches it in the
+    string), and the texts live to the run's end: 9.6 MB at 10,000 bilingual answers."""
+    monkeypatch.setenv("RAGMEM_HOME", str(tmp_path))
+    outputs = [AgentOutput(f"e{i}", "检索增强生成" * 50 + str(i), [Context("向量数据库" * 60 + str(i))], 0.1)
+               for i in range(500)]
+    journal = Journal(None)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for output in outputs:
+            journal.append(output)
+        gc.collect()
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+        journal.close()
+    assert kept < 50_000, kept  # (orjson's copies: 500 x (300 + 300) characters x 3 bytes = 900 kB)
 
 
 def test_an_adopted_journal_is_written_in_the_same_lines(tmp_path, monkeypatch):
