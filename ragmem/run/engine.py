@@ -209,7 +209,7 @@ def _log_run(steps: Steps, run: TrackedRun, cfg: RunConfig, dataset: Dataset, ou
                       counts=summary["counts"], table=log_table, summary=summary, examples=examples, outputs=outputs,
                       max_traces=cfg.tracking.max_traces,
                       extra_files=tuple(p for p in (journal.path, journal.folder / labels.SHEET) if p.is_file()),
-                      workers=cfg.orchestration.workers, copies_max_rows=cfg.tracking.table_copies_max_rows,
+                      copies_max_rows=cfg.tracking.table_copies_max_rows,
                       write_back=traffic.write_back(cfg), report=report)
     except Exception as exc:
         if not is_transient(exc):

@@ -49,10 +49,6 @@ class Serial:
     def map(self, fn: Callable[..., list], items: Sequence[Any], *args: Any) -> list:
         return list(fn(items, *args)) if items else []
 
-    def call(self, fn: Callable[..., Any], *args: Any, size: int = 0) -> "Pending":
-        """``fn(*args)``, in this process, on ``result()``."""
-        return Pending(lambda: fn(*args))
-
 
 SERIAL = Serial()
 
@@ -85,17 +81,6 @@ class ProcessPool:
         # a few chunks per worker: an uneven chunk does not leave the other workers idle
         futures = [executor.submit(fn, part, *args) for part in chunks(items, 4 * self.workers)]
         return Pending(lambda: [x for future in futures for x in future.result()])
-
-    def call(self, fn: Callable[..., Any], *args: Any, size: int = 0) -> "Pending":
-        """Start ``fn(*args)`` on one worker and return at once: work this process need not wait
-        for, such as writing a run's artifact files while it logs the rest. ``size`` (items the
-        call works on) below :data:`MIN_PARALLEL_ITEMS`: in this process, on ``result()``."""
-        if size < MIN_PARALLEL_ITEMS:
-            return SERIAL.call(fn, *args)
-        from joblib.externals.loky import get_reusable_executor
-
-        future = get_reusable_executor(max_workers=self.workers, timeout=300).submit(fn, *args)
-        return Pending(future.result)
 
 
 class ForkPool(ProcessPool):
@@ -204,8 +189,7 @@ class _Begun:
 
 
 class Pending:
-    """A map or call started by :meth:`ProcessPool.submit` or ``call``: ``result()`` waits for
-    it (a map's results in order)."""
+    """A map started by :meth:`ProcessPool.submit`: ``result()`` waits for it (its results in order)."""
 
     def __init__(self, collect: Callable[[], Any]):
         self._collect = collect

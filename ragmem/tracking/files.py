@@ -1,9 +1,7 @@
 """The artifact files of a run written before they are logged: the per-example table (Parquet,
 and below ``tracking.table_copies_max_rows`` rows CSV and MLflow's table JSON too) and the plots. Plain functions of their inputs, with no MLflow call, so that
-:func:`ragmem.tracking.record_run` makes them on the idle worker processes of the run's pool while
-this process logs everything else (at 10k examples: 2.6 s of pandas writers, and matplotlib's
-import with the drawing, 1.5 to 1.8 s, off the logging step's critical path);
-:class:`ragmem.tracking.Tracker` then logs the files.
+:func:`ragmem.tracking.record_run` makes them on a thread while this process logs everything else,
+the table flattened once for all its files; :class:`ragmem.tracking.Tracker` then logs the files.
 """
 
 from __future__ import annotations

@@ -27,7 +27,6 @@ from ragmem import judges
 from ragmem.version import __version__
 from ragmem.metrics import catalogue
 from ragmem.metrics.names import PAIRWISE
-from ragmem.runtime.parallel import mapper_for
 from ragmem.prompts.templates import PROMPT_VERSION
 from ragmem.tracking import files, traces
 from ragmem.tracking.lifecycle import log_results, store_errors_muted, tracked_run, TrackedRun
@@ -115,7 +114,7 @@ def _missing(value: Any) -> bool:
 def record_run(run: TrackedRun, resolved_config: dict[str, Any], params: dict[str, str],
                metrics: dict[str, float | None], counts: dict[str, int], table: pd.DataFrame,
                summary: dict[str, Any], examples=(), outputs=(), max_traces: int = 0,
-               extra_files: tuple[Path, ...] = (), workers: int | str = 1, report: str | None = None,
+               extra_files: tuple[Path, ...] = (), report: str | None = None,
                copies_max_rows: int = files.COPIES_MAX_ROWS, write_back: str | None = None) -> int:
     """Log one evaluation run: the dataset as its input, agent traces with assessments, params, metrics (+ counts and ``{metric}_ci_low/high``),
     the resolved config, ``summary.json``, ``report`` as ``report.html`` (the page is made by the caller:
@@ -125,24 +124,22 @@ def record_run(run: TrackedRun, resolved_config: dict[str, Any], params: dict[st
     application traces the examples came from (``data.traces``), which get the verdicts and scores
     as assessments (:func:`write_back_assessments`). Returns the number of traces.
 
-    The plots and the table's two files are made meanwhile on the run's idle pool processes
-    (``workers``, ``orchestration.workers``: :mod:`ragmem.tracking.files`)."""
+    The plots and the table's files are made meanwhile on a thread of this process (:func:`_table_files`)."""
     if run.id is None:
         return 0
     with store_errors_muted():  # (an error of the store is raised, and reported once, by the caller)
         return _record_run(run, resolved_config, params, metrics, counts, table, summary, examples, outputs,
-                           max_traces, extra_files, workers, report, copies_max_rows, write_back)
+                           max_traces, extra_files, report, copies_max_rows, write_back)
 
 
 def _record_run(run, resolved_config, params, metrics, counts, table, summary, examples, outputs, max_traces,
-                extra_files, workers, report, copies_max_rows, write_back) -> int:
-    pool = mapper_for(workers)
+                extra_files, report, copies_max_rows, write_back) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "plots").mkdir()
         if isinstance(table, (str, Path)):  # a streamed run's examples.parquet: logged as it is
-            plots, table_files, table = _from_parquet(Path(table), metrics, tmp, pool, copies_max_rows)
+            plots, table_files, table = _from_parquet(Path(table), metrics, tmp, copies_max_rows)
         else:
-            plots, table_files = _table_files(table, metrics, tmp, pool, copies_max_rows)
+            plots, table_files = _table_files(table, metrics, tmp, copies_max_rows)
         try:
             if run.logged("input") is None:
                 log_dataset(run, params, examples)
@@ -175,24 +172,23 @@ def _record_run(run, resolved_config, params, metrics, counts, table, summary, e
                         texts={"report.html": report} if report is not None else None)
             for path in plots.result():
                 run.tracker.log_file(run.id, path, "plots")
-        except BaseException:  # the workers finish their files before the folder goes
-            for pending in (plots, *table_files):
+        except BaseException:  # the thread finishes its files before the folder goes
+            for pending in (plots, table_files):
                 with contextlib.suppress(Exception):
                     pending.result()
             raise
-        run.tracker.log_table_files(run.id, [pending.result() for pending in table_files])
+        run.tracker.log_table_files(run.id, table_files.result())
     return n_traces
 
 
-def _table_files(table: pd.DataFrame, metrics, tmp: str, pool, copies_max_rows: int) -> tuple:
-    """The plots and the table's files, begun: first the plots (matplotlib's import is the longest
-    job), then the table's copies on the pool; the Parquet file on a thread of this process
-    (sending a 100k-row table to a worker took 5 s)."""
-    plots = pool.call(files.plot_files, metrics, table["latency_s"], Path(tmp) / "plots", size=len(table))
-    table_files = [pool.call(files.table_file, table, tmp, "examples", kind, size=len(table))
-                   for kind in files.table_kinds(len(table), copies_max_rows) if kind != "parquet"]
-    writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ragmem-parquet")
-    table_files.insert(0, writer.submit(files.table_file, table, tmp, "examples", "parquet"))
+def _table_files(table: pd.DataFrame, metrics, tmp: str, copies_max_rows: int) -> tuple:
+    """The plots, then the table's files (Parquet, and the copies of :func:`ragmem.tracking.files.table_kinds`,
+    from one flattened copy), begun on a thread of this process while it logs the rest: on pool
+    processes, the table sent to each, a 10k-example ``ragmem run`` peaked at 1,031-1,034 MB of
+    PSS (two workers at 222 and 262 MB), on the thread at 713-734 MB, 0.4 s later (benchmarks/README.md)."""
+    writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ragmem-files")
+    plots = writer.submit(files.plot_files, metrics, table["latency_s"], Path(tmp) / "plots")
+    table_files = writer.submit(files.table_files, table, tmp, "examples", copies_max_rows)
     writer.shutdown(wait=False)
     return plots, table_files
 
@@ -205,17 +201,19 @@ class _Done:
         return self.value
 
 
-def _from_parquet(path: Path, metrics, tmp: str, pool, copies_max_rows: int) -> tuple:
+def _from_parquet(path: Path, metrics, tmp: str, copies_max_rows: int) -> tuple:
     """The same from a streamed run's Parquet file: its latency column for the plot, the copies
     (read back: at most ``copies_max_rows`` rows), and the rows the traces' assessments read."""
     import pyarrow.parquet as pq
 
     n_rows = pq.ParquetFile(path).metadata.num_rows
     latency = pq.read_table(path, columns=["latency_s"]).column(0).to_pandas()
-    plots = pool.call(files.plot_files, metrics, latency, Path(tmp) / "plots", size=n_rows)
+    writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ragmem-files")
+    plots = writer.submit(files.plot_files, metrics, latency, Path(tmp) / "plots")
+    writer.shutdown(wait=False)
     kinds = [kind for kind in files.table_kinds(n_rows, copies_max_rows) if kind != "parquet"]
-    copies = [_Done(files.table_file(files.read_parquet(path), tmp, "examples", kind)) for kind in kinds]
-    return plots, [_Done(str(path)), *copies], _TracedRows(path)
+    copies = [files.table_file(files.read_parquet(path), tmp, "examples", kind) for kind in kinds]
+    return plots, _Done([str(path), *copies]), _TracedRows(path)
 
 
 class _TracedRows:

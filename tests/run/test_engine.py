@@ -106,13 +106,26 @@ def test_logging_twice_writes_no_trace_or_metric_twice(store, tmp_path, monkeypa
     where = [client.get_run(result.run_id).info.experiment_id]
     traces_before = len(client.search_traces(locations=where, run_id=result.run_id))
     assert traces_before == 6
-    # a retried log step runs again on the same run (its plots and table files made on worker processes)
-    from ragmem.runtime import parallel
+    # a retried log step runs again on the same run (its plots and table files made again on its thread:
+    # no worker process is asked for, whatever the table's size; each got a copy of the table, and a
+    # 10k-example run peaked at 1 GB)
+    from ragmem.tracking import files
 
-    monkeypatch.setattr(parallel, "MIN_PARALLEL_ITEMS", 1)
+    made = []
+
+    def noted(fn):
+        def wrapped(*args, **kwargs):
+            made.append((fn.__name__, os.getpid(), threading.current_thread().name))
+            return fn(*args, **kwargs)
+        return wrapped
+
+    monkeypatch.setattr(files, "plot_files", noted(files.plot_files))
+    monkeypatch.setattr(files, "table_files", noted(files.table_files))
     cfg = RunConfig.from_dict({"tracking": store, "experiment": "idem"})
     n = tracking.record_run(run, cfg.raw, result.params, result.metrics, {"n_examples": 6}, result.table,
-                            result.summary, (), (), max_traces=200, workers=2)
+                            result.summary, (), (), max_traces=200)
+    assert sorted((name, pid, thread.split("_")[0]) for name, pid, thread in made) == [
+        ("plot_files", os.getpid(), "ragmem-files"), ("table_files", os.getpid(), "ragmem-files")]
     assert n == 6 and len(client.search_traces(locations=where, run_id=result.run_id)) == traces_before
     assert len(client.get_metric_history(result.run_id, "f1")) == 1
     assert len(client.get_metric_history(result.run_id, "avg_latency")) == 1
