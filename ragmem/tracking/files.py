@@ -42,7 +42,7 @@ def table_files(table: pd.DataFrame, folder: str | Path, name: str,
 
 
 def _flat(table: pd.DataFrame) -> pd.DataFrame:
-    flat = table.copy()
+    flat = table.copy(deep=False)  # (copy-on-write: the columns replaced below are new, the others shared)
     flat.attrs = {}  # a table read back carries its MLflow run: not a part of the file
     encoded = []
     for column in flat.columns[flat.dtypes == object]:

@@ -61,6 +61,7 @@ def test_parquet_keeps_every_value_exactly_and_reads_back_as_the_json_does(tmp_p
         pd.testing.assert_series_equal(parquet[column], from_json[column])
     assert json.loads(parquet["contexts"][0]) == [{"id": "c1", "text": "一"}]
     assert parquet["free"].tolist() == ["text", "3", "true"]  # one type per Parquet column: JSON text
+    assert table["contexts"][0] == [{"id": "c1", "text": "一"}] and table["free"][1] == 3  # the table itself as it was
 
 
 @pytest.mark.parametrize("rows", [0, 1, 5, 7, 8])
