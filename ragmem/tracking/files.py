@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import orjson
 import pandas as pd
@@ -34,11 +34,10 @@ def table_file(table: pd.DataFrame, folder: str | Path, name: str, kind: str) ->
     return _write(_flat(table), folder, name, kind)
 
 
-def table_files(table: pd.DataFrame, folder: str | Path, name: str,
-                copies_max_rows: int = COPIES_MAX_ROWS) -> list[str]:
-    """The files of :func:`table_kinds`, from one flattened copy."""
+def table_files(table: pd.DataFrame, folder: str | Path, name: str, kinds: Sequence[str] | None = None) -> list[str]:
+    """The table's files of ``kinds`` (default: :func:`table_kinds` of its rows), from one flattened copy."""
     flat = _flat(table)
-    return [_write(flat, folder, name, kind) for kind in table_kinds(len(flat), copies_max_rows)]
+    return [_write(flat, folder, name, kind) for kind in (table_kinds(len(flat)) if kinds is None else kinds)]
 
 
 def _flat(table: pd.DataFrame) -> pd.DataFrame:

@@ -184,11 +184,13 @@ def _record_run(run, resolved_config, params, metrics, counts, table, summary, e
 def _table_files(table: pd.DataFrame, metrics, tmp: str, copies_max_rows: int) -> tuple:
     """The plots, then the table's files (Parquet, and the copies of :func:`ragmem.tracking.files.table_kinds`,
     from one flattened copy), begun on a thread of this process while it logs the rest: on pool
-    processes, the table sent to each, a 10k-example ``ragmem run`` peaked at 1,031-1,034 MB of
-    PSS (two workers at 222 and 262 MB), on the thread at 713-734 MB, 0.4 s later (benchmarks/README.md)."""
+    processes, the table sent to each, a 10k-example ``ragmem run`` peaked at 1,022-1,046 MB of
+    PSS (two workers at 222 and 262-344 MB); on the thread, 686-714 MB and no slower
+    (``benchmarks/bench_tracked_memory.py``, benchmarks/README.md)."""
     writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ragmem-files")
     plots = writer.submit(files.plot_files, metrics, table["latency_s"], Path(tmp) / "plots")
-    table_files = writer.submit(files.table_files, table, tmp, "examples", copies_max_rows)
+    kinds = files.table_kinds(len(table), copies_max_rows)
+    table_files = writer.submit(files.table_files, table, tmp, "examples", kinds)
     writer.shutdown(wait=False)
     return plots, table_files
 
@@ -212,7 +214,7 @@ def _from_parquet(path: Path, metrics, tmp: str, copies_max_rows: int) -> tuple:
     plots = writer.submit(files.plot_files, metrics, latency, Path(tmp) / "plots")
     writer.shutdown(wait=False)
     kinds = [kind for kind in files.table_kinds(n_rows, copies_max_rows) if kind != "parquet"]
-    copies = [files.table_file(files.read_parquet(path), tmp, "examples", kind) for kind in kinds]
+    copies = files.table_files(files.read_parquet(path), tmp, "examples", kinds) if kinds else []  # (read once)
     return plots, _Done([str(path), *copies]), _TracedRows(path)
 
 
