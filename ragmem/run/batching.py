@@ -42,7 +42,7 @@ from ragmem.run.deciding import Decider
 from ragmem.stats import clusters
 from ragmem.stats.run_statistics import RunStatistics
 from ragmem.tracking import files
-from ragmem.tracking.store import traced_calls
+from ragmem.tracking.agent_traces import traced_calls
 
 log = logging.getLogger("ragmem")
 

@@ -25,6 +25,7 @@ from ragmem.errors import ConfigError
 from ragmem.runtime import home
 from ragmem.runtime.imports import lean_import
 from ragmem.runtime.processes import host, run_is_dead
+from ragmem.tracking import agent_traces
 from ragmem.tracking.claims import Claim, PREFIX
 from ragmem.tracking.files import table_files
 from ragmem.tracking.uri import DATABASE_SCHEMES, sqlite_file, tracking_scheme
@@ -168,14 +169,6 @@ def _git_tags(cwd: str) -> dict[str, str]:
         if value:
             tags[key] = value
     return tags
-
-
-def traced_calls(examples, outputs, limit: int) -> list[tuple[Any, Any]]:
-    """The ``(example, output)`` pairs a run traces: timed agent calls, failed ones first, then the
-    slowest, at most ``limit`` (a streamed run keeps those of its chunks so far and the next's)."""
-    timed = [(ex, out) for ex, out in zip(examples, outputs) if out.started_at_ns is not None]
-    timed.sort(key=lambda pair: (pair[1].error is None, -(pair[1].latency_s or 0.0)))
-    return timed[:limit]
 
 
 class Tracker:
@@ -338,33 +331,14 @@ class Tracker:
     def log_agent_traces(self, run_id: str, experiment: str, examples, outputs, limit: int,
                          assess: Callable[[list[str]], dict[str, list[Feedback]]] | None = None) -> int:
         """One MLflow trace per timed agent call, with a span per reported stage, so a slow or wrong
-        answer can be opened in the UI. Writing a trace to sqlite costs ~60 ms (measured), so at most
-        ``limit`` calls are traced: failed calls first, then the slowest. Each trace carries the
-        assessments ``assess(example ids)`` gives for its example (the judge's verdict, per-example scores; ~5 ms each on
-        sqlite, measured), so the Traces view shows quality next to each call. Returns how many."""
-        import mlflow
-        from mlflow.tracing.client import TracingClient
-
-        timed = traced_calls(examples, outputs, limit)
+        answer can be opened in the UI: at most ``limit`` calls, failed calls first, then the slowest,
+        each with the assessments ``assess(example ids)`` gives for its example (the judge's verdict,
+        per-example scores), written in one batch (:mod:`ragmem.tracking.agent_traces`: 10 ms a trace
+        on sqlite). Returns how many."""
+        timed = agent_traces.traced_calls(examples, outputs, limit)
         if not timed:
             return 0
-        experiment_id = self.experiment_id(experiment)
-        # MLflow exports traces to the *process-wide* tracking URI, whatever client started them
-        with process_tracking_uri(self.uri):
-            traced = [(str(ex.id), self._trace(run_id, experiment_id, ex, out)) for ex, out in timed[:limit]]
-            mlflow.flush_trace_async_logging()
-            if assess is not None:
-                assessments = assess([example_id for example_id, _ in traced])
-                from mlflow.entities import AssessmentSource
-                from mlflow.entities import Feedback as MlflowFeedback
-
-                client = TracingClient(self.uri)
-                for example_id, trace_id in traced:
-                    for f in assessments.get(example_id, ()):
-                        client.log_assessment(trace_id, MlflowFeedback(
-                            name=f.name, value=f.value, rationale=f.rationale,
-                            source=AssessmentSource(source_type=f.source_type, source_id=f.source_id)))
-        return len(timed)
+        return agent_traces.log(self.uri, run_id, self.experiment_id(experiment), timed, assess)
 
     def log_human_labels(self, run_id: str, experiment_id: str, rows: list[tuple[str, int, str, str]],
                          source_id: str) -> int:
@@ -409,26 +383,6 @@ class Tracker:
                     name="human_label", value=int(label), rationale="imported with ragmem labels import",
                     source=AssessmentSource(source_type="HUMAN", source_id=source_id)))
         return len(rows)
-
-    def _trace(self, run_id: str, experiment_id: str, ex, out) -> str:
-        start = out.started_at_ns
-        end = start + int((out.latency_s or 0.0) * 1e9)
-        root = self.client.start_trace(
-            "agent", span_type="AGENT", inputs={"query": ex.query, "session_id": ex.session_id},
-            experiment_id=experiment_id, start_time_ns=start, run_id=run_id,
-            tags={"ragmem.example_id": ex.id}, attributes={"attempts": str(out.attempts)})
-        cursor = start
-        for stage, seconds in out.timings_s.items():
-            kind = {"retrieve": "RETRIEVER", "llm": "LLM", "embed": "EMBEDDING", "rerank": "RERANKER"}.get(stage, "UNKNOWN")
-            span = self.client.start_span(stage, trace_id=root.trace_id, parent_id=root.span_id,
-                                          span_type=kind, start_time_ns=cursor)
-            cursor = min(end, cursor + int(seconds * 1e9))
-            contexts = [c.to_dict() for c in out.contexts if stage == "retrieve" and c.source == "rag"] or None
-            self.client.end_span(root.trace_id, span.span_id, outputs=contexts, end_time_ns=cursor)
-        self.client.end_trace(root.trace_id, outputs={"answer": out.answer, "n_contexts": len(out.contexts),
-                                                      "error": out.error},
-                              status="ERROR" if out.error else "OK", end_time_ns=end)
-        return root.trace_id
 
     def _terminate(self, run_id: str, status: str) -> None:
         self.client.set_terminated(run_id, status=status)
