@@ -15,7 +15,6 @@ the journal, the MLflow run (:func:`ragmem.tracking.tracked_run`) and what is lo
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import shutil
@@ -46,7 +45,7 @@ from ragmem.run.prepare import SweepPlan
 from ragmem.runtime import interrupts, progress, space
 from ragmem.schema import AgentOutput
 from ragmem.text import plural
-from ragmem.tracking import end_unfinished, files, is_transient, process_tracking_uri, tracked_run, TrackedRun, Tracker
+from ragmem.tracking import end_unfinished, files, is_transient, tracked_run, TrackedRun, Tracker
 
 log = logging.getLogger("ragmem")
 
@@ -295,13 +294,12 @@ def _run_children(steps: Steps, plan: SweepPlan, datasets: dict, child_ids: list
     """The unfinished children, ``sweep.max_parallel`` at a time: index -> ``("ok", result)`` or
     ``("failed", reason)``. Those that differ from a sibling only in judge settings run after it, on
     its agent's answers (:func:`ragmem.run.judge_sweep.answer_sources`). Interrupted, the children still
-    running end with the parent. Their traces share one setting of MLflow's process-wide URI."""
+    running end with the parent."""
     sources = judge_sweep.answer_sources(plan.points) if judge_sweep.varies_judge(plan.points) and not racer else {}
     waves = [[i for i in todo if i not in sources], [i for i in todo if i in sources]]
     names = {sweeps.Announced.key(plan.configs[i], child_ids[i]): sweeps.child_name(plan.points[i]) for i in todo}
     try:
-        with process_tracking_uri(cfg.tracking_uri) if tracker else contextlib.nullcontext(), \
-                progress.stage("sweep", len(todo), unit="configurations") as overall, progress.fold(overall), \
+        with progress.stage("sweep", len(todo), unit="configurations") as overall, progress.fold(overall), \
                 racing.spending(racer):  # (a race: every judge request counted, none past sweep.budget)
             announced = sweeps.Announced(_evaluate_child, overall, names, plan.spec.metric, log.info)
             ran: dict[int, Any] = {}

@@ -31,7 +31,6 @@ per-example score (``latency_p95``) is checked when the trial ends, not while it
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import logging
@@ -53,7 +52,7 @@ from ragmem.run.racing import in_order, Lane
 from ragmem.runtime import interrupts, progress
 from ragmem.runtime.home import ragmem_home
 from ragmem.stats.sequential import differences, Evidence
-from ragmem.tracking import end_unfinished, process_tracking_uri, tracked_run
+from ragmem.tracking import end_unfinished, tracked_run
 
 log = logging.getLogger("ragmem")
 
@@ -263,8 +262,7 @@ class _Trials:
     def run(self) -> None:
         target = int(self.spec.trials)
         done = sum(_counted(t) for t in self.study.get_trials(deepcopy=False))
-        with process_tracking_uri(self.cfg.tracking_uri) if self.tracker else contextlib.nullcontext(), \
-                progress.stage("sweep", target, unit="trials") as stage, progress.fold(stage):
+        with progress.stage("sweep", target, unit="trials") as stage, progress.fold(stage):
             stage.advance(done)
             while done < target:
                 trial = None

@@ -12,16 +12,16 @@ children, and bench-memory parents and methods all go through it. The one other 
 children created up front that never reached their own block (their task died, or the sweep was
 interrupted), is :func:`end_unfinished`, with the same helper. No other module sets a status.
 
-Importing this module changes nothing in the process: no environment variable, no logger level,
-no global tracking URI (MLflow's trace exporter reads the process-wide URI, so it is set only while
-traces are written, and put back as it was, ``MLFLOW_TRACKING_URI`` included).
+Importing or using this module changes nothing in the process: no environment variable, no logger
+level, no global tracking URI (every call goes through a client of the run's store, traces included:
+:mod:`ragmem.tracking.agent_traces`).
 """
 
 from __future__ import annotations
 
 from ragmem.tracking.lifecycle import end_unfinished, log_results, tracked_run, TrackedRun
 from ragmem.tracking.record import record_labels, record_pairwise, record_run, record_testset
-from ragmem.tracking.store import is_transient, prepare_local_store, process_tracking_uri, Tracker
+from ragmem.tracking.store import is_transient, prepare_local_store, Tracker
 
 __all__ = ["Tracker", "TrackedRun", "end_unfinished", "is_transient", "log_results", "prepare_local_store",
-           "process_tracking_uri", "record_labels", "record_pairwise", "record_run", "record_testset", "tracked_run"]
+           "record_labels", "record_pairwise", "record_run", "record_testset", "tracked_run"]

@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import time
 from typing import Any, Callable
 
 #: the span type of each stage an agent reports (MLflow's ``SpanType``); any other stage: ``UNKNOWN``
@@ -97,6 +98,18 @@ def agent_trace(experiment_id: str, ex, out) -> tuple[_Trace, dict[str, str], di
                    attributes={SpanAttributeKey.OUTPUTS: _dumps(contexts)} if contexts else None)
         cursor = stop
     return trace, request, response
+
+
+def plain_trace(experiment_id: str, request: dict[str, Any], response: dict[str, Any]) -> _Trace:
+    """A trace of one span (type ``UNKNOWN``) made now, ``request`` in and ``response`` out: an
+    example that has no trace of its own yet (a human label imported for a replayed run's example)."""
+    from mlflow.tracing.constant import SpanAttributeKey
+
+    now = time.time_ns()
+    trace = _Trace(experiment_id)
+    trace.span("labelled example", "UNKNOWN", now, now, attributes={
+        SpanAttributeKey.INPUTS: _dumps(request), SpanAttributeKey.OUTPUTS: _dumps(response)})
+    return trace
 
 
 def write(uri: str, run_id: str, experiment_id: str, built: list[tuple[str, _Trace, dict, dict, str, list]]) -> list[str]:

@@ -1,9 +1,9 @@
-"""The MLflow store: :class:`Tracker` (every MLflow client call, by explicit run id), and the
-process-wide tracking URI that MLflow's trace exporter reads (:func:`process_tracking_uri`)."""
+"""The MLflow store: :class:`Tracker`, every MLflow client call by explicit run id (MLflow's
+process-wide tracking URI is never set: the agent traces are written through a client of the
+store's own, :mod:`ragmem.tracking.agent_traces`)."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import math
@@ -17,7 +17,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import pandas as pd
 
@@ -79,51 +79,6 @@ def is_transient(exc: BaseException) -> bool:
         return status == 429 or status >= 500 and ("locked" in str(exc) or "Connection" in str(exc)
                                                    or "temporarily" in str(exc).lower())
     return False
-
-
-_URI_STATE: dict[str, Any] = {"uri": None, "users": 0, "previous": None, "env": None, "async": None}
-_ASYNC = "MLFLOW_ENABLE_ASYNC_TRACE_LOGGING"
-_URI_CHANGED = threading.Condition()
-
-
-@contextlib.contextmanager
-def process_tracking_uri(uri: str) -> Iterator[None]:
-    """MLflow's process-wide tracking URI set to ``uri`` for the block, then put back as it was
-    (``MLFLOW_TRACKING_URI`` included). MLflow's trace exporter reads only that URI.
-
-    Blocks with the same URI share one setting (a sweep sets it once for all its children: each
-    change resets MLflow's tracer, ~0.5 s); a block with another URI waits until the first ends.
-
-    Inside the block traces are exported as they end, not by MLflow's background queue (unless
-    ``MLFLOW_ENABLE_ASYNC_TRACE_LOGGING`` is set): ragmem flushes right after writing its traces, and
-    the queue's consumer polls every second, so each flush waited up to a second, twice per run
-    (2.2 of a 6-example run's 2.7 s), and a database store writes one trace at a time anyway."""
-    import mlflow
-    from mlflow.tracking._tracking_service import utils as tracking_utils
-
-    with _URI_CHANGED:
-        while _URI_STATE["users"] and _URI_STATE["uri"] != uri:
-            _URI_CHANGED.wait()
-        if not _URI_STATE["users"]:
-            _URI_STATE.update(uri=uri, previous=tracking_utils._tracking_uri,  # None: never set
-                              env=os.environ.get("MLFLOW_TRACKING_URI"), **{"async": os.environ.get(_ASYNC)})
-            os.environ.setdefault(_ASYNC, "false")  # read when the tracer is made anew, for this URI
-            mlflow.set_tracking_uri(uri)
-        _URI_STATE["users"] += 1
-    try:
-        yield
-    finally:
-        with _URI_CHANGED:
-            _URI_STATE["users"] -= 1
-            if not _URI_STATE["users"]:
-                if _URI_STATE["async"] is None:
-                    os.environ.pop(_ASYNC, None)
-                mlflow.set_tracking_uri(_URI_STATE["previous"])
-                if _URI_STATE["env"] is None:
-                    os.environ.pop("MLFLOW_TRACKING_URI", None)
-                else:
-                    os.environ["MLFLOW_TRACKING_URI"] = _URI_STATE["env"]
-                _URI_CHANGED.notify_all()
 
 
 @dataclass(frozen=True)
@@ -346,42 +301,44 @@ class Tracker:
         HUMAN on the example's trace in run ``run_id``: its agent trace when the run traced the call,
         else a trace of its own (the query in, the answer out) made for it; a label the trace already
         carries is not added again. Returns how many."""
-        import mlflow
         from mlflow.entities import AssessmentSource
         from mlflow.entities import Feedback as MlflowFeedback
         from mlflow.tracing.client import TracingClient
 
-        with process_tracking_uri(self.uri):
-            traced: dict[str, str] = {}
-            held: dict[str, set] = {}  # human labels the traces already carry: an import run twice adds none
-            token = None
-            while True:
-                page = self.client.search_traces(locations=[experiment_id], run_id=run_id, max_results=500,
-                                                 page_token=token, include_spans=False)
-                for trace in page:
-                    example = trace.info.tags.get("ragmem.example_id")
-                    if example is not None:
-                        traced.setdefault(example, trace.info.trace_id)
-                        held.setdefault(example, set()).update(
-                            a.value for a in trace.info.assessments or () if a.name == "human_label")
-                token = page.token
-                if not token:
-                    break
-            for example, _, query, answer in rows:
-                if example not in traced:
-                    root = self.client.start_trace("labelled example", span_type="UNKNOWN", inputs={"query": query},
-                                                   experiment_id=experiment_id, run_id=run_id,
-                                                   tags={"ragmem.example_id": example})
-                    self.client.end_trace(root.trace_id, outputs={"answer": answer})
-                    traced[example] = root.trace_id
-            mlflow.flush_trace_async_logging()
-            client = TracingClient(self.uri)
-            for example, label, _, _ in rows:
-                if int(label) in held.get(example, ()):
-                    continue
-                client.log_assessment(traced[example], MlflowFeedback(
-                    name="human_label", value=int(label), rationale="imported with ragmem labels import",
-                    source=AssessmentSource(source_type="HUMAN", source_id=source_id)))
+        traced: dict[str, str] = {}
+        held: dict[str, set] = {}  # human labels the traces already carry: an import run twice adds none
+        token = None
+        while True:
+            page = self.client.search_traces(locations=[experiment_id], run_id=run_id, max_results=500,
+                                             page_token=token, include_spans=False)
+            for trace in page:
+                example = trace.info.tags.get("ragmem.example_id")
+                if example is not None:
+                    traced.setdefault(example, trace.info.trace_id)
+                    held.setdefault(example, set()).update(
+                        a.value for a in trace.info.assessments or () if a.name == "human_label")
+            token = page.token
+            if not token:
+                break
+        rationale = "imported with ragmem labels import"
+        new, seen = [], set()
+        for example, _, query, answer in rows:
+            if example not in traced and example not in seen:  # a trace made for it, its label on it
+                seen.add(example)
+                request, response = {"query": query}, {"answer": answer}
+                labels = [Feedback("human_label", int(lab), rationale, "HUMAN", source_id)
+                          for e, lab, _, _ in rows if e == example]
+                new.append((example, agent_traces.plain_trace(experiment_id, request, response), request, response,
+                            "labelled example", labels))
+        if new:
+            agent_traces.write(self.uri, run_id, experiment_id, new)
+        client = TracingClient(self.uri)
+        for example, label, _, _ in rows:
+            if example in seen or int(label) in held.get(example, ()):
+                continue
+            client.log_assessment(traced[example], MlflowFeedback(
+                name="human_label", value=int(label), rationale=rationale,
+                source=AssessmentSource(source_type="HUMAN", source_id=source_id)))
         return len(rows)
 
     def _terminate(self, run_id: str, status: str) -> None:

@@ -4,6 +4,7 @@ ragmem used before, kept here), with their assessments, and found by the run."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from types import SimpleNamespace
 
@@ -11,7 +12,7 @@ import pytest
 from mlflow import MlflowClient
 
 from ragmem.tracking import agent_traces
-from ragmem.tracking.store import Feedback, process_tracking_uri, Tracker
+from ragmem.tracking.store import Feedback, Tracker
 
 T0 = 1_796_000_000_000_000_000
 
@@ -36,6 +37,21 @@ FEEDBACK = {"e1": [Feedback("verdict", 1, "covers the reference", "LLM_JUDGE", "
             "e2": [Feedback("verdict", 0, "no answer", "LLM_JUDGE", "judge-model")], "e3": []}
 
 
+@contextlib.contextmanager
+def _exported_to(uri: str):
+    """MLflow's tracer exports to the process-wide tracking URI only: set for the block, synchronously
+    (no background queue), then put back as it was."""
+    import mlflow
+    from mlflow.tracking._tracking_service import utils as tracking_utils
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
+        patch.setenv("MLFLOW_TRACKING_URI", uri)
+        patch.setattr(tracking_utils, "_tracking_uri", tracking_utils._tracking_uri)
+        mlflow.set_tracking_uri(uri)
+        yield
+
+
 def through_mlflows_tracing_api(tracker: Tracker, run_id: str, experiment_id: str, calls=CALLS, feedback=FEEDBACK) -> None:
     """What ragmem did before: MLflow's tracing API, a transaction per span, trace and assessment
     (``benchmarks/bench_agent_traces.py --api`` times it)."""
@@ -45,7 +61,7 @@ def through_mlflows_tracing_api(tracker: Tracker, run_id: str, experiment_id: st
     from mlflow.tracing.client import TracingClient
 
     client = tracker.client
-    with process_tracking_uri(tracker.uri):
+    with _exported_to(tracker.uri):
         traced = []
         for ex, out in agent_traces.traced_calls([ex for ex, _ in calls], [out for _, out in calls], len(calls)):
             end = out.started_at_ns + int(out.latency_s * 1e9)
@@ -162,3 +178,38 @@ def test_an_error_of_the_store_is_raised_not_swallowed(tmp_path, monkeypatch):
     monkeypatch.setattr(TracingClient, "log_spans", refuse)
     with pytest.raises(RuntimeError, match="database is locked"):
         agent_traces.log(tracker.uri, run_id, experiment_id, CALLS[:1])
+
+
+def test_a_human_label_for_an_example_without_a_trace_gets_the_trace_mlflows_api_made_for_it(tmp_path):
+    """``ragmem labels import`` on a replayed run: a trace made for the example, its label on it, as
+    MLflow's tracing API made it before (times aside: each is made when the label is imported)."""
+    from mlflow.entities import AssessmentSource
+    from mlflow.entities import Feedback as MlflowFeedback
+    from mlflow.tracing.client import TracingClient
+
+    both = {}
+    for way in ("api", "batch"):
+        tracker = Tracker(f"sqlite:///{tmp_path / way / 'mlflow.db'}", artifact_root=str(tmp_path / way / "artifacts"))
+        experiment_id = tracker.experiment_id("labels")
+        run_id = tracker.client.create_run(experiment_id).info.run_id
+        if way == "api":
+            with _exported_to(tracker.uri):
+                root = tracker.client.start_trace("labelled example", span_type="UNKNOWN", inputs={"query": "问题?"},
+                                                  experiment_id=experiment_id, run_id=run_id,
+                                                  tags={"ragmem.example_id": "e9"})
+                tracker.client.end_trace(root.trace_id, outputs={"answer": "答案"})
+            TracingClient(tracker.uri).log_assessment(root.trace_id, MlflowFeedback(
+                name="human_label", value=1, rationale="imported with ragmem labels import",
+                source=AssessmentSource(source_type="HUMAN", source_id="ragmem labels import sheet.csv")))
+        else:
+            rows = [("e9", 1, "问题?", "答案")]
+            assert tracker.log_human_labels(run_id, experiment_id, rows, "ragmem labels import sheet.csv") == 1
+            assert tracker.log_human_labels(run_id, experiment_id, rows, "ragmem labels import sheet.csv") == 1
+        [read] = _read_back(tracker.client, experiment_id, run_id).values()
+        for key in ("request_time", "execution_duration_ms"):
+            read["info"].pop(key, None)
+        for span in read["data"]["spans"]:
+            assert span.pop("end_time_unix_nano") >= span.pop("start_time_unix_nano")
+        both[way] = read
+    assert both["batch"] == both["api"]
+    assert [a["assessment_name"] for a in both["batch"]["info"]["assessments"]] == ["human_label"]  # once, imported twice
