@@ -144,3 +144,17 @@ class StopsAfter:
 def always_fails(query):
     """Every call raises: a run with nothing answered."""
     raise RuntimeError("backend unavailable")
+
+
+def half_pairs(query):
+    """Replies a file cannot hold: a lone surrogate (half of a UTF-16 pair, as a JSON ``\\udXXX``
+    escape decodes) in the answer, a context or a stage's name, or in the message it raises."""
+    if "raise" in query:
+        raise RuntimeError("upstream said \udc9f")
+    if "context" in query:
+        return {"answer": "fine", "contexts": [{"text": "half \ud83d of an emoji", "id": "c1"}]}
+    if "stage" in query:
+        return {"answer": "fine", "timings": {"retri\udfffeve": 0.1}}
+    if "ok" in query:
+        return {"answer": "fine 检索", "contexts": [{"text": "whole 😀", "id": "c1"}]}
+    return "the answer \ud800"

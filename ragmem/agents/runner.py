@@ -11,6 +11,7 @@ from typing import Any, Callable, Sequence
 
 from ragmem.clients import calls
 from ragmem.clients.endpoints import EndpointDown
+from ragmem.data.fields import text_problem
 from ragmem.errors import failure_message
 from ragmem.runtime import contained, interrupts, space
 from ragmem.schema import AgentOutput, Context, Example
@@ -18,6 +19,15 @@ from ragmem.schema import AgentOutput, Context, Example
 
 class ReplyError(ValueError):
     """The agent returned something that is not an answer."""
+
+
+def _text(where: str, value: str) -> str:
+    """``value``, or the reply refused when no file could hold it (a lone surrogate: UTF-8 has none;
+    an HTTP agent's JSON may carry one as a ``\\u`` escape of half a pair)."""
+    problem = text_problem(value)
+    if problem is not None:
+        raise ReplyError(f"{where}: {problem}")
+    return value
 
 
 def _contexts(value: Any) -> list[Context]:
@@ -28,15 +38,19 @@ def _contexts(value: Any) -> list[Context]:
     out = []
     for i, item in enumerate(value):
         if isinstance(item, Context):
-            out.append(item)
+            context = item
         elif isinstance(item, str):
-            out.append(Context(text=item))
+            context = Context(text=item)
         elif isinstance(item, dict) and isinstance(item.get("text"), str):
             score = item.get("score")
-            out.append(Context(text=item["text"], id=None if item.get("id") is None else str(item["id"]),
-                               source=item.get("source"), score=None if score is None else float(score)))
+            context = Context(text=item["text"], id=None if item.get("id") is None else str(item["id"]),
+                              source=item.get("source"), score=None if score is None else float(score))
         else:
             raise ReplyError(f"contexts[{i}] must be a string or an object with 'text'")
+        for field in ("text", "id", "source"):
+            if isinstance(getattr(context, field), str):
+                _text(f"contexts[{i}].{field}", getattr(context, field))
+        out.append(context)
     return out
 
 
@@ -46,15 +60,18 @@ def _timings(value: Any) -> dict[str, float]:
     if not isinstance(value, dict):
         raise ReplyError(f"timings must be an object of stage -> seconds, got {type(value).__name__}")
     try:
-        return {str(k): float(v) for k, v in value.items()}
+        timings = {str(k): float(v) for k, v in value.items()}
     except (TypeError, ValueError):
         raise ReplyError("timings values must be numbers (seconds)") from None
+    for stage in timings:
+        _text(f"timings stage {stage.encode('utf-8', 'backslashreplace').decode()!r}", stage)
+    return timings
 
 
 def parse_reply(raw: Any) -> tuple[str, list[Context], dict[str, float]]:
     """Accept a string, a dict, an object with attributes or a tuple; see :mod:`ragmem.agents`."""
     if isinstance(raw, str):
-        return raw, [], {}
+        return _text("answer", raw), [], {}
     if isinstance(raw, tuple):
         if not 2 <= len(raw) <= 3:
             raise ReplyError("a tuple reply must be (answer, contexts) or (answer, contexts, timings)")
@@ -68,7 +85,7 @@ def parse_reply(raw: Any) -> tuple[str, list[Context], dict[str, float]]:
         raise ReplyError(f"expected a string, dict, tuple or object with 'answer', got {type(raw).__name__}")
     if not isinstance(answer, str):
         raise ReplyError(f"answer must be a string, got {type(answer).__name__}")
-    return answer, _contexts(contexts), _timings(timings)
+    return _text("answer", answer), _contexts(contexts), _timings(timings)
 
 
 def _timed_call(agent: Callable[[Example], Any], example: Example, starts: dict[int, float],
@@ -108,6 +125,14 @@ def _timed_call(agent: Callable[[Example], Any], example: Example, starts: dict[
         time.sleep(wait)
 
 
+class _Raised:
+    """What a worker raised outside the agent's call (keeping its output: the journal), for the run's
+    thread to raise: a worker that died with it left the run waiting for ever for its example."""
+
+    def __init__(self, exc: BaseException):
+        self.exc = exc
+
+
 class _Workers:
     """``concurrency`` daemon threads calling the agent; a call past its timeout is abandoned and a
     fresh worker takes its place.
@@ -121,7 +146,7 @@ class _Workers:
     def __init__(self, call: Callable[[int], Any], concurrency: int):
         self.call = call
         self.todo: queue.SimpleQueue[int | None] = queue.SimpleQueue()
-        self.done: queue.SimpleQueue[tuple[int, Any]] = queue.SimpleQueue()
+        self.done: queue.SimpleQueue[tuple[int, Any]] = queue.SimpleQueue()  # (index, (result, output) or _Raised)
         self.stopped = threading.Event()
         self.abandoned: set[int] = set()  # timed-out calls: their worker leaves when they return
         for _ in range(max(1, concurrency)):
@@ -135,7 +160,11 @@ class _Workers:
             index = self.todo.get()
             if index is None or self.stopped.is_set():
                 return
-            self.done.put((index, self.call(index)))
+            try:
+                self.done.put((index, self.call(index)))
+            except BaseException as exc:  # (keeping the output failed: the run must hear it, not wait for it)
+                self.done.put((index, _Raised(exc)))
+                return
             if index in self.abandoned:  # a replacement took this worker's place meanwhile
                 return
 
@@ -205,9 +234,10 @@ class _Live:
         deadline = time.monotonic() + GRACE_S
         while self.starts.keys() & self.remaining and time.monotonic() < deadline:
             try:
-                i, (_, output) = workers.done.get(timeout=0.05)
+                i, done = workers.done.get(timeout=0.05)
             except queue.Empty:
                 continue
+            output = None if isinstance(done, _Raised) else done[1]  # (a worker's own failure: the stop is raised already)
             if output is not None and i in self.remaining:
                 self.settle(i, output)
             self.starts.pop(i, None)  # returned (kept or not): no longer in flight
@@ -232,16 +262,21 @@ def run_live(agent: Callable[[Example], Any], examples: Sequence[Example], concu
     live = _Live(agent, examples, retries, backoff_s, on_output)
     workers = _Workers(live.call, concurrency)
     n_workers = max(1, concurrency)
-    for i in range(len(examples)):
-        workers.todo.put(i)
+    for index in range(len(examples)):
+        workers.todo.put(index)
     try:
         while live.remaining:
             interrupts.check()  # a sweep interrupted on the main thread stops its children here
             space.check()  # the disk filled: wound down below like an interrupt (what is in flight kept)
+            i: int | None
+            done: Any
             try:
-                i, (result, output) = workers.done.get(timeout=0.05)
+                i, done = workers.done.get(timeout=0.05)
             except queue.Empty:
-                i, output = None, None  # type: ignore[assignment]  # (nothing done this turn)
+                i, done = None, (None, None)  # (nothing done this turn)
+            if isinstance(done, _Raised):
+                raise done.exc
+            result, output = done
             n = 0
             if i is not None and output is None and isinstance(result[1], EndpointDown):  # the agent's endpoint is down
                 live.starts.pop(i, None)  # (not kept: made again on resume)
@@ -264,6 +299,9 @@ def run_live(agent: Callable[[Example], Any], examples: Sequence[Example], concu
         workers.stop(n_workers)
         live.wind_down(workers)
         raise
+    except BaseException:  # (a worker's failure to keep an output: no new call starts)
+        workers.stop(n_workers)
+        raise
     workers.stop(n_workers)
     return [o for o in live.outputs if o is not None]
 
@@ -272,6 +310,7 @@ def _to_output(agent: Any, example: Example, raw: Any, exc: BaseException | None
                attempts: int) -> AgentOutput:
     if exc is not None:  # an endpoint's failure as every client words it; an in-process agent's as it raised it
         line = calls.describe(exc) if getattr(agent, "breaker", None) is not None else failure_message(exc)
+        line = line.encode("utf-8", "backslashreplace").decode("utf-8")  # (a lone surrogate in it: shown, \\udXXX)
         return AgentOutput(example.id, None, [], seconds, {}, line, wall, attempts)
     try:
         answer, contexts, timings = parse_reply(raw)

@@ -10,6 +10,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from ragmem.data.fields import lone_surrogate
 from ragmem.metrics.estimators import majority
 from ragmem.prompts import rubrics as rubric_prompts
 from ragmem.prompts.templates import said_yes
@@ -33,23 +34,31 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def parse_json(content: str | None) -> tuple[Any, str | None]:
-    """A reply's JSON value, or ``None`` with why it is not one: empty, not valid JSON, or an object
-    with a key given twice (an invalid reply: repaired once, then a recorded failure, never a verdict).
+    """A reply's JSON value, or ``None`` with why it is not one: empty, not valid JSON, an object
+    with a key given twice, or text that is not Unicode (a lone surrogate, which no file can hold; a
+    JSON ``\\u`` escape of half a pair): an invalid reply, repaired once, then a recorded failure, never
+    a verdict.
 
     >>> parse_json('{"verdict": "no", "verdict": "yes"}')
     (None, "invalid reply: key 'verdict' given twice")
     >>> parse_json('```json {"verdict": "yes"} ```')
     ({'verdict': 'yes'}, None)
+    >>> parse_json('{"verdict": "yes", "reason": "half \\\\ud800 a pair"}')
+    (None, 'invalid reply: a lone surrogate U+D800 in it (half of a character pair: not Unicode text)')
     """
     if not content or not content.strip():
         return None, "empty reply"
     text = _FENCE.sub("", content.strip())
     try:
-        return json.loads(text, object_pairs_hook=_unique_keys), None
+        value = json.loads(text, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         return None, f"not valid JSON ({exc.msg} at char {exc.pos})"
     except _DuplicateKey as exc:
         return None, f"invalid reply: {exc}"
+    half = lone_surrogate(json.dumps(value, ensure_ascii=False))  # (the content's own, or a \\u escape's)
+    if half is not None:  # no file could hold its reason: the run's table would fail to be written
+        return None, f"invalid reply: a lone surrogate {half} in it (half of a character pair: not Unicode text)"
+    return value, None
 
 
 @dataclass

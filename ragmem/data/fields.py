@@ -18,6 +18,16 @@ def _codepoint(char: str) -> str:
     return f"U+{ord(char):04X}"
 
 
+def lone_surrogate(value: str) -> str | None:
+    """The first lone surrogate of ``value`` as ``U+XXXX``, or ``None``.
+
+    >>> lone_surrogate("ok"), lone_surrogate("half \\udc00 pair")
+    (None, 'U+DC00')
+    """
+    bad = _SURROGATE.search(value)
+    return None if bad is None else _codepoint(bad.group())
+
+
 def text_problem(value: str) -> str | None:
     """Why a text cannot be kept, or ``None``: a lone surrogate, which UTF-8 cannot write (the run
     would fail at the first file it writes). Control characters are kept in a text.

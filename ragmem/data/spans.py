@@ -33,6 +33,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from ragmem.data.fields import lone_surrogate
+
 QUERY_KEYS = ("query", "question", "input", "user_input", "prompt")
 ANSWER_KEYS = ("answer", "output", "response", "content", "text", "result")
 TEXT_KEYS = ("page_content", "content", "text", "memory", "document")
@@ -279,6 +281,34 @@ def to_record(trace: Trace, mapping: Any) -> dict[str, Any]:
         record["history"] = history
     record["trace_start_ms"] = trace.start_ms
     return record
+
+
+def holdable(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` (:func:`to_record`'s) as a file can hold it. A trace whose texts hold a lone surrogate
+    (half of a UTF-16 pair, an exporter's ``\\u`` escape gone wrong: UTF-8 has none, and the run's data
+    file could not be written) is a named failure: its texts kept with each half pair shown escaped
+    (``\\ud800``), its answer not judged.
+
+    >>> holdable({"id": "t1", "query": "q \\ud800", "answer": "a"})
+    {'id': 't1', 'query': 'q \\\\ud800', 'agent_error': 'a lone surrogate U+D800 in its spans (half of a character pair: not Unicode text)'}
+    """
+    half = lone_surrogate(json.dumps(record, ensure_ascii=False, default=str))
+    if half is None:
+        return record
+    out = _escaped(record)
+    out.pop("answer", None)
+    out.setdefault("agent_error", f"a lone surrogate {half} in its spans (half of a character pair: not Unicode text)")
+    return out
+
+
+def _escaped(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8") if lone_surrogate(value) else value
+    if isinstance(value, dict):
+        return {_escaped(k): _escaped(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_escaped(v) for v in value]
+    return value
 
 
 def _shown(inputs: Any) -> str:

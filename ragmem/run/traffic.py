@@ -93,7 +93,7 @@ def as_data(cfg: RunConfig, resume: str | None = None) -> tuple[RunConfig, str |
     def lines(stage) -> Iterator[str]:
         source.check()  # (a store that does not answer: one line)
         for trace in source.read(since, until):
-            record = conversations.history(mask_traffic(spans.to_record(trace, settings.mapping)))
+            record = conversations.history(mask_traffic(spans.holdable(spans.to_record(trace, settings.mapping))))
             counts["traces"] += 1
             counts["failed"] += "agent_error" in record
             if "session_id" in record:

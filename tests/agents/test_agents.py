@@ -73,3 +73,74 @@ def test_reply_shapes(reply, expected):
 def test_agent_spec_errors(settings, error, message):
     with pytest.raises(error, match=message):
         build_agent({"agent": settings})
+
+
+@pytest.mark.parametrize("reply, message", [
+    ("half \ud800", r"answer: a lone surrogate U\+D800 at character 6"),
+    ({"answer": "a \udfff"}, r"answer: a lone surrogate U\+DFFF at character 3"),
+    (("a", ["ok", "bad \udc00"]), r"contexts\[1\]\.text: a lone surrogate U\+DC00"),
+    ({"answer": "a", "contexts": [{"text": "t", "id": "c\ud801"}]}, r"contexts\[0\]\.id: a lone surrogate U\+D801"),
+    ({"answer": "a", "contexts": [{"text": "t", "source": "\udbff"}]}, r"contexts\[0\]\.source: a lone surrogate"),
+    ({"answer": "a", "timings": {"ll\udc80m": 1}}, r"timings stage 'll\\\\udc80m': a lone surrogate U\+DC80"),
+])
+def test_a_reply_no_file_can_hold_is_malformed_naming_its_field(reply, message):
+    with pytest.raises(ValueError, match=message):
+        parse_reply(reply)
+
+
+def test_lone_surrogates_in_replies_and_failures_are_each_that_examples_error_and_the_run_goes_on(tmp_path):
+    """Before: the journal could not write such an answer, the worker thread died with it, and the run
+    waited for ever for that example."""
+    import json
+
+    agent = build_agent({"agent": {"type": "python", "target": "tests.sample_agents:half_pairs"}})
+    journal = tmp_path / "outputs.jsonl"
+
+    def keep(output):  # as the run's journal keeps each output: UTF-8, one line each
+        with open(journal, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps({"id": output.example_id, "answer": output.answer, "error": output.error},
+                                    ensure_ascii=False) + "\n")
+
+    queries = ["answer", "context", "stage", "raise", "ok"]
+    outs = _within(120, lambda: run_live(agent, [ex(i, q) for i, q in enumerate(queries)], concurrency=2, on_output=keep))
+    assert [o.example_id for o in outs] == ["0", "1", "2", "3", "4"]
+    assert outs[0].error.startswith("malformed reply: answer: a lone surrogate U+D800")
+    assert outs[1].error.startswith("malformed reply: contexts[0].text: a lone surrogate U+D83D")
+    assert outs[2].error.startswith("malformed reply: timings stage")
+    assert outs[3].error == "RuntimeError: upstream said \\udc9f"  # shown, never a character no file holds
+    assert outs[4].answer == "fine 检索" and outs[4].contexts[0].text == "whole 😀" and outs[4].error is None
+    assert len(journal.read_text(encoding="utf-8").splitlines()) == 5
+
+
+def test_an_output_that_cannot_be_kept_stops_the_run_with_its_error_instead_of_waiting_for_ever():
+    agent = build_agent({"agent": {"type": "python", "target": "tests.sample_agents:echo"}})
+    kept = []
+
+    def keep(output):
+        if output.example_id == "3":
+            raise OSError(28, "No space left on device")
+        kept.append(output.example_id)
+
+    raised = _within(120, lambda: run_live(agent, [ex(i, f"q{i}") for i in range(8)], concurrency=2, on_output=keep))
+    assert isinstance(raised, OSError) and "No space left on device" in str(raised)
+    assert "3" not in kept
+
+
+def _within(seconds: float, call):
+    """``call()``'s result (or what it raised), failing the test when it has not returned within
+    ``seconds`` (generous: these return at once; a run waiting for ever would hang the suite)."""
+    import threading
+
+    box = []
+
+    def run():
+        try:
+            box.append(call())
+        except Exception as exc:
+            box.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout=seconds)
+    assert not thread.is_alive(), f"still waiting after {seconds} s: an output its worker could not keep"
+    return box[0]

@@ -264,3 +264,24 @@ def test_a_malformed_otlp_stream_is_one_line_naming_the_file_and_where(tmp_path,
         list(otlp.read(path))
     assert str(caught.value).startswith(f"{path}: ") and said in str(caught.value), str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+def test_an_otlp_file_whose_texts_escape_half_a_character_pair_is_read_and_those_traces_are_named_failures(
+        tmp_path, monkeypatch):
+    """An exporter's ``\\ud800`` (half of a UTF-16 pair: no UTF-8 for it) in a span's input or output:
+    the run died writing the window's data file (UnicodeEncodeError). Each such trace is now a named
+    failure, its texts shown with the half pair escaped; the others are read as they were."""
+    import ragmem
+
+    monkeypatch.setenv("RAGMEM_HOME", str(tmp_path / "home"))
+    path = traffic.write_otlp(tmp_path / "spans.json", traffic.plan(6, raised=0))
+    text = path.read_text()
+    assert text.count("(question #0)") >= 2
+    path.write_text(text.replace("(question #0)", "(question #0 \\ud800)"))  # the first trace's question, in each span
+    result = ragmem.evaluate(config={"metrics": ["pass_rate"], "stats": {"resamples": 50},
+                                     "data": {"traces": {"files": [str(path)]}}}, track=False)
+    failed = result.table[result.table["error"].notna()]
+    assert len(result.table) == 6 and len(failed) == 1
+    assert failed["error"].iloc[0] == "a lone surrogate U+D800 in its spans (half of a character pair: not Unicode text)"
+    assert "\\ud800" in json.dumps(failed.to_dict("records"), ensure_ascii=False)  # shown, escaped
+    assert result.summary["counts"]["n_agent_errors"] == 1

@@ -371,3 +371,22 @@ def test_a_verdict_given_twice_is_an_invalid_reply_and_a_run_of_only_failed_verd
     assert set(result.table["judge_error"]) == {"invalid reply after one repair: invalid reply: key 'verdict' given twice"}
     assert nothing_measured(result.summary) == "every judge verdict failed (4 of 4 answered examples): nothing was judged"
     assert nothing_measured({**result.summary, "counts": {**result.summary["counts"], "n_judge_errors": 3}}) is None
+
+
+def test_a_reply_holding_half_a_character_pair_is_an_invalid_reply_and_the_tracked_run_is_written(tmp_path, shared_store):
+    """A judge whose JSON escapes half of a UTF-16 pair (``\\ud800``): its reason could be written to
+    no file, and the tracked run died writing its table after the judge was paid (UnicodeEncodeError).
+    Now an invalid reply, repaired once, then each example's recorded failure; the run is logged."""
+    from mlflow import MlflowClient
+
+    def chat(request):
+        return '{"verdict": "yes", "reason": "half \\ud800 of a pair"}'
+
+    with Stub(chat=chat) as stub:
+        result = ragmem.evaluate(_dataset(tmp_path, n=4), judge=judge_settings(stub, tmp_path), metrics=["pass_rate"],
+                                 experiment="half-pairs", tracking=shared_store)
+    assert result.summary["counts"]["n_judge_errors"] == 4 and result.metrics["pass_rate"] is None
+    assert set(result.table["judge_error"]) == {"invalid reply after one repair: invalid reply: a lone surrogate U+D800 "
+                                                "in it (half of a character pair: not Unicode text)"}
+    run = MlflowClient(shared_store["uri"]).get_run(result.run_id)
+    assert run.info.status == "FINISHED" and run.data.metrics["count/n_judge_errors"] == 4
