@@ -45,8 +45,13 @@ def format_location(file: str, record: int | None = None, field: str | None = No
 
 
 def failure_message(exc: BaseException) -> str:
-    """``Type: first line of the message`` (or ``Type``): how a failure is recorded per item or run."""
-    text = str(exc).strip()
+    """``Type: first line of the message`` (or ``Type``): how a failure is recorded per item or run;
+    half of a character pair in it (a lone surrogate, which no file can hold) shown escaped.
+
+    >>> failure_message(ValueError("upstream said \\ud800\\nmore"))
+    'ValueError: upstream said \\\\ud800'
+    """
+    text = str(exc).strip().encode("utf-8", "backslashreplace").decode("utf-8")
     return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
 
 

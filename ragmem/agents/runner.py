@@ -310,7 +310,7 @@ def _to_output(agent: Any, example: Example, raw: Any, exc: BaseException | None
                attempts: int) -> AgentOutput:
     if exc is not None:  # an endpoint's failure as every client words it; an in-process agent's as it raised it
         line = calls.describe(exc) if getattr(agent, "breaker", None) is not None else failure_message(exc)
-        line = line.encode("utf-8", "backslashreplace").decode("utf-8")  # (a lone surrogate in it: shown, \\udXXX)
+        line = line.encode("utf-8", "backslashreplace").decode("utf-8")  # (a lone surrogate in a reply quoted: \\udXXX)
         return AgentOutput(example.id, None, [], seconds, {}, line, wall, attempts)
     try:
         answer, contexts, timings = parse_reply(raw)

@@ -24,6 +24,7 @@ The memory layers are in :mod:`ragmem.memory.layers`.
 from __future__ import annotations
 
 import collections
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -31,6 +32,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ragmem.config.sweep_settings import MethodSpec
+from ragmem.data.fields import lone_surrogate
 from ragmem.errors import failure_message
 from ragmem.judges import JudgeItem, judging
 from ragmem.memory import beam, lifecycle
@@ -246,6 +248,10 @@ def run_conversation(layer, conversation: Conversation, qas: Sequence[QA], top_k
         try:
             memories = list(layer.search(qa.question, user, top_k))
             search_s = time.perf_counter() - start
+            half = lone_surrogate(json.dumps(memories, ensure_ascii=False, default=str))
+            if half is not None:  # (its answer and the run's files could not be written)
+                raise ValueError(f"the layer's search reply holds a lone surrogate {half} (half of a character "
+                                 f"pair: not Unicode text)")
             asked = f"(Today is {qa.date}.) {qa.question}" if qa.date else qa.question
             answer = generate(asked, [str(m.get("text", "")) for m in memories])
             answered.append(Answered(conversation.id, qa, answer, memories, search_s, time.perf_counter() - start,

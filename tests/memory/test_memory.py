@@ -212,6 +212,29 @@ def test_failing_memory_layer_is_recorded_per_question(tmp_path):
     assert answered[1].error == "TimeoutError: memory service timed out" and answered[0].error is None
 
 
+def test_a_memory_reply_holding_half_a_character_pair_is_that_questions_named_failure(tmp_path):
+    """A layer whose recall holds a lone surrogate (an HTTP layer's JSON ``\\udXXX`` escape of half a
+    pair): no answer or file could hold it, so the question's search is its recorded failure; a
+    layer's error message holding one is shown escaped."""
+    from ragmem.memory.benchmark import run_conversation
+    from ragmem.memory.locomo import load_locomo
+
+    class HalfPairs(KeywordMemory):
+        def search(self, query, user_id, top_k):
+            if "Bob" in query:
+                raise RuntimeError("upstream said \udc9f")
+            return [{**m, "text": m["text"] + " \ud83d"} for m in super().search(query, user_id, top_k)]
+
+    path = tmp_path / "c1.json"
+    path.write_text(json.dumps(_conversation()))
+    conversation = load_locomo(path)[0]
+    answered, _ = run_conversation(HalfPairs(), conversation, questions(conversation), 3, lambda q, c: c[0] if c else "")
+    assert answered[0].error == ("ValueError: the layer's search reply holds a lone surrogate U+D83D (half of a "
+                                 "character pair: not Unicode text)") and answered[0].answer is None
+    assert answered[1].error == "RuntimeError: upstream said \\udc9f"
+    json.dumps([a.error for a in answered], ensure_ascii=False).encode("utf-8")  # every one can be written
+
+
 def test_a_failing_add_or_reset_is_recorded_and_the_questions_answered_from_what_was_ingested(tmp_path):
     from ragmem.memory.locomo import load_locomo
     from ragmem.memory.benchmark import run_conversation
