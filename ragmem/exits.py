@@ -101,6 +101,9 @@ def prepare_environment(argv: list[str] | None = None) -> None:
         os.environ["RAGMEM_SOURCE_NAME"] = " ".join(["ragmem", words[0], *words[1:]])
     # a download progress bar per artifact is noise in a terminal table
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    # MLflow's usage telemetry (events sent to MLflow's servers) off, as Prefect's is for the server
+    # ragmem starts (ragmem.orchestration.server.QUIET_ENV); MLFLOW_DISABLE_TELEMETRY=false turns it on
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     # an MLflow tracking server that stops answering: MLflow retries a request 7 times over ~4
     # minutes by default; ragmem bounds that to about half a minute per request
     for key, value in (("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "3"), ("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1"),

@@ -277,3 +277,21 @@ def test_compare_after_a_sweep_reads_well_at_any_width(tmp_path, ragmem_main, mo
             assert "hit@10" not in header and "left out to fit 80 characters" in shown.stdout
     other = ragmem_main(["compare", "--sweep", children[0][:8]], env=env, cwd=tmp_path)
     assert other.returncode == 2 and "not a sweep's parent run" in other.stderr
+
+
+def test_the_command_turns_mlflows_usage_telemetry_off_unless_the_user_said_otherwise(monkeypatch):
+    """MLflow 3 sends usage events to its servers unless told not to; the command sets
+    ``MLFLOW_DISABLE_TELEMETRY=true`` (as Prefect's analytics are off for the server ragmem starts),
+    and keeps a value the user set."""
+    from mlflow.environment_variables import MLFLOW_DISABLE_TELEMETRY
+
+    from ragmem.exits import prepare_environment
+
+    for name in ("MLFLOW_DISABLE_TELEMETRY", "RAGMEM_SOURCE_NAME", "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR",
+                 "MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "MLFLOW_HTTP_REQUEST_TIMEOUT"):
+        monkeypatch.delenv(name, raising=False)  # (each put back as it was after the test)
+    prepare_environment(["run", "configs/demo.yaml"])
+    assert MLFLOW_DISABLE_TELEMETRY.get() is True
+    monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "false")
+    prepare_environment(["run", "configs/demo.yaml"])
+    assert MLFLOW_DISABLE_TELEMETRY.get() is False
