@@ -44,6 +44,16 @@ def format_location(file: str, record: int | None = None, field: str | None = No
     return ": ".join(parts) + ": "
 
 
+def escaped_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate (half of a character pair, which no file can hold) shown as
+    its escape, ``\\ud800``; any other text as it is.
+
+    >>> escaped_surrogates("half \\ud800 pair 😀")
+    'half \\\\ud800 pair 😀'
+    """
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def failure_message(exc: BaseException) -> str:
     """``Type: first line of the message`` (or ``Type``): how a failure is recorded per item or run;
     half of a character pair in it (a lone surrogate, which no file can hold) shown escaped.
@@ -51,7 +61,7 @@ def failure_message(exc: BaseException) -> str:
     >>> failure_message(ValueError("upstream said \\ud800\\nmore"))
     'ValueError: upstream said \\\\ud800'
     """
-    text = str(exc).strip().encode("utf-8", "backslashreplace").decode("utf-8")
+    text = escaped_surrogates(str(exc).strip())
     return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
 
 

@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence
 from ragmem.clients import calls
 from ragmem.clients.endpoints import EndpointDown
 from ragmem.data.fields import text_problem
-from ragmem.errors import failure_message
+from ragmem.errors import escaped_surrogates, failure_message
 from ragmem.runtime import contained, interrupts, space
 from ragmem.schema import AgentOutput, Context, Example
 
@@ -64,7 +64,7 @@ def _timings(value: Any) -> dict[str, float]:
     except (TypeError, ValueError):
         raise ReplyError("timings values must be numbers (seconds)") from None
     for stage in timings:
-        _text(f"timings stage {stage.encode('utf-8', 'backslashreplace').decode()!r}", stage)
+        _text(f"timings stage {escaped_surrogates(stage)!r}", stage)
     return timings
 
 
@@ -310,7 +310,6 @@ def _to_output(agent: Any, example: Example, raw: Any, exc: BaseException | None
                attempts: int) -> AgentOutput:
     if exc is not None:  # an endpoint's failure as every client words it; an in-process agent's as it raised it
         line = calls.describe(exc) if getattr(agent, "breaker", None) is not None else failure_message(exc)
-        line = line.encode("utf-8", "backslashreplace").decode("utf-8")  # (a lone surrogate in a reply quoted: \\udXXX)
         return AgentOutput(example.id, None, [], seconds, {}, line, wall, attempts)
     try:
         answer, contexts, timings = parse_reply(raw)

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import AbstractSet, Any, Awaitable, Callable, Coroutine, Iterator, Sequence, TypeVar
 
 from ragmem.clients.endpoints import Breaker, EndpointDown
-from ragmem.errors import failure_message
+from ragmem.errors import escaped_surrogates, failure_message
 from ragmem.runtime import interrupts
 
 T = TypeVar("T")
@@ -158,7 +158,12 @@ def _reply_message(text: str) -> str:
 
 
 def describe(exc: BaseException) -> str:
-    """The one failure line of a failed call, whatever the library underneath."""
+    """The one failure line of a failed call, whatever the library underneath (a reply's text quoted
+    in it: each lone surrogate shown escaped, as in every recorded failure)."""
+    return escaped_surrogates(_described(exc))
+
+
+def _described(exc: BaseException) -> str:
     if _is_timeout(exc):
         return "timed out"
     if isinstance(exc, NotOpenAI):

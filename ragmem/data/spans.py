@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from ragmem.data.fields import lone_surrogate
+from ragmem.errors import escaped_surrogates
 
 QUERY_KEYS = ("query", "question", "input", "user_input", "prompt")
 ANSWER_KEYS = ("answer", "output", "response", "content", "text", "result")
@@ -303,7 +304,7 @@ def holdable(record: dict[str, Any]) -> dict[str, Any]:
 
 def _escaped(value: Any) -> Any:
     if isinstance(value, str):
-        return value.encode("utf-8", "backslashreplace").decode("utf-8") if lone_surrogate(value) else value
+        return escaped_surrogates(value)
     if isinstance(value, dict):
         return {_escaped(k): _escaped(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

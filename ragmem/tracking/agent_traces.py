@@ -130,14 +130,15 @@ def write(uri: str, run_id: str, experiment_id: str, built: list[tuple[str, _Tra
     for example_id, trace, request, response, name, feedback in built:
         spans = [Span.from_dict(span) for span in trace.spans]
         root = trace.spans[0]
+        shown_request, shown_response = _dumps(request), _dumps(response)
         info = TraceInfo(
             trace_id=trace.trace_id, trace_location=TraceLocation.from_experiment_id(experiment_id),
             request_time=root["start_time_unix_nano"] // 1_000_000,
             execution_duration=(root["end_time_unix_nano"] - root["start_time_unix_nano"]) // 1_000_000,
             state=TraceState.OK if root["status"]["code"] == "STATUS_CODE_OK" else TraceState.ERROR,
-            request_preview=_dumps(request), response_preview=_dumps(response),
-            trace_metadata={**environment, TraceMetadataKey.SOURCE_RUN: run_id, TraceMetadataKey.INPUTS: _dumps(request),
-                            TraceMetadataKey.OUTPUTS: _dumps(response),
+            request_preview=shown_request, response_preview=shown_response,
+            trace_metadata={**environment, TraceMetadataKey.SOURCE_RUN: run_id, TraceMetadataKey.INPUTS: shown_request,
+                            TraceMetadataKey.OUTPUTS: shown_response,
                             TRACE_SCHEMA_VERSION_KEY: str(TRACE_SCHEMA_VERSION)},
             tags={"ragmem.example_id": example_id, TraceTagKey.TRACE_NAME: name},
             assessments=[Feedback(name=f.name, value=f.value, rationale=f.rationale, trace_id=trace.trace_id,

@@ -321,20 +321,18 @@ class Tracker:
             if not token:
                 break
         rationale = "imported with ragmem labels import"
-        new, seen = [], set()
-        for example, _, query, answer in rows:
-            if example not in traced and example not in seen:  # a trace made for it, its label on it
-                seen.add(example)
+        new: dict[str, tuple] = {}  # an example without a trace: one made for it, its labels on it
+        for example, label, query, answer in rows:
+            if example not in traced:
                 request, response = {"query": query}, {"answer": answer}
-                labels = [Feedback("human_label", int(lab), rationale, "HUMAN", source_id)
-                          for e, lab, _, _ in rows if e == example]
-                new.append((example, agent_traces.plain_trace(experiment_id, request, response), request, response,
-                            "labelled example", labels))
+                made = new.setdefault(example, (example, agent_traces.plain_trace(experiment_id, request, response),
+                                                request, response, "labelled example", []))
+                made[-1].append(Feedback("human_label", int(label), rationale, "HUMAN", source_id))
         if new:
-            agent_traces.write(self.uri, run_id, experiment_id, new)
+            agent_traces.write(self.uri, run_id, experiment_id, list(new.values()))
         client = TracingClient(self.uri)
         for example, label, _, _ in rows:
-            if example in seen or int(label) in held.get(example, ()):
+            if example in new or int(label) in held.get(example, ()):
                 continue
             client.log_assessment(traced[example], MlflowFeedback(
                 name="human_label", value=int(label), rationale=rationale,

@@ -113,12 +113,17 @@ def _read_back(client: MlflowClient, experiment_id: str, run_id: str) -> dict[st
     return out
 
 
+def _run_in_store(folder, experiment: str) -> tuple[Tracker, str, str]:
+    """A tracker on a new sqlite store in ``folder``, and an experiment and an open run in it."""
+    tracker = Tracker(f"sqlite:///{folder / 'mlflow.db'}", artifact_root=str(folder / "artifacts"))
+    experiment_id = tracker.experiment_id(experiment)
+    return tracker, experiment_id, tracker.client.create_run(experiment_id).info.run_id
+
+
 def test_a_batch_of_traces_reads_back_as_mlflows_tracing_api_writes_them(tmp_path):
     both = {}
     for way in ("api", "batch"):
-        tracker = Tracker(f"sqlite:///{tmp_path / way / 'mlflow.db'}", artifact_root=str(tmp_path / way / "artifacts"))
-        experiment_id = tracker.experiment_id("traces")
-        run_id = tracker.client.create_run(experiment_id).info.run_id
+        tracker, experiment_id, run_id = _run_in_store(tmp_path / way, "traces")
         if way == "api":
             through_mlflows_tracing_api(tracker, run_id, experiment_id)
         else:
@@ -138,9 +143,7 @@ def test_a_batch_of_traces_reads_back_as_mlflows_tracing_api_writes_them(tmp_pat
 
 
 def test_the_slowest_and_failed_calls_are_traced_first_within_the_limit(tmp_path):
-    tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", artifact_root=str(tmp_path / "artifacts"))
-    experiment_id = tracker.experiment_id("limited")
-    run_id = tracker.client.create_run(experiment_id).info.run_id
+    tracker, experiment_id, run_id = _run_in_store(tmp_path, "limited")
     untimed = (SimpleNamespace(id="e4", query="replayed", session_id=None), SimpleNamespace(started_at_ns=None))
     examples, outputs = zip(*CALLS, untimed)
     assert tracker.log_agent_traces(run_id, "limited", list(examples), list(outputs), 2) == 2
@@ -168,9 +171,7 @@ def test_a_store_that_keeps_no_spans_gets_each_traces_spans_as_its_artifact(tmp_
 def test_an_error_of_the_store_is_raised_not_swallowed(tmp_path, monkeypatch):
     from mlflow.tracing.client import TracingClient
 
-    tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", artifact_root=str(tmp_path / "artifacts"))
-    experiment_id = tracker.experiment_id("broken")
-    run_id = tracker.client.create_run(experiment_id).info.run_id
+    tracker, experiment_id, run_id = _run_in_store(tmp_path, "broken")
 
     def refuse(self, location, spans):
         raise RuntimeError("database is locked")
@@ -189,9 +190,7 @@ def test_a_human_label_for_an_example_without_a_trace_gets_the_trace_mlflows_api
 
     both = {}
     for way in ("api", "batch"):
-        tracker = Tracker(f"sqlite:///{tmp_path / way / 'mlflow.db'}", artifact_root=str(tmp_path / way / "artifacts"))
-        experiment_id = tracker.experiment_id("labels")
-        run_id = tracker.client.create_run(experiment_id).info.run_id
+        tracker, experiment_id, run_id = _run_in_store(tmp_path / way, "labels")
         if way == "api":
             with _exported_to(tracker.uri):
                 root = tracker.client.start_trace("labelled example", span_type="UNKNOWN", inputs={"query": "问题?"},
