@@ -63,6 +63,9 @@ def writing_to(uri: str):
     tests of its worker to that store)."""
     import mlflow
 
+    from ragmem.tracking.store import prepare_local_store
+
+    prepare_local_store(uri)  # (a new SQLite store copied, not migrated: the application's store is not under test)
     previous, variable = mlflow.get_tracking_uri(), os.environ.get("MLFLOW_TRACKING_URI")
     mlflow.set_tracking_uri(uri)
     try:

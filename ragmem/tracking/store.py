@@ -25,7 +25,7 @@ from ragmem.errors import ConfigError
 from ragmem.runtime import home
 from ragmem.runtime.imports import lean_import
 from ragmem.runtime.processes import host, run_is_dead
-from ragmem.tracking import agent_traces
+from ragmem.tracking import agent_traces, empty_store
 from ragmem.tracking.claims import Claim, PREFIX
 from ragmem.tracking.files import table_files
 from ragmem.tracking.uri import DATABASE_SCHEMES, sqlite_file, tracking_scheme
@@ -47,7 +47,8 @@ def prepare_local_store(uri: str) -> None:
     """Create the folder of a relative or absolute sqlite file so MLflow can open it, and a new
     store's tables under a lock beside it: eight runs started at once on a new project each created
     the schema, and four failed (``table ... already exists``). The first creates it; the others
-    wait, then find it made (MLflow keeps the store it opened for this process)."""
+    wait, then find it made (MLflow keeps the store it opened for this process). A new store is a
+    copy of an empty one MLflow migrated once (:mod:`ragmem.tracking.empty_store`), else migrated."""
     db = sqlite_file(uri)
     if db is None:
         return
@@ -59,7 +60,9 @@ def prepare_local_store(uri: str) -> None:
     with home.file_lock(db.with_name(db.name + ".lock"), what="the MLflow store"):
         marker = db.with_name(db.name + ".creating")  # (a creation that died half-way is finished by the next)
         marker.touch()
-        _get_store(uri)  # creates the tables (MLflow's migrations) once, and is cached for this process
+        if not (db.is_file() and db.stat().st_size > 0):
+            empty_store.copy_into(db)
+        _get_store(uri)  # MLflow opens it (migrating a store that is not a copy), cached for this process
         marker.unlink(missing_ok=True)
 
 
