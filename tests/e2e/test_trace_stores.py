@@ -7,6 +7,8 @@ counted; a watermark that is not a time is one line naming the tag and the run."
 from __future__ import annotations
 
 import json
+import logging
+import re
 import sqlite3
 
 import pytest
@@ -83,14 +85,33 @@ def test_a_read_only_store_is_judged_with_its_assessments_not_written_and_said(t
     assert all(not client.get_trace(i).info.assessments for i in ids)
 
 
-def test_a_trace_deleted_after_it_was_read_is_left_out_of_the_write_back(tmp_path):
+def test_a_trace_deleted_after_it_was_read_is_left_out_of_the_write_back(tmp_path, monkeypatch, caplog):
+    """... and the write-back counts its traces in its progress lines (minutes for a nightly window)."""
+    monkeypatch.setenv("RAGMEM_PROGRESS", "log")
+    monkeypatch.setenv("RAGMEM_PROGRESS_INTERVAL", "0.2")
     app = f"sqlite:///{tmp_path / 'app.db'}"
-    ids = traffic.write_mlflow(app, "app", traffic.plan(3, raised=0))
+    ids = traffic.write_mlflow(app, "app", traffic.plan(40, raised=0))
     client = MlflowClient(app)
     client.delete_traces(client.get_experiment_by_name("app").experiment_id, trace_ids=[ids[0]])
     feedback = {i: [Feedback("faithfulness", 1.0, "supported", "CODE", "ragmem")] for i in ids}
-    counts = traces.write_back(app, feedback, "run-1", {traces.SIGNATURE_KEY: "judge:keyword"})
-    assert counts == {"added": 2, "updated": 0, "gone": 1}
+    feedback[ids[1]] = []  # (nothing to write: not counted)
+    lines: list[str] = []
+
+    class Recorder(logging.Handler):
+        def emit(self, record):
+            lines.append(record.getMessage())
+
+    recorder = Recorder(level=logging.INFO)
+    logging.getLogger("ragmem").addHandler(recorder)
+    caplog.set_level(logging.INFO, logger="ragmem")
+    try:
+        counts = traces.write_back(app, feedback, "run-1", {traces.SIGNATURE_KEY: "judge:keyword"})
+    finally:
+        logging.getLogger("ragmem").removeHandler(recorder)
+    assert counts == {"added": 38, "updated": 0, "gone": 1}
+    said = [line for line in lines if line.startswith("writing assessments back: ")]
+    assert said, "no progress line in a write-back longer than the interval"
+    assert re.match(r"writing assessments back: 39/39 traces in \d+ s$", said[-1]), said
 
 
 def test_a_watermark_that_is_not_a_time_is_one_line_naming_the_tag_and_the_run(tmp_path):
