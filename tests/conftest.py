@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import linecache
+import logging
 import os
 import signal
 import socket
@@ -395,6 +396,26 @@ class Ran:
 
     def __init__(self, returncode: int, stdout: str, stderr: str):
         self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+@pytest.fixture
+def ragmem_lines(caplog):
+    """The messages of the ``ragmem`` logger at INFO and up, as the test runs (a list filled as they
+    come): the logger's own handlers may not pass them on to pytest's (it does not propagate once
+    a command set it up)."""
+    lines: list[str] = []
+
+    class Recorder(logging.Handler):
+        def emit(self, record):
+            lines.append(record.getMessage())
+
+    recorder = Recorder(level=logging.DEBUG)
+    logging.getLogger("ragmem").addHandler(recorder)
+    caplog.set_level(logging.INFO, logger="ragmem")
+    try:
+        yield lines
+    finally:
+        logging.getLogger("ragmem").removeHandler(recorder)
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ counted; a watermark that is not a time is one line naming the tag and the run."
 from __future__ import annotations
 
 import json
-import logging
 import re
 import sqlite3
 
@@ -85,7 +84,7 @@ def test_a_read_only_store_is_judged_with_its_assessments_not_written_and_said(t
     assert all(not client.get_trace(i).info.assessments for i in ids)
 
 
-def test_a_trace_deleted_after_it_was_read_is_left_out_of_the_write_back(tmp_path, monkeypatch, caplog):
+def test_a_trace_deleted_after_it_was_read_is_left_out_of_the_write_back(tmp_path, monkeypatch, ragmem_lines):
     """... and the write-back counts its traces in its progress lines (minutes for a nightly window)."""
     monkeypatch.setenv("RAGMEM_PROGRESS", "log")
     monkeypatch.setenv("RAGMEM_PROGRESS_INTERVAL", "0.2")
@@ -95,21 +94,9 @@ def test_a_trace_deleted_after_it_was_read_is_left_out_of_the_write_back(tmp_pat
     client.delete_traces(client.get_experiment_by_name("app").experiment_id, trace_ids=[ids[0]])
     feedback = {i: [Feedback("faithfulness", 1.0, "supported", "CODE", "ragmem")] for i in ids}
     feedback[ids[1]] = []  # (nothing to write: not counted)
-    lines: list[str] = []
-
-    class Recorder(logging.Handler):
-        def emit(self, record):
-            lines.append(record.getMessage())
-
-    recorder = Recorder(level=logging.INFO)
-    logging.getLogger("ragmem").addHandler(recorder)
-    caplog.set_level(logging.INFO, logger="ragmem")
-    try:
-        counts = traces.write_back(app, feedback, "run-1", {traces.SIGNATURE_KEY: "judge:keyword"})
-    finally:
-        logging.getLogger("ragmem").removeHandler(recorder)
+    counts = traces.write_back(app, feedback, "run-1", {traces.SIGNATURE_KEY: "judge:keyword"})
     assert counts == {"added": 38, "updated": 0, "gone": 1}
-    said = [line for line in lines if line.startswith("writing assessments back: ")]
+    said = [line for line in ragmem_lines if line.startswith("writing assessments back: ")]
     assert said, "no progress line in a write-back longer than the interval"
     assert re.match(r"writing assessments back: 39/39 traces in \d+ s$", said[-1]), said
 

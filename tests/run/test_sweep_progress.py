@@ -26,8 +26,9 @@ def log_mode(monkeypatch):
     monkeypatch.setenv("RAGMEM_PROGRESS_INTERVAL", "0.2")
 
 
-def test_each_child_is_announced_as_it_finishes_and_its_own_lines_fold(tmp_path, monkeypatch, log_mode, caplog):
-    events: list[str] = []
+def test_each_child_is_announced_as_it_finishes_and_its_own_lines_fold(tmp_path, monkeypatch, log_mode, caplog,
+                                                                        ragmem_lines):
+    events = ragmem_lines  # (the children's starts below, the ragmem logger's lines, in one list)
     real = engine._evaluate_child
 
     def child(cfg, *args):
@@ -39,18 +40,7 @@ def test_each_child_is_announced_as_it_finishes_and_its_own_lines_fold(tmp_path,
     config = resolve_config(None, data=write_replayed(tmp_path, 30), extra={
         "tracking": {"enabled": False}, "metrics": ["accuracy", "avg_coverage"],
         "sweep": {"grid": {"judge.threshold": [0.3, 0.5, 0.7]}, "max_parallel": 1, "objective": {"metric": "accuracy", "goal": "maximize"}}})
-
-    class Recorder(logging.Handler):
-        def emit(self, record):
-            events.append(record.getMessage())
-
-    recorder = Recorder(level=logging.DEBUG)
-    logging.getLogger("ragmem").addHandler(recorder)
-    caplog.set_level(logging.INFO, logger="ragmem")
-    try:
-        summary = engine.sweep(config)
-    finally:
-        logging.getLogger("ragmem").removeHandler(recorder)
+    summary = engine.sweep(config)
     assert len(summary["children"]) == 3
     announced = [e for e in events if e.startswith("start ") or e.startswith("sweep: ") and " configurations: " in e]
     assert [e.split(" ->")[0] for e in announced] == [
