@@ -97,22 +97,19 @@ def _template() -> Path | None:
         return None
 
 
-def copy_into(db: Path) -> bool:
-    """Make the new store ``db`` as a copy of the template: ``True`` if it was, ``False`` when the
-    caller should let MLflow migrate it (no template, or a copy that failed: nothing is left at ``db``)."""
+def copy_into(db: Path) -> None:
+    """Make the new store ``db`` as a copy of the template; without a template, or when the copy fails
+    (nothing is left at ``db``), MLflow migrates the store when it opens it."""
     template = _template()
     if template is None:
-        return False
+        return
     partial: Path | None = None
     try:
         with tempfile.NamedTemporaryFile(dir=db.parent, prefix=f".{db.name}.", delete=False) as handle:
             partial = Path(handle.name)
         shutil.copyfile(template, partial)
         os.replace(partial, db)
-        return True
     except OSError as exc:
         if partial is not None:
             partial.unlink(missing_ok=True)
         log.debug("the empty MLflow store could not be copied to %s (%s)", db, exc)
-        return False
-

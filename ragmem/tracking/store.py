@@ -328,9 +328,10 @@ class Tracker:
         for example, label, query, answer in rows:
             if example not in traced:
                 request, response = {"query": query}, {"answer": answer}
-                made = new.setdefault(example, (example, agent_traces.plain_trace(experiment_id, request, response),
-                                                request, response, "labelled example", []))
-                made[-1].append(Feedback("human_label", int(label), rationale, "HUMAN", source_id))
+                if example not in new:  # (its trace made once, whatever the number of its labels)
+                    new[example] = (example, agent_traces.plain_trace(experiment_id, request, response), request,
+                                    response, "labelled example", [])
+                new[example][-1].append(Feedback("human_label", int(label), rationale, "HUMAN", source_id))
         if new:
             agent_traces.write(self.uri, run_id, experiment_id, list(new.values()))
         client = TracingClient(self.uri)

@@ -202,6 +202,7 @@ def write_back(uri: str, feedback: dict[str, list[Feedback]], run_id: str, metad
     todo = {trace_id: items for trace_id, items in feedback.items() if items}
     # (a call per assessment: 20 ms a trace on a SQLite file, 85 ms through a tracking server here; a
     # nightly window's thousands of traces take minutes, counted in this stage's lines)
+    mine = metadata.get(SIGNATURE_KEY)
     with progress.stage("writing assessments back", len(todo), unit="traces") as stage:
         for trace_id, items in todo.items():
             try:
@@ -214,7 +215,6 @@ def write_back(uri: str, feedback: dict[str, list[Feedback]], run_id: str, metad
                 continue
             held = {(a.name, (a.metadata or {}).get(SIGNATURE_KEY)): a.assessment_id
                     for a in info.assessments or () if (a.metadata or {}).get(RUN_KEY) is not None}
-            mine = metadata.get(SIGNATURE_KEY)
             for item in items:
                 assessment = MlflowFeedback(name=item.name, value=item.value, rationale=item.rationale,
                                             source=AssessmentSource(source_type=item.source_type,
